@@ -1,0 +1,386 @@
+"""Isolation ratios, outlier labels, and the per-unit suppression table.
+
+A record's isolation ratio is ``iota = d_{k-1} / r_max`` where ``d_{k-1}`` is the
+distance to its ``(k-1)``-th nearest other subject (see
+:mod:`geokanon.neighbours`). With a time column the temporal ratio
+``t_{k-1} / t_max`` is computed too and the worse of the two decides. Labels
+are :class:`~geokanon.policy.Label` codes (``uint8``), upper bounds inclusive.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from geokanon.errors import InputError, ParameterWarning
+from geokanon.neighbours import subject_codes, subject_neighbour_distances, subject_time_gaps
+from geokanon.policy import Label, OutlierPolicy, TimeMode
+
+__all__ = [
+    "CapVerdict",
+    "Classification",
+    "UnitTable",
+    "cap_verdict",
+    "classify",
+    "labels_from_ratios",
+    "unit_table",
+]
+
+_DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class Classification:
+    """Labels of one classification pass.
+
+    Attributes
+    ----------
+    labels
+        ``uint8`` :class:`~geokanon.policy.Label` codes, one per record.
+    iota
+        Isolation ratio that decided the label (worse of space and time);
+        ``inf`` where no ``k-1`` other subjects lie within the search radius.
+    iota_space
+        Spatial ratio ``d_{k-1} / r_max``.
+    iota_time
+        Temporal ratio ``t_{k-1} / t_max``, or ``None`` without a time dimension.
+    """
+
+    labels: NDArray[np.uint8]
+    iota: NDArray[np.float64]
+    iota_space: NDArray[np.float64]
+    iota_time: NDArray[np.float64] | None = None
+
+    def counts(self) -> dict[str, int]:
+        """Records per label; every label is present, ``ok`` to ``suppress``."""
+        c = np.bincount(self.labels, minlength=len(Label))
+        return {lab.text: int(c[lab]) for lab in Label}
+
+
+def labels_from_ratios(iota: ArrayLike, policy: OutlierPolicy) -> NDArray[np.uint8]:
+    """Label codes from isolation ratios, with the design note's inclusive upper bounds.
+
+    Parameters
+    ----------
+    iota
+        Isolation ratios.
+    policy
+        Supplies ``merge_ratio`` and ``generalise_ratio``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint8`` codes of :class:`~geokanon.policy.Label`.
+
+    Examples
+    --------
+    >>> from geokanon.policy import OutlierPolicy
+    >>> labels_from_ratios([0.5, 1.0, 1.5, 2.0, 4.0, 4.1], OutlierPolicy(k=5, r_max_m=1.0)).tolist()
+    [0, 0, 1, 1, 2, 3]
+    """
+    a = np.asarray(iota, dtype=np.float64)
+    labels = np.zeros(a.shape, dtype=np.uint8)
+    labels[a > 1.0] = Label.MERGE
+    labels[a > policy.merge_ratio] = Label.GENERALISE
+    labels[a > policy.generalise_ratio] = Label.SUPPRESS
+    return labels
+
+
+def _time_ratio(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    subj: NDArray[np.int64] | None,
+    times: ArrayLike,
+    policy: OutlierPolicy,
+) -> NDArray[np.float64]:
+    assert policy.t_max_s is not None
+    t = np.asarray(times, dtype=np.float64)
+    period = None
+    if policy.time_mode is TimeMode.TIME_OF_DAY:
+        t = np.mod(t, _DAY_S)
+        period = _DAY_S
+    gaps = subject_time_gaps(
+        x, y, t, subj, count=policy.k - 1, radius=policy.r_max_m, period=period
+    )
+    return gaps[:, -1] / policy.t_max_s
+
+
+def classify(
+    x: ArrayLike,
+    y: ArrayLike,
+    policy: OutlierPolicy,
+    *,
+    subjects: ArrayLike | None = None,
+    times: ArrayLike | None = None,
+) -> Classification:
+    """Label every record ``ok``, ``merge``, ``generalise`` or ``suppress``.
+
+    Parameters
+    ----------
+    x, y
+        Coordinates in metres of a projected CRS.
+    policy
+        The outlier policy (k, r_max_m, ratios, time settings).
+    subjects
+        Subject id per record; ``None`` makes every record its own subject, in
+        which case the labels equal the design note's rule exactly.
+    times
+        Times in seconds, required when ``policy.t_max_s`` is set.
+
+    Returns
+    -------
+    Classification
+
+    Raises
+    ------
+    InputError
+        Fewer distinct subjects than ``k``, mismatched lengths, missing times.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from geokanon.policy import OutlierPolicy
+    >>> pol = OutlierPolicy(k=3, r_max_m=10.0)
+    >>> classify([0, 1, 2, 100], [0, 0, 0, 0], pol).counts()
+    {'ok': 3, 'merge': 0, 'generalise': 0, 'suppress': 1}
+    """
+    xa = np.ascontiguousarray(x, dtype=np.float64)
+    ya = np.ascontiguousarray(y, dtype=np.float64)
+    n = xa.size
+    if n == 0:
+        raise InputError("the input has no records; nothing to classify")
+    subj = None if subjects is None else subject_codes(subjects, n)
+    n_subjects = n if subj is None else int(subj.max()) + 1
+    if n_subjects < policy.k:
+        raise InputError(
+            f"the input holds {n_subjects} distinct subjects, fewer than k={policy.k}; "
+            "no class of k subjects can exist: lower k or add records"
+        )
+    if policy.uses_time and times is None:
+        raise InputError(
+            "t_max_s is set but no times were given; pass a time column or drop t_max_s"
+        )
+    d = subject_neighbour_distances(
+        xa, ya, subj, count=policy.k - 1, max_distance=policy.search_radius_m
+    )
+    # The same arithmetic as the design note (d / r_max, then compare ratios).
+    iota_space = d[:, -1] / policy.r_max_m
+    iota_time = None
+    iota = iota_space
+    if policy.uses_time:
+        assert times is not None
+        iota_time = _time_ratio(xa, ya, subj, times, policy)
+        iota = np.maximum(iota_space, iota_time)
+    return Classification(
+        labels=labels_from_ratios(iota, policy),
+        iota=iota,
+        iota_space=iota_space,
+        iota_time=iota_time,
+    )
+
+
+@dataclass(frozen=True)
+class UnitTable:
+    """Per-unit records, subjects and suppression, worst unit first.
+
+    ``share`` is suppressed distinct subjects over distinct subjects in the
+    unit (a subject counts as suppressed in a unit when any of its records
+    there is suppressed); without a subject column it is the record share.
+    """
+
+    unit: NDArray[np.object_]
+    records: NDArray[np.int64]
+    subjects: NDArray[np.int64]
+    suppressed: NDArray[np.int64]
+    suppressed_subjects: NDArray[np.int64]
+    share: NDArray[np.float64] = field(repr=False)
+
+    def __len__(self) -> int:
+        return int(self.unit.size)
+
+    def rows(self) -> list[dict[str, object]]:
+        """One plain dict per unit, worst first."""
+        return [
+            {
+                "unit": str(self.unit[i]),
+                "records": int(self.records[i]),
+                "subjects": int(self.subjects[i]),
+                "suppressed": int(self.suppressed[i]),
+                "suppressed_subjects": int(self.suppressed_subjects[i]),
+                "share": float(self.share[i]),
+            }
+            for i in range(len(self))
+        ]
+
+
+def _distinct_pairs_per_group(
+    group: NDArray[np.int64], subj: NDArray[np.int64] | None, n_groups: int
+) -> NDArray[np.int64]:
+    if subj is None:
+        return np.bincount(group, minlength=n_groups).astype(np.int64)
+    n_subj = int(subj.max()) + 1 if subj.size else 1
+    pairs = np.unique(group.astype(np.int64) * n_subj + subj)
+    return np.bincount(pairs // n_subj, minlength=n_groups).astype(np.int64)
+
+
+def unit_table(
+    suppressed: ArrayLike,
+    unit_codes: ArrayLike,
+    unit_names: ArrayLike,
+    subjects: ArrayLike | None = None,
+) -> UnitTable:
+    """Per-unit suppression in one sort, no loop over units.
+
+    Parameters
+    ----------
+    suppressed
+        Boolean per record.
+    unit_codes
+        Integer code per record in ``[0, len(unit_names))``.
+    unit_names
+        Name of every unit code.
+    subjects
+        Subject codes per record (``None``: every record its own subject).
+
+    Returns
+    -------
+    UnitTable
+        Sorted by share (descending), then suppressed subjects, then unit name.
+
+    Examples
+    --------
+    >>> t = unit_table([True, False, False, True], [0, 0, 1, 1], ["A", "B"])
+    >>> t.rows()[0]["share"]
+    0.5
+    """
+    sup = np.asarray(suppressed, dtype=bool)
+    codes = np.asarray(unit_codes, dtype=np.int64)
+    names = np.asarray(unit_names, dtype=object)
+    nu = names.size
+    subj = None if subjects is None else np.asarray(subjects, dtype=np.int64)
+    records = np.bincount(codes, minlength=nu).astype(np.int64)
+    n_sup = np.bincount(codes[sup], minlength=nu).astype(np.int64)
+    n_subj = _distinct_pairs_per_group(codes, subj, nu)
+    sup_subj = _distinct_pairs_per_group(codes[sup], None if subj is None else subj[sup], nu)
+    share = np.divide(sup_subj, n_subj, out=np.zeros(nu, dtype=np.float64), where=n_subj > 0)
+    keep = records > 0
+    idx = np.flatnonzero(keep)
+    order = idx[np.lexsort((names[idx].astype(str), -sup_subj[idx], -share[idx]))]
+    return UnitTable(
+        unit=names[order],
+        records=records[order],
+        subjects=n_subj[order],
+        suppressed=n_sup[order],
+        suppressed_subjects=sup_subj[order],
+        share=share[order],
+    )
+
+
+@dataclass(frozen=True)
+class CapVerdict:
+    """Global and per-unit cap verdicts of a suppression outcome."""
+
+    suppressed_records: int
+    suppressed_subjects: int
+    subjects: int
+    suppressed_share: float
+    disposal_share: float
+    passes_global_cap: bool
+    passes_unit_cap: bool
+    units_over_cap: tuple[str, ...]
+    worst_unit: str | None
+    worst_unit_share: float
+    many_disposals: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready mapping."""
+        return {
+            "suppressed_records": self.suppressed_records,
+            "suppressed_subjects": self.suppressed_subjects,
+            "subjects": self.subjects,
+            "suppressed_share": self.suppressed_share,
+            "disposal_share": self.disposal_share,
+            "passes_global_cap": self.passes_global_cap,
+            "passes_unit_cap": self.passes_unit_cap,
+            "units_over_cap": list(self.units_over_cap),
+            "worst_unit": self.worst_unit,
+            "worst_unit_share": self.worst_unit_share,
+            "many_disposals": self.many_disposals,
+        }
+
+
+def cap_verdict(
+    suppressed: ArrayLike,
+    disposed: ArrayLike,
+    table: UnitTable,
+    policy: OutlierPolicy,
+    subjects: ArrayLike | None = None,
+    *,
+    warn: bool = True,
+) -> CapVerdict:
+    """Compare suppression with the caps, and warn when many records need a disposal.
+
+    Parameters
+    ----------
+    suppressed
+        Boolean per record: removed from the release.
+    disposed
+        Boolean per record: needed any disposal (label other than ``ok``).
+    table
+        The per-unit table of the same outcome.
+    policy
+        Supplies ``tau``, ``unit_cap`` and ``disposal_warning_share``.
+    subjects
+        Subject codes per record, or ``None``.
+    warn
+        Emit a :class:`~geokanon.errors.ParameterWarning` above the disposal share.
+
+    Returns
+    -------
+    CapVerdict
+    """
+    sup = np.asarray(suppressed, dtype=bool)
+    n = sup.size
+    if subjects is None:
+        n_subj = n
+        sup_subj = int(sup.sum())
+    else:
+        s = np.asarray(subjects, dtype=np.int64)
+        n_subj = int(np.unique(s).size)
+        sup_subj = int(np.unique(s[sup]).size)
+    share = sup_subj / n_subj if n_subj else 0.0
+    disposal_share = float(np.asarray(disposed, dtype=bool).mean()) if n else 0.0
+    over = tuple(
+        str(u) for u, sh in zip(table.unit, table.share, strict=True) if sh > policy.unit_cap
+    )
+    many = disposal_share > policy.disposal_warning_share
+    if many and warn:
+        warnings.warn(
+            f"{disposal_share:.1%} of records need a disposal (warning above "
+            f"{policy.disposal_warning_share:.0%}): the parameters, not the points, look like "
+            "the problem; consider a lower k or a wider r_max_m",
+            ParameterWarning,
+            stacklevel=2,
+        )
+    return CapVerdict(
+        suppressed_records=int(sup.sum()),
+        suppressed_subjects=sup_subj,
+        subjects=n_subj,
+        suppressed_share=share,
+        disposal_share=disposal_share,
+        passes_global_cap=share <= policy.tau,
+        passes_unit_cap=not over,
+        units_over_cap=over,
+        worst_unit=str(table.unit[0]) if len(table) else None,
+        worst_unit_share=float(table.share[0]) if len(table) else 0.0,
+        many_disposals=many,
+    )
+
+
+def finite_or_none(value: float) -> float | None:
+    """JSON-safe float: ``None`` for infinities and NaN."""
+    return value if math.isfinite(value) else None

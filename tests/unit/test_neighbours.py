@@ -1,0 +1,140 @@
+"""The fast neighbour search against a brute-force oracle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.spatial import cKDTree
+
+from geokanon.errors import InputError
+from geokanon.neighbours import subject_neighbour_distances, subject_time_gaps
+from tests.cases import CASES
+
+
+def oracle_distances(x, y, subj, count, max_d=math.inf):
+    """All pairwise distances; per other subject its nearest record; sorted."""
+    n = len(x)
+    out = np.full((n, count), np.inf)
+    for i in range(n):
+        best: dict[int, float] = {}
+        for j in range(n):
+            if subj[j] == subj[i]:
+                continue
+            dx, dy = x[j] - x[i], y[j] - y[i]
+            d = math.sqrt(dx * dx + dy * dy)
+            if d <= max_d and d < best.get(subj[j], math.inf):
+                best[subj[j]] = d
+        vals = sorted(best.values())[:count]
+        out[i, : len(vals)] = vals
+    return out
+
+
+coords = st.integers(min_value=-40, max_value=40).map(lambda v: v * 2.5)
+
+
+@st.composite
+def point_sets(draw):
+    n = draw(st.integers(min_value=1, max_value=40))
+    x = draw(st.lists(coords, min_size=n, max_size=n))
+    y = draw(st.lists(coords, min_size=n, max_size=n))
+    n_subj = draw(st.integers(min_value=1, max_value=n))
+    subj = draw(st.lists(st.integers(0, n_subj - 1), min_size=n, max_size=n))
+    spread = draw(st.sampled_from([1.0, 10.0, 1000.0]))
+    return np.array(x) * spread, np.array(y) * spread, np.array(subj, dtype=np.int64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(point_sets(), st.integers(1, 6), st.sampled_from([math.inf, 30.0, 400.0]))
+def test_matches_oracle_with_subjects(pts, count, max_d):
+    x, y, subj = pts
+    got = subject_neighbour_distances(x, y, subj, count=count, max_distance=max_d)
+    np.testing.assert_array_equal(got, oracle_distances(x, y, subj, count, max_d))
+
+
+@settings(max_examples=100, deadline=None)
+@given(point_sets(), st.integers(1, 6))
+def test_without_subjects_equals_ckdtree(pts, count):
+    x, y, _ = pts
+    got = subject_neighbour_distances(x, y, None, count=count)
+    k = min(count + 1, len(x))
+    d, _ = cKDTree(np.c_[x, y]).query(np.c_[x, y], k=k)
+    d = np.atleast_2d(d.T).T if d.ndim == 1 else d
+    expected = np.full((len(x), count), np.inf)
+    expected[:, : k - 1] = d[:, 1:k]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_clustered_large_matches_ckdtree():
+    rng = np.random.default_rng(7)
+    centres = rng.uniform(0, 50_000, (30, 2))
+    pts = np.concatenate([c + rng.normal(0, 150, (1500, 2)) for c in centres])
+    pts = np.concatenate([pts, rng.uniform(0, 50_000, (2000, 2))])
+    got = subject_neighbour_distances(pts[:, 0], pts[:, 1], count=4, max_distance=3000.0)
+    d, _ = cKDTree(pts).query(pts, k=5)
+    expected = np.where(d[:, 1:] <= 3000.0, d[:, 1:], np.inf)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_one_subject_many_points_has_no_neighbours():
+    x, y, s = CASES["one_subject_many_points"]
+    got = subject_neighbour_distances(x, y, s, count=2)
+    assert np.isinf(got).all()
+
+
+def test_household_counts_once():
+    x, y, s = CASES["household"]
+    got = subject_neighbour_distances(x, y, s, count=3)
+    # The household member at 0 sees a, b, c at 50, 60, 70 - never its own household.
+    assert got[0].tolist() == [50.0, 60.0, 70.0]
+
+
+def test_all_identical_and_empty():
+    x, y, _ = CASES["all_identical"]
+    assert (subject_neighbour_distances(x, y, count=4) == 0).all()
+    assert subject_neighbour_distances([], [], count=3).shape == (0, 3)
+
+
+def test_nan_refused_with_count_only():
+    x, y, _ = CASES["nan"]
+    with pytest.raises(InputError, match="1 records") as info:
+        subject_neighbour_distances(x, y, count=2)
+    assert "nan" not in str(info.value).split("NaN")[0].lower()
+
+
+def oracle_time(x, y, t, subj, count, radius, period=None):
+    n = len(x)
+    out = np.full((n, count), np.inf)
+    for i in range(n):
+        best: dict[int, float] = {}
+        for j in range(n):
+            if subj[j] == subj[i]:
+                continue
+            dx, dy = x[j] - x[i], y[j] - y[i]
+            if math.sqrt(dx * dx + dy * dy) > radius:
+                continue
+            g = abs(t[j] - t[i])
+            if period:
+                g = g % period
+                g = min(g, period - g)
+            best[subj[j]] = min(best.get(subj[j], math.inf), g)
+        vals = sorted(best.values())[:count]
+        out[i, : len(vals)] = vals
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    point_sets(),
+    st.integers(1, 4),
+    st.sampled_from([None, 86_400.0]),
+    st.randoms(use_true_random=False),
+)
+def test_time_gaps_match_oracle(pts, count, period, rnd):
+    x, y, subj = pts
+    t = np.array([rnd.randrange(0, 3 * 86_400, 60) for _ in range(len(x))], dtype=float)
+    got = subject_time_gaps(x, y, t, subj, count=count, radius=100.0, period=period)
+    np.testing.assert_array_equal(got, oracle_time(x, y, t, subj, count, 100.0, period))
