@@ -212,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--out", type=Path, help="directory for the outputs")
     p.set_defaults(func=cmd_demo)
+
+    # -- release / verify commands (lead) --
+    # -- sweep command (sweep helper) --
     return parser
 
 
