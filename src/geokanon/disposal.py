@@ -1,0 +1,492 @@
+"""The disposals, the fixed point and the caps: what is published, and at what level.
+
+One pass:
+
+1. classify the records still meant for group-level publication;
+2. ``ok`` and ``merge`` records are grouped (:func:`geokanon.grouping.group_records`);
+   a ``merge`` record joins a group whose disc can be re-centred to cover it;
+3. records that cannot be placed in a group, and ``generalise`` records, are
+   generalised: published only as a count in their unit when the unit's
+   generalised records hold >= k distinct subjects; smaller pools move up to the
+   parent unit, then to the whole study area ("somewhere in the area"); only an
+   area pool of fewer than k subjects is suppressed;
+4. ``suppress`` records are removed (with ``membership_sensitive`` they join the
+   area pool instead, because a missing dot tells a lone valley-dweller that
+   they are in the data).
+
+The next pass re-classifies the records published at group level, among
+themselves (removing records changes the neighbour structure). Passes repeat
+until no label changes; after :data:`~geokanon.policy.MAX_PASSES` the parameters
+are declared unsatisfiable. Finally the suppressed mass is compared with the
+global cap ``tau`` and the per-unit cap; a breach raises
+:class:`~geokanon.errors.ReleaseRefused` with a diagnosis.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from geokanon.classify import CapVerdict, UnitTable, cap_verdict, classify, unit_table
+from geokanon.errors import InputError, PrivacyRiskWarning, ReleaseRefused, Unsatisfiable
+from geokanon.grouping import group_records
+from geokanon.neighbours import subject_codes
+from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
+
+__all__ = ["CoreResult", "PassRecord", "diagnose", "run_core"]
+
+#: Class levels of generalised records.
+LEVELS = ("unit", "parent", "area")
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """Label counts of one classification pass over the records meant for group level."""
+
+    number: int
+    records: int
+    labels: dict[str, int]
+    changed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready mapping."""
+        return {
+            "pass": self.number,
+            "records": self.records,
+            "labels": dict(self.labels),
+            "changed": self.changed,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class CoreResult:
+    """Everything the release core decided, per record and per group or class.
+
+    Attributes
+    ----------
+    first_labels
+        First-pass :class:`~geokanon.policy.Label` codes.
+    iota
+        First-pass isolation ratios.
+    final_labels
+        Label of each record in the last pass it took part in.
+    disposal
+        Final :class:`~geokanon.policy.Disposal` codes.
+    group_id
+        Group of each record published at group level, else -1.
+    group_x, group_y
+        Published representative of each group (metres, working CRS).
+    class_id
+        Generalised class of each generalised record, else -1.
+    class_level, class_unit
+        Per class: level (``unit``, ``parent``, ``area``) and unit name.
+    passes
+        Per-pass label counts; the last one changed nothing.
+    units
+        Per-unit suppression table of the final outcome.
+    verdict
+        Cap verdicts of the final outcome.
+    subjects
+        Subject code per record.
+    """
+
+    first_labels: NDArray[np.uint8]
+    iota: NDArray[np.float64]
+    final_labels: NDArray[np.uint8]
+    disposal: NDArray[np.uint8]
+    group_id: NDArray[np.int64]
+    group_x: NDArray[np.float64]
+    group_y: NDArray[np.float64]
+    class_id: NDArray[np.int64]
+    class_level: tuple[str, ...]
+    class_unit: tuple[str, ...]
+    passes: tuple[PassRecord, ...]
+    units: UnitTable
+    verdict: CapVerdict
+    subjects: NDArray[np.int64] = field(repr=False)
+
+    def counts(self) -> dict[str, int]:
+        """Records per final disposal."""
+        c = np.bincount(self.disposal, minlength=len(Disposal))
+        return {d.text: int(c[d]) for d in Disposal}
+
+    def displacement(self, x: ArrayLike, y: ArrayLike) -> NDArray[np.float64]:
+        """Distance of every group-level record to its representative (NaN elsewhere)."""
+        xa = np.asarray(x, dtype=np.float64)
+        ya = np.asarray(y, dtype=np.float64)
+        out = np.full(xa.size, np.nan)
+        g = self.group_id
+        m = g >= 0
+        dx = xa[m] - self.group_x[g[m]]
+        dy = ya[m] - self.group_y[g[m]]
+        out[m] = np.sqrt(dx * dx + dy * dy)
+        return out
+
+
+def _generalise(
+    pool: NDArray[np.bool_],
+    subj: NDArray[np.int64],
+    levels: list[tuple[str, NDArray[np.int64], NDArray[np.object_]]],
+    k: int,
+    area_only: NDArray[np.bool_] | None = None,
+) -> tuple[NDArray[np.int64], list[str], list[str], NDArray[np.bool_]]:
+    """Pool generalised records bottom-up into classes of >= k distinct subjects.
+
+    ``area_only`` records skip the finer levels (membership-sensitive suppression).
+    Returns the class of each record (-1 if none), class levels and unit names,
+    and the records left over (suppressed).
+    """
+    n = subj.size
+    class_id = np.full(n, -1, dtype=np.int64)
+    class_level: list[str] = []
+    class_unit: list[str] = []
+    remaining = pool.copy()
+    for level_name, codes, names in levels:
+        eligible = (
+            remaining if area_only is None or level_name == "area" else remaining & ~area_only
+        )
+        idx = np.flatnonzero(eligible)
+        if idx.size == 0:
+            break
+        c = codes[idx]
+        n_subj = int(subj.max()) + 1
+        pairs = np.unique(c * n_subj + subj[idx])
+        distinct = np.bincount(pairs // n_subj, minlength=names.size)
+        good_units = np.flatnonzero(distinct >= k)
+        # Deterministic class numbering: by level, then unit name.
+        good_units = good_units[np.argsort(names[good_units].astype(str), kind="stable")]
+        new_ids = np.full(names.size, -1, dtype=np.int64)
+        new_ids[good_units] = np.arange(len(class_level), len(class_level) + good_units.size)
+        class_level.extend([level_name] * good_units.size)
+        class_unit.extend(str(u) for u in names[good_units])
+        assigned = new_ids[c]
+        hit = assigned >= 0
+        class_id[idx[hit]] = assigned[hit]
+        remaining[idx[hit]] = False
+    # An area pool of 1..k-1 subjects: dissolve the smallest finer classes into it
+    # (their records become "somewhere in the area") rather than suppress anyone.
+    if remaining.any() and np.unique(subj[remaining]).size < k and class_level:
+        member = np.flatnonzero(class_id >= 0)
+        n_subj = int(subj.max()) + 1
+        pairs = np.unique(class_id[member] * n_subj + subj[member])
+        sizes = np.bincount(pairs // n_subj, minlength=len(class_level))
+        order = np.lexsort((np.asarray(class_unit, dtype=str), sizes))
+        for c in order:
+            if class_level[c] == "area":
+                continue
+            moved = class_id == c
+            class_id[moved] = -1
+            remaining |= moved
+            if np.unique(subj[remaining]).size >= k:
+                break
+    if remaining.any() and np.unique(subj[remaining]).size >= k:
+        class_level.append("area")
+        class_unit.append("area")
+        class_id[remaining] = len(class_level) - 1
+        remaining[:] = False
+    if not class_level:
+        return class_id, class_level, class_unit, remaining
+    # Renumber the classes that still hold records: 0..m-1 in creation order.
+    used = np.unique(class_id[class_id >= 0])
+    remap = np.full(len(class_level), -1, dtype=np.int64)
+    remap[used] = np.arange(used.size)
+    class_id = np.where(class_id >= 0, remap[np.maximum(class_id, 0)], -1)
+    class_level = [class_level[i] for i in used]
+    class_unit = [class_unit[i] for i in used]
+    return class_id, class_level, class_unit, remaining
+
+
+def run_core(
+    x: ArrayLike,
+    y: ArrayLike,
+    policy: OutlierPolicy,
+    *,
+    subjects: ArrayLike | None = None,
+    times: ArrayLike | None = None,
+    unit_codes: ArrayLike | None = None,
+    unit_names: ArrayLike | None = None,
+    parent_codes: ArrayLike | None = None,
+    parent_names: ArrayLike | None = None,
+    enforce_caps: bool = True,
+) -> CoreResult:
+    """Classify, group, dispose and iterate to the fixed point; then check the caps.
+
+    Parameters
+    ----------
+    x, y
+        Coordinates in metres (masked ones, where a mask is applied).
+    policy
+        The outlier policy.
+    subjects
+        Subject per record (``None``: every record its own subject).
+    times
+        Times in seconds, when the policy has ``t_max_s``.
+    unit_codes, unit_names
+        Administrative unit of every record (``None``: one unit, ``all``).
+    parent_codes, parent_names
+        Optional parent unit of every record (a coarser level for pooling).
+    enforce_caps
+        Raise :class:`~geokanon.errors.ReleaseRefused` when a cap is breached.
+
+    Returns
+    -------
+    CoreResult
+
+    Raises
+    ------
+    InputError
+        Bad input (see :func:`geokanon.classify.classify`).
+    Unsatisfiable
+        The labels did not settle within the pass limit.
+    ReleaseRefused
+        A cap is breached (with ``enforce_caps``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from geokanon.policy import OutlierPolicy
+    >>> x = np.r_[np.arange(10.0) * 10, 90_000.0]
+    >>> res = run_core(x, np.zeros(11), OutlierPolicy(k=3, r_max_m=100.0, tau=0.5, unit_cap=1.0))
+    >>> res.counts()
+    {'grouped': 10, 'merged': 0, 'generalised': 0, 'suppressed': 1}
+    """
+    if policy.allow_synthetic:
+        raise InputError(
+            "allow_synthetic is not supported yet: synthetic records would never count "
+            "towards k (SPEC k_subjects), so this version does not add them; "
+            "turn it off"
+        )
+    xa = np.ascontiguousarray(x, dtype=np.float64)
+    ya = np.ascontiguousarray(y, dtype=np.float64)
+    n = xa.size
+    if n == 0:
+        raise InputError("the input has no records; nothing to release")
+    subj = np.arange(n, dtype=np.int64) if subjects is None else subject_codes(subjects, n)
+    ta = None if times is None else np.asarray(times, dtype=np.float64)
+    if unit_codes is None:
+        ucodes = np.zeros(n, dtype=np.int64)
+        unames = np.asarray(["all"], dtype=object)
+    else:
+        ucodes = np.asarray(unit_codes, dtype=np.int64)
+        unames = np.asarray(
+            unit_names if unit_names is not None else np.unique(ucodes).astype(str), dtype=object
+        )
+    levels: list[tuple[str, NDArray[np.int64], NDArray[np.object_]]] = [("unit", ucodes, unames)]
+    if parent_codes is not None:
+        pnames = np.asarray(
+            parent_names if parent_names is not None else np.unique(parent_codes).astype(str),
+            dtype=object,
+        )
+        levels.append(("parent", np.asarray(parent_codes, dtype=np.int64), pnames))
+    levels.append(("area", np.zeros(n, dtype=np.int64), np.asarray(["area"], dtype=object)))
+
+    # Pass 1 on every record.
+    first = classify(xa, ya, policy, subjects=None if subjects is None else subj, times=ta)
+    first_labels = first.labels
+    final_labels = first_labels.copy()
+    active = np.flatnonzero(first_labels <= Label.MERGE)
+    prev = first_labels[active]
+    passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
+    group_id = np.full(n, -1, dtype=np.int64)
+    gx = np.zeros(0)
+    gy = np.zeros(0)
+    for number in range(2, MAX_PASSES + 2):
+        # Group what is meant for group level; what cannot be placed leaves.
+        grouping = group_records(xa[active], ya[active], subj[active], policy)
+        placed = grouping.group_id >= 0
+        group_id[:] = -1
+        group_id[active[placed]] = grouping.group_id[placed]
+        gx, gy = grouping.rep_x, grouping.rep_y
+        kept = active[placed]
+        if number > MAX_PASSES:
+            changed_any = True
+            break
+        # Re-classify the group-level records among themselves.
+        if np.unique(subj[kept]).size >= policy.k:
+            cls = classify(
+                xa[kept], ya[kept], policy,
+                subjects=None if subjects is None else subj[kept],
+                times=None if ta is None else ta[kept],
+            )  # fmt: skip
+            labels = cls.labels
+        else:
+            labels = np.full(kept.size, Label.SUPPRESS, dtype=np.uint8)
+        before = final_labels[kept]
+        changed = int((labels != before).sum()) + int((~placed).sum())
+        final_labels[kept] = labels
+        passes.append(
+            PassRecord(
+                number,
+                int(kept.size),
+                {lab.text: int((labels == lab).sum()) for lab in Label},
+                changed,
+            )
+        )
+        still = labels <= Label.MERGE
+        if changed == 0:
+            changed_any = False
+            break
+        # Leaving records: not placed, or now generalise/suppress.
+        active = kept[still]
+        del prev
+        labels[still]
+    else:  # pragma: no cover - the loop always breaks
+        changed_any = True
+    if changed_any:
+        last = passes[-1]
+        raise Unsatisfiable(
+            f"the classification did not settle within {MAX_PASSES} passes "
+            f"({last.changed} labels changed in pass {last.number}: "
+            f"{', '.join(f'{v} {k}' for k, v in last.labels.items())}); the parameters are "
+            "unsatisfiable: raise r_max_m or lower k",
+            {"passes": [p.to_dict() for p in passes]},
+        )
+
+    at_group = group_id >= 0
+    # Everything not at group level and not labelled suppress is generalised.
+    suppress_label = (final_labels == Label.SUPPRESS) & ~at_group
+    pool = ~at_group & ~suppress_label
+    if policy.membership_sensitive:
+        pool |= suppress_label
+    # Suppress-labelled records join only the area level when membership is sensitive.
+    class_id, class_level, class_unit, left = _generalise_with_sensitivity(
+        pool, suppress_label, subj, levels, policy
+    )
+    suppressed = (suppress_label & (class_id < 0)) | left
+    if policy.membership_sensitive and suppressed.any():
+        warnings.warn(
+            f"{int(suppressed.sum())} records could not be generalised into any class of "
+            f"{policy.k} subjects and are suppressed although membership is sensitive",
+            PrivacyRiskWarning,
+            stacklevel=2,
+        )
+    disposal = np.full(n, Disposal.SUPPRESSED, dtype=np.uint8)
+    disposal[at_group & (final_labels == Label.OK)] = Disposal.GROUPED
+    disposal[at_group & (final_labels == Label.MERGE)] = Disposal.MERGED
+    disposal[class_id >= 0] = Disposal.GENERALISED
+    units = unit_table(suppressed, ucodes, unames, None if subjects is None else subj)
+    verdict = cap_verdict(
+        suppressed, first_labels != Label.OK, units, policy,
+        None if subjects is None else subj, warn=False,
+    )  # fmt: skip
+    result = CoreResult(
+        first_labels=first_labels,
+        iota=first.iota,
+        final_labels=final_labels,
+        disposal=disposal,
+        group_id=group_id,
+        group_x=gx,
+        group_y=gy,
+        class_id=class_id,
+        class_level=tuple(class_level),
+        class_unit=tuple(class_unit),
+        passes=tuple(passes),
+        units=units,
+        verdict=verdict,
+        subjects=subj,
+    )
+    if enforce_caps and not (verdict.passes_global_cap and verdict.passes_unit_cap):
+        raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, ucodes, unames))
+    return result
+
+
+def _generalise_with_sensitivity(
+    pool: NDArray[np.bool_],
+    suppress_label: NDArray[np.bool_],
+    subj: NDArray[np.int64],
+    levels: list[tuple[str, NDArray[np.int64], NDArray[np.object_]]],
+    policy: OutlierPolicy,
+) -> tuple[NDArray[np.int64], list[str], list[str], NDArray[np.bool_]]:
+    """Generalise the pool; suppress-labelled records go straight to the area when sensitive."""
+    area_only = suppress_label if policy.membership_sensitive else None
+    return _generalise(pool, subj, levels, policy.k, area_only)
+
+
+def diagnose(
+    result: CoreResult,
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    policy: OutlierPolicy,
+    subjects: ArrayLike | None,
+    times: NDArray[np.float64] | None,
+    unit_codes: NDArray[np.int64],
+    unit_names: NDArray[np.object_],
+) -> tuple[str, dict[str, Any]]:
+    """Explain a cap breach: the rule, the figures, the units, and what would pass.
+
+    The what-ifs are first-pass classifications (cheap) at ``k - 1`` and at
+    ``1.5 x r_max``: they say whether k is too high or r_max too tight; when the
+    units over the cap hold a tiny share of the records, the study area is too broad.
+    """
+    v = result.verdict
+    subj = None if subjects is None else result.subjects
+    figures: dict[str, Any] = {
+        "suppressed_share": v.suppressed_share,
+        "tau": policy.tau,
+        "unit_cap": policy.unit_cap,
+        "units_over_cap": [
+            {"unit": r["unit"], "subjects": r["subjects"], "share": r["share"]}
+            for r in result.units.rows()
+            if r["unit"] in set(v.units_over_cap)
+        ],
+    }
+    what_if: dict[str, dict[str, Any]] = {}
+    trials: list[tuple[str, OutlierPolicy]] = []
+    if policy.k > 2:
+        trials.append((f"k={policy.k - 1}", policy.replace(k=policy.k - 1)))
+    trials.append(
+        (f"r_max_m={1.5 * policy.r_max_m:g}", policy.replace(r_max_m=1.5 * policy.r_max_m))
+    )
+    for name, trial in trials:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cls = classify(x, y, trial, subjects=subj, times=times)
+        except InputError:
+            continue
+        sup = cls.labels == Label.SUPPRESS
+        table = unit_table(sup, unit_codes, unit_names, subj)
+        tv = cap_verdict(sup, cls.labels != Label.OK, table, trial, subj, warn=False)
+        what_if[name] = {
+            "suppressed_share": tv.suppressed_share,
+            "units_over_cap": len(tv.units_over_cap),
+            "passes": tv.passes_global_cap and tv.passes_unit_cap,
+        }
+    figures["what_if_first_pass"] = what_if
+    parts = []
+    if not v.passes_global_cap:
+        parts.append(
+            f"suppression would remove {v.suppressed_share:.2%} of subjects "
+            f"(cap tau {policy.tau:.2%})"
+        )
+    if not v.passes_unit_cap:
+        over = figures["units_over_cap"]
+        listed = ", ".join(f"{u['unit']} ({u['share']:.1%} of {u['subjects']})" for u in over[:8])
+        more = f" and {len(over) - 8} more" if len(over) > 8 else ""
+        parts.append(
+            f"{len(over)} units would lose more than the unit cap {policy.unit_cap:.0%}: "
+            f"{listed}{more}"
+        )
+    advice = []
+    for name, fig in what_if.items():
+        if fig["passes"]:
+            advice.append(
+                f"at {name} the first pass would suppress {fig['suppressed_share']:.2%} "
+                "and breach no cap"
+            )
+    over_subjects = sum(u["subjects"] for u in figures["units_over_cap"])
+    if not v.passes_unit_cap and over_subjects < 0.01 * max(v.subjects, 1):
+        advice.append(
+            f"the units over the cap hold only {over_subjects} of {v.subjects} subjects: "
+            "the study area may be too broad (leave them out or merge them with a neighbour)"
+        )
+    if not advice:
+        advice.append("lower k (and add noise) rather than widening r_max: see `geokanon sweep`")
+    message = (
+        "release refused: " + "; ".join(parts) + ". What the figures say: " + "; ".join(advice)
+    )
+    return message, figures

@@ -1,0 +1,501 @@
+"""k-anonymous groups whose members all lie within r_max of a snapped representative.
+
+A *group* is published as one representative point. It must hold at least ``k``
+distinct subjects, and every member must lie within ``r_max`` (inclusive) of the
+published representative, which is the group's record-weighted centroid snapped
+to a grid of step ``policy.snap_step_m`` (never a member's own coordinate).
+
+The grouping works on *atoms*, a subject's records at one place, so that those
+records are always disposed of together:
+
+1. Atoms are ordered along a Hilbert curve (ties broken by subject and
+   coordinates, so the input's row order never matters).
+2. An optimal 1-D partition into runs of ``k .. 2k-1`` atoms minimises the sum
+   of squared distances to each run's centroid (dynamic programming, after
+   Ghinita et al. 2007). Hilbert jumps are expensive, so runs rarely span them.
+3. Every run is checked exactly: distinct subjects, snapped representative,
+   every member within r_max. A run that fails is retried around its minimum
+   enclosing circle; what still fails is released into a leftover pool.
+4. Leftover atoms join the nearest group whose disc can be re-centred to cover
+   them and all its members; the rest try to form new groups among themselves.
+   Whatever remains cannot be published at group level and is escalated by the
+   caller.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+from numpy.typing import NDArray
+from scipy.spatial import cKDTree
+
+from geokanon.policy import OutlierPolicy
+
+__all__ = ["Grouping", "group_records", "hilbert_keys", "snap"]
+
+_HILBERT_BITS = 21
+
+
+def hilbert_keys(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Hilbert-curve index of every point on a ``2**21`` grid over the bounding square.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = hilbert_keys(np.array([0.0, 0.0, 1.0, 1.0]), np.array([0.0, 1.0, 1.0, 0.0]))
+    >>> h.argsort().tolist()
+    [0, 1, 2, 3]
+    """
+    n = x.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    side = (1 << _HILBERT_BITS) - 1
+    x0, y0 = float(x.min()), float(y.min())
+    span = max(float(x.max()) - x0, float(y.max()) - y0, 1e-9)
+    ix = np.minimum(((x - x0) / span * side).astype(np.int64), side)
+    iy = np.minimum(((y - y0) / span * side).astype(np.int64), side)
+    d = np.zeros(n, dtype=np.int64)
+    s = 1 << (_HILBERT_BITS - 1)
+    while s > 0:
+        rx = ((ix & s) > 0).astype(np.int64)
+        ry = ((iy & s) > 0).astype(np.int64)
+        d += s * s * ((3 * rx) ^ ry)
+        # Rotate the quadrant.
+        flip = ry == 0
+        swap_flip = flip & (rx == 1)
+        ix = np.where(swap_flip, side - ix, ix)
+        iy = np.where(swap_flip, side - iy, iy)
+        tx = np.where(flip, iy, ix)
+        iy = np.where(flip, ix, iy)
+        ix = tx
+        s >>= 1
+    return d
+
+
+def snap(v: NDArray[np.float64] | float, step: float) -> NDArray[np.float64]:
+    """Snap coordinates to the representative grid (multiples of ``step``)."""
+    return np.round(np.asarray(v, dtype=np.float64) / step) * step
+
+
+@nb.njit(cache=True)
+def _partition(
+    x: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64], lo: int, hi: int
+) -> NDArray[np.int64]:
+    """Optimal cut points of a sequence into runs of lo..hi items minimising weighted SSE.
+
+    Returns run start indices (plus n at the end). Where the sequence is too short
+    to split, it is one run.
+    """
+    n = x.size
+    # Prefix sums in coordinates centred on the first point, for precision.
+    cx0 = x[0] if n else 0.0
+    cy0 = y[0] if n else 0.0
+    sw = np.zeros(n + 1)
+    sx = np.zeros(n + 1)
+    sy = np.zeros(n + 1)
+    sq = np.zeros(n + 1)
+    for i in range(n):
+        dx = x[i] - cx0
+        dy = y[i] - cy0
+        sw[i + 1] = sw[i] + w[i]
+        sx[i + 1] = sx[i] + w[i] * dx
+        sy[i + 1] = sy[i] + w[i] * dy
+        sq[i + 1] = sq[i] + w[i] * (dx * dx + dy * dy)
+    inf = np.inf
+    f = np.full(n + 1, inf)
+    back = np.full(n + 1, -1, np.int64)
+    f[0] = 0.0
+    for i in range(1, n + 1):
+        for length in range(lo, hi + 1):
+            j = i - length
+            if j < 0:
+                break
+            if f[j] == inf:
+                continue
+            ww = sw[i] - sw[j]
+            mx = sx[i] - sx[j]
+            my = sy[i] - sy[j]
+            cost = (sq[i] - sq[j]) - (mx * mx + my * my) / ww
+            if f[j] + cost < f[i]:
+                f[i] = f[j] + cost
+                back[i] = j
+    if n == 0:
+        return np.zeros(1, np.int64)
+    if f[n] == inf:
+        out = np.empty(2, np.int64)
+        out[0] = 0
+        out[1] = n
+        return out
+    cuts = []
+    i = n
+    while i > 0:
+        cuts.append(i)
+        i = back[i]
+    cuts.append(0)
+    res = np.empty(len(cuts), np.int64)
+    for t in range(len(cuts)):
+        res[t] = cuts[len(cuts) - 1 - t]
+    return res
+
+
+@nb.njit(cache=True)
+def _check_runs(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    w: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    k: int,
+    r_max: float,
+    step: float,
+    rep_x: NDArray[np.float64],
+    rep_y: NDArray[np.float64],
+    ok: NDArray[np.bool_],
+) -> None:
+    """For every run: snapped weighted centroid, exact coverage check, distinct subjects."""
+    for g in range(starts.size - 1):
+        a = starts[g]
+        b = starts[g + 1]
+        # Distinct subjects (runs are short: quadratic is fine).
+        distinct = 0
+        for i in range(a, b):
+            seen = False
+            for j in range(a, i):
+                if subj[j] == subj[i]:
+                    seen = True
+                    break
+            if not seen:
+                distinct += 1
+        sw = 0.0
+        mx = 0.0
+        my = 0.0
+        for i in range(a, b):
+            sw += w[i]
+            mx += w[i] * (x[i] - x[a])
+            my += w[i] * (y[i] - y[a])
+        px = np.round((x[a] + mx / sw) / step) * step
+        py = np.round((y[a] + my / sw) / step) * step
+        # Never a member's own coordinate: step off it.
+        for _ in range(4):
+            clash = False
+            for i in range(a, b):
+                if x[i] == px and y[i] == py:
+                    clash = True
+                    break
+            if not clash:
+                break
+            px += step
+        good = distinct >= k
+        if good:
+            for i in range(a, b):
+                dx = x[i] - px
+                dy = y[i] - py
+                if math.sqrt(dx * dx + dy * dy) > r_max:
+                    good = False
+                    break
+            for i in range(a, b):
+                if x[i] == px and y[i] == py:
+                    good = False
+        rep_x[g] = px
+        rep_y[g] = py
+        ok[g] = good
+
+
+def _covering_rep(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    w: NDArray[np.float64],
+    r_max: float,
+    step: float,
+) -> tuple[float, float] | None:
+    """A snapped representative within r_max of every point, not equal to any, or None.
+
+    Tries the weighted centroid, then the centre of the minimum enclosing circle
+    and its snapped neighbours (which keeps the exact check on the snapped point).
+    """
+    cands: list[tuple[float, float]] = []
+    cx = float(np.average(px, weights=w))
+    cy = float(np.average(py, weights=w))
+    cands.append((cx, cy))
+    mx, my, mr = _min_enclosing_circle(px, py)
+    if mr > r_max:
+        return None
+    cands.append((mx, my))
+    for cx, cy in cands:
+        sx0 = math.floor(cx / step) * step
+        sy0 = math.floor(cy / step) * step
+        options = sorted(
+            (
+                ((sx0 + i * step) - cx) ** 2 + ((sy0 + j * step) - cy) ** 2,
+                sx0 + i * step,
+                sy0 + j * step,
+            )
+            for i in (-1, 0, 1, 2)
+            for j in (-1, 0, 1, 2)
+        )
+        for _, qx, qy in options:
+            dx = px - qx
+            dy = py - qy
+            if (np.sqrt(dx * dx + dy * dy) <= r_max).all() and not ((px == qx) & (py == qy)).any():
+                return qx, qy
+    return None
+
+
+def _min_enclosing_circle(
+    px: NDArray[np.float64], py: NDArray[np.float64]
+) -> tuple[float, float, float]:
+    """Minimum enclosing circle (Welzl, iterative, deterministic order)."""
+    pts = np.unique(np.c_[px, py], axis=0)
+    cx, cy, r = float(pts[0, 0]), float(pts[0, 1]), 0.0
+
+    def inside(p: NDArray[np.float64]) -> bool:
+        return math.hypot(p[0] - cx, p[1] - cy) <= r * (1 + 1e-12) + 1e-9
+
+    for i in range(1, len(pts)):
+        if inside(pts[i]):
+            continue
+        cx, cy, r = float(pts[i, 0]), float(pts[i, 1]), 0.0
+        for j in range(i):
+            if inside(pts[j]):
+                continue
+            cx = (pts[i, 0] + pts[j, 0]) / 2
+            cy = (pts[i, 1] + pts[j, 1]) / 2
+            r = math.hypot(pts[i, 0] - cx, pts[i, 1] - cy)
+            for m in range(j):
+                if inside(pts[m]):
+                    continue
+                c = _circumcircle(pts[i], pts[j], pts[m])
+                if c is None:
+                    continue
+                cx, cy, r = c
+    return cx, cy, r
+
+
+def _circumcircle(
+    a: NDArray[np.float64], b: NDArray[np.float64], c: NDArray[np.float64]
+) -> tuple[float, float, float] | None:
+    ax, ay = float(a[0]), float(a[1])
+    bx, by = float(b[0]) - ax, float(b[1]) - ay
+    cx, cy = float(c[0]) - ax, float(c[1]) - ay
+    d = 2 * (bx * cy - by * cx)
+    if d == 0:
+        # Collinear: the circle on the farthest pair.
+        pairs = [(a, b), (a, c), (b, c)]
+        p, q = max(pairs, key=lambda pq: math.hypot(pq[0][0] - pq[1][0], pq[0][1] - pq[1][1]))
+        mx, my = (p[0] + q[0]) / 2, (p[1] + q[1]) / 2
+        return float(mx), float(my), math.hypot(p[0] - mx, p[1] - my)
+    ux = (cy * (bx * bx + by * by) - by * (cx * cx + cy * cy)) / d
+    uy = (bx * (cx * cx + cy * cy) - cx * (bx * bx + by * by)) / d
+    return ux + ax, uy + ay, math.hypot(ux, uy)
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Result of :func:`group_records`.
+
+    Attributes
+    ----------
+    group_id
+        Per input record: its group, or -1 when it could not be placed in a group.
+    rep_x, rep_y
+        Published representative of every group (snapped, metres).
+    """
+
+    group_id: NDArray[np.int64]
+    rep_x: NDArray[np.float64]
+    rep_y: NDArray[np.float64]
+
+    @property
+    def n_groups(self) -> int:
+        """Number of groups."""
+        return int(self.rep_x.size)
+
+
+def _atoms(
+    x: NDArray[np.float64], y: NDArray[np.float64], subj: NDArray[np.int64]
+) -> tuple[
+    NDArray[np.int64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.int64],
+    NDArray[np.float64],
+]:
+    """Collapse records into atoms (one subject at one place), ordered along the Hilbert curve.
+
+    Returns the atom of each record, and per atom x, y, subject and record count,
+    in a canonical order that does not depend on the input's row order.
+    """
+    h = hilbert_keys(x, y)
+    order = np.lexsort((y, x, subj, h))
+    hs, ss, xs, ys = h[order], subj[order], x[order], y[order]
+    new = np.r_[True, (ss[1:] != ss[:-1]) | (xs[1:] != xs[:-1]) | (ys[1:] != ys[:-1])]
+    atom_sorted = np.cumsum(new) - 1
+    atom_of = np.empty(x.size, dtype=np.int64)
+    atom_of[order] = atom_sorted
+    first = np.flatnonzero(new)
+    counts = np.diff(np.r_[first, x.size]).astype(np.float64)
+    del hs
+    return atom_of, xs[first], ys[first], ss[first], counts
+
+
+def group_records(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    subjects: NDArray[np.int64],
+    policy: OutlierPolicy,
+) -> Grouping:
+    """Partition records into valid groups; records that cannot be placed get -1.
+
+    Parameters
+    ----------
+    x, y
+        Coordinates in metres of the records eligible for group-level publication.
+    subjects
+        Subject code per record.
+    policy
+        Supplies ``k``, ``r_max_m`` and the snapping step.
+
+    Returns
+    -------
+    Grouping
+        Every group: >= k distinct subjects, every member within ``r_max_m`` of the
+        snapped representative, which equals no member's coordinate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from geokanon.policy import OutlierPolicy
+    >>> x = np.array([0.0, 10, 20, 30, 40, 5000, 5010, 5020])
+    >>> g = group_records(x, np.zeros(8), np.arange(8), OutlierPolicy(k=3, r_max_m=100.0))
+    >>> g.n_groups, g.group_id.tolist()
+    (2, [0, 0, 0, 0, 0, 1, 1, 1])
+    """
+    n = x.size
+    k = policy.k
+    r_max = policy.r_max_m
+    step = policy.snap_step_m
+    group_id = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return Grouping(group_id, np.zeros(0), np.zeros(0))
+    atom_of, ax, ay, asub, aw = _atoms(x, y, subjects)
+    na = ax.size
+    if na < k:
+        return Grouping(group_id, np.zeros(0), np.zeros(0))
+    starts = _partition(ax, ay, aw, k, 2 * k - 1)
+    ng = starts.size - 1
+    rep_x = np.empty(ng)
+    rep_y = np.empty(ng)
+    ok = np.zeros(ng, dtype=np.bool_)
+    _check_runs(ax, ay, aw, asub, starts, k, r_max, step, rep_x, rep_y, ok)
+    run_of_atom = np.repeat(np.arange(ng), np.diff(starts))
+
+    # Runs that fail: retry around the minimum enclosing circle when they hold k subjects.
+    for g in np.flatnonzero(~ok):
+        a, b = starts[g], starts[g + 1]
+        if np.unique(asub[a:b]).size < k:
+            continue
+        rep = _covering_rep(ax[a:b], ay[a:b], aw[a:b], r_max, step)
+        if rep is not None:
+            rep_x[g], rep_y[g] = rep
+            ok[g] = True
+
+    atom_group = np.where(ok[run_of_atom], run_of_atom, -1)
+    reps_x = [float(v) for v in rep_x[ok]]
+    reps_y = [float(v) for v in rep_y[ok]]
+    # Renumber the valid runs 0..m-1 in curve order.
+    new_id = np.cumsum(ok) - 1
+    atom_group = np.where(atom_group >= 0, new_id[np.maximum(atom_group, 0)], -1)
+    members: list[list[int]] = [[] for _ in range(len(reps_x))]
+    for a in np.flatnonzero(atom_group >= 0):
+        members[int(atom_group[a])].append(int(a))
+
+    leftovers = np.flatnonzero(atom_group < 0)
+    if leftovers.size:
+        _place_leftovers(
+            leftovers, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step
+        )
+    group_id = atom_group[atom_of]
+    return Grouping(group_id, np.asarray(reps_x, dtype=np.float64), np.asarray(reps_y))
+
+
+def _place_leftovers(
+    leftovers: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    members: list[list[int]],
+    reps_x: list[float],
+    reps_y: list[float],
+    k: int,
+    r_max: float,
+    step: float,
+) -> None:
+    """Attach leftover atoms to nearby groups, then form new groups among the rest."""
+    # 1. Join an existing group (nearest first) whose disc can cover the atom.
+    if reps_x:
+        tree = cKDTree(np.c_[reps_x, reps_y])
+        nq = min(8, len(reps_x))
+        dist, idx = tree.query(np.c_[ax[leftovers], ay[leftovers]], k=nq)
+        dist = dist.reshape(leftovers.size, nq)
+        idx = idx.reshape(leftovers.size, nq)
+        for t, a in enumerate(leftovers):
+            for d, g in zip(dist[t], idx[t], strict=True):
+                if not math.isfinite(d) or d > 2 * r_max:
+                    break
+                g = int(g)
+                dx = ax[a] - reps_x[g]
+                dy = ay[a] - reps_y[g]
+                if math.sqrt(dx * dx + dy * dy) <= r_max and not (
+                    ax[a] == reps_x[g] and ay[a] == reps_y[g]
+                ):
+                    members[g].append(int(a))
+                    atom_group[a] = g
+                    break
+                mem = np.asarray([*members[g], int(a)])
+                rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
+                if rep is not None:
+                    members[g].append(int(a))
+                    atom_group[a] = g
+                    reps_x[g], reps_y[g] = rep
+                    break
+    # 2. New groups among what is left: seed, nearest leftovers, check the disc.
+    rest = leftovers[atom_group[leftovers] < 0]
+    if rest.size < k:
+        return
+    tree = cKDTree(np.c_[ax[rest], ay[rest]])
+    free = np.ones(rest.size, dtype=bool)
+    for t in range(rest.size):
+        if not free[t]:
+            continue
+        near = tree.query_ball_point([ax[rest[t]], ay[rest[t]]], r=2 * r_max)
+        near = sorted(
+            (j for j in near if free[j]),
+            key=lambda j: (
+                (ax[rest[j]] - ax[rest[t]]) ** 2 + (ay[rest[j]] - ay[rest[t]]) ** 2,
+                j,
+            ),
+        )
+        chosen: list[int] = []
+        seen: set[int] = set()
+        for j in near:
+            chosen.append(j)
+            seen.add(int(asub[rest[j]]))
+            if len(seen) >= k:
+                break
+        if len(seen) < k:
+            continue
+        mem = rest[chosen]
+        rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
+        if rep is None:
+            continue
+        g = len(reps_x)
+        reps_x.append(rep[0])
+        reps_y.append(rep[1])
+        members.append([int(a) for a in mem])
+        atom_group[mem] = g
+        free[chosen] = False

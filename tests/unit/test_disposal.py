@@ -1,0 +1,92 @@
+"""Disposals, pooling, membership sensitivity, caps and the refusal's diagnosis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geokanon import Disposal, OutlierPolicy, ReleaseRefused
+from geokanon.disposal import run_core
+from geokanon.errors import InputError
+
+
+def town(cx, n, spacing=5.0):
+    return cx + np.arange(n) * spacing
+
+
+def test_merge_record_joins_a_group_covering_it():
+    # Four subjects in a tight town, one 150 m out: 1 < iota <= 2 (merge) at r_max 100.
+    x = np.r_[town(0.0, 4), 165.0]
+    res = run_core(x, np.zeros(5), OutlierPolicy(k=5, r_max_m=100.0, tau=0.5, unit_cap=1.0))
+    assert res.first_labels[-1] == 1
+    assert (res.group_id >= 0).all()
+    assert res.disposal[-1] == Disposal.MERGED
+    d = res.displacement(x, np.zeros(5))
+    assert (d <= 100.0).all()
+
+
+def test_generalised_pooling_unit_then_area_then_suppress():
+    # A town of 10, and six lone records far apart in two units (3 each) + one in a third.
+    x = np.r_[town(0.0, 10), 10_000.0, 20_000, 30_000, 40_000, 50_000, 60_000]
+    units = np.array([0] * 10 + [1, 1, 1, 2, 2, 2])
+    pol = OutlierPolicy(k=3, r_max_m=100.0, merge_ratio=2.0, generalise_ratio=1000.0,
+                        tau=0.9, unit_cap=1.0)  # fmt: skip
+    res = run_core(x, np.zeros(16), pol, unit_codes=units, unit_names=["A", "B", "C"])
+    assert (res.disposal[10:] == Disposal.GENERALISED).all()
+    assert res.class_unit == ("B", "C")
+    # With four per unit 1 and 2 in the third: unit B is a class, the 2 go... to the area pool
+    # of 2 < k, which dissolves the smallest class into it rather than suppressing.
+    units2 = np.array([0] * 10 + [1, 1, 1, 1, 2, 2])
+    res2 = run_core(x, np.zeros(16), pol, unit_codes=units2, unit_names=["A", "B", "C"])
+    assert (res2.disposal[10:] == Disposal.GENERALISED).all()
+    assert res2.class_unit == ("area",)
+
+
+def test_suppress_and_membership_sensitive():
+    x = np.r_[town(0.0, 10), 1e6, 2e6]
+    pol = OutlierPolicy(k=3, r_max_m=100.0, tau=0.5, unit_cap=1.0)
+    res = run_core(x, np.zeros(12), pol)
+    assert (res.disposal[10:] == Disposal.SUPPRESSED).all()
+    # Membership-sensitive: the two join the area pool, which is too small alone (2 < 3)...
+    with pytest.warns(Warning, match="membership is sensitive"):
+        res2 = run_core(x, np.zeros(12), pol.replace(membership_sensitive=True))
+    assert (res2.disposal[10:] == Disposal.SUPPRESSED).all()
+    # ...but with three remote records they are generalised to the area.
+    x3 = np.r_[town(0.0, 10), 1e6, 2e6, 3e6]
+    res3 = run_core(x3, np.zeros(13), pol.replace(membership_sensitive=True))
+    assert (res3.disposal[10:] == Disposal.GENERALISED).all()
+    assert res3.class_unit == ("area",)
+
+
+def test_unit_cap_refusal_names_units_and_figures():
+    x = np.r_[town(0.0, 40), 1e6, 2e6]
+    units = np.array([0] * 40 + [1, 1])
+    pol = OutlierPolicy(k=3, r_max_m=100.0, tau=0.2)
+    with pytest.raises(ReleaseRefused) as info:
+        run_core(x, np.zeros(42), pol, unit_codes=units, unit_names=["Town", "Valley"])
+    msg = str(info.value)
+    assert "Valley" in msg and "100.0%" in msg and "unit cap" in msg
+    assert info.value.figures["units_over_cap"][0]["unit"] == "Valley"
+    assert "1000000" not in msg and "1e+06" not in msg
+
+
+def test_global_cap_refusal():
+    x = np.r_[town(0.0, 20), np.arange(1, 4) * 1e6]
+    with pytest.raises(ReleaseRefused, match="tau"):
+        run_core(x, np.zeros(23), OutlierPolicy(k=3, r_max_m=100.0, unit_cap=1.0))
+
+
+def test_synthesis_is_refused_clearly():
+    with pytest.raises(InputError, match="allow_synthetic"):
+        run_core(
+            np.arange(10.0), np.zeros(10), OutlierPolicy(k=3, r_max_m=10, allow_synthetic=True)
+        )
+
+
+def test_household_disposed_together():
+    # A household of 3 (one subject) at one place plus 4 neighbours: they travel together.
+    x = np.r_[np.zeros(3), 10.0, 20.0, 30.0, 40.0]
+    subj = np.array([9, 9, 9, 1, 2, 3, 4])
+    res = run_core(x, np.zeros(7), OutlierPolicy(k=3, r_max_m=100.0, tau=0.5, unit_cap=1.0),
+                   subjects=subj)  # fmt: skip
+    assert len(set(res.group_id[:3].tolist())) == 1
