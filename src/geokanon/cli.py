@@ -50,13 +50,24 @@ def _policy_options() -> argparse.ArgumentParser:
 def _input_options() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("input")
-    g.add_argument("input", type=Path, help="CSV or Parquet file of records")
-    g.add_argument("--x", default="x", help="x column, metres (x)")
-    g.add_argument("--y", default="y", help="y column, metres (y)")
-    g.add_argument("--crs", help="name of the projected CRS of x/y, e.g. EPSG:28992")
+    g.add_argument(
+        "input", type=Path, help="records: CSV, Parquet/GeoParquet, GeoPackage, GeoJSON, Shapefile"
+    )
+    g.add_argument("--x", help="x column in the CRS's units (default x)")
+    g.add_argument("--y", help="y column in the CRS's units (default y)")
+    g.add_argument("--lon", help="longitude column, degrees (default lon when there is no x)")
+    g.add_argument("--lat", help="latitude column, degrees (default lat when there is no y)")
+    g.add_argument("--crs", help="CRS of the coordinates if the file names none, e.g. EPSG:28992")
+    g.add_argument("--coord-scale", type=float, help="multiply x/y by this for the CRS's units")
+    g.add_argument("--working-crs", help="metric CRS for distances (default: chosen for lon/lat)")
+    g.add_argument("--output-crs", help="CRS of published coordinates (default: the input's)")
     g.add_argument("--subject", help="subject id column (default: each record its own subject)")
-    g.add_argument("--time", help="time column (ISO 8601 with offset, or epoch seconds)")
+    g.add_argument("--time", help="time column (ISO 8601 or epoch seconds)")
+    g.add_argument("--timezone", help="IANA time zone of times without an offset, e.g. UTC")
     g.add_argument("--unit", help="administrative unit column")
+    g.add_argument("--units", type=Path, help="unit polygon file (GeoPackage, GeoJSON, ...)")
+    g.add_argument("--unit-id", help="unit id column of the --units file")
+    g.add_argument("--unit-grid", type=float, metavar="M", help="square grid cells of M metres")
     return p
 
 
@@ -88,12 +99,18 @@ def _policy_from_args(args: argparse.Namespace) -> OutlierPolicy:
 
 
 def _read_input(args: argparse.Namespace) -> Any:
-    from geokanon.io import read_points
+    from geokanon.io import check_r_max, read_points
 
-    return read_points(
-        args.input, x=args.x, y=args.y, subject=args.subject, time=args.time,
-        unit=args.unit, crs=args.crs,
+    table = read_points(
+        args.input, x=args.x, y=args.y, lon=args.lon, lat=args.lat, subject=args.subject,
+        time=args.time, unit=args.unit, crs=args.crs, units=args.units, unit_id=args.unit_id,
+        unit_grid_m=args.unit_grid, timezone=args.timezone, coord_scale=args.coord_scale,
+        working_crs=args.working_crs, output_crs=args.output_crs,
     )  # fmt: skip
+    r_max = getattr(args, "r_max_m", None)
+    if isinstance(r_max, int | float) and not isinstance(r_max, bool):
+        check_r_max(table, float(r_max))
+    return table
 
 
 def _pct(share: float) -> str:

@@ -1,5 +1,10 @@
-"""Reading point records from files into a :class:`PointTable`, and schema checks."""
+"""Reading point records from files into a :class:`PointTable`, and schema checks.
 
-from geokanon.io.read import PointTable, read_points, table_from_frame
+- :mod:`geokanon.io.read` - CSV, Parquet/GeoParquet, GeoPackage, GeoJSON, Shapefile
+  into a :class:`PointTable` in metres; every bad-input case is an ``InputError``.
+- :mod:`geokanon.io.units` - units from a polygon file (spatial join) or a grid.
+"""
 
-__all__ = ["PointTable", "read_points", "table_from_frame"]
+from geokanon.io.read import PointTable, ReadOptions, check_r_max, read_points, table_from_frame
+
+__all__ = ["PointTable", "ReadOptions", "check_r_max", "read_points", "table_from_frame"]

@@ -1,26 +1,70 @@
-"""Read point records (CSV, Parquet) into arrays in metres, with clear errors.
+"""Read point records into arrays in metres, with clear errors.
 
-Nothing here prints or logs a coordinate, a subject id or a timestamp: errors
-give counts and 1-based row numbers only.
+Formats: CSV (also ``.tsv``, ``.txt``, ``.csv.gz``), Parquet and GeoParquet (read in
+chunks with pyarrow), GeoPackage, GeoJSON and Shapefile (pyogrio). Coordinates come
+from coordinate columns (``--x/--y`` in a projected CRS, ``--lon/--lat`` in degrees)
+or from point geometry. Longitude/latitude are projected to a local metric CRS
+(:mod:`geokanon.projection`); degrees are never used as metres.
+
+Nothing here prints or logs a coordinate, a subject id or a timestamp: errors and
+warnings give counts and 1-based row numbers only (row 1 is the first record after
+the header).
 """
 
 from __future__ import annotations
 
+import csv
 import difflib
+import gzip
 import hashlib
+import json
+import math
+import re
 import warnings
+import zoneinfo
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyproj
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError, PrivacyRiskWarning
+from geokanon.projection import (
+    UTM_MAX_SCALE_ERROR,
+    Projection,
+    choose_metric_crs,
+    crs_to_string,
+    frame_crs,
+    is_geographic,
+    is_metric,
+    parse_crs,
+    transformer,
+)
 
-__all__ = ["PointTable", "read_points", "sha256_file", "table_from_frame"]
+__all__ = [
+    "PointTable",
+    "ReadOptions",
+    "check_r_max",
+    "read_points",
+    "sha256_file",
+    "table_from_frame",
+]
 
-_LONLAT_NAMES = {"lon", "lat", "longitude", "latitude", "lng"}
+_LON_NAMES = ("lon", "longitude", "lng", "long")
+_LAT_NAMES = ("lat", "latitude")
+_LONLAT_NAMES = {*_LON_NAMES, *_LAT_NAMES}
+_GEOM_A, _GEOM_B = "__geometry_x__", "__geometry_y__"
+#: Coordinates spanning fewer units than this under a metric CRS look like kilometres.
+MIN_METRIC_SPAN = 100.0
+#: Margin (degrees) around a CRS's area of use within which points are accepted silently.
+AREA_MARGIN_DEG = 0.5
+CSV_SUFFIXES = (".csv", ".txt", ".tsv", ".csv.gz", ".tsv.gz", ".txt.gz")
+PARQUET_SUFFIXES = (".parquet", ".pq", ".geoparquet")
+VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,20 +74,41 @@ class PointTable:
     Attributes
     ----------
     x, y
-        Coordinates in metres (float64).
+        Coordinates in metres (float64) of :attr:`working_crs`.
     subjects
         Dense int64 subject codes, or ``None`` (every record its own subject).
     times
-        Seconds (float64), or ``None``.
+        Seconds since 1970-01-01 UTC (float64), or ``None``.
     unit_codes, unit_names
         Administrative unit code per record and the name of each code; a
-        single unit named ``all`` when no unit column was given.
+        single unit named ``all`` when no unit was given.
     attributes
         Other columns, in input order, for ``--keep`` and the bias check.
     crs
-        CRS string, or ``None`` for an unnamed metric CRS.
+        CRS of the input coordinates (``"EPSG:4326"`` for lon/lat), or ``None`` for
+        an unnamed metric CRS.
     source_sha256
         Checksum of the input file (or of the frame's bytes).
+    working_crs
+        Metric CRS of :attr:`x`/:attr:`y`: the input CRS when it is projected in
+        metres, the chosen local CRS (e.g. ``"EPSG:32650"``) for lon/lat input.
+    output_crs
+        CRS published coordinates are written in (default: :attr:`crs`).
+    coord_scale
+        Factor applied to the input coordinates (``--coord-scale``; 1.0 when none).
+    n_unassigned
+        Records in no unit polygon (put in the ``unassigned`` unit).
+    notes
+        The warnings issued while reading, for the release notes (no values in them).
+
+    Examples
+    --------
+    >>> t = table_from_frame(pd.DataFrame({"lon": [116.30, 116.31], "lat": [39.9, 39.91]}))
+    >>> t.crs, t.working_crs, len(t)
+    ('EPSG:4326', 'EPSG:32650', 2)
+    >>> lon, lat = t.to_output(t.x, t.y)
+    >>> [round(v, 6) for v in lon.tolist()]
+    [116.3, 116.31]
     """
 
     x: NDArray[np.float64]
@@ -55,6 +120,11 @@ class PointTable:
     attributes: pd.DataFrame = field(repr=False)
     crs: str | None = None
     source_sha256: str = ""
+    working_crs: str | None = None
+    output_crs: str | None = None
+    coord_scale: float = 1.0
+    n_unassigned: int = 0
+    notes: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -63,6 +133,156 @@ class PointTable:
     def n_subjects(self) -> int:
         """Number of distinct subjects."""
         return len(self) if self.subjects is None else int(np.unique(self.subjects).size)
+
+    @property
+    def projection(self) -> Projection:
+        """Recipe from the working metres back to the output CRS."""
+        return Projection(source_crs=self.output_crs or self.crs, working_crs=self.working_crs)
+
+    def to_output(
+        self, x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Working-CRS metres (e.g. group representatives) in :attr:`output_crs`."""
+        return self.projection.from_metric(x, y)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadOptions:
+    """How to read records: column roles, CRSs, units, times. Validated on construction.
+
+    Parameters
+    ----------
+    x, y
+        Projected coordinate columns (default ``x``/``y`` when present).
+    lon, lat
+        Longitude/latitude columns in degrees (default ``lon``/``lat`` and common
+        spellings, used when there is no ``x``/``y``).
+    subject, time, unit
+        Subject id, time and unit id columns.
+    crs
+        CRS of the input coordinates when the file does not name one.
+    units, unit_id
+        Polygon file of units and its id column (spatial join).
+    unit_grid_m
+        Side of square grid cells (metres) used as units.
+    timezone
+        IANA time zone of naive timestamps, e.g. ``Europe/Amsterdam``.
+    coord_scale
+        Multiply projected coordinates by this to get the CRS's units (``1000`` for km).
+    chunksize
+        Records per chunk when reading CSV and Parquet.
+    working_crs
+        Metric CRS for distance work instead of the automatic choice (lon/lat input).
+    output_crs
+        CRS of published coordinates (default: the input's).
+
+    Examples
+    --------
+    >>> ReadOptions(lon="lng", lat="lat", timezone="Europe/Amsterdam").lon
+    'lng'
+    >>> ReadOptions(unit="gm_code", unit_grid_m=5000)
+    Traceback (most recent call last):
+    ...
+    geokanon.errors.InputError: give one way to form units: --unit COL, --units FILE with \
+--unit-id COL, or --unit-grid M (got --unit, --unit-grid)
+    """
+
+    x: str | None = None
+    y: str | None = None
+    lon: str | None = None
+    lat: str | None = None
+    subject: str | None = None
+    time: str | None = None
+    unit: str | None = None
+    crs: str | None = None
+    units: str | Path | None = None
+    unit_id: str | None = None
+    unit_grid_m: float | None = None
+    timezone: str | None = None
+    coord_scale: float | None = None
+    chunksize: int = 500_000
+    working_crs: str | None = None
+    output_crs: str | None = None
+
+    def __post_init__(self) -> None:
+        for one, other, f1, f2 in (
+            (self.x, self.y, "--x", "--y"),
+            (self.lon, self.lat, "--lon", "--lat"),
+        ):
+            if (one is None) != (other is None):
+                given, need = (f1, f2) if one is not None else (f2, f1)
+                raise InputError(f"{given} needs {need} too: name both coordinate columns")
+        if self.x is not None and self.lon is not None:
+            raise InputError("give --x/--y (projected metres) or --lon/--lat (degrees), not both")
+        ways = [
+            flag
+            for flag, v in (
+                ("--unit", self.unit),
+                ("--units", self.units),
+                ("--unit-grid", self.unit_grid_m),
+            )
+            if v is not None
+        ]
+        if len(ways) > 1:
+            raise InputError(
+                "give one way to form units: --unit COL, --units FILE with --unit-id COL, "
+                f"or --unit-grid M (got {', '.join(ways)})"
+            )
+        if (self.units is None) != (self.unit_id is None):
+            raise InputError(
+                "--units FILE and --unit-id COL go together: name the polygon file and the "
+                "column of unit ids in it"
+            )
+        if self.unit_grid_m is not None and not (
+            isinstance(self.unit_grid_m, int | float)
+            and not isinstance(self.unit_grid_m, bool)
+            and math.isfinite(self.unit_grid_m)
+            and self.unit_grid_m > 0
+        ):
+            raise InputError(
+                f"--unit-grid must be a finite cell size > 0 in metres, got {self.unit_grid_m}"
+            )
+        if self.coord_scale is not None and not (
+            isinstance(self.coord_scale, int | float)
+            and not isinstance(self.coord_scale, bool)
+            and math.isfinite(self.coord_scale)
+            and self.coord_scale > 0
+        ):
+            raise InputError(
+                f"--coord-scale must be a finite factor > 0 (1000 turns km into m), "
+                f"got {self.coord_scale}"
+            )
+        if self.coord_scale is not None and self.lon is not None:
+            raise InputError(
+                "--coord-scale applies to projected x/y only; longitude/latitude are "
+                "degrees and are projected to metres automatically"
+            )
+        if not (isinstance(self.chunksize, int) and self.chunksize >= 1):
+            raise InputError(f"chunksize must be an integer >= 1, got {self.chunksize}")
+        if self.timezone is not None:
+            _zone(self.timezone)
+        for flag, value in (
+            ("--crs", self.crs),
+            ("--working-crs", self.working_crs),
+            ("--output-crs", self.output_crs),
+        ):
+            if value is not None:
+                parse_crs(value, flag=flag)
+        if self.working_crs is not None and not is_metric(parse_crs(self.working_crs)):
+            raise InputError(
+                f"--working-crs {self.working_crs!r} is not a projected CRS in metres; give "
+                "one such as a UTM zone (EPSG:326xx)"
+            )
+
+
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise InputError(
+            f"--timezone {name!r} is not a time zone name; give an IANA name such as "
+            "Europe/Amsterdam, Asia/Shanghai or UTC"
+        ) from None
 
 
 def sha256_file(path: str | Path) -> str:
@@ -76,6 +296,10 @@ def sha256_file(path: str | Path) -> str:
 
 def _missing_column(name: str, columns: list[str], role: str, flag: str) -> InputError:
     close = difflib.get_close_matches(name, columns, n=1)
+    if not close:
+        folded = {c.casefold().strip(): c for c in columns}
+        if name.casefold().strip() in folded:
+            close = [folded[name.casefold().strip()]]
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return InputError(
         f"{role} column {name!r} is not in the input{hint} Give the right name with {flag} "
@@ -84,209 +308,803 @@ def _missing_column(name: str, columns: list[str], role: str, flag: str) -> Inpu
 
 
 def _row_list(mask: NDArray[np.bool_], limit: int = 10) -> str:
-    rows = (np.flatnonzero(mask)[:limit] + 1).tolist()
-    more = " ..." if mask.sum() > limit else ""
+    idx = np.flatnonzero(mask)
+    rows = (idx[:limit] + 1).tolist()
+    more = " ..." if idx.size > limit else ""
     return ", ".join(map(str, rows)) + more
 
 
-def _numeric(frame: pd.DataFrame, col: str) -> NDArray[np.float64]:
-    raw = frame[col]
-    vals = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+# --------------------------------------------------------------------------- sources
+
+
+@dataclass
+class _Source:
+    """An opened input: its columns, the CRS its metadata names, and a chunk iterator."""
+
+    name: str
+    columns: list[str]
+    crs: str | None
+    geometry: bool
+    chunks: Iterator[pd.DataFrame]
+
+
+def _suffix(p: Path) -> str:
+    name = p.name.lower()
+    for s in (*CSV_SUFFIXES, *PARQUET_SUFFIXES, *VECTOR_SUFFIXES):
+        if name.endswith(s):
+            return s
+    return p.suffix.lower()
+
+
+def _read_error(name: str, kind: str, exc: BaseException) -> InputError:
+    detail = type(exc).__name__
+    m = re.search(r"line (\d+)", str(exc))
+    if isinstance(exc, pd.errors.ParserError) and m:
+        detail = (
+            f"the rows break near line {m.group(1)}: a row has more fields than the header "
+            "(decimal commas, or a separator inside an unquoted value?)"
+        )
+    return InputError(
+        f"input {name!r} could not be read as {kind} ({detail}); check that the file is "
+        "complete and of the type its name says"
+    )
+
+
+def _sniff_csv(p: Path, suffix: str) -> str:
+    opener: Any = gzip.open if suffix.endswith(".gz") else open
+    try:
+        with opener(p, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError as exc:
+        raise _read_error(p.name, "CSV", exc) from None
+    if not head.strip():
+        raise InputError(f"input {p.name!r} is empty; nothing to do")
+    if b"\x00" in head:
+        raise InputError(
+            f"input {p.name!r} is not a text file although its name says CSV; give a CSV, "
+            "Parquet, GeoPackage, GeoJSON or Shapefile with the matching file name"
+        )
+    first = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    if suffix.startswith(".tsv"):
+        return "\t"
+    counts = {sep: first.count(sep) for sep in (",", ";", "\t", "|")}
+    if counts[","] == 0 and max(counts.values()) > 0:
+        return max(counts, key=lambda s: counts[s])
+    return ","
+
+
+def _open_csv(p: Path, suffix: str, opts: ReadOptions) -> _Source:
+    sep = _sniff_csv(p, suffix)
+    try:
+        header = pd.read_csv(p, sep=sep, nrows=0)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"input {p.name!r} is empty; nothing to do") from None
+    except (OSError, ValueError, UnicodeDecodeError, csv.Error) as exc:
+        raise _read_error(p.name, "CSV", exc) from None
+    columns = [str(c) for c in header.columns]
+    as_text = {c: "string" for c in (opts.subject, opts.unit, opts.time) if c in columns}
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        reader = pd.read_csv(p, sep=sep, chunksize=opts.chunksize, dtype=as_text)
+        with reader:
+            yield from reader
+
+    return _Source(name=p.name, columns=columns, crs=None, geometry=False, chunks=chunks())
+
+
+def _open_parquet(p: Path, opts: ReadOptions) -> _Source:
+    import pyarrow.parquet as pq
+    import shapely
+
+    try:
+        pf = pq.ParquetFile(p)
+        meta = pf.schema_arrow.metadata or {}
+    except Exception as exc:  # pyarrow raises ArrowInvalid/OSError on non-Parquet bytes
+        raise _read_error(p.name, "Parquet", exc) from None
+    columns = [str(c) for c in pf.schema_arrow.names]
+    crs: str | None = None
+    geom_col: str | None = None
+    encoding = "WKB"
+    if b"geo" in meta:
+        try:
+            geo = json.loads(meta[b"geo"])
+            geom_col = str(geo["primary_column"])
+            col_meta = geo["columns"][geom_col]
+            encoding = str(col_meta.get("encoding", "WKB"))
+        except (ValueError, KeyError, TypeError):
+            raise InputError(
+                f"input {p.name!r} has broken GeoParquet metadata; rewrite it with a "
+                "GeoParquet writer (e.g. geopandas)"
+            ) from None
+        if "crs" not in col_meta:
+            crs = "OGC:CRS84"
+        elif col_meta["crs"] is not None:
+            try:
+                crs = crs_to_string(pyproj.CRS.from_json_dict(col_meta["crs"]))
+            except (pyproj.exceptions.CRSError, TypeError, ValueError):
+                raise InputError(
+                    f"the CRS in {p.name!r}'s GeoParquet metadata is not readable; "
+                    "give it with --crs"
+                ) from None
+        if encoding.upper() not in ("WKB", "POINT"):
+            raise InputError(
+                f"input {p.name!r} stores {encoding!r} geometry; geokanon reads points (WKB or "
+                "point encoding)"
+            )
+        columns = [c for c in columns if c != geom_col]
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        for batch in pf.iter_batches(batch_size=opts.chunksize):
+            frame = batch.to_pandas()
+            if geom_col is not None:
+                raw = frame.pop(geom_col)
+                if encoding.upper() == "WKB":
+                    try:
+                        geoms = shapely.from_wkb(raw.to_numpy(dtype=object), on_invalid="raise")
+                    except Exception:
+                        raise InputError(
+                            f"input {p.name!r} holds unreadable geometry (broken WKB)"
+                        ) from None
+                    frame[_GEOM_A], frame[_GEOM_B] = _point_xy(geoms, p.name)
+                else:
+                    frame[_GEOM_A] = [v["x"] if v is not None else np.nan for v in raw]
+                    frame[_GEOM_B] = [v["y"] if v is not None else np.nan for v in raw]
+            yield frame
+
+    return _Source(
+        name=p.name, columns=columns, crs=crs, geometry=geom_col is not None, chunks=chunks()
+    )
+
+
+def _point_xy(
+    geoms: NDArray[np.object_], name: str, offset: int = 0
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    import shapely
+
+    missing = np.asarray(shapely.is_missing(geoms) | shapely.is_empty(geoms))
+    types = shapely.get_type_id(geoms)
+    not_point = ~missing & (types != 0)
+    if not_point.any():
+        rows = ", ".join(str(offset + i + 1) for i in np.flatnonzero(not_point)[:10])
+        raise InputError(
+            f"{int(not_point.sum())} features of {name!r} are not points (rows {rows}"
+            f"{' ...' if not_point.sum() > 10 else ''}); geokanon reads point records: give a "
+            "file of points, or coordinate columns with --x/--y or --lon/--lat"
+        )
+    a = np.full(geoms.size, np.nan)
+    b = np.full(geoms.size, np.nan)
+    ok = ~missing
+    a[ok] = shapely.get_x(geoms[ok])
+    b[ok] = shapely.get_y(geoms[ok])
+    return a, b
+
+
+def _open_vector(p: Path) -> _Source:
+    import pyogrio
+
+    try:
+        layers = pyogrio.list_layers(p)
+        frame = pyogrio.read_dataframe(p)
+    except Exception as exc:  # DataSourceError / DataLayerError (RuntimeError subclasses)
+        raise _read_error(p.name, p.suffix[1:], exc) from None
+    if len(layers) > 1:
+        warnings.warn(
+            f"{p.name!r} has {len(layers)} layers; the first one is read",
+            UserWarning,
+            stacklevel=3,
+        )
+    return _frame_source(p.name, frame, frame_crs(frame))
+
+
+def _frame_source(name: str, frame: pd.DataFrame, crs: str | None) -> _Source:
+    geom_name = getattr(frame, "_geometry_column_name", None)
+    if geom_name is None or geom_name not in frame.columns:
+        columns = [str(c) for c in frame.columns]
+        return _Source(name, columns, crs, False, iter([frame]))
+    geoms = np.asarray(frame[geom_name].values, dtype=object)
+    plain = pd.DataFrame(frame.drop(columns=[geom_name]))
+    plain[_GEOM_A], plain[_GEOM_B] = _point_xy(geoms, name)
+    columns = [str(c) for c in plain.columns if c not in (_GEOM_A, _GEOM_B)]
+    return _Source(name, columns, crs, True, iter([plain]))
+
+
+# --------------------------------------------------------------------------- roles
+
+
+@dataclass(frozen=True)
+class _Roles:
+    a: str
+    b: str
+    geographic: bool
+    crs: str | None  # CRS of the coordinates as given (after coord_scale)
+    label_a: str
+    label_b: str
+
+
+def _lonlat_columns(columns: list[str]) -> tuple[str, str] | None:
+    low = {c.lower().strip(): c for c in columns}
+    lon = next((low[n] for n in _LON_NAMES if n in low), None)
+    lat = next((low[n] for n in _LAT_NAMES if n in low), None)
+    return (lon, lat) if lon is not None and lat is not None else None
+
+
+def _resolve_roles(src: _Source, opts: ReadOptions, units_crs: str | None) -> _Roles:
+    cols = src.columns
+    file_crs = src.crs
+    given = opts.crs
+    if given is not None and file_crs is not None:
+        if not parse_crs(given).equals(parse_crs(file_crs), ignore_axis_order=True):
+            raise InputError(
+                f"{src.name!r} names its CRS ({file_crs}) and --crs says {given}; drop --crs "
+                "or fix the file's metadata"
+            )
+    crs_text = file_crs or (crs_to_string(parse_crs(given)) if given is not None else None)
+    # columns the user named must exist
+    for opt, role, flag in (
+        (opts.x, "x", "--x"),
+        (opts.y, "y", "--y"),
+        (opts.lon, "longitude", "--lon"),
+        (opts.lat, "latitude", "--lat"),
+        (opts.subject, "subject", "--subject"),
+        (opts.time, "time", "--time"),
+        (opts.unit, "unit", "--unit"),
+    ):
+        if opt is not None and opt not in cols:
+            raise _missing_column(opt, cols, role, flag)
+    geographic_crs = crs_text is not None and is_geographic(parse_crs(crs_text))
+    if opts.lon is not None and opts.lat is not None:
+        if crs_text is not None and not geographic_crs:
+            raise InputError(
+                f"--lon/--lat name degrees but the CRS is {crs_text}, a projected CRS: use "
+                "--x/--y for projected coordinates, or give a geographic CRS (e.g. EPSG:4326)"
+            )
+        return _Roles(opts.lon, opts.lat, True, crs_text or "EPSG:4326", opts.lon, opts.lat)
+    if opts.x is not None and opts.y is not None:
+        return _Roles(opts.x, opts.y, geographic_crs, crs_text, opts.x, opts.y)
+    if src.geometry:
+        if crs_text is None and units_crs is not None:
+            crs_text = _adopt_units_crs(units_crs)
+        geo = crs_text is not None and is_geographic(parse_crs(crs_text))
+        return _Roles(_GEOM_A, _GEOM_B, geo, crs_text, "geometry x", "geometry y")
+    if "x" in cols and "y" in cols:
+        if crs_text is None and units_crs is not None:
+            crs_text = _adopt_units_crs(units_crs)
+        return _Roles("x", "y", geographic_crs, crs_text, "x", "y")
+    found = _lonlat_columns(cols)
+    if found is not None:
+        if crs_text is not None and not geographic_crs:
+            raise InputError(
+                f"the input has lon/lat columns ({found[0]!r}, {found[1]!r}) and no x/y, but "
+                f"the CRS is {crs_text}, a projected CRS: drop --crs (lon/lat are taken as "
+                "EPSG:4326) or name the projected columns with --x/--y"
+            )
+        return _Roles(found[0], found[1], True, crs_text or "EPSG:4326", found[0], found[1])
+    raise _missing_column("x" if "x" not in cols else "y", cols, "x", "--x (or --lon/--lat)")
+
+
+def _adopt_units_crs(units_crs: str) -> str:
+    warnings.warn(
+        f"no CRS given for the points: taken as the unit polygon file's CRS, {units_crs} "
+        "(name it with --crs)",
+        UserWarning,
+        stacklevel=4,
+    )
+    return units_crs
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def _numeric(
+    raw: pd.Series, label: str, offset: int = 0
+) -> tuple[NDArray[np.float64], NDArray[np.bool_], bool]:
+    """Float values, the mask of non-numeric text, and whether it looks like decimal commas."""
+    if pd.api.types.is_bool_dtype(raw.dtype):
+        vals = np.full(len(raw), np.nan)
+        return vals, np.asarray(raw.notna()), False
+    if pd.api.types.is_numeric_dtype(raw.dtype):
+        vals = raw.to_numpy(dtype=np.float64, na_value=np.nan)
+        return vals, np.zeros(len(raw), dtype=bool), False
+    num = pd.to_numeric(raw, errors="coerce")
+    vals = np.asarray(num.to_numpy(dtype=np.float64, na_value=np.nan), dtype=np.float64)
     bad_text = np.asarray(raw.notna()) & np.isnan(vals)
+    comma = False
     if bad_text.any():
         sample = raw[bad_text].astype(str)
-        comma = bool(sample.str.fullmatch(r"-?\d+,\d+").any())
+        comma = bool(sample.str.fullmatch(r"\s*-?\d+,\d+\s*").any())
+    return vals, bad_text, comma
+
+
+@dataclass
+class _Collected:
+    a: list[NDArray[np.float64]] = field(default_factory=list)
+    b: list[NDArray[np.float64]] = field(default_factory=list)
+    bad_a: list[NDArray[np.bool_]] = field(default_factory=list)
+    bad_b: list[NDArray[np.bool_]] = field(default_factory=list)
+    comma_a: bool = False
+    comma_b: bool = False
+    subject: list[pd.Series] = field(default_factory=list)
+    time: list[pd.Series] = field(default_factory=list)
+    unit: list[pd.Series] = field(default_factory=list)
+    attrs: list[pd.DataFrame] = field(default_factory=list)
+    hashes: list[NDArray[np.uint64]] = field(default_factory=list)
+    n: int = 0
+
+
+def _collect(src: _Source, roles: _Roles, opts: ReadOptions, kind: str) -> _Collected:
+    out = _Collected()
+    used = {roles.a, roles.b, opts.subject, opts.time, opts.unit, _GEOM_A, _GEOM_B}
+    try:
+        for chunk in src.chunks:
+            if len(chunk) == 0:
+                continue
+            a, bad_a, ca = _numeric(chunk[roles.a], roles.label_a)
+            b, bad_b, cb = _numeric(chunk[roles.b], roles.label_b)
+            out.a.append(a)
+            out.b.append(b)
+            out.bad_a.append(bad_a)
+            out.bad_b.append(bad_b)
+            out.comma_a |= ca
+            out.comma_b |= cb
+            for role, store in (
+                (opts.subject, out.subject),
+                (opts.time, out.time),
+                (opts.unit, out.unit),
+            ):
+                if role is not None:
+                    store.append(chunk[role].reset_index(drop=True))
+            attrs = chunk[[c for c in chunk.columns if c not in used]]
+            out.attrs.append(attrs.reset_index(drop=True))
+            try:
+                hashed = pd.util.hash_pandas_object(chunk, index=False)
+                out.hashes.append(np.asarray(hashed.to_numpy(), dtype=np.uint64))
+            except TypeError:  # unhashable cells (lists in Parquet): no duplicate check
+                out.hashes.append(np.arange(out.n, out.n + len(chunk), dtype=np.uint64))
+            out.n += len(chunk)
+    except InputError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise InputError(f"input {src.name!r} is empty; nothing to do") from None
+    except (OSError, ValueError, UnicodeDecodeError, csv.Error, OverflowError) as exc:
+        raise _read_error(src.name, kind, exc) from None
+    return out
+
+
+def _concat(parts: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def _series(parts: list[pd.Series]) -> pd.Series:
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_numbers(
+    vals: NDArray[np.float64], bad_text: NDArray[np.bool_], comma: bool, label: str
+) -> None:
+    if bad_text.any():
         fix = "write decimals with a point, not a comma" if comma else "fix or drop these rows"
         raise InputError(
-            f"column {col!r} has {int(bad_text.sum())} non-numeric values "
+            f"column {label!r} has {int(bad_text.sum())} non-numeric values "
             f"(rows {_row_list(bad_text)}); {fix}"
         )
-    return vals
 
 
-def table_from_frame(
-    frame: pd.DataFrame,
-    *,
-    x: str = "x",
-    y: str = "y",
-    subject: str | None = None,
-    time: str | None = None,
-    unit: str | None = None,
-    crs: str | None = None,
-    source_sha256: str = "",
-) -> PointTable:
-    """Build a :class:`PointTable` from a DataFrame with projected coordinates.
+def _in_area(lon: NDArray[np.float64], lat: NDArray[np.float64], crs: pyproj.CRS) -> Any:
+    area = crs.area_of_use
+    if area is None:
+        return None
+    m = AREA_MARGIN_DEG
+    west, south, east, north = area.west, area.south, area.east, area.north
+    lat_ok = (lat >= south - m) & (lat <= north + m)
+    if west <= east:
+        lon_ok = (lon >= west - m) & (lon <= east + m)
+    else:  # area crosses the antimeridian
+        lon_ok = (lon >= west - m) | (lon <= east + m)
+    return np.asarray(lat_ok & lon_ok & np.isfinite(lon) & np.isfinite(lat))
 
-    Parameters
-    ----------
-    frame
-        One row per record.
-    x, y
-        Coordinate columns, in metres of a projected CRS.
-    subject, time, unit
-        Optional subject id, time (ISO string or epoch seconds) and unit id columns.
-    crs
-        Name of the projected CRS, if known.
-    source_sha256
-        Checksum of the source, for the manifest.
 
-    Returns
-    -------
-    PointTable
+def _to_lonlat(
+    a: NDArray[np.float64], b: NDArray[np.float64], crs: str
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    with np.errstate(all="ignore"):
+        lon, lat = transformer(crs, "EPSG:4326").transform(a, b)
+    return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
 
-    Raises
-    ------
-    InputError
-        Empty input, missing columns, NaN/inf or non-numeric coordinates,
-        coordinates that look like degrees, empty subject ids.
 
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> t = table_from_frame(pd.DataFrame({"x": [0.0, 5.0], "y": [1.0, 2.0]}))
-    >>> len(t), t.unit_names.tolist()
-    (2, ['all'])
-    """
-    if len(frame) == 0:
-        raise InputError("the input has no records (empty or header only); nothing to do")
-    columns = [str(c) for c in frame.columns]
-    for name, role, flag in ((x, "x", "--x"), (y, "y", "--y")):
-        if name not in frame.columns:
-            if name in ("x", "y") and _LONLAT_NAMES & {c.lower() for c in columns}:
-                raise InputError(
-                    "the input has lon/lat columns but no projected x/y; geokanon needs "
-                    "coordinates in metres: project the input to a metric CRS first, "
-                    "or name the projected columns with --x/--y"
-                )
-            raise _missing_column(name, columns, role, flag)
-    for opt, role, flag in (
-        (subject, "subject", "--subject"),
-        (time, "time", "--time"),
-        (unit, "unit", "--unit"),
+def _check_area_of_use(
+    a: NDArray[np.float64], b: NDArray[np.float64], crs_text: str, notes: list[str]
+) -> None:
+    """Refuse points outside the CRS's area of use where its metres are distorted; warn else."""
+    crs = parse_crs(crs_text)
+    if crs.area_of_use is None:
+        return
+    lon, lat = _to_lonlat(a, b, crs_text)
+    inside = _in_area(lon, lat, crs)
+    if inside is None or inside.all():
+        return
+    out = ~inside
+    n_out, n = int(out.sum()), int(a.size)
+    name = f"{crs_text} ({crs.name})"
+    if n_out / n > 0.9:
+        sl, st = _to_lonlat(b, a, crs_text)
+        sw = _in_area(sl, st, crs)
+        if sw is not None and sw.mean() > 0.9:
+            raise InputError(
+                f"{n_out} of {n} records lie outside the area of use of {name}, and with x and "
+                "y exchanged they would lie inside: the coordinate columns look swapped; "
+                "exchange --x and --y"
+            )
+    idx = np.flatnonzero(out & np.isfinite(lon) & np.isfinite(lat))
+    sample = idx[:: max(1, idx.size // 10_000)]
+    error = math.inf
+    if sample.size:
+        try:
+            f = pyproj.Proj(crs).get_factors(lon[sample], lat[sample])
+            scales = np.concatenate([np.asarray(f.meridional_scale), np.asarray(f.parallel_scale)])
+            error = float(np.max(np.abs(scales - 1.0))) if np.isfinite(scales).all() else math.inf
+        except Exception:  # projections without factors: treat as unknown distortion
+            error = math.inf
+    if error > UTM_MAX_SCALE_ERROR:
+        raise InputError(
+            f"{n_out} of {n} records (rows {_row_list(out)}) lie outside the area of use of "
+            f"{name}, where its metres are off by more than {100 * UTM_MAX_SCALE_ERROR:.0f}%: "
+            "name the CRS the coordinates are really in with --crs, check that x and y are not "
+            "swapped, or give --coord-scale if they are not in the CRS's units"
+        )
+    msg = (
+        f"{n_out} of {n} records lie outside the area of use of {name}; distances there are "
+        f"within {100 * error:.1f}% of true, so they are used, but check that --crs names the "
+        "CRS the coordinates are in"
+    )
+    notes.append(msg)
+    warnings.warn(msg, UserWarning, stacklevel=4)
+
+
+def _check_projected(
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    roles: _Roles,
+    opts: ReadOptions,
+    notes: list[str],
+) -> None:
+    if (
+        roles.a.lower() in _LONLAT_NAMES
+        or roles.b.lower() in _LONLAT_NAMES
+        or (
+            opts.coord_scale is None
+            and np.abs(a).max() <= 180
+            and np.abs(b).max() <= 90
+            and np.ptp(a) < 5
+            and np.ptp(b) < 5
+        )
     ):
-        if opt is not None and opt not in frame.columns:
-            raise _missing_column(opt, columns, role, flag)
-    xs = _numeric(frame, x)
-    ys = _numeric(frame, y)
-    bad = ~(np.isfinite(xs) & np.isfinite(ys))
+        raise InputError(
+            "the coordinates look like degrees (longitude/latitude), not metres; distances "
+            "are never measured in degrees: name the columns with --lon/--lat (geokanon then "
+            "projects them to a local metric CRS), or project the input to a metric CRS first"
+        )
+    span = max(float(np.ptp(a)), float(np.ptp(b)))
+    if opts.coord_scale is None and 0 < span < MIN_METRIC_SPAN:
+        raise InputError(
+            f"the coordinates span only {span:.3g} units, though they are taken as metres: they "
+            "look like kilometres (or another unit), not metres; give --coord-scale 1000 if "
+            "they are km (--coord-scale 1 if they really are metres)"
+        )
+    if roles.crs is None:
+        msg = (
+            "no CRS given: x/y are taken as metres in an unnamed projected CRS (name it with --crs)"
+        )
+        notes.append(msg)
+        warnings.warn(msg, UserWarning, stacklevel=4)
+        return
+    _check_area_of_use(a, b, roles.crs, notes)
+
+
+def _check_geographic(lon: NDArray[np.float64], lat: NDArray[np.float64], roles: _Roles) -> None:
+    bad_lat = np.abs(lat) > 90
+    if bad_lat.any():
+        swapped = bool((np.abs(lon[bad_lat]) <= 90).all())
+        fix = (
+            "; the columns look swapped: exchange --lon and --lat"
+            if swapped
+            else "; latitudes lie in [-90, 90]: these look like projected metres, so give them "
+            "with --x/--y and --crs"
+        )
+        raise InputError(
+            f"{int(bad_lat.sum())} records have a latitude outside [-90, 90] in "
+            f"{roles.label_b!r} (rows {_row_list(bad_lat)}){fix}"
+        )
+    bad_lon = (lon < -180) | (lon > 360)
+    if bad_lon.any():
+        raise InputError(
+            f"{int(bad_lon.sum())} records have a longitude outside [-180, 360] in "
+            f"{roles.label_a!r} (rows {_row_list(bad_lon)}); these look like projected metres: "
+            "give them with --x/--y and --crs"
+        )
+
+
+def _subjects(raw: pd.Series, col: str, notes: list[str]) -> NDArray[np.int64]:
+    text = raw.astype("string").str.strip()
+    empty = np.asarray((raw.isna() | (text == "")).fillna(True), dtype=bool)
+    if empty.any():
+        raise InputError(
+            f"{int(empty.sum())} records have an empty subject id in {col!r} "
+            f"(rows {_row_list(empty)}); give every record a subject"
+        )
+    as_text = raw.astype("string")
+    n_raw = int(as_text.nunique())
+    n_folded = int(text.str.casefold().nunique())
+    if n_folded != n_raw:
+        msg = (
+            f"{n_raw - n_folded} subject ids in {col!r} differ from another only by case or "
+            "surrounding space; they are counted as different subjects, which overstates group "
+            "sizes if they are the same person: clean the ids"
+        )
+        notes.append(msg)
+        warnings.warn(msg, PrivacyRiskWarning, stacklevel=4)
+    codes, _ = pd.factorize(as_text, sort=True)
+    return np.asarray(codes, dtype=np.int64)
+
+
+_OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
+_EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
+
+
+def _times(raw: pd.Series, col: str, timezone: str | None, notes: list[str]) -> Any:
+    miss = np.asarray(raw.isna(), dtype=bool)
+    if miss.any():
+        raise InputError(
+            f"{int(miss.sum())} records have no time in {col!r} (rows {_row_list(miss)}); "
+            "fill them or drop those rows"
+        )
+    if pd.api.types.is_datetime64_any_dtype(raw.dtype):
+        parsed = raw
+        if getattr(raw.dt, "tz", None) is None:
+            parsed = _localise(raw, col, timezone)
+        elif timezone is not None:
+            _ignore_timezone(col, notes)
+        return _seconds(parsed)
+    if pd.api.types.is_bool_dtype(raw.dtype):
+        raise InputError(f"times in {col!r} are true/false values; give ISO 8601 or epoch seconds")
+    if pd.api.types.is_numeric_dtype(raw.dtype):
+        return _epoch(raw.to_numpy(dtype=np.float64), col)
+    text = raw.astype("string").str.strip()
+    num = pd.to_numeric(text, errors="coerce")
+    is_num = np.asarray(num.notna(), dtype=bool)
+    if is_num.all():
+        return _epoch(num.to_numpy(dtype=np.float64, na_value=np.nan), col)
+    if is_num.any():
+        raise InputError(
+            f"{int(is_num.sum())} times in {col!r} are numbers and {int((~is_num).sum())} are "
+            f"text (numbers at rows {_row_list(is_num)}); give one form throughout"
+        )
+    has_offset = np.asarray(text.str.contains(_OFFSET).fillna(False), dtype=bool)
+    if has_offset.any() and not has_offset.all():
+        raise InputError(
+            f"{int((~has_offset).sum())} times in {col!r} carry no UTC offset while the others "
+            f"do (rows {_row_list(~has_offset)}); give every time with an offset, or none and "
+            "--timezone"
+        )
+    try:
+        if has_offset.all():
+            if timezone is not None:
+                _ignore_timezone(col, notes)
+            parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
+        else:
+            if timezone is None:
+                raise InputError(
+                    f"times in {col!r} carry no time zone; give --timezone (e.g. --timezone "
+                    "Europe/Amsterdam, or UTC), or write them with an offset such as 'Z' or "
+                    "'+02:00'"
+                )
+            parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+    except (ValueError, OverflowError, TypeError):
+        parsed = pd.Series(pd.NaT, index=text.index)
+    bad = np.asarray(parsed.isna(), dtype=bool)
+    if bad.any():
+        raise InputError(
+            f"{int(bad.sum())} times in {col!r} are not ISO 8601 or epoch seconds "
+            f"(rows {_row_list(bad)}); write them like 2024-03-01T14:30:00Z"
+        )
+    if not has_offset.all():
+        parsed = _localise(parsed, col, timezone)
+    return _seconds(parsed)
+
+
+def _ignore_timezone(col: str, notes: list[str]) -> None:
+    msg = f"--timezone is ignored for {col!r}: its times carry their own UTC offsets"
+    notes.append(msg)
+    warnings.warn(msg, UserWarning, stacklevel=5)
+
+
+def _localise(parsed: pd.Series, col: str, timezone: str | None) -> pd.Series:
+    if timezone is None:
+        raise InputError(
+            f"times in {col!r} carry no time zone; give --timezone (e.g. --timezone "
+            "Europe/Amsterdam, or UTC), or store them with an offset"
+        )
+    _zone(timezone)
+    local = parsed.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT")
+    bad = np.asarray(local.isna(), dtype=bool)
+    if bad.any():
+        raise InputError(
+            f"{int(bad.sum())} times in {col!r} fall in a daylight-saving change of "
+            f"{timezone} (an hour that does not exist or happens twice; rows {_row_list(bad)}); "
+            "give those times with an explicit UTC offset"
+        )
+    return local
+
+
+def _seconds(parsed: pd.Series) -> NDArray[np.float64]:
+    delta = parsed.dt.tz_convert("UTC") - _EPOCH
+    return np.asarray(delta.dt.total_seconds().to_numpy(dtype=np.float64), dtype=np.float64)
+
+
+def _epoch(vals: NDArray[np.float64], col: str) -> NDArray[np.float64]:
+    bad = ~np.isfinite(vals)
+    if bad.any():
+        raise InputError(
+            f"{int(bad.sum())} times in {col!r} are NaN or infinite (rows {_row_list(bad)})"
+        )
+    if vals.size and float(np.median(np.abs(vals))) > 1e11:
+        raise InputError(
+            f"the numeric times in {col!r} look like milliseconds or finer, not epoch seconds; "
+            "divide them by 1000 (or give ISO 8601 times)"
+        )
+    return np.ascontiguousarray(vals, dtype=np.float64)
+
+
+def _duplicates(hashes: NDArray[np.uint64], notes: list[str]) -> None:
+    if hashes.size < 2:
+        return
+    dup = np.asarray(pd.Series(hashes).duplicated().to_numpy(), dtype=bool)
+    if dup.any():
+        msg = (
+            f"{int(dup.sum())} records repeat an earlier record in every column (rows "
+            f"{_row_list(dup)}); they are kept and each counts as a record: drop them if they "
+            "are copies"
+        )
+        notes.append(msg)
+        warnings.warn(msg, UserWarning, stacklevel=4)
+
+
+# --------------------------------------------------------------------------- assembly
+
+
+def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) -> PointTable:
+    from geokanon.io.units import grid_units, polygon_units, units_file_crs
+
+    units_crs = units_file_crs(opts.units) if opts.units is not None else None
+    roles = _resolve_roles(src, opts, units_crs)
+    got = _collect(src, roles, opts, kind)
+    if got.n == 0:
+        raise InputError("the input has no records (empty or header only); nothing to do")
+    notes: list[str] = []
+    a = _concat(got.a, np.float64)
+    b = _concat(got.b, np.float64)
+    _check_numbers(a, _concat(got.bad_a, bool), got.comma_a, roles.label_a)
+    _check_numbers(b, _concat(got.bad_b, bool), got.comma_b, roles.label_b)
+    bad = ~(np.isfinite(a) & np.isfinite(b))
     if bad.any():
         raise InputError(
             f"{int(bad.sum())} records have missing, NaN or infinite coordinates "
             f"(rows {_row_list(bad)}); drop or fix them"
         )
-    if (
-        x.lower() in _LONLAT_NAMES
-        or y.lower() in _LONLAT_NAMES
-        or (
-            np.abs(xs).max() <= 180 and np.abs(ys).max() <= 90 and np.ptp(xs) < 5 and np.ptp(ys) < 5
-        )
-    ):
-        raise InputError(
-            "the coordinates look like degrees (longitude/latitude), not metres; distances "
-            "are never measured in degrees: project the input to a metric CRS first"
-        )
-    if crs is None:
-        warnings.warn(
-            "no CRS given: x/y are taken as metres in an unnamed projected CRS "
-            "(name it with --crs)",
-            UserWarning,
-            stacklevel=2,
-        )
+    scale = 1.0 if opts.coord_scale is None else float(opts.coord_scale)
+    if scale != 1.0:
+        a = a * scale
+        b = b * scale
+    if roles.geographic:
+        _check_geographic(a, b, roles)
+    else:
+        _check_projected(a, b, roles, opts, notes)
+    # the metric working CRS
+    source = roles.crs
+    if source is None or (is_metric(parse_crs(source)) and opts.working_crs is None):
+        working = source
+        x, y = a, b
+    else:
+        if roles.geographic:
+            lon, lat = _to_lonlat(a, b, source) if source not in ("EPSG:4326",) else (a, b)
+        else:
+            lon, lat = _to_lonlat(a, b, source)
+        if opts.working_crs is not None:
+            working = crs_to_string(parse_crs(opts.working_crs))
+        else:
+            working = crs_to_string(choose_metric_crs(lon, lat))
+        x, y = Projection(source_crs=source, working_crs=working).to_metric(a, b)
     subjects = None
-    if subject is not None:
-        raw = frame[subject]
-        text = raw.astype("string").str.strip()
-        empty = np.asarray(raw.isna() | (text == "").fillna(True))
-        if empty.any():
-            raise InputError(
-                f"{int(empty.sum())} records have an empty subject id in {subject!r} "
-                f"(rows {_row_list(empty)}); give every record a subject"
-            )
-        folded = text.str.casefold()
-        if folded.nunique() != raw.astype("string").nunique():
-            warnings.warn(
-                f"some subject ids in {subject!r} differ only by case or surrounding space; "
-                "they are counted as different subjects, which overstates group sizes if "
-                "they are the same person: clean the ids",
-                PrivacyRiskWarning,
-                stacklevel=2,
-            )
-        codes, _ = pd.factorize(raw, sort=True)
-        subjects = codes.astype(np.int64)
+    if opts.subject is not None:
+        subjects = _subjects(_series(got.subject), opts.subject, notes)
     times = None
-    if time is not None:
-        times = _times(frame[time], time)
-    if unit is not None:
-        raw_u = frame[unit]
-        if raw_u.isna().any():
-            miss = np.asarray(raw_u.isna())
+    if opts.time is not None:
+        times = _times(_series(got.time), opts.time, opts.timezone, notes)
+    n_unassigned = 0
+    if opts.unit is not None:
+        raw_u = _series(got.unit)
+        miss = np.asarray(raw_u.isna(), dtype=bool)
+        if miss.any():
             raise InputError(
-                f"{int(miss.sum())} records have no unit in {unit!r} (rows {_row_list(miss)}); "
-                "fill them or use a unit polygon file"
+                f"{int(miss.sum())} records have no unit in {opts.unit!r} (rows "
+                f"{_row_list(miss)}); fill them or use a unit polygon file (--units)"
             )
         ucodes, unames = pd.factorize(raw_u.astype(str), sort=True)
-        unit_codes = ucodes.astype(np.int64)
+        unit_codes = np.asarray(ucodes, dtype=np.int64)
         unit_names = np.asarray(unames, dtype=object)
+    elif opts.units is not None and opts.unit_id is not None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ua = polygon_units(a, b, points_crs=source, path=opts.units, unit_id=opts.unit_id)
+        for w in caught:
+            notes.append(str(w.message))
+            warnings.warn(str(w.message), w.category, stacklevel=3)
+        unit_codes, unit_names, n_unassigned = ua.codes, ua.names, ua.n_unassigned
+    elif opts.unit_grid_m is not None:
+        ug = grid_units(x, y, float(opts.unit_grid_m))
+        unit_codes, unit_names = ug.codes, ug.names
     else:
-        unit_codes = np.zeros(len(frame), dtype=np.int64)
+        unit_codes = np.zeros(a.size, dtype=np.int64)
         unit_names = np.asarray(["all"], dtype=object)
-    used = {x, y, subject, time, unit} - {None}
-    attributes = frame[[c for c in frame.columns if c not in used]].reset_index(drop=True)
+    _duplicates(_concat(got.hashes, np.uint64), notes)
+    attributes = pd.concat(got.attrs, ignore_index=True) if len(got.attrs) > 1 else got.attrs[0]
+    output = crs_to_string(parse_crs(opts.output_crs)) if opts.output_crs is not None else source
+    if output is not None and working is None:
+        raise InputError(
+            "--output-crs needs the input's CRS: name it with --crs so the coordinates can be "
+            "transformed"
+        )
     return PointTable(
-        x=np.ascontiguousarray(xs),
-        y=np.ascontiguousarray(ys),
+        x=np.ascontiguousarray(x, dtype=np.float64),
+        y=np.ascontiguousarray(y, dtype=np.float64),
         subjects=subjects,
         times=times,
         unit_codes=unit_codes,
         unit_names=unit_names,
         attributes=attributes,
-        crs=crs,
+        crs=source,
         source_sha256=source_sha256,
+        working_crs=working,
+        output_crs=output,
+        coord_scale=scale,
+        n_unassigned=n_unassigned,
+        notes=tuple(notes),
     )
 
 
-def _times(raw: pd.Series, col: str) -> NDArray[np.float64]:
-    if raw.isna().any():
-        miss = np.asarray(raw.isna())
-        raise InputError(
-            f"{int(miss.sum())} records have no time in {col!r} (rows {_row_list(miss)})"
-        )
-    if pd.api.types.is_numeric_dtype(raw):
-        return raw.to_numpy(dtype=np.float64)
-    parsed = pd.to_datetime(raw, errors="coerce", utc=False, format="ISO8601")
-    bad = np.asarray(parsed.isna())
-    if bad.any():
-        raise InputError(
-            f"{int(bad.sum())} times in {col!r} are not ISO 8601 or epoch seconds "
-            f"(rows {_row_list(bad)})"
-        )
-    if parsed.dt.tz is None:
-        raise InputError(
-            f"times in {col!r} carry no time zone; give them with an offset (e.g. 'Z') "
-            "or convert them to epoch seconds"
-        )
-    ns = parsed.dt.tz_convert("UTC").astype("int64").to_numpy()
-    return ns.astype(np.float64) / 1e9
-
-
-def read_points(
-    path: str | Path,
+def table_from_frame(
+    frame: pd.DataFrame,
     *,
-    x: str = "x",
-    y: str = "y",
+    x: str | None = None,
+    y: str | None = None,
     subject: str | None = None,
     time: str | None = None,
     unit: str | None = None,
     crs: str | None = None,
+    source_sha256: str = "",
+    **options: Any,
 ) -> PointTable:
-    """Read a CSV or Parquet file of records with projected coordinates.
+    """Build a :class:`PointTable` from a DataFrame (or a GeoDataFrame of points).
 
     Parameters
     ----------
-    path
-        ``.csv`` or ``.parquet`` file.
-    x, y, subject, time, unit, crs
-        As for :func:`table_from_frame`.
+    frame
+        One row per record. A GeoDataFrame's point geometry and CRS are used when no
+        coordinate columns are named.
+    x, y
+        Projected coordinate columns (default ``x``/``y``; lon/lat columns are used
+        when there are none).
+    subject, time, unit
+        Optional subject id, time (ISO string or epoch seconds) and unit id columns.
+    crs
+        CRS of the coordinates, if known.
+    source_sha256
+        Checksum of the source, for the manifest.
+    **options
+        Any other :class:`ReadOptions` field (``lon``, ``lat``, ``units``, ``unit_id``,
+        ``unit_grid_m``, ``timezone``, ``coord_scale``, ``working_crs``, ``output_crs``).
 
     Returns
     -------
@@ -295,33 +1113,161 @@ def read_points(
     Raises
     ------
     InputError
-        Unreadable or unsupported file, or any problem :func:`table_from_frame` finds.
+        Empty input, missing columns, NaN/inf or non-numeric coordinates, coordinates
+        that look like degrees or kilometres under a metric CRS, coordinates outside the
+        CRS's area of use, empty subject ids, bad times (see ``docs/inputs.md``).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = table_from_frame(pd.DataFrame({"x": [0.0, 500.0], "y": [1.0, 2.0]}))
+    >>> len(t), t.unit_names.tolist()
+    (2, ['all'])
     """
+    opts = ReadOptions(x=x, y=y, subject=subject, time=time, unit=unit, crs=crs, **options)
+    src = _frame_source("input", frame, frame_crs(frame))
+    return _assemble(src, opts, source_sha256, "frame")
+
+
+def read_points(
+    path: str | Path,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    subject: str | None = None,
+    time: str | None = None,
+    unit: str | None = None,
+    crs: str | None = None,
+    lon: str | None = None,
+    lat: str | None = None,
+    units: str | Path | None = None,
+    unit_id: str | None = None,
+    unit_grid_m: float | None = None,
+    timezone: str | None = None,
+    coord_scale: float | None = None,
+    chunksize: int = 500_000,
+    working_crs: str | None = None,
+    output_crs: str | None = None,
+) -> PointTable:
+    """Read a file of point records into a :class:`PointTable` in metres.
+
+    Parameters
+    ----------
+    path
+        CSV (``.csv``, ``.tsv``, ``.txt``, ``.csv.gz``), Parquet or GeoParquet
+        (``.parquet``), GeoPackage (``.gpkg``), GeoJSON (``.geojson``) or Shapefile
+        (``.shp``).
+    x, y
+        Projected coordinate columns, in the units of ``crs`` (default ``x``/``y``).
+    lon, lat
+        Longitude/latitude columns in degrees; projected to a local metric CRS
+        (default: ``lon``/``lat`` or common spellings when there is no ``x``/``y``).
+    subject, time, unit
+        Subject id, time (ISO 8601 or epoch seconds) and unit id columns.
+    crs
+        CRS of the coordinates when the file names none (a file's own CRS wins; a
+        conflicting ``crs`` is refused).
+    units, unit_id
+        Unit polygons and their id column: units by spatial join.
+    unit_grid_m
+        Square grid cells of this side (metres) as units.
+    timezone
+        IANA time zone of naive timestamps.
+    coord_scale
+        Factor turning the file's coordinates into the CRS's units (``1000`` for km).
+    chunksize
+        Records read at a time from CSV and Parquet.
+    working_crs
+        Metric CRS for distance work, instead of the automatic choice.
+    output_crs
+        CRS for published coordinates (default: the input's).
+
+    Returns
+    -------
+    PointTable
+
+    Raises
+    ------
+    InputError
+        Unreadable, empty or unsupported file, or any problem with the records; the
+        message names the rows (1-based) and the fix, never a value.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "gps.csv")
+    >>> _ = open(f, "w").write("lon,lat,user\\n116.30,39.90,a\\n116.31,39.91,b\\n")
+    >>> t = read_points(f, subject="user")
+    >>> t.working_crs, t.n_subjects
+    ('EPSG:32650', 2)
+    """
+    opts = ReadOptions(
+        x=x, y=y, lon=lon, lat=lat, subject=subject, time=time, unit=unit, crs=crs,
+        units=units, unit_id=unit_id, unit_grid_m=unit_grid_m, timezone=timezone,
+        coord_scale=coord_scale, chunksize=chunksize, working_crs=working_crs,
+        output_crs=output_crs,
+    )  # fmt: skip
     p = Path(path)
     if not p.exists():
         raise InputError(f"input file {str(p)!r} does not exist")
     if p.is_dir():
-        raise InputError(f"input {str(p)!r} is a directory; give a CSV or Parquet file")
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".csv", ".txt"):
-            frame = pd.read_csv(p, low_memory=False)
-        elif suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(p)
-        else:
-            raise InputError(
-                f"input {p.name!r} has an unsupported type {suffix!r}; give a .csv or .parquet file"
-            )
-    except InputError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise InputError(f"input {p.name!r} is empty; nothing to do") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise InputError(
-            f"input {p.name!r} could not be read as {suffix[1:]} ({type(exc).__name__}); "
-            "check that the file is complete and of the type its name says"
-        ) from None
-    return table_from_frame(
-        frame, x=x, y=y, subject=subject, time=time, unit=unit, crs=crs,
-        source_sha256=sha256_file(p),
-    )  # fmt: skip
+            f"input {str(p)!r} is a directory; give a CSV, Parquet, GeoPackage, GeoJSON or "
+            "Shapefile"
+        )
+    suffix = _suffix(p)
+    if suffix in CSV_SUFFIXES:
+        src, kind = _open_csv(p, suffix, opts), "CSV"
+    elif suffix in PARQUET_SUFFIXES:
+        src, kind = _open_parquet(p, opts), "Parquet"
+    elif suffix in VECTOR_SUFFIXES:
+        src, kind = _open_vector(p), suffix[1:]
+    else:
+        hint = "; save it as CSV" if suffix in (".xlsx", ".xls", ".ods") else ""
+        raise InputError(
+            f"input {p.name!r} has an unsupported type {suffix or '(none)'!r}{hint}; give a "
+            ".csv, .parquet, .gpkg, .geojson or .shp file"
+        )
+    try:
+        checksum = sha256_file(p)
+    except OSError as exc:
+        raise _read_error(p.name, kind, exc) from None
+    return _assemble(src, opts, checksum, kind)
+
+
+def check_r_max(table: PointTable, r_max_m: float) -> None:
+    """Refuse an r_max that makes no sense in metres for this table.
+
+    Below 1 m it is read as degrees or kilometres by mistake; above 20,000 km it is
+    more than half the Earth's circumference.
+
+    Raises
+    ------
+    InputError
+        With the likely intended value.
+
+    Examples
+    --------
+    >>> t = table_from_frame(pd.DataFrame({"lon": [116.30, 116.31], "lat": [39.9, 39.91]}))
+    >>> check_r_max(t, 200.0)
+    >>> check_r_max(t, 0.002)
+    Traceback (most recent call last):
+    ...
+    geokanon.errors.InputError: --r-max 0.002 is in metres of the working CRS EPSG:32650; \
+0.002 degrees would be about 222 m, 0.002 km is 2 m: give r_max in metres (e.g. --r-max 222)
+    """
+    if not math.isfinite(r_max_m) or r_max_m <= 0:
+        return  # the policy refuses these with its own message
+    where = f"the working CRS {table.working_crs}" if table.working_crs else "the input's CRS"
+    if r_max_m < 1.0:
+        deg_m = r_max_m * 111_195.0
+        raise InputError(
+            f"--r-max {r_max_m:g} is in metres of {where}; {r_max_m:g} degrees would be about "
+            f"{deg_m:.0f} m, {r_max_m:g} km is {r_max_m * 1000:.0f} m: give r_max in metres "
+            f"(e.g. --r-max {deg_m:.0f})"
+        )
+    if r_max_m > 2.0e7:
+        raise InputError(
+            f"--r-max {r_max_m:g} m is more than half the Earth's circumference; give r_max in "
+            "metres (is it in millimetres or centimetres?)"
+        )

@@ -1,0 +1,348 @@
+"""Choose and apply a metric CRS: every distance geokanon measures is in metres.
+
+Longitude/latitude input is projected to a local metric CRS chosen from the data:
+the UTM zone of the data's median longitude when that keeps every distance within
+:data:`UTM_MAX_SCALE_ERROR` of true, otherwise a Lambert azimuthal equal-area
+projection centred on the data (within :data:`LAEA_MAX_SCALE_ERROR`), otherwise a
+refusal. Data that straddle the antimeridian are centred across it, so a cluster at
+longitudes 179.9 and -179.9 is one cluster.
+
+What crosses a process boundary is the small frozen recipe, :class:`Projection`
+(CRS strings); the expensive :class:`pyproj.Transformer` objects are built once per
+pair of CRSs and cached.
+
+Examples
+--------
+>>> import numpy as np
+>>> crs = choose_metric_crs(np.array([116.3, 116.4]), np.array([39.9, 40.0]))
+>>> crs_to_string(crs)
+'EPSG:32650'
+>>> p = Projection(source_crs="EPSG:4326", working_crs="EPSG:32650")
+>>> x, y = p.to_metric(np.array([116.3]), np.array([39.9]))
+>>> lon, lat = p.from_metric(x, y)
+>>> bool(abs(lon[0] - 116.3) < 1e-9 and abs(lat[0] - 39.9) < 1e-9)
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pyproj
+from numpy.typing import NDArray
+
+from geokanon.errors import InputError
+
+__all__ = [
+    "LAEA_MAX_SCALE_ERROR",
+    "UTM_MAX_SCALE_ERROR",
+    "Projection",
+    "choose_metric_crs",
+    "crs_to_string",
+    "frame_crs",
+    "from_metric",
+    "is_geographic",
+    "is_metric",
+    "parse_crs",
+    "to_metric",
+    "transformer",
+]
+
+#: Largest relative distance error accepted from the UTM zone of the median longitude.
+UTM_MAX_SCALE_ERROR = 0.02
+#: Largest relative distance error accepted from a data-centred equal-area projection.
+LAEA_MAX_SCALE_ERROR = 0.05
+
+FloatArray = NDArray[np.float64]
+
+
+def parse_crs(text: str | pyproj.CRS, *, flag: str = "--crs") -> pyproj.CRS:
+    """Parse a CRS name (``EPSG:28992``, WKT, PROJ string) or raise :class:`InputError`.
+
+    Examples
+    --------
+    >>> parse_crs("EPSG:28992").is_projected
+    True
+    """
+    if isinstance(text, pyproj.CRS):
+        return text
+    try:
+        return pyproj.CRS.from_user_input(text)
+    except (pyproj.exceptions.CRSError, TypeError, ValueError):
+        raise InputError(
+            f"{flag} {text!r} is not a coordinate reference system pyproj knows; "
+            "give an authority code such as EPSG:28992 (projected, metres) or EPSG:4326 (lon/lat)"
+        ) from None
+
+
+def crs_to_string(crs: pyproj.CRS) -> str:
+    """Short, re-readable name of a CRS: ``AUTH:CODE`` when it has one, else a PROJ string.
+
+    Examples
+    --------
+    >>> crs_to_string(pyproj.CRS("epsg:4326"))
+    'EPSG:4326'
+    """
+    auth = crs.to_authority(min_confidence=100)
+    if auth is not None:
+        return f"{auth[0]}:{auth[1]}"
+    proj4 = crs.to_proj4() if crs.is_projected else None
+    return proj4 if proj4 else crs.to_wkt()
+
+
+def frame_crs(frame: object) -> str | None:
+    """The CRS of a GeoDataFrame as a string (``None`` for a plain frame or no CRS).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame_crs(pd.DataFrame({"a": [1]})) is None
+    True
+    """
+    crs = getattr(frame, "crs", None)
+    if crs is None or not hasattr(frame, "_geometry_column_name"):
+        return None
+    return crs_to_string(pyproj.CRS.from_user_input(crs))
+
+
+def is_geographic(crs: pyproj.CRS) -> bool:
+    """True when the CRS's coordinates are angles (longitude/latitude); never raises."""
+    try:
+        return bool(crs.is_geographic)
+    except Exception:  # pragma: no cover - defensive: predicates never raise
+        return False
+
+
+def is_metric(crs: pyproj.CRS) -> bool:
+    """True when the CRS is projected with both horizontal axes in metres; never raises.
+
+    Examples
+    --------
+    >>> is_metric(pyproj.CRS("EPSG:28992")), is_metric(pyproj.CRS("EPSG:2230"))
+    (True, False)
+    """
+    try:
+        axes = crs.axis_info[:2]
+        return bool(crs.is_projected) and all(
+            a.unit_name in ("metre", "meter") and a.unit_conversion_factor == 1.0 for a in axes
+        )
+    except Exception:  # pragma: no cover
+        return False
+
+
+@functools.lru_cache(maxsize=32)
+def transformer(source: str, target: str) -> pyproj.Transformer:
+    """The (cached) transformer between two CRSs, axis order always x/lon first.
+
+    Built once per pair of CRS strings: building a transformer is the expensive part.
+    """
+    return pyproj.Transformer.from_crs(source, target, always_xy=True)
+
+
+def _wrap(lon: FloatArray) -> FloatArray:
+    """Longitudes wrapped to [-180, 180)."""
+    return np.asarray((lon + 180.0) % 360.0 - 180.0, dtype=np.float64)
+
+
+def _centre_lon(lon: FloatArray) -> float:
+    """Median longitude, taken across the antimeridian when the data straddle it."""
+    w = _wrap(lon)
+    shifted = w % 360.0  # [0, 360): contiguous across the antimeridian
+    if np.ptp(shifted) < np.ptp(w):
+        return float(_wrap(np.asarray([np.median(shifted)]))[0])
+    return float(np.median(w))
+
+
+def _utm_scale_error(lon: FloatArray, lat: FloatArray, lon_0: float) -> float:
+    """Largest |k - 1| of a transverse Mercator (k0 0.9996) at the points (spherical formula)."""
+    dlam = np.radians(_wrap(lon - lon_0))
+    b = np.cos(np.radians(lat)) * np.sin(dlam)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = 0.9996 / np.sqrt(1.0 - b * b)
+    k = np.where(np.isfinite(k), k, np.inf)
+    return float(np.max(np.abs(k - 1.0)))
+
+
+def _angular_distance(lon: FloatArray, lat: FloatArray, lon_0: float, lat_0: float) -> FloatArray:
+    """Great-circle angle (radians) from the centre to each point."""
+    p1, p2 = np.radians(lat_0), np.radians(lat)
+    dl = np.radians(_wrap(lon - lon_0))
+    c = np.sin(p1) * np.sin(p2) + np.cos(p1) * np.cos(p2) * np.cos(dl)
+    return np.asarray(np.arccos(np.clip(c, -1.0, 1.0)), dtype=np.float64)
+
+
+def choose_metric_crs(lon: FloatArray, lat: FloatArray) -> pyproj.CRS:
+    """A metric CRS in which distances between these points are close to true.
+
+    The UTM zone (WGS 84) of the median longitude, hemisphere from the median latitude,
+    when every point's scale error there is at most :data:`UTM_MAX_SCALE_ERROR`;
+    otherwise a Lambert azimuthal equal-area projection centred on the data (centre
+    rounded to 0.1 degree, so no record's coordinate is published in the CRS name) when
+    its error stays within :data:`LAEA_MAX_SCALE_ERROR`. The antimeridian is handled:
+    points on either side of it are centred across it.
+
+    Parameters
+    ----------
+    lon, lat
+        Degrees (WGS 84 or any geographic CRS close to it), finite, lat in [-90, 90].
+
+    Returns
+    -------
+    pyproj.CRS
+
+    Raises
+    ------
+    InputError
+        No points, or points spread so widely that no single metric CRS keeps distances
+        within the tolerance (split the input by region).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> crs_to_string(choose_metric_crs(np.array([4.9, 5.1]), np.array([52.3, 52.1])))
+    'EPSG:32631'
+    >>> choose_metric_crs(np.array([179.8, 179.9, -179.9]), np.full(3, -17.0)).name
+    'WGS 84 / UTM zone 60S'
+    >>> choose_metric_crs(np.array([-10.0, 30.0]), np.array([36.0, 70.0])).name
+    'unknown'
+    """
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.asarray(lat, dtype=np.float64)
+    if lon.size == 0:
+        raise InputError("no points to choose a metric CRS for")
+    lon_c = _centre_lon(lon)
+    lat_c = float(np.median(lat))
+    zone = math.floor((lon_c + 180.0) / 6.0) % 60 + 1
+    zone_lon_0 = -183.0 + 6.0 * zone
+    if abs(lat_c) <= 84.0 and _utm_scale_error(lon, lat, zone_lon_0) <= UTM_MAX_SCALE_ERROR:
+        return pyproj.CRS.from_epsg((32600 if lat_c >= 0 else 32700) + zone)
+    # equal-area, centred on the middle of the data's extent (rounded: no record's coordinate)
+    w = _wrap(lon)
+    shifted = w % 360.0
+    span_lon = shifted if np.ptp(shifted) < np.ptp(w) else w
+    lon_0 = round(float(_wrap(np.asarray([(span_lon.min() + span_lon.max()) / 2]))[0]), 1)
+    lat_0 = round(float((lat.min() + lat.max()) / 2), 1)
+    c = float(np.max(_angular_distance(lon, lat, lon_0, lat_0)))
+    error = 1.0 / math.cos(c / 2.0) - 1.0 if c < math.pi else math.inf
+    if error > LAEA_MAX_SCALE_ERROR:
+        raise InputError(
+            f"the points spread {math.degrees(c):.0f} degrees from their centre: no single "
+            f"metric CRS keeps distances within {100 * LAEA_MAX_SCALE_ERROR:.0f}% of true; "
+            "split the input by region, or name a metric CRS with --working-crs"
+        )
+    return pyproj.CRS.from_proj4(
+        f"+proj=laea +lat_0={lat_0:g} +lon_0={lon_0:g} +x_0=0 +y_0=0 +datum=WGS84 +units=m "
+        "+no_defs +type=crs"
+    )
+
+
+def to_metric(
+    a: FloatArray, b: FloatArray, source: str, working: str
+) -> tuple[FloatArray, FloatArray]:
+    """Coordinates of ``source`` (x/lon first) in the metric CRS ``working``.
+
+    Raises
+    ------
+    InputError
+        Some points cannot be transformed (outside the projection's domain).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x, y = to_metric(np.array([5.387]), np.array([52.155]), "EPSG:4326", "EPSG:28992")
+    >>> round(float(x[0]) / 1000), round(float(y[0]) / 1000)
+    (155, 463)
+    """
+    return _apply(transformer(source, working), a, b, source, working)
+
+
+def from_metric(
+    x: FloatArray, y: FloatArray, working: str, target: str
+) -> tuple[FloatArray, FloatArray]:
+    """Metric coordinates of ``working`` back in ``target`` (x/lon first).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lon, lat = from_metric(np.array([155000.0]), np.array([463000.0]), "EPSG:28992",
+    ...                        "EPSG:4326")
+    >>> round(float(lon[0]), 2), round(float(lat[0]), 2)
+    (5.39, 52.16)
+    """
+    return _apply(transformer(working, target), x, y, working, target)
+
+
+def _apply(
+    t: pyproj.Transformer, a: FloatArray, b: FloatArray, source: str, target: str
+) -> tuple[FloatArray, FloatArray]:
+    if source == target:
+        return np.asarray(a, dtype=np.float64).copy(), np.asarray(b, dtype=np.float64).copy()
+    with np.errstate(all="ignore"):
+        u, v = t.transform(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    u = np.asarray(u, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    bad = ~(np.isfinite(u) & np.isfinite(v))
+    if bad.any():
+        rows = ", ".join(str(i + 1) for i in np.flatnonzero(bad)[:10])
+        raise InputError(
+            f"{int(bad.sum())} records cannot be transformed from {_short(source)} to "
+            f"{_short(target)} (rows {rows}{' ...' if bad.sum() > 10 else ''}): they lie "
+            "outside the projection's domain; check the CRS and that x/y are not swapped"
+        )
+    return u, v
+
+
+def _short(crs: str) -> str:
+    return crs if len(crs) <= 60 else crs[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The recipe between the input's CRS and the metric CRS of distance work.
+
+    Picklable (two strings); the transformers are looked up from a cache when used.
+
+    Parameters
+    ----------
+    source_crs
+        CRS of the input coordinates (after ``--coord-scale``), or ``None`` when the
+        input is in an unnamed metric CRS.
+    working_crs
+        Metric CRS in which geokanon measures distances; equal to ``source_crs`` for
+        projected input in metres.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = Projection(source_crs="EPSG:28992", working_crs="EPSG:28992")
+    >>> p.is_identity
+    True
+    >>> p.to_metric(np.array([1.0]), np.array([2.0]))[0].tolist()
+    [1.0]
+    """
+
+    source_crs: str | None
+    working_crs: str | None
+
+    @property
+    def is_identity(self) -> bool:
+        """True when input coordinates are already the working metres."""
+        return self.source_crs is None or self.source_crs == self.working_crs
+
+    def to_metric(self, a: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Input coordinates to working metres."""
+        if self.is_identity or self.working_crs is None or self.source_crs is None:
+            return np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        return to_metric(a, b, self.source_crs, self.working_crs)
+
+    def from_metric(
+        self, x: FloatArray, y: FloatArray, target: str | None = None
+    ) -> tuple[FloatArray, FloatArray]:
+        """Working metres to ``target`` (default: the input's CRS)."""
+        target = target or self.source_crs
+        if target is None or self.working_crs is None or target == self.working_crs:
+            return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        return from_metric(x, y, self.working_crs, target)
