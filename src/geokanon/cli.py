@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from geokanon import __version__
-from geokanon.errors import GeokanonError, InputError
+from geokanon.errors import GeokanonError, InputError, PrivacyRiskWarning
 from geokanon.policy import OutlierPolicy
 
 EXAMPLES = {
@@ -200,6 +200,199 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+SWEEP_EXAMPLES = (
+    "examples:\n"
+    "  geokanon sweep points.csv --k 3,5,10 --r-max 100,250,500,1000 --unit tract_id \\\n"
+    "      --crs EPSG:26978 --out sweep/\n"
+    "  geokanon sweep points.csv --k 3,5 --r-max 250,500 --mask-sd 0,50,100 --seed 8731\n"
+    "  geokanon sweep points.csv --k 5 --r-max 500 --mask donut --mask-min 20 \\\n"
+    "      --mask-max 0,100 --mask-contain --mask-units tracts.gpkg --unit tract_id\n"
+)
+
+
+def _sweep_masks(args: argparse.Namespace) -> list[Any] | None:
+    """Mask levels from ``--mask``/``--mask-sd``/``--mask-min``/``--mask-max`` (0 = no mask)."""
+    from geokanon.mask import MaskSpec
+    from geokanon.sweep import parse_list
+
+    kind = args.mask or ("jitter" if args.mask_sd else "donut" if args.mask_max else None)
+    if kind is None:
+        if args.mask_contain:
+            raise InputError("--mask-contain needs a mask (--mask-sd LIST or --mask donut)")
+        return None
+    if kind == "jitter":
+        if not args.mask_sd:
+            raise InputError("--mask jitter needs --mask-sd LIST (metres; 0 = no mask)")
+        cut = None
+        if args.mask_max:
+            cuts = parse_list(args.mask_max, name="--mask-max")
+            if len(cuts) != 1:
+                raise InputError("for a jitter, --mask-max is one truncation distance, not a list")
+            cut = cuts[0]
+        levels = parse_list(args.mask_sd, name="--mask-sd")
+        return [
+            None if sd == 0 else MaskSpec.jitter(sd_m=sd, max_m=cut, contain=args.mask_contain)
+            for sd in levels
+        ]
+    if args.mask_sd:
+        raise InputError("--mask-sd applies to the jitter; a donut takes --mask-min/--mask-max")
+    if not args.mask_max:
+        raise InputError("--mask donut needs --mask-max LIST (metres; 0 = no mask)")
+    lo = args.mask_min or 0.0
+    return [
+        None if hi == 0 else MaskSpec.donut(min_m=lo, max_m=hi, contain=args.mask_contain)
+        for hi in parse_list(args.mask_max, name="--mask-max")
+    ]
+
+
+def _mask_subject_ids(args: argparse.Namespace, table: Any) -> Any:
+    """The raw subject ids keying the mask noise (so adding subjects changes no one's noise).
+
+    Read again from CSV or Parquet input; for other formats, or if the column cannot
+    be matched to the table row for row, the dense subject codes are used (stable
+    under row order, but they shift when subjects are added).
+    """
+    import pandas as pd
+
+    path: Path = args.input
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            raw = pd.read_parquet(path, columns=[args.subject])[args.subject].to_numpy()
+        elif path.suffix.lower() in (".csv", ".txt"):
+            raw = pd.read_csv(path, usecols=[args.subject], low_memory=False)[args.subject]
+            raw = raw.to_numpy()
+        else:
+            return table.subjects
+    except (OSError, ValueError, KeyError):
+        return table.subjects
+    return raw if raw.shape == (len(table),) else table.subjects
+
+
+def _mask_polygons(args: argparse.Namespace, table: Any) -> list[Any] | None:
+    """Unit polygons in the order of the table's unit codes, for ``--mask-contain``."""
+    units_file = args.mask_units
+    id_col = args.mask_unit_id or args.unit
+    if units_file is None and getattr(args, "units", None) is not None:
+        # The records' units came from a polygon file: keep them inside those polygons.
+        units_file, id_col = args.units, args.mask_unit_id or getattr(args, "unit_id", None)
+    if units_file is None:
+        return None
+    if args.unit is None and getattr(args, "units", None) is None:
+        raise InputError(
+            "--mask-units needs the records' units (--unit COL or --units FILE): "
+            "the unit each record must stay inside"
+        )
+    import geopandas as gpd
+
+    try:
+        frame = gpd.read_file(units_file)
+    except Exception as exc:  # any reader failure is bad input
+        raise InputError(
+            f"unit polygon file {units_file.name!r} could not be read "
+            f"({type(exc).__name__}); give a GeoPackage, GeoJSON or shapefile"
+        ) from None
+    if id_col is None or id_col not in frame.columns:
+        raise InputError(
+            f"unit polygon file {units_file.name!r} has no unit id column {id_col!r}; name it "
+            "with --mask-unit-id"
+        )
+    target = getattr(table, "working_crs", None) or args.crs
+    if target and frame.crs is not None:
+        frame = frame.to_crs(target)
+    by_id = dict(zip(frame[id_col].astype(str), frame.geometry, strict=False))
+    missing = [str(u) for u in table.unit_names if str(u) not in by_id]
+    if missing:
+        raise InputError(
+            f"{len(missing)} units have no polygon in {units_file.name!r} "
+            f"(e.g. {', '.join(missing[:5])}); every unit needs one for --mask-contain"
+        )
+    return [by_id[str(u)] for u in table.unit_names]
+
+
+def _print_sweep(result: Any, out: Any) -> None:
+    full = any(c.mean_displacement_m is not None for c in result.cells)
+    many_masks = len(result.masks) > 1
+    pol = result.policy
+    print(
+        f"{result.n_records:,} records, {result.n_subjects:,} subjects; caps: tau "
+        f"{_pct(pol.tau)}, unit cap {_pct(pol.unit_cap)}; first-pass labels",
+        file=out,
+    )
+    head = (
+        (f"{'mask':<22}" if many_masks else "")
+        + f"{'k':>3}{'r_max':>8}{'ok':>8}{'merge':>8}{'gener.':>8}{'suppr.':>8}"
+        + f"{'global':>9}  {'worst unit':<14}{'share':>8}{'over':>6}  passes"
+        + ("  mean disp." if full else "")
+    )
+    print(head, file=out)
+    for c in result.cells:
+        n = sum(c.counts.values()) or 1
+        labels = "".join(f"{100 * v / n:>6.1f} %" for v in c.counts.values())
+        worst = str(c.worst_unit) if c.worst_unit_share > 0 else "-"
+        line = (
+            (f"{c.mask[:21]:<22}" if many_masks else "")
+            + f"{c.k:>3}{c.r_max_m:>8g}{labels}{100 * c.suppressed_share:>7.2f} %  "
+            + f"{worst[:13]:<14}{100 * c.worst_unit_share:>6.1f} %"
+            + f"{c.units_over_cap:>6}  {'yes' if c.passes else 'no':<6}"
+        )
+        if full:
+            d = c.mean_displacement_m
+            line += "         -" if d is None or d != d else f"{d:>9.1f} m"
+        print(line.rstrip(), file=out)
+    print(result.recommendation(), file=out)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from geokanon.sweep import parse_list, sweep
+
+    ks = parse_list(args.k, name="--k", kind=int) if args.k is not None else []
+    rs = parse_list(args.r_max_m, name="--r-max") if args.r_max_m is not None else []
+    scalar = argparse.Namespace(**vars(args))
+    scalar.k = ks[0] if ks else None
+    scalar.r_max_m = rs[0] if rs else None
+    policy = _policy_from_args(scalar)
+    ks = ks or [policy.k]
+    rs = rs or [policy.r_max_m]
+    masks = _sweep_masks(args)
+    if args.mask_units is not None and not (masks and any(m and m.contain for m in masks)):
+        raise InputError("--mask-units is used only with --mask-contain and a mask")
+    table = _read_input(args)
+    try:
+        from geokanon.io import check_r_max
+    except ImportError:  # pragma: no cover - older io
+        pass
+    else:
+        check_r_max(table, max(rs))
+    contain = masks is not None and any(m is not None and m.contain for m in masks)
+    polygons = _mask_polygons(args, table) if contain else None
+    mask_subjects = None
+    if masks and args.subject:
+        mask_subjects = _mask_subject_ids(args, table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        warnings.simplefilter("default", category=PrivacyRiskWarning)
+        result = sweep(
+            table.x, table.y, ks, rs, policy, subjects=table.subjects, times=table.times,
+            unit_codes=table.unit_codes, unit_names=table.unit_names, masks=masks,
+            mask_subjects=mask_subjects, unit_polygons=polygons, full=args.full,
+        )  # fmt: skip
+    if args.json:
+        rows = [
+            {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+            for row in result.rows()
+        ]
+        print(json.dumps({"cells": rows, "recommendation": result.recommendation()}))
+    else:
+        _print_sweep(result, sys.stdout)
+    if args.out is not None:
+        from geokanon.report.sweep_page import write_sweep_outputs
+
+        paths = write_sweep_outputs(result, args.out)
+        if not args.json:
+            print(f"wrote {', '.join(p.name for p in paths.values())} to {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``geokanon`` (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(
@@ -232,6 +425,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     # -- release / verify commands (lead) --
     # -- sweep command (sweep helper) --
+    p = sub.add_parser(
+        "sweep",
+        parents=[_input_options(), _policy_options()],
+        conflict_handler="resolve",  # --k and --r-max become lists here
+        help="the trade-off table and tau-frontier plot over lists of k and r_max",
+        epilog=SWEEP_EXAMPLES,
+        formatter_class=fmt,
+    )
+    g = p.add_argument_group("sweep")
+    g.add_argument("--k", help="comma-separated values of k, e.g. 3,5,10")
+    g.add_argument("--r-max", dest="r_max_m", help="comma-separated r_max values, m")
+    g.add_argument("--mask", choices=["jitter", "donut"], help="geomask applied before classifying")
+    g.add_argument("--mask-sd", help="jitter levels: comma-separated sd values, m (0 = no mask)")
+    g.add_argument("--mask-min", type=float, help="donut: smallest displacement, m (0)")
+    g.add_argument("--mask-max", help="donut levels, m (0 = no mask); jitter: one truncation")
+    g.add_argument("--mask-contain", action="store_true", help="keep records inside their unit")
+    g.add_argument("--mask-units", type=Path, help="unit polygon file for --mask-contain")
+    g.add_argument("--mask-unit-id", help="unit id column of --mask-units (default: --unit)")
+    g.add_argument("--full", action="store_true", help="also run the release core per cell")
+    g.add_argument("--out", type=Path, help="write sweep.csv, tau_frontier.svg/.png, sweep.html")
+    g.add_argument("--json", action="store_true", help="print the cells as one JSON object")
+    p.set_defaults(func=cmd_sweep)
     return parser
 
 

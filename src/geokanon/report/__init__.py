@@ -1,0 +1,1 @@
+"""Reports: HTML pages, release notes and plots (matplotlib and templating live here only)."""

@@ -1,0 +1,207 @@
+"""The sweep: every cell equals a direct classification; the recommendation logic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from geokanon.classify import cap_verdict, classify, unit_table
+from geokanon.errors import InputError
+from geokanon.mask import MaskSpec, apply_mask
+from geokanon.policy import Label, OutlierPolicy
+from geokanon.sweep import SweepCell, SweepResult, parse_list, sweep
+
+
+def _data(n=3_000, seed=0):
+    """Towns plus rural scatter, repeat visitors, and 6 units."""
+    rng = np.random.default_rng(seed)
+    n_rural = n // 10
+    centres = rng.uniform(0, 20_000, (8, 2))
+    which = rng.integers(0, 8, n - n_rural)
+    x = np.r_[centres[which, 0] + rng.normal(0, 300, which.size), rng.uniform(0, 20_000, n_rural)]
+    y = np.r_[centres[which, 1] + rng.normal(0, 300, which.size), rng.uniform(0, 20_000, n_rural)]
+    subjects = rng.integers(0, int(n * 0.8), n)
+    units = np.clip(x // 10_000, 0, 1).astype(int) * 3 + np.clip(y // 7_000, 0, 2).astype(int)
+    names = np.array([f"U{i}" for i in range(6)], dtype=object)
+    return x, y, subjects, units, names
+
+
+def _direct(x, y, subjects, units, names, policy, times=None):
+    """What ``classify`` gives for one (k, r_max): counts and cap verdict."""
+    cls = classify(x, y, policy, subjects=subjects, times=times)
+    sup = cls.labels == Label.SUPPRESS
+    codes = np.unique(subjects, return_inverse=True)[1]
+    table = unit_table(sup, units, names, codes)
+    verdict = cap_verdict(sup, cls.labels != Label.OK, table, policy, codes, warn=False)
+    return cls.counts(), verdict
+
+
+KS = [2, 3, 5, 8]
+RS = [100.0, 250.0, 600.0]
+
+
+def test_every_cell_equals_a_direct_classification():
+    x, y, subj, units, names = _data()
+    base = OutlierPolicy(k=3, r_max_m=100.0, tau=0.02, unit_cap=0.05)
+    res = sweep(x, y, KS, RS, base, subjects=subj, unit_codes=units, unit_names=names)
+    assert len(res.cells) == len(KS) * len(RS)
+    for k in KS:
+        for r in RS:
+            counts, v = _direct(x, y, subj, units, names, base.replace(k=k, r_max_m=r))
+            c = res.cell(k, r)
+            assert c.counts == counts, (k, r)
+            assert c.suppressed_share == v.suppressed_share
+            assert (c.worst_unit, c.worst_unit_share) == (v.worst_unit, v.worst_unit_share)
+            assert c.units_over_cap == len(v.units_over_cap)
+            assert (c.passes_global_cap, c.passes_unit_cap) == (
+                v.passes_global_cap,
+                v.passes_unit_cap,
+            )
+    # The sweep is not trivial: some cells pass, some do not.
+    assert {c.passes for c in res.cells} == {True, False}
+
+
+def test_cells_with_time_equal_a_direct_classification():
+    x, y, subj, units, names = _data(800, seed=1)
+    t = np.random.default_rng(1).uniform(0, 86_400 * 3, x.size)
+    base = OutlierPolicy(k=3, r_max_m=100.0, t_max_s=3_600.0)
+    res = sweep(x, y, [2, 4], [150.0, 500.0], base, subjects=subj, times=t,
+                unit_codes=units, unit_names=names)  # fmt: skip
+    for k in (2, 4):
+        for r in (150.0, 500.0):
+            counts, _ = _direct(x, y, subj, units, names, base.replace(k=k, r_max_m=r), times=t)
+            assert res.cell(k, r).counts == counts
+
+
+def test_masked_cells_classify_the_masked_coordinates():
+    x, y, subj, units, names = _data(1_500, seed=2)
+    base = OutlierPolicy(k=3, r_max_m=100.0, seed=77)
+    spec = MaskSpec.jitter(sd_m=150.0)
+    res = sweep(x, y, [3, 5], [250.0], base, subjects=subj, unit_codes=units,
+                unit_names=names, masks=[None, spec])  # fmt: skip
+    assert res.masks == ("none", spec.label)
+    mx, my = apply_mask(x, y, spec, seed=77, subjects=subj)
+    for k in (3, 5):
+        counts, _ = _direct(mx, my, subj, units, names, base.replace(k=k, r_max_m=250.0))
+        assert res.cell(k, 250.0, mask=1).counts == counts
+        plain, _ = _direct(x, y, subj, units, names, base.replace(k=k, r_max_m=250.0))
+        assert res.cell(k, 250.0, mask=0).counts == plain
+    assert res.cell(3, 250.0, mask=0).mask_mean_m == 0.0
+    assert 150.0 < res.cell(3, 250.0, mask=1).mask_mean_m < 230.0  # sd * sqrt(pi / 2)
+
+
+def test_rows_frame_and_order():
+    x, y, subj, units, names = _data(500, seed=3)
+    res = sweep(x, y, [5, 3], [500.0, 100.0], OutlierPolicy(k=3, r_max_m=1.0),
+                subjects=subj, unit_codes=units, unit_names=names)  # fmt: skip
+    frame = res.to_frame()
+    assert list(frame[["k", "r_max_m"]].itertuples(index=False, name=None)) == [
+        (3, 100.0), (3, 500.0), (5, 100.0), (5, 500.0),
+    ]  # fmt: skip
+    assert {"ok_share", "suppressed_share", "worst_unit_share", "passes"} <= set(frame.columns)
+    assert np.allclose(frame[["ok_share", "merge_share", "generalise_share",
+                              "suppress_share"]].sum(axis=1), 1.0)  # fmt: skip
+
+
+def test_bad_inputs_are_refused():
+    x, y, *_ = _data(50)
+    pol = OutlierPolicy(k=3, r_max_m=10.0)
+    with pytest.raises(InputError, match="largest k"):
+        sweep(x, y, [3, 60], [10.0], pol)
+    with pytest.raises(InputError, match="k must be"):
+        sweep(x, y, [1, 3], [10.0], pol)
+    with pytest.raises(InputError, match="r_max_m"):
+        sweep(x, y, [3], [-5.0], pol)
+    with pytest.raises(InputError, match="no records"):
+        sweep([], [], [3], [10.0], pol)
+    with pytest.raises(InputError, match="unit_codes"):
+        sweep(x, y, [3], [10.0], pol, unit_codes=np.arange(x.size) - 1, unit_names=["a"])
+
+
+def test_parse_list():
+    assert parse_list("1000, 100,250,100", name="--r-max") == [100.0, 250.0, 1000.0]
+    with pytest.raises(InputError, match="--k"):
+        parse_list("3,five", name="--k", kind=int)
+    with pytest.raises(InputError, match="at least one"):
+        parse_list(" , ", name="--k", kind=int)
+
+
+# ---------------------------------------------------------------------------
+# Recommendation logic on hand-made cells.
+# ---------------------------------------------------------------------------
+
+
+def _cell(k, r, share, worst, *, mask="none", m=0, tau=0.01, cap=0.1, shift=0.0):
+    return SweepCell(
+        mask=mask, mask_index=m, k=k, r_max_m=r, counts={"ok": 1, "merge": 0,
+        "generalise": 0, "suppress": 0}, suppressed_share=share, worst_unit="T1",
+        worst_unit_share=worst, units_over_cap=int(worst > cap), passes_global_cap=share <= tau,
+        passes_unit_cap=worst <= cap, disposal_share=0.0, mask_mean_m=shift,
+    )  # fmt: skip
+
+
+def _result(cells, masks=("none",), k=5):
+    ks = tuple(sorted({c.k for c in cells}))
+    rs = tuple(sorted({c.r_max_m for c in cells}))
+    return SweepResult(OutlierPolicy(k=k, r_max_m=100.0), ks, rs, masks, tuple(cells), 100, 100)
+
+
+def test_recommendation_per_k_and_overall():
+    cells = [
+        _cell(3, 100, 0.02, 0.3), _cell(3, 250, 0.005, 0.05), _cell(3, 500, 0.0, 0.0),
+        _cell(5, 100, 0.05, 0.9), _cell(5, 250, 0.008, 0.14), _cell(5, 500, 0.001, 0.02),
+    ]  # fmt: skip
+    res = _result(cells)
+    text = res.recommendation()
+    assert "k=3: smallest passing r_max is 250 m" in text
+    assert "k=5: smallest passing r_max is 500 m" in text
+    assert text.splitlines()[-1].startswith("recommended: k=3, r_max=250 m")
+    # Equal r_max: the larger k is recommended.
+    res2 = _result([*cells, _cell(5, 250, 0.004, 0.04)])
+    assert res2.best().k == 5 and res2.best().r_max_m == 250
+
+
+def test_recommendation_when_nothing_passes_says_so_and_what_would():
+    cells = [_cell(5, 100, 0.05, 0.9), _cell(5, 250, 0.008, 0.14), _cell(10, 250, 0.03, 0.5)]
+    text = _result(cells).recommendation()
+    last = text.splitlines()[-1]
+    assert last.startswith("recommended: none")
+    assert "Nearest: k=5, r_max=250 m" in last
+    assert "1 units over the 10.00 % cap, worst T1 at 14.00 %" in last
+    assert "a k below 5" in last and "an r_max above 250 m" in last
+    assert "--mask-sd" in last
+    assert _result(cells).best() is None
+
+
+def test_recommendation_shows_lower_k_plus_noise():
+    cells = [
+        _cell(3, 250, 0.02, 0.3), _cell(3, 500, 0.0, 0.0),
+        _cell(5, 250, 0.05, 0.9), _cell(5, 500, 0.008, 0.14), _cell(5, 1000, 0.0, 0.0),
+        _cell(3, 250, 0.004, 0.05, mask="jitter sd 50 m", m=1, shift=62.0),
+        _cell(3, 500, 0.0, 0.0, mask="jitter sd 50 m", m=1, shift=62.0),
+        _cell(5, 250, 0.03, 0.5, mask="jitter sd 50 m", m=1, shift=62.0),
+        _cell(5, 500, 0.006, 0.12, mask="jitter sd 50 m", m=1, shift=62.0),
+        _cell(5, 1000, 0.0, 0.0, mask="jitter sd 50 m", m=1, shift=62.0),
+    ]  # fmt: skip
+    text = _result(cells, masks=("none", "jitter sd 50 m")).recommendation()
+    assert (
+        "lower k plus noise: k=3 with jitter sd 50 m (mean shift 62 m) passes at r_max 250 m, "
+        "where k=5 without noise needs r_max 1000 m"
+    ) in text
+    assert "recommended: k=3, r_max=250 m with jitter sd 50 m" in text
+
+
+def test_full_reports_mean_displacement_within_r_max():
+    pytest.importorskip("geokanon.disposal")
+    x, y, subj, units, names = _data(600, seed=4)
+    pol = OutlierPolicy(k=3, r_max_m=100.0, tau=0.5, unit_cap=1.0)
+    try:
+        res = sweep(x, y, [3], [400.0], pol, subjects=subj, unit_codes=units,
+                    unit_names=names, full=True)  # fmt: skip
+    except InputError as exc:  # pragma: no cover - depends on the release core
+        pytest.skip(str(exc))
+    d = res.cells[0].mean_displacement_m
+    assert d is not None
+    assert math.isnan(d) or 0.0 < d <= 400.0
