@@ -211,6 +211,7 @@ def run_core(
     unit_names: ArrayLike | None = None,
     parent_codes: ArrayLike | None = None,
     parent_names: ArrayLike | None = None,
+    tiebreak: ArrayLike | None = None,
     enforce_caps: bool = True,
 ) -> CoreResult:
     """Classify, group, dispose and iterate to the fixed point; then check the caps.
@@ -229,6 +230,10 @@ def run_core(
         Administrative unit of every record (``None``: one unit, ``all``).
     parent_codes, parent_names
         Optional parent unit of every record (a coarser level for pooling).
+    tiebreak
+        Per record, a key independent of row order (a hash of the record's
+        content) that orders records at one place, so the outcome never depends
+        on the input's row order.
     enforce_caps
         Raise :class:`~geokanon.errors.ReleaseRefused` when a cap is breached.
 
@@ -267,6 +272,7 @@ def run_core(
         raise InputError("the input has no records; nothing to release")
     subj = np.arange(n, dtype=np.int64) if subjects is None else subject_codes(subjects, n)
     ta = None if times is None else np.asarray(times, dtype=np.float64)
+    tb = None if tiebreak is None else np.asarray(tiebreak, dtype=np.uint64)
     if unit_codes is None:
         ucodes = np.zeros(n, dtype=np.int64)
         unames = np.asarray(["all"], dtype=object)
@@ -289,14 +295,15 @@ def run_core(
     first_labels = first.labels
     final_labels = first_labels.copy()
     active = np.flatnonzero(first_labels <= Label.MERGE)
-    prev = first_labels[active]
     passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
     group_id = np.full(n, -1, dtype=np.int64)
     gx = np.zeros(0)
     gy = np.zeros(0)
     for number in range(2, MAX_PASSES + 2):
         # Group what is meant for group level; what cannot be placed leaves.
-        grouping = group_records(xa[active], ya[active], subj[active], policy)
+        grouping = group_records(
+            xa[active], ya[active], subj[active], policy, None if tb is None else tb[active]
+        )
         placed = grouping.group_id >= 0
         group_id[:] = -1
         group_id[active[placed]] = grouping.group_id[placed]
@@ -332,8 +339,6 @@ def run_core(
             break
         # Leaving records: not placed, or now generalise/suppress.
         active = kept[still]
-        del prev
-        labels[still]
     else:  # pragma: no cover - the loop always breaks
         changed_any = True
     if changed_any:

@@ -52,32 +52,49 @@ def hilbert_keys(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.i
     n = x.size
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    side = (1 << _HILBERT_BITS) - 1
     x0, y0 = float(x.min()), float(y.min())
     span = max(float(x.max()) - x0, float(y.max()) - y0, 1e-9)
-    ix = np.minimum(((x - x0) / span * side).astype(np.int64), side)
-    iy = np.minimum(((y - y0) / span * side).astype(np.int64), side)
-    d = np.zeros(n, dtype=np.int64)
-    s = 1 << (_HILBERT_BITS - 1)
-    while s > 0:
-        rx = ((ix & s) > 0).astype(np.int64)
-        ry = ((iy & s) > 0).astype(np.int64)
-        d += s * s * ((3 * rx) ^ ry)
-        # Rotate the quadrant.
-        flip = ry == 0
-        swap_flip = flip & (rx == 1)
-        ix = np.where(swap_flip, side - ix, ix)
-        iy = np.where(swap_flip, side - iy, iy)
-        tx = np.where(flip, iy, ix)
-        iy = np.where(flip, ix, iy)
-        ix = tx
-        s >>= 1
-    return d
+    return _hilbert(np.ascontiguousarray(x), np.ascontiguousarray(y), x0, y0, span, _HILBERT_BITS)
+
+
+@nb.njit(cache=True, parallel=True)
+def _hilbert(
+    x: NDArray[np.float64], y: NDArray[np.float64], x0: float, y0: float, span: float, bits: int
+) -> NDArray[np.int64]:
+    side = (1 << bits) - 1
+    out = np.empty(x.size, np.int64)
+    for i in nb.prange(x.size):
+        ix = min(int((x[i] - x0) / span * side), side)
+        iy = min(int((y[i] - y0) / span * side), side)
+        d = 0
+        s = 1 << (bits - 1)
+        while s > 0:
+            rx = 1 if (ix & s) > 0 else 0
+            ry = 1 if (iy & s) > 0 else 0
+            d += s * s * ((3 * rx) ^ ry)
+            if ry == 0:
+                if rx == 1:
+                    ix = side - ix
+                    iy = side - iy
+                ix, iy = iy, ix
+            s >>= 1
+        out[i] = d
+    return out
 
 
 def snap(v: NDArray[np.float64] | float, step: float) -> NDArray[np.float64]:
-    """Snap coordinates to the representative grid (multiples of ``step``)."""
-    return np.round(np.asarray(v, dtype=np.float64) / step) * step
+    """Snap coordinates to the centre of their cell on the representative grid.
+
+    Cell centres sit at odd multiples of ``step / 2``, so a snapped
+    representative never coincides with a source coordinate stored in whole
+    multiples of the step (integer metres, for example).
+
+    Examples
+    --------
+    >>> snap(12.0, 5.0).item(), snap(-0.1, 5.0).item()
+    (12.5, -2.5)
+    """
+    return (np.floor(np.asarray(v, dtype=np.float64) / step) + 0.5) * step
 
 
 @nb.njit(cache=True)
@@ -176,8 +193,8 @@ def _check_runs(
             sw += w[i]
             mx += w[i] * (x[i] - x[a])
             my += w[i] * (y[i] - y[a])
-        px = np.round((x[a] + mx / sw) / step) * step
-        py = np.round((y[a] + my / sw) / step) * step
+        px = (np.floor((x[a] + mx / sw) / step) + 0.5) * step
+        py = (np.floor((y[a] + my / sw) / step) + 0.5) * step
         # Never a member's own coordinate: step off it.
         for _ in range(4):
             clash = False
@@ -210,6 +227,7 @@ def _covering_rep(
     w: NDArray[np.float64],
     r_max: float,
     step: float,
+    avoid: tuple[float, float] | None = None,
 ) -> tuple[float, float] | None:
     """A snapped representative within r_max of every point, not equal to any, or None.
 
@@ -225,8 +243,8 @@ def _covering_rep(
         return None
     cands.append((mx, my))
     for cx, cy in cands:
-        sx0 = math.floor(cx / step) * step
-        sy0 = math.floor(cy / step) * step
+        sx0 = (math.floor(cx / step) + 0.5) * step
+        sy0 = (math.floor(cy / step) + 0.5) * step
         options = sorted(
             (
                 ((sx0 + i * step) - cx) ** 2 + ((sy0 + j * step) - cy) ** 2,
@@ -237,6 +255,8 @@ def _covering_rep(
             for j in (-1, 0, 1, 2)
         )
         for _, qx, qy in options:
+            if avoid is not None and (qx, qy) == avoid:
+                continue
             dx = px - qx
             dy = py - qy
             if (np.sqrt(dx * dx + dy * dy) <= r_max).all() and not ((px == qx) & (py == qy)).any():
@@ -292,6 +312,34 @@ def _circumcircle(
     return ux + ax, uy + ay, math.hypot(ux, uy)
 
 
+class _Members:
+    """Atom lists of groups, materialised only for the groups that are touched."""
+
+    def __init__(self, atom_group: NDArray[np.int64], n_groups: int) -> None:
+        placed = np.flatnonzero(atom_group >= 0)
+        order = placed[np.argsort(atom_group[placed], kind="stable")]
+        self._order = order
+        self._start = np.searchsorted(atom_group[order], np.arange(n_groups + 1))
+        self._lists: dict[int, list[int]] = {}
+        self._n = n_groups
+
+    def get(self, g: int) -> list[int]:
+        if g not in self._lists:
+            if g < self._start.size - 1:
+                a, b = self._start[g], self._start[g + 1]
+                self._lists[g] = self._order[a:b].tolist()
+            else:
+                self._lists[g] = []
+        return self._lists[g]
+
+    def add(self, g: int, atom: int) -> None:
+        self.get(g).append(atom)
+
+    def new(self, atoms: list[int]) -> None:
+        self._lists[self._n] = atoms
+        self._n += 1
+
+
 @dataclass(frozen=True)
 class Grouping:
     """Result of :func:`group_records`.
@@ -315,7 +363,10 @@ class Grouping:
 
 
 def _atoms(
-    x: NDArray[np.float64], y: NDArray[np.float64], subj: NDArray[np.int64]
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    tiebreak: NDArray[np.uint64] | None,
 ) -> tuple[
     NDArray[np.int64],
     NDArray[np.float64],
@@ -326,10 +377,13 @@ def _atoms(
     """Collapse records into atoms (one subject at one place), ordered along the Hilbert curve.
 
     Returns the atom of each record, and per atom x, y, subject and record count,
-    in a canonical order that does not depend on the input's row order.
+    in a canonical order that does not depend on the input's row order: ties at
+    one place are broken by ``tiebreak`` (a hash of each record's content) before
+    the subject code.
     """
     h = hilbert_keys(x, y)
-    order = np.lexsort((y, x, subj, h))
+    tb = np.zeros(x.size, dtype=np.uint64) if tiebreak is None else tiebreak
+    order = np.lexsort((y, x, subj, tb, h))
     hs, ss, xs, ys = h[order], subj[order], x[order], y[order]
     new = np.r_[True, (ss[1:] != ss[:-1]) | (xs[1:] != xs[:-1]) | (ys[1:] != ys[:-1])]
     atom_sorted = np.cumsum(new) - 1
@@ -346,6 +400,7 @@ def group_records(
     y: NDArray[np.float64],
     subjects: NDArray[np.int64],
     policy: OutlierPolicy,
+    tiebreak: NDArray[np.uint64] | None = None,
 ) -> Grouping:
     """Partition records into valid groups; records that cannot be placed get -1.
 
@@ -357,6 +412,10 @@ def group_records(
         Subject code per record.
     policy
         Supplies ``k``, ``r_max_m`` and the snapping step.
+    tiebreak
+        Per record, a row-order-independent key (a hash of the record's content)
+        that orders records at one place; with it the grouping does not depend on
+        the input's row order even without a subject column.
 
     Returns
     -------
@@ -380,7 +439,7 @@ def group_records(
     group_id = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return Grouping(group_id, np.zeros(0), np.zeros(0))
-    atom_of, ax, ay, asub, aw = _atoms(x, y, subjects)
+    atom_of, ax, ay, asub, aw = _atoms(x, y, subjects, tiebreak)
     na = ax.size
     if na < k:
         return Grouping(group_id, np.zeros(0), np.zeros(0))
@@ -408,17 +467,47 @@ def group_records(
     # Renumber the valid runs 0..m-1 in curve order.
     new_id = np.cumsum(ok) - 1
     atom_group = np.where(atom_group >= 0, new_id[np.maximum(atom_group, 0)], -1)
-    members: list[list[int]] = [[] for _ in range(len(reps_x))]
-    for a in np.flatnonzero(atom_group >= 0):
-        members[int(atom_group[a])].append(int(a))
+    members = _Members(atom_group, len(reps_x))
 
     leftovers = np.flatnonzero(atom_group < 0)
     if leftovers.size:
         _place_leftovers(
             leftovers, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step
         )
+    rx = np.asarray(reps_x, dtype=np.float64)
+    ry = np.asarray(reps_y, dtype=np.float64)
+    _avoid_exact_centroids(atom_group, ax, ay, aw, members, rx, ry, r_max, step)
     group_id = atom_group[atom_of]
-    return Grouping(group_id, np.asarray(reps_x, dtype=np.float64), np.asarray(reps_y))
+    return Grouping(group_id, rx, ry)
+
+
+def _avoid_exact_centroids(
+    atom_group: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    members: _Members,
+    rx: NDArray[np.float64],
+    ry: NDArray[np.float64],
+    r_max: float,
+    step: float,
+) -> None:
+    """Move any representative that equals its group's exact centroid to another cell.
+
+    Otherwise k-1 members who know their own places could compute the k-th.
+    """
+    if rx.size == 0:
+        return
+    m = atom_group >= 0
+    g = atom_group[m]
+    sw = np.bincount(g, weights=aw[m], minlength=rx.size)
+    cx = np.bincount(g, weights=aw[m] * ax[m], minlength=rx.size) / sw
+    cy = np.bincount(g, weights=aw[m] * ay[m], minlength=rx.size) / sw
+    for gi in np.flatnonzero((cx == rx) & (cy == ry)):
+        mem = np.asarray(members.get(int(gi)))
+        rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step, avoid=(rx[gi], ry[gi]))
+        if rep is not None:
+            rx[gi], ry[gi] = rep
 
 
 def _place_leftovers(
@@ -428,7 +517,7 @@ def _place_leftovers(
     aw: NDArray[np.float64],
     asub: NDArray[np.int64],
     atom_group: NDArray[np.int64],
-    members: list[list[int]],
+    members: _Members,
     reps_x: list[float],
     reps_y: list[float],
     k: int,
@@ -453,13 +542,13 @@ def _place_leftovers(
                 if math.sqrt(dx * dx + dy * dy) <= r_max and not (
                     ax[a] == reps_x[g] and ay[a] == reps_y[g]
                 ):
-                    members[g].append(int(a))
+                    members.add(g, int(a))
                     atom_group[a] = g
                     break
-                mem = np.asarray([*members[g], int(a)])
+                mem = np.asarray([*members.get(g), int(a)])
                 rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
                 if rep is not None:
-                    members[g].append(int(a))
+                    members.add(g, int(a))
                     atom_group[a] = g
                     reps_x[g], reps_y[g] = rep
                     break
@@ -496,6 +585,6 @@ def _place_leftovers(
         g = len(reps_x)
         reps_x.append(rep[0])
         reps_y.append(rep[1])
-        members.append([int(a) for a in mem])
+        members.new([int(a) for a in mem])
         atom_group[mem] = g
         free[chosen] = False

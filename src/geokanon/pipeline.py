@@ -6,10 +6,13 @@ command line (or a notebook) renders.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from geokanon.classify import (
     CapVerdict,
@@ -20,10 +23,13 @@ from geokanon.classify import (
     finite_or_none,
     unit_table,
 )
+from geokanon.disposal import CoreResult, run_core
+from geokanon.errors import InputError
 from geokanon.io.read import PointTable
 from geokanon.policy import Label, OutlierPolicy
+from geokanon.release import ReleaseOptions, write_release
 
-__all__ = ["ClassifyResult", "classify_points"]
+__all__ = ["ClassifyResult", "ReleaseResult", "classify_points", "release_points", "run_core_on"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +109,127 @@ def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
         n_records=len(table),
         n_subjects=table.n_subjects,
     )
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    """A written release: where it is, what the core decided, and the manifest."""
+
+    out: Path
+    core: CoreResult
+    manifest: dict[str, Any]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Records per final disposal (exact, for the custodian)."""
+        return self.core.counts()
+
+
+def run_core_on(table: PointTable, policy: OutlierPolicy, *, enforce_caps: bool = True) -> CoreResult:
+    """Run the release core (classify, group, dispose, fixed point, caps) on a point table.
+
+    Parameters
+    ----------
+    table
+        Records in metres.
+    policy
+        The outlier policy.
+    enforce_caps
+        Raise :class:`~geokanon.errors.ReleaseRefused` on a cap breach.
+
+    Returns
+    -------
+    CoreResult
+    """
+    tiebreak = None
+    if len(table.attributes.columns):
+        tiebreak = pd.util.hash_pandas_object(table.attributes, index=False).to_numpy()
+    return run_core(
+        table.x, table.y, policy,
+        subjects=table.subjects, times=table.times,
+        unit_codes=table.unit_codes, unit_names=table.unit_names,
+        tiebreak=tiebreak, enforce_caps=enforce_caps,
+    )  # fmt: skip
+
+
+def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray) -> bool:
+    return bool(
+        np.array_equal(a.disposal[perm], b.disposal)
+        and np.array_equal(a.group_id[perm], b.group_id)
+        and np.array_equal(a.class_id[perm], b.class_id)
+        and np.array_equal(a.group_x, b.group_x)
+        and np.array_equal(a.group_y, b.group_y)
+        and a.class_unit == b.class_unit
+    )
+
+
+#: Inputs up to this size get the determinism check (a second core run on shuffled rows).
+DETERMINISM_CHECK_MAX = 250_000
+
+
+def release_points(
+    table: PointTable,
+    policy: OutlierPolicy,
+    out: str | Path,
+    options: ReleaseOptions | None = None,
+    *,
+    check_determinism: bool | None = None,
+) -> ReleaseResult:
+    """The whole pipeline: core, release files, independent verification, atomic rename.
+
+    Parameters
+    ----------
+    table
+        The source records.
+    policy
+        The outlier policy.
+    out
+        Output directory; gets ``release/`` (publishable) and ``audit/`` (custodian).
+    options
+        Writing options (kept columns, totals mode, force, output CRS).
+    check_determinism
+        Re-run the core on the rows in a shuffled order (seeded) and require the
+        same decisions; default: on up to 250,000 records.
+
+    Returns
+    -------
+    ReleaseResult
+
+    Raises
+    ------
+    ReleaseRefused
+        A cap is breached or no fixed point; nothing is written.
+    VerificationFailed
+        An independent check failed; nothing is written.
+    InputError
+        Bad input or options; nothing is written.
+    """
+    options = options or ReleaseOptions()
+    out = Path(out)
+    if out.exists() and not options.force:
+        raise InputError(
+            f"output directory {out.name!r} already exists; choose another --out or pass --force"
+        )
+    core = run_core_on(table, policy)
+    deterministic = None
+    if check_determinism is None:
+        check_determinism = len(table) <= DETERMINISM_CHECK_MAX
+    if check_determinism:
+        perm = np.random.default_rng(policy.seed).permutation(len(table))
+        shuffled = dataclasses.replace(
+            table,
+            x=table.x[perm],
+            y=table.y[perm],
+            subjects=None if table.subjects is None else table.subjects[perm],
+            times=None if table.times is None else table.times[perm],
+            unit_codes=table.unit_codes[perm],
+            unit_names=table.unit_names,
+            attributes=table.attributes.iloc[perm].reset_index(drop=True),
+        )
+        deterministic = _same_decisions(core, run_core_on(shuffled, policy), perm)
+    from geokanon import __version__
+
+    manifest = write_release(
+        out, table, core, policy, options, version=__version__, deterministic=deterministic
+    )
+    return ReleaseResult(out=out, core=core, manifest=manifest)

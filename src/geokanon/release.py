@@ -1,0 +1,534 @@
+"""The release artefacts, written atomically, verified before they appear.
+
+:func:`write_release` turns a :class:`~geokanon.disposal.CoreResult` into the
+directory described in ``docs/release-format.md``:
+
+- ``DIR/release/`` (publishable): ``records.parquet`` (GeoParquet), ``records.csv``,
+  ``groups.parquet``, ``classes.parquet``, ``units.csv``, ``manifest.json``,
+  ``RELEASE_NOTES.md``;
+- ``DIR/audit/`` (custodian only): ``assignment.parquet``, ``audit.json``.
+
+Everything is built in a hidden temporary sibling of ``DIR``, fsynced, checked by
+the independent verifier (:mod:`geokanon.verify`), and only then renamed into
+place. An existing ``DIR`` is replaced only with ``force=True``, and stays intact
+until the new one is complete. A failure at any point leaves no ``DIR/release``
+and no temporary files.
+
+Figures about suppressed records are published only where they rest on 0 or at
+least ``k`` subjects (``<k`` otherwise), and the global suppressed figure is
+withheld when, together with the per-unit figures, it would narrow a hidden
+``<k`` count (complementary suppression).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from geokanon.disposal import CoreResult
+from geokanon.errors import InputError, VerificationFailed
+from geokanon.io.read import PointTable
+from geokanon.policy import Disposal, Label, OutlierPolicy
+
+__all__ = ["ReleaseOptions", "write_release", "TOTALS_MODES", "mask_small"]
+
+TOTALS_MODES = ("released", "complementary", "withhold")
+LT_K = "<k"
+WITHHELD = "withheld"
+FORMAT = "geokanon-release/1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseOptions:
+    """How the release is written.
+
+    Parameters
+    ----------
+    keep
+        Attribute columns published with each record (nothing else passes through).
+    totals
+        ``released`` (totals of released records only), ``complementary`` (also
+        source totals per unit where they reveal no hidden count) or ``withhold``
+        (no source totals and no global suppressed figure).
+    force
+        Replace an existing output directory (the old one stays intact until the
+        new one is complete).
+    output_crs
+        CRS of published coordinates (default: the input's).
+    read_options
+        How the source was read (column names, CRS, ...), recorded in the audit so
+        that ``geokanon verify`` can re-read the source the same way.
+    """
+
+    keep: tuple[str, ...] = ()
+    totals: str = "released"
+    force: bool = False
+    output_crs: str | None = None
+    read_options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.totals not in TOTALS_MODES:
+            raise InputError(
+                f"totals must be one of {', '.join(TOTALS_MODES)}, got {self.totals!r}"
+            )
+
+
+def mask_small(value: int, k: int) -> int | str:
+    """A count of subjects as published: exact when 0 or >= k, else ``<k``.
+
+    Examples
+    --------
+    >>> mask_small(0, 5), mask_small(3, 5), mask_small(7, 5)
+    (0, '<k', 7)
+    """
+    return int(value) if value == 0 or value >= k else LT_K
+
+
+def _hidden_cells_safe(published_total: int, shown: Sequence[int | str], k: int) -> bool:
+    """Whether publishing ``published_total`` narrows none of the ``<k`` cells.
+
+    Each hidden cell lies in ``[1, k-1]``. With ``m`` hidden cells summing to
+    ``H`` (the total minus the published cells), a cell's feasible range is
+    ``[max(1, H-(m-1)(k-1)), min(k-1, H-(m-1))]``; it is not narrowed when
+    ``H >= k-1+(m-1)`` and ``H <= (m-1)(k-1)+1``.
+    """
+    hidden = [v for v in shown if v == LT_K]
+    if not hidden:
+        return True
+    m = len(hidden)
+    h = published_total - sum(int(v) for v in shown if v != LT_K)
+    return h >= (k - 1) + (m - 1) and h <= (m - 1) * (k - 1) + 1
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(dirpath, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _remove_stale_builds(out: Path) -> None:
+    """Remove temporary builds of ``out`` left by processes that no longer run."""
+    for p in out.parent.glob(f".{out.name}.build-*"):
+        try:
+            pid = int(p.name.rsplit("-", 2)[-2])
+        except (ValueError, IndexError):
+            continue
+        try:
+            os.kill(pid, 0)
+            alive = pid != os.getpid()
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            alive = True
+        if not alive:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _atomic_directory(out: Path, force: bool) -> Iterator[Path]:
+    """Yield a temporary sibling to build in; rename it to ``out`` on success."""
+    out = out.resolve()
+    if out.exists() and not force:
+        raise InputError(
+            f"output directory {out.name!r} already exists; choose another --out or pass --force"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_builds(out)
+    tmp = out.parent / f".{out.name}.build-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    old: Path | None = None
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with contextlib.suppress(ValueError):  # not in the main thread: keep the handler
+            signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        yield tmp
+        _fsync_tree(tmp)
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            os.replace(out, old)
+        os.replace(tmp, out)
+        fd = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not out.exists():
+            os.replace(old, out)
+            old = None
+        raise
+    finally:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path, geo: dict[str, Any] | None = None) -> None:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if geo is not None:
+        meta = dict(table.schema.metadata or {})
+        meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
+        table = table.replace_schema_metadata(meta)
+    pq.write_table(table, path, compression="zstd", write_statistics=False)
+
+
+def _output_coordinates(
+    table: PointTable, gx: np.ndarray, gy: np.ndarray, options: ReleaseOptions
+) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Representatives in the output CRS (default: the input's)."""
+    working = getattr(table, "working_crs", None) or table.crs
+    target = options.output_crs or getattr(table, "output_crs", None) or table.crs
+    if target is None or working is None or target == working:
+        return gx, gy, target if target is not None else working
+    from pyproj import CRS, Transformer
+
+    tr = Transformer.from_crs(CRS.from_user_input(working), CRS.from_user_input(target), always_xy=True)
+    ox, oy = tr.transform(gx, gy)
+    return np.asarray(ox), np.asarray(oy), target
+
+
+def _group_units(result: CoreResult, unit_codes: np.ndarray, n_units: int) -> np.ndarray:
+    """Majority source unit of every group (ties: lowest unit code)."""
+    g = result.group_id
+    m = g >= 0
+    ng = result.group_x.size
+    if ng == 0:
+        return np.zeros(0, dtype=np.int64)
+    counts = np.zeros((ng, n_units), dtype=np.int64)
+    np.add.at(counts, (g[m], unit_codes[m]), 1)
+    return counts.argmax(axis=1)
+
+
+def _crs_projjson(crs: str | None) -> dict[str, Any] | None:
+    if crs is None:
+        return None
+    from pyproj import CRS
+
+    try:
+        return dict(CRS.from_user_input(crs).to_json_dict())
+    except Exception:  # noqa: BLE001 - an unnamed CRS is published without PROJJSON
+        return None
+
+
+def build_release_files(
+    root: Path,
+    table: PointTable,
+    result: CoreResult,
+    policy: OutlierPolicy,
+    options: ReleaseOptions,
+    *,
+    version: str,
+    verification: dict[str, bool] | None = None,
+) -> dict[str, Any]:
+    """Write ``root/release`` and ``root/audit``; return the manifest (without checksums)."""
+    rel = root / "release"
+    aud = root / "audit"
+    rel.mkdir(parents=True, exist_ok=True)
+    aud.mkdir(parents=True, exist_ok=True)
+    k = policy.k
+    n = len(table)
+    missing = [c for c in options.keep if c not in table.attributes.columns]
+    if missing:
+        raise InputError(
+            f"--keep names columns that are not attributes of the input: {missing}; "
+            f"available: {list(map(str, table.attributes.columns))[:20]}"
+        )
+    unames = np.asarray(table.unit_names, dtype=object)
+    ucodes = np.asarray(table.unit_codes, dtype=np.int64)
+    gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)
+    group_unit = _group_units(result, ucodes, unames.size)
+    g = result.group_id
+    c = result.class_id
+    at_group = g >= 0
+    generalised = c >= 0
+
+    # --- records: group-level then generalised, sorted by published values only.
+    levels = np.asarray(result.class_level + ("",), dtype=object)
+    units_of_class = np.asarray(result.class_unit + ("",), dtype=object)
+    pub = np.flatnonzero(at_group | generalised)
+    frame = pd.DataFrame(
+        {
+            "group_id": pd.array(np.where(at_group[pub], g[pub], 0), dtype="Int64"),
+            "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
+            "level": np.where(at_group[pub], "group", levels[c[pub]]),
+            "unit": pd.array(
+                np.where(generalised[pub], units_of_class[c[pub]], None), dtype="string"
+            ),
+            "x": np.where(at_group[pub], gx[np.maximum(g[pub], 0)] if gx.size else np.nan, np.nan),
+            "y": np.where(at_group[pub], gy[np.maximum(g[pub], 0)] if gy.size else np.nan, np.nan),
+        }
+    )
+    frame.loc[~at_group[pub], "group_id"] = pd.NA
+    frame.loc[~generalised[pub], "class_id"] = pd.NA
+    for col in options.keep:
+        frame[col] = table.attributes[col].to_numpy()[pub]
+    level_rank = frame["level"].map({"group": 0, "unit": 1, "parent": 2, "area": 3})
+    sort_cols = ["_rank", "group_id", "class_id", *options.keep]
+    frame = (
+        frame.assign(_rank=level_rank)
+        .sort_values(sort_cols, kind="stable", na_position="first")
+        .drop(columns="_rank")
+        .reset_index(drop=True)
+    )
+    frame.to_csv(rel / "records.csv", index=False, lineterminator="\n")
+    import shapely
+
+    pts = shapely.points(frame["x"].to_numpy(), frame["y"].to_numpy())
+    pts[frame["x"].isna().to_numpy()] = None
+    geo_frame = frame.assign(geometry=shapely.to_wkb(pts))
+    geo = {
+        "version": "1.0.0",
+        "primary_column": "geometry",
+        "columns": {
+            "geometry": {
+                "encoding": "WKB",
+                "geometry_types": ["Point"],
+                "crs": _crs_projjson(out_crs),
+            }
+        },
+    }
+    _write_parquet(geo_frame, rel / "records.parquet", geo)
+
+    # --- groups and classes.
+    n_groups = result.group_x.size
+    group_sizes = np.bincount(g[at_group], minlength=n_groups)
+    groups = pd.DataFrame(
+        {
+            "group_id": np.arange(n_groups, dtype=np.int64),
+            "n_records": group_sizes.astype(np.int64),
+            "x": gx,
+            "y": gy,
+            "radius_m": np.full(n_groups, policy.r_max_m),
+            "unit": unames[group_unit].astype(str) if n_groups else np.zeros(0, dtype=str),
+        }
+    )
+    _write_parquet(groups, rel / "groups.parquet")
+    n_classes = len(result.class_level)
+    classes = pd.DataFrame(
+        {
+            "class_id": np.arange(n_classes, dtype=np.int64),
+            "level": list(result.class_level),
+            "unit": list(result.class_unit),
+            "n_records": np.bincount(c[generalised], minlength=n_classes).astype(np.int64),
+        }
+    )
+    _write_parquet(classes, rel / "classes.parquet")
+
+    # --- per-unit figures.
+    nu = unames.size
+    released = np.bincount(group_unit, weights=group_sizes, minlength=nu).astype(np.int64)
+    unit_index = {str(u): i for i, u in enumerate(unames)}
+    unit_class_sizes = classes[classes["level"] == "unit"]
+    for u, size in zip(unit_class_sizes["unit"], unit_class_sizes["n_records"], strict=True):
+        released[unit_index[u]] += int(size)
+    subj = result.subjects
+    suppressed = result.disposal == Disposal.SUPPRESSED
+    up = generalised & (levels[np.maximum(c, 0)] != "unit")
+    n_subj = int(subj.max()) + 1
+
+    def distinct(mask: np.ndarray) -> np.ndarray:
+        pairs = np.unique(ucodes[mask] * n_subj + subj[mask])
+        return np.bincount(pairs // n_subj, minlength=nu)
+
+    sup_u = distinct(suppressed)
+    up_u = distinct(up)
+    present = np.bincount(ucodes, minlength=nu) > 0
+    order = np.argsort(unames.astype(str), kind="stable")
+    order = order[present[order]]
+    sup_shown = [mask_small(int(sup_u[i]), k) for i in order]
+    up_shown = [mask_small(int(up_u[i]), k) for i in order]
+    units = pd.DataFrame(
+        {
+            "unit": unames[order].astype(str),
+            "released": released[order],
+            "generalised_up": up_shown,
+            "suppressed": sup_shown,
+        }
+    )
+    total_sup_subjects = int(np.unique(subj[suppressed]).size)
+    total_subjects = int(np.unique(subj).size)
+    global_shown: int | str = mask_small(total_sup_subjects, k)
+    if options.totals == "withhold" or (
+        global_shown != LT_K and not _hidden_cells_safe(int(global_shown), sup_shown, k)
+    ):
+        global_shown = WITHHELD
+    if options.totals == "complementary":
+        src = np.bincount(ucodes, minlength=nu)
+        units["source_total"] = [
+            int(src[i]) if sup_shown[j] != LT_K and up_shown[j] != LT_K else WITHHELD
+            for j, i in enumerate(order)
+        ]
+    units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
+
+    # --- audit (custodian only).
+    first_text = np.asarray([lab.text for lab in Label], dtype=object)
+    disp_text = np.asarray([d.text for d in Disposal], dtype=object)
+    assignment = pd.DataFrame(
+        {
+            "source_row": np.arange(n, dtype=np.int64),
+            "label": first_text[result.first_labels],
+            "disposal": disp_text[result.disposal],
+            "group_id": pd.array(np.where(at_group, g, 0), dtype="Int64"),
+            "class_id": pd.array(np.where(generalised, c, 0), dtype="Int64"),
+            "unit": unames[ucodes].astype(str),
+            "subject": subj,
+            "x_m": table.x,
+            "y_m": table.y,
+            "iota": result.iota,
+        }
+    )
+    assignment.loc[~at_group, "group_id"] = pd.NA
+    assignment.loc[~generalised, "class_id"] = pd.NA
+    _write_parquet(assignment, aud / "assignment.parquet")
+    counts_exact = result.counts()
+    counts: dict[str, int | str] = dict(counts_exact)
+    counts["suppressed"] = global_shown if global_shown != 0 else 0
+    counts["synthetic"] = 0
+    share: float | str = (
+        total_sup_subjects / total_subjects if isinstance(global_shown, int) else global_shown
+    )
+    audit = {
+        "working_crs": getattr(table, "working_crs", None) or table.crs,
+        "output_crs": out_crs,
+        "read_options": dict(options.read_options),
+        "counts": counts_exact,
+        "suppressed_subjects": total_sup_subjects,
+        "subjects": total_subjects,
+        "per_unit": result.units.rows(),
+        "passes": [p.to_dict() for p in result.passes],
+    }
+    (aud / "audit.json").write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "version": version,
+        "k": k,
+        "r_max_m": policy.r_max_m,
+        "tau": policy.tau,
+        "unit_cap": policy.unit_cap,
+        "policy": policy.to_dict(),
+        "seed": policy.seed,
+        "crs": out_crs,
+        "input_sha256": table.source_sha256,
+        "totals": options.totals,
+        "keep": list(options.keep),
+        "records_published": int(len(frame)),
+        "groups": int(n_groups),
+        "classes": int(n_classes),
+        "counts": counts,
+        "suppressed_share": share,
+        "synthetic": {"total": 0, "per_unit": {}},
+        "passes": [p.to_dict() for p in result.passes],
+        "verification": dict(verification or {}),
+    }
+    from geokanon.report.notes import release_notes
+
+    (rel / "RELEASE_NOTES.md").write_text(release_notes(manifest, units, policy))
+    return manifest
+
+
+def finish_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    """Add the checksum of every release file and write ``manifest.json``."""
+    rel = root / "release"
+    files = {
+        p.relative_to(rel).as_posix(): _sha256(p)
+        for p in sorted(rel.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+    manifest["files"] = files
+    (rel / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def write_release(
+    out: str | Path,
+    table: PointTable,
+    result: CoreResult,
+    policy: OutlierPolicy,
+    options: ReleaseOptions,
+    *,
+    version: str,
+    deterministic: bool | None = None,
+) -> dict[str, Any]:
+    """Write the release directory atomically, verified before it appears.
+
+    Parameters
+    ----------
+    out
+        Output directory ``DIR`` (gets ``release/`` and ``audit/``).
+    table
+        The source records.
+    result
+        The release core's decisions for ``table``.
+    policy, options
+        The policy and the writing options.
+    version
+        Software version recorded in the manifest.
+    deterministic
+        Result of the determinism check done by the caller (``None``: not checked).
+
+    Returns
+    -------
+    dict
+        The manifest as written.
+
+    Raises
+    ------
+    VerificationFailed
+        An independent check failed; nothing was written.
+    InputError
+        ``out`` exists and ``force`` is off, or ``keep`` names unknown columns.
+    """
+    from geokanon.verify import verify_release
+
+    with _atomic_directory(Path(out), options.force) as tmp:
+        manifest = build_release_files(tmp, table, result, policy, options, version=version)
+        finish_manifest(tmp, manifest)
+        report = verify_release(tmp, source=table)
+        checks = report.as_dict()
+        if deterministic is not None:
+            checks["deterministic"] = bool(deterministic)
+        if not all(checks.values()):
+            failed = [name for name, ok in checks.items() if not ok]
+            raise VerificationFailed(
+                f"the release failed the independent checks {failed}; nothing was written",
+                checks,
+            )
+        manifest["verification"] = checks
+        finish_manifest(tmp, manifest)
+    return manifest
