@@ -25,6 +25,13 @@ EXAMPLES = {
         "  geokanon classify visits.parquet --k 5 --r-max 250 --subject user_id --json\n"
     ),
     "demo": "example:\n  geokanon demo\n",
+    "release": (
+        "examples:\n"
+        "  geokanon release dwellings.csv --k 5 --r-max 300 --unit gm_code --crs EPSG:28992 \\\n"
+        "      --keep consumption,unemployed --out out/dwellings\n"
+        "  geokanon verify out/dwellings --source dwellings.csv\n"
+    ),
+    "verify": "example:\n  geokanon verify out/dwellings --source dwellings.csv\n",
 }
 
 
@@ -171,6 +178,64 @@ def cmd_classify(args: argparse.Namespace) -> int:
     else:
         _print_classification(result, sys.stdout)
     return 0
+
+
+def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
+    """The input options of a release (``read_points`` keywords), recorded for ``verify``."""
+    names = {"x": "x", "y": "y", "lon": "lon", "lat": "lat", "subject": "subject",
+             "time": "time", "unit": "unit", "crs": "crs", "units": "units",
+             "unit_id": "unit_id", "unit_grid": "unit_grid_m", "timezone": "timezone",
+             "coord_scale": "coord_scale", "working_crs": "working_crs",
+             "output_crs": "output_crs"}  # fmt: skip
+    out = []
+    for arg, kw in names.items():
+        v = getattr(args, arg, None)
+        if v is not None:
+            out.append((kw, str(v.resolve()) if isinstance(v, Path) else v))
+    return tuple(out)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from geokanon.pipeline import release_points
+    from geokanon.release import ReleaseOptions
+
+    policy = _policy_from_args(args)
+    options = ReleaseOptions(
+        keep=tuple(c.strip() for c in args.keep.split(",") if c.strip()),
+        totals=args.totals,
+        force=args.force,
+        output_crs=args.output_crs,
+        read_options=_read_options(args),
+    )
+    table = _read_input(args)
+    result = release_points(table, policy, args.out, options)
+    m = result.manifest
+    c = m["counts"]
+    print(
+        f"release written to {args.out}/release ({m['records_published']:,} records: "
+        f"{c['grouped'] + c['merged']:,} in {m['groups']:,} groups, {c['generalised']} "
+        f"generalised; suppressed {c['suppressed']}); audit in {args.out}/audit"
+    )
+    print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
+                                       m["verification"].items()))  # fmt: skip
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from geokanon.io import read_points
+    from geokanon.verify import format_report, verify_release
+
+    audit = args.dir / "audit" / "audit.json"
+    if not audit.exists():
+        raise InputError(f"{str(args.dir)!r} is not a geokanon release directory (no audit/)")
+    opts = json.loads(audit.read_text()).get("read_options", {})
+    kwargs = dict(opts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = read_points(args.source, **kwargs)
+    report = verify_release(args.dir, source=table)
+    print(format_report(report))
+    return 0 if report.passed else 4
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -424,6 +489,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     # -- release / verify commands (lead) --
+    p = sub.add_parser(
+        "release",
+        parents=[_input_options(), _policy_options()],
+        help="the whole pipeline: write DIR/release (publishable) and DIR/audit",
+        epilog=EXAMPLES["release"],
+        formatter_class=fmt,
+    )
+    p.add_argument("--out", type=Path, required=True, help="output directory DIR")
+    p.add_argument("--force", action="store_true", help="replace an existing DIR atomically")
+    p.add_argument("--keep", default="", help="attribute columns to publish, comma-separated")
+    p.add_argument(
+        "--totals",
+        choices=["released", "complementary", "withhold"],
+        default="released",
+        help="how totals are published (released)",
+    )
+    p.add_argument(
+        "--membership-sensitive",
+        action="store_true",
+        default=None,
+        help="replace suppression by generalisation to the whole area",
+    )
+    p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser(
+        "verify",
+        help="re-read a written release and its source and run every check",
+        epilog=EXAMPLES["verify"],
+        formatter_class=fmt,
+    )
+    p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
+    p.add_argument("--source", type=Path, required=True, help="the source file of the release")
+    p.set_defaults(func=cmd_verify)
     # -- sweep command (sweep helper) --
     p = sub.add_parser(
         "sweep",
