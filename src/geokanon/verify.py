@@ -1,0 +1,2076 @@
+"""Independent verification of a written release.
+
+:func:`verify_release` re-reads a release directory (``DIR/release`` and
+``DIR/audit``, see ``docs/release-format.md``) and, optionally, the source, and
+runs every check by name. It imports no algorithm module: sizes, distinct
+subjects, distances, shares and totals are recomputed here from the files, so
+a bug in grouping or disposal cannot hide itself.
+
+The rules, exactly as implemented
+---------------------------------
+``k_subjects``
+    Every group in ``groups.parquet`` and every class in ``classes.parquet``
+    (and every group or class id an audit row or a published record names)
+    holds >= k distinct subjects among the real records of the audit.
+    Synthetic records never count. Subjects are taken from the source when it
+    is given (so a wrong subject code in the audit cannot inflate a group),
+    else from the audit's ``subject`` column.
+``extent``
+    Every member of every group lies within ``min(r_max_m, radius_m) +
+    tolerance_m`` of the published representative, distances
+    ``sqrt(dx*dx + dy*dy)`` in float64 on the working coordinates (``x_m``,
+    ``y_m``), the representative transformed from the output CRS into the
+    working CRS with pyproj when they differ. When an unmasked source in the
+    working CRS is given, the members' source coordinates are measured too.
+    A published ``radius_m`` above ``r_max_m`` fails.
+``tau`` / ``unit_cap``
+    Suppressed subjects are distinct subjects with at least one suppressed
+    record (within the unit, for ``unit_cap``; a subject counts in every unit
+    it has records in). Shares are compared as exact fractions against the
+    shortest decimal that round-trips the published float (``0.01`` is
+    exactly 1/100), so there is no rounding at all.
+``holes``
+    The published figures are turned into a linear system and every hidden
+    cell is bounded with :func:`scipy.optimize.linprog` (min and max). See
+    :func:`hidden_ranges` for the variables and the identities. A ``<k`` cell
+    fails when its feasible range does not contain both 1 and k-1 (so with
+    k = 2 a ``<k`` cell always fails: it reveals exactly 1); a ``withheld``
+    cell fails when its range holds fewer than k integers. Mutually
+    inconsistent published figures fail too. The LP relaxation ignores
+    integrality, so parity-style narrowing is not detected.
+``no_leak``
+    Every file in ``release/`` is scanned (text files as text and, for CSV, as
+    a table too; Parquet column by column, plus its key-value metadata):
+
+    * source coordinate pairs: two consecutive numbers in text, or two numeric
+      columns of one table row (WKB geometry decoded), equal as float64 to a
+      source ``(x, y)`` pair with >= 4 significant digits between them;
+    * single source coordinates: a number equal to a *non-integral* source
+      coordinate with >= 4 significant digits, in text or in any column but
+      the published ``x``/``y``; and any other numeric column in which at
+      least half of >= k distinct values (>= 4 significant digits) are source
+      coordinates;
+    * subject ids (only when the source file is given and has a subject
+      column): a text token or a string cell equal to a raw id of >= 4
+      characters, or a column named like the subject column;
+    * raw timestamps: a date-time in text or a string cell (ISO 8601 or
+      ``YYYY/MM/DD hh:mm[:ss]``) equal, as wall-clock or UTC, to a source
+      time; a timestamp column value or a number equal to a source time in
+      epoch seconds (>= 4 significant digits); a column named like the time
+      column;
+    * source row numbers: a column named ``source_row``, ``row``, ``row_id``,
+      ``row_number``, ``rownum``, ``record_id``, ``point_id``, ``fid``,
+      ``index``, ``level_0`` or ``__index_level_0__``, a column named like a
+      source column that is unique per record (an id), or a stored pandas
+      index that is not a range.
+
+    "Significant digits" are the digits of a number's text with leading and
+    trailing zeros and the decimal point removed (``149700`` has 4,
+    ``2000.0`` has 1).
+``representation``
+    No published representative equals (exactly, or within ``tolerance_m``
+    when that is > 0) a member's coordinate: the audit's working
+    coordinates, the source's coordinates when the source is given, compared
+    in the output CRS (members transformed forward with pyproj when the CRSs
+    differ). A representative that is the exact mean of its members'
+    working coordinates (a group with no synthetic records) fails too: k-1
+    known members would then give away the k-th.
+``counts``
+    Group and class sizes (real plus synthetic rows), the set of groups and
+    classes, ``records.parquet``/``records.csv`` row counts, each unit's
+    ``released`` (group-level records whose source lies in the unit, plus
+    the records of the unit-level class of that unit, plus the unit's
+    synthetic records), ``suppressed`` (the integer, or ``<k`` exactly when
+    1..k-1 subjects, or ``withheld``), ``source_total`` (records in the unit),
+    the manifest's ``counts`` and ``suppressed_share`` (within 5e-7 of the
+    subject or the record share) all equal what the audit assigns; the audit
+    is self-consistent (a group id exactly for grouped/merged rows, a class
+    id exactly for generalised rows) and agrees with the source.
+``fixed_point``
+    ``passes`` is a non-empty list of at most :data:`~geokanon.policy.MAX_PASSES`
+    entries, the last with ``changed == 0``, equal to the audit's passes when
+    the audit has them. Re-classifying at the published positions is implied
+    by ``k_subjects``: every group-level record shares its position with
+    >= k-1 other subjects, so its isolation ratio is 0.
+``report_safety``
+    In ``RELEASE_NOTES.md`` (markdown tables) and ``report.html`` (HTML
+    tables), every cell in a column whose header mentions "suppress" must not
+    be an integer 1..k-1; nor may a phrase such as "suppressed: 3" or
+    "3 records were suppressed" carry such a figure. ``units.csv``'s
+    ``suppressed`` must not be an integer 1..k-1, and the manifest's
+    ``counts.suppressed`` and ``suppressed_share`` must be ``"<k"`` when 1..k-1
+    subjects were suppressed.
+``manifest``
+    Every file under ``release/`` except ``manifest.json`` is listed in
+    ``files`` with its sha256, no listed file is missing, and the manifest's
+    ``input_sha256`` matches the source when the source is given.
+
+``deterministic`` needs a second build, so the release writer runs it; it is
+reported here as not checked (:attr:`VerificationReport.skipped`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from geokanon.errors import InputError
+from geokanon.io.read import PointTable, sha256_file
+from geokanon.policy import MAX_PASSES
+
+__all__ = [
+    "CHECKS",
+    "NOT_CHECKED_HERE",
+    "CheckResult",
+    "HiddenRange",
+    "VerificationReport",
+    "format_report",
+    "hidden_ranges",
+    "verify_release",
+]
+
+#: The checks :func:`verify_release` runs, in report order.
+CHECKS: tuple[str, ...] = (
+    "k_subjects",
+    "extent",
+    "tau",
+    "unit_cap",
+    "holes",
+    "no_leak",
+    "representation",
+    "counts",
+    "fixed_point",
+    "report_safety",
+    "manifest",
+)
+
+#: Checks that need more than the written release (the release writer runs them).
+NOT_CHECKED_HERE: tuple[str, ...] = ("deterministic",)
+
+LESS_THAN_K = "<k"
+WITHHELD = "withheld"
+_DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
+_ROW_NAMES = frozenset(
+    {
+        "source_row",
+        "row",
+        "row_id",
+        "row_number",
+        "rownum",
+        "record_id",
+        "point_id",
+        "fid",
+        "index",
+        "level_0",
+        "__index_level_0__",
+    }
+)
+_STRUCTURAL = frozenset(
+    {
+        "x",
+        "y",
+        "geometry",
+        "group_id",
+        "class_id",
+        "n_records",
+        "radius_m",
+        "released",
+        "suppressed",
+        "source_total",
+        "level",
+        "unit",
+    }
+)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|\.\d)")
+_DATETIME = re.compile(
+    r"\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+_TOKEN_SPLIT = re.compile(r"[\s,;|<>\"'=(){}\[\]]+")
+_SUPPRESSED_PHRASES = (
+    re.compile(r"suppress\w*[^|\n\d<]{0,20}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
+    re.compile(
+        r"(?<![\d.,])(\d[\d,]*)\s+(?:records?|subjects?|people|persons?|points?|patients?)\s+"
+        r"(?:were\s+|was\s+|are\s+|is\s+)?suppress",
+        re.IGNORECASE,
+    ),
+)
+_EPS = 1e-6
+
+
+# --------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one named check.
+
+    Attributes
+    ----------
+    name
+        Check name (one of :data:`CHECKS`).
+    passed
+        Whether the check holds.
+    detail
+        Figures only (counts, shares, distances, file and unit names); never a
+        coordinate, a subject id or a timestamp.
+    """
+
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class VerificationReport:
+    """All check results of one release.
+
+    Attributes
+    ----------
+    checks
+        One result per check that was run, in :data:`CHECKS` order.
+    skipped
+        Checks not run here (``deterministic`` needs a second build).
+    """
+
+    checks: tuple[CheckResult, ...]
+    skipped: tuple[str, ...] = NOT_CHECKED_HERE
+
+    @property
+    def passed(self) -> bool:
+        """Whether every check that was run passed."""
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """Names of the failed checks."""
+        return tuple(c.name for c in self.checks if not c.passed)
+
+    def as_dict(self) -> dict[str, bool]:
+        """Check name -> passed, for the manifest's ``verification`` (skipped checks absent)."""
+        return {c.name: c.passed for c in self.checks}
+
+    def __getitem__(self, name: str) -> CheckResult:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+def format_report(report: VerificationReport) -> str:
+    """One line per check: ``PASS name  detail``, ``FAIL ...``, ``SKIP ...``.
+
+    Parameters
+    ----------
+    report
+        The result of :func:`verify_release`.
+
+    Returns
+    -------
+    str
+        The lines joined with newlines (no trailing newline).
+
+    Examples
+    --------
+    >>> r = VerificationReport((CheckResult("extent", False, "1 member beyond r_max"),))
+    >>> print(format_report(r))
+    FAIL extent          1 member beyond r_max
+    SKIP deterministic   not checked here (needs a second build; the release writer runs it)
+    """
+    width = max([len(c.name) for c in report.checks] + [len(s) for s in report.skipped] + [13])
+    lines = [
+        f"{'PASS' if c.passed else 'FAIL'} {c.name:<{width}}  {c.detail}".rstrip()
+        for c in report.checks
+    ]
+    lines += [
+        f"SKIP {name:<{width}}  not checked here (needs a second build; the release writer runs it)"
+        for name in report.skipped
+    ]
+    return "\n".join(lines)
+
+
+class _Unreadable(Exception):
+    """A release file is missing or malformed; the message is safe to show."""
+
+
+# --------------------------------------------------------------------------------------
+# Holes: the linear system of published figures
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HiddenRange:
+    """Feasible range of one hidden published figure.
+
+    Attributes
+    ----------
+    cell
+        Which figure (``"unit U suppressed"``, ``"unit U source_total"``,
+        ``"global suppressed"``).
+    kind
+        ``"<k"`` or ``"withheld"``.
+    low, high
+        Bounds of the LP relaxation (``high`` may be ``inf``).
+    """
+
+    cell: str
+    kind: str
+    low: float
+    high: float
+
+    def problem(self, k: int) -> str | None:
+        """Why this range discloses too much, or ``None`` when it is safe."""
+        if self.kind == LESS_THAN_K:
+            if k <= 2:
+                return f"{self.cell}: with k=2 '<k' means exactly 1"
+            if self.low > 1 + _EPS or self.high < k - 1 - _EPS:
+                return f"{self.cell}: '<k' narrowed to [{_fmt(self.low)}, {_fmt(self.high)}]"
+            return None
+        n = _integers_in(self.low, self.high)
+        if n < k:
+            return f"{self.cell}: withheld figure narrowed to {n} possible values (< k={k})"
+        return None
+
+
+def _fmt(v: float) -> str:
+    return "inf" if math.isinf(v) else f"{v:.4g}"
+
+
+def _integers_in(low: float, high: float) -> float:
+    if math.isinf(high):
+        return math.inf
+    return max(0, math.floor(high + _EPS) - math.ceil(low - _EPS) + 1)
+
+
+def _cell_value(raw: object) -> int | str | None:
+    """Parse a published figure: an int, ``"<k"``, ``"withheld"``, or None (absent)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        raise _Unreadable("a published count is a boolean")
+    if isinstance(raw, int | np.integer):
+        return int(raw)
+    if isinstance(raw, float | np.floating):
+        if math.isnan(raw):
+            return None
+        if float(raw).is_integer():
+            return int(raw)
+        raise _Unreadable("a published count is not an integer")
+    text = str(raw).strip()
+    if text == "":
+        return None
+    if text in (LESS_THAN_K, WITHHELD):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            raise _Unreadable(f"a published count reads {text[:12]!r}") from None
+        if f.is_integer():
+            return int(f)
+        raise _Unreadable("a published count is not an integer") from None
+
+
+def hidden_ranges(
+    units: Sequence[Mapping[str, Any]],
+    *,
+    k: int,
+    global_suppressed: int | str | None,
+    own_subjects: bool,
+    pooled_records: int = 0,
+    pooled_synthetic_max: int = 0,
+    record_bound: int | None = None,
+) -> list[HiddenRange]:
+    """Feasible ranges of every hidden figure, given all published figures together.
+
+    Variables, per unit ``u``: ``s_u`` suppressed subjects (fixed when published
+    as an integer; ``[1, k-1]`` for ``<k``; ``[0, inf)`` for ``withheld``),
+    ``r_u`` suppressed records (``r_u = s_u`` when records are their own
+    subjects, else ``s_u <= r_u <= N s_u``), and, when source totals are
+    published, ``T_u`` (fixed, or ``[0, inf)`` when withheld) and ``p_u >= 0``
+    the unit's records generalised beyond its own unit. Identities:
+
+    * ``sum_u r_u = R`` when the global suppressed record count ``R`` is a number;
+    * ``T_u = released_u - synthetic_u + r_u + p_u`` for every unit;
+    * ``pooled_records - pooled_synthetic_max <= sum_u p_u <= pooled_records``;
+    * with a global ``<k``: the global suppressed subjects ``S`` lie in
+      ``[1, k-1]``, with ``S = sum_u s_u`` when records are their own subjects,
+      else ``max_u s_u <= S <= sum_u s_u``.
+
+    Parameters
+    ----------
+    units
+        One mapping per unit with ``unit`` (id), ``released`` (int),
+        ``suppressed`` (int, ``"<k"`` or ``"withheld"``), optional
+        ``source_total`` (int, ``"withheld"`` or None) and ``synthetic`` (int).
+    k
+        The release's k.
+    global_suppressed
+        The manifest's ``counts.suppressed``: an int, ``"<k"`` or None.
+    own_subjects
+        True when there is no subject column (every record its own subject).
+    pooled_records
+        Records in classes above unit level (parent and area classes).
+    pooled_synthetic_max
+        Upper bound of synthetic records among those.
+    record_bound
+        An upper bound of records per unit (``N`` above); default: unbounded.
+
+    Returns
+    -------
+    list of HiddenRange
+        One per hidden figure.
+
+    Raises
+    ------
+    ValueError
+        The published figures are mutually inconsistent (no solution).
+
+    Examples
+    --------
+    Two hidden units whose sum is published as 2, with k = 5: both are pinned to 1.
+
+    >>> rows = [{"unit": "a", "released": 9, "suppressed": "<k"},
+    ...         {"unit": "b", "released": 7, "suppressed": "<k"}]
+    >>> [(h.low, h.high) for h in hidden_ranges(rows, k=5, global_suppressed=2,
+    ...                                         own_subjects=True)]
+    [(1.0, 1.0), (1.0, 1.0)]
+    """
+    from scipy.optimize import linprog
+
+    names: list[str] = []
+    lo: list[float] = []
+    hi: list[float] = []
+
+    def var(name: str, low: float, high: float) -> int:
+        names.append(name)
+        lo.append(low)
+        hi.append(high)
+        return len(names) - 1
+
+    hidden: list[tuple[str, str, int]] = []
+    eq_rows: list[dict[int, float]] = []
+    eq_rhs: list[float] = []
+    ub_rows: list[dict[int, float]] = []
+    ub_rhs: list[float] = []
+    s_idx: list[int] = []
+    r_idx: list[int] = []
+    big = float(record_bound) if record_bound is not None else None
+    has_totals = any(u.get("source_total") is not None for u in units)
+    p_idx: list[int] = []
+    for u in units:
+        uid = str(u["unit"])
+        s = u["suppressed"]
+        if s == LESS_THAN_K:
+            si = var(f"unit {uid} suppressed", 1.0, float(k - 1))
+            hidden.append((f"unit {uid} suppressed", LESS_THAN_K, si))
+        elif s == WITHHELD:
+            si = var(f"unit {uid} suppressed", 0.0, math.inf)
+            hidden.append((f"unit {uid} suppressed", WITHHELD, si))
+        else:
+            si = var(f"unit {uid} suppressed", float(s), float(s))
+        s_idx.append(si)
+        if own_subjects:
+            ri = si
+        else:
+            ri = var(f"unit {uid} suppressed records", 0.0, math.inf)
+            ub_rows.append({si: 1.0, ri: -1.0})  # s_u <= r_u
+            ub_rhs.append(0.0)
+            if big is not None:
+                ub_rows.append({ri: 1.0, si: -big})  # r_u <= N s_u
+                ub_rhs.append(0.0)
+        r_idx.append(ri)
+        if has_totals:
+            t = u.get("source_total")
+            if t == WITHHELD:
+                ti = var(f"unit {uid} source_total", 0.0, math.inf)
+                hidden.append((f"unit {uid} source_total", WITHHELD, ti))
+            elif t is None:
+                ti = var(f"unit {uid} source_total", 0.0, math.inf)
+            else:
+                ti = var(f"unit {uid} source_total", float(t), float(t))
+            row: dict[int, float] = {ti: 1.0}
+            _add(row, ri, -1.0)
+            if pooled_records > 0:
+                pi = var(f"unit {uid} pooled", 0.0, math.inf)
+                p_idx.append(pi)
+                _add(row, pi, -1.0)
+            eq_rows.append(row)
+            eq_rhs.append(float(int(u["released"]) - int(u.get("synthetic", 0) or 0)))
+    if p_idx:
+        ub_rows.append(dict.fromkeys(p_idx, 1.0))
+        ub_rhs.append(float(pooled_records))
+        ub_rows.append(dict.fromkeys(p_idx, -1.0))
+        ub_rhs.append(-float(pooled_records - pooled_synthetic_max))
+    if isinstance(global_suppressed, int):
+        row = {}
+        for ri in r_idx:
+            _add(row, ri, 1.0)
+        eq_rows.append(row)
+        eq_rhs.append(float(global_suppressed))
+    elif global_suppressed == LESS_THAN_K:
+        gi = var("global suppressed", 1.0, float(k - 1))
+        hidden.append(("global suppressed", LESS_THAN_K, gi))
+        row = {gi: 1.0}
+        for si in s_idx:
+            _add(row, si, -1.0)
+        if own_subjects:
+            eq_rows.append(row)
+            eq_rhs.append(0.0)
+        else:
+            ub_rows.append(row)  # S <= sum s_u
+            ub_rhs.append(0.0)
+            for si in s_idx:
+                ub_rows.append({si: 1.0, gi: -1.0})  # s_u <= S
+                ub_rhs.append(0.0)
+    if not hidden:
+        return []
+    n = len(names)
+
+    def matrix(rows: list[dict[int, float]]) -> NDArray[np.float64] | None:
+        if not rows:
+            return None
+        a = np.zeros((len(rows), n))
+        for i, r in enumerate(rows):
+            for j, v in r.items():
+                a[i, j] += v
+        return a
+
+    a_eq, a_ub = matrix(eq_rows), matrix(ub_rows)
+    b_eq = np.asarray(eq_rhs) if eq_rows else None
+    b_ub = np.asarray(ub_rhs) if ub_rows else None
+    bounds = [(lo[i], None if math.isinf(hi[i]) else hi[i]) for i in range(n)]
+    out: list[HiddenRange] = []
+    for label, kind, idx in hidden:
+        ends: list[float] = []
+        for sign in (1.0, -1.0):
+            c = np.zeros(n)
+            c[idx] = sign
+            res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds)
+            if res.status == 2:
+                raise ValueError("the published figures are mutually inconsistent")
+            if res.status == 3:
+                ends.append(math.inf if sign < 0 else -math.inf)
+            elif res.status != 0:
+                raise ValueError(f"the linear program failed ({res.message})")
+            else:
+                ends.append(float(res.x[idx]))
+        out.append(HiddenRange(label, kind, ends[0], ends[1]))
+    return out
+
+
+def _add(row: dict[int, float], j: int, v: float) -> None:
+    row[j] = row.get(j, 0.0) + v
+
+
+# --------------------------------------------------------------------------------------
+# Reading the release
+# --------------------------------------------------------------------------------------
+
+
+def _decimal_fraction(value: object, name: str) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Unreadable(f"manifest {name} is not a number")
+    return Fraction(repr(float(value))) if isinstance(value, float) else Fraction(value)
+
+
+def _sig_digits(text: str) -> int:
+    t = text.strip().lstrip("+-")
+    mant = re.split(r"[eE]", t, maxsplit=1)[0]
+    return len(mant.replace(".", "").strip("0"))
+
+
+def _float_sig(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    return np.fromiter((_sig_digits(repr(float(v))) for v in values), np.int64, values.size)
+
+
+@dataclass
+class _Source:
+    """What the verifier knows about the source, all aligned with the input rows."""
+
+    x: NDArray[np.float64] | None = None  # in the output CRS (raw file) when known
+    y: NDArray[np.float64] | None = None
+    x_work: NDArray[np.float64] | None = None  # in the working CRS (PointTable)
+    y_work: NDArray[np.float64] | None = None
+    subjects: NDArray[np.int64] | None = None
+    units: NDArray[np.object_] | None = None
+    subject_ids: frozenset[str] = frozenset()
+    subject_column: str | None = None
+    time_column: str | None = None
+    epoch_s: NDArray[np.float64] | None = None
+    wall_s: NDArray[np.float64] | None = None
+    id_columns: frozenset[str] = frozenset()
+    n_rows: int | None = None
+    sha256: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(wall-clock seconds ignoring any offset, UTC seconds where an offset is given)."""
+    s = pd.Series(list(texts), dtype="string").str.strip().str.replace("/", "-", regex=False)
+    tz = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
+    naive = s.str.replace(tz.pattern, "", regex=True)
+    wall = pd.to_datetime(naive, errors="coerce", format="ISO8601")
+    wall_s = _ns_to_s(wall)
+    has_tz = s.str.contains(tz.pattern, regex=True).fillna(False).to_numpy(dtype=bool)
+    utc_s = np.full(len(s), np.nan)
+    if has_tz.any():
+        utc = pd.to_datetime(s[has_tz], errors="coerce", utc=True, format="ISO8601")
+        utc_s[has_tz] = _ns_to_s(utc)
+    return wall_s, utc_s
+
+
+def _ns_to_s(stamps: pd.Series) -> NDArray[np.float64]:
+    if getattr(stamps.dt, "tz", None) is not None:
+        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    ns = stamps.astype("datetime64[ns]").to_numpy()
+    out = ns.astype("int64").astype(np.float64) / 1e9
+    out[np.isnat(ns)] = np.nan
+    return out
+
+
+class _Release:
+    """Lazy, cached reader of one release directory."""
+
+    def __init__(self, root: Path, source: PointTable | Path | None, tolerance_m: float) -> None:
+        self.root = root
+        self.rel = root / "release"
+        self.aud = root / "audit"
+        self.tolerance_m = float(tolerance_m)
+        self._source_arg = source
+
+    # ---- raw files -------------------------------------------------------------------
+
+    def _parquet(self, path: Path) -> pd.DataFrame:
+        if not path.is_file():
+            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+        try:
+            return pq.read_table(path).to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+
+    def _json(self, path: Path) -> dict[str, Any]:
+        if not path.is_file():
+            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+        if not isinstance(data, dict):
+            raise _Unreadable(f"{path.name} is not a JSON object")
+        return data
+
+    @cached_property
+    def manifest(self) -> dict[str, Any]:
+        return self._json(self.rel / "manifest.json")
+
+    @cached_property
+    def audit(self) -> dict[str, Any]:
+        return self._json(self.aud / "audit.json")
+
+    @cached_property
+    def k(self) -> int:
+        k = self.manifest.get("k")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+            raise _Unreadable("manifest k is not an integer >= 2")
+        return k
+
+    @cached_property
+    def r_max_m(self) -> float:
+        r = self.manifest.get("r_max_m")
+        if isinstance(r, bool) or not isinstance(r, int | float) or not r > 0:
+            raise _Unreadable("manifest r_max_m is not a positive number")
+        return float(r)
+
+    @cached_property
+    def assignment(self) -> pd.DataFrame:
+        a = self._parquet(self.aud / "assignment.parquet")
+        need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
+        missing = [c for c in need if c not in a.columns]
+        if missing:
+            raise _Unreadable(f"assignment.parquet lacks columns {missing}")
+        return a
+
+    @cached_property
+    def gid(self) -> NDArray[np.int64]:
+        return _ids(self.assignment["group_id"], "assignment group_id")
+
+    @cached_property
+    def cid(self) -> NDArray[np.int64]:
+        return _ids(self.assignment["class_id"], "assignment class_id")
+
+    @cached_property
+    def disposal(self) -> NDArray[np.object_]:
+        return self.assignment["disposal"].astype(str).to_numpy(dtype=object)
+
+    @cached_property
+    def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        a = self.assignment
+        return (
+            pd.to_numeric(a["x_m"]).to_numpy(dtype=np.float64),
+            pd.to_numeric(a["y_m"]).to_numpy(dtype=np.float64),
+        )
+
+    @cached_property
+    def source(self) -> _Source:
+        return _load_source(self._source_arg, self.audit, self.output_crs, self.working_crs)
+
+    @cached_property
+    def subjects(self) -> NDArray[np.int64]:
+        """Subject code per assignment row: the source's when it is given and aligned."""
+        audit_subj = pd.to_numeric(self.assignment["subject"]).to_numpy(dtype=np.int64)
+        src = self.source
+        rows = self.source_rows
+        if src.subjects is not None and rows is not None:
+            return src.subjects[rows]
+        return audit_subj
+
+    @cached_property
+    def source_rows(self) -> NDArray[np.int64] | None:
+        """Source row per assignment row when the source is given and the rows line up."""
+        n = self.source.n_rows
+        if n is None:
+            return None
+        rows = pd.to_numeric(self.assignment["source_row"]).to_numpy(dtype=np.int64)
+        if rows.size != n or (rows.size and (rows.min() < 0 or rows.max() >= n)):
+            return None
+        if np.unique(rows).size != n:
+            return None
+        return rows
+
+    @cached_property
+    def units(self) -> NDArray[np.object_]:
+        return self.assignment["unit"].astype(str).to_numpy(dtype=object)
+
+    @cached_property
+    def synthetic(self) -> pd.DataFrame:
+        path = self.aud / "synthetic.parquet"
+        if not path.is_file():
+            return pd.DataFrame({"group_id": [], "class_id": [], "unit": []})
+        return self._parquet(path)
+
+    @cached_property
+    def syn_gid(self) -> NDArray[np.int64]:
+        s = self.synthetic
+        return _ids(s["group_id"], "synthetic group_id") if "group_id" in s else np.array([], int)
+
+    @cached_property
+    def syn_cid(self) -> NDArray[np.int64]:
+        s = self.synthetic
+        return _ids(s["class_id"], "synthetic class_id") if "class_id" in s else np.array([], int)
+
+    @cached_property
+    def groups(self) -> pd.DataFrame:
+        g = self._parquet(self.rel / "groups.parquet")
+        for c in ("group_id", "n_records", "x", "y"):
+            if c not in g.columns:
+                raise _Unreadable(f"groups.parquet lacks column {c!r}")
+        return g
+
+    @cached_property
+    def classes(self) -> pd.DataFrame:
+        path = self.rel / "classes.parquet"
+        if not path.is_file():
+            if (self.cid >= 0).any():
+                raise _Unreadable("release/classes.parquet is missing")
+            return pd.DataFrame({"class_id": [], "level": [], "unit": [], "n_records": []})
+        c = self._parquet(path)
+        for col in ("class_id", "n_records"):
+            if col not in c.columns:
+                raise _Unreadable(f"classes.parquet lacks column {col!r}")
+        return c
+
+    @cached_property
+    def units_table(self) -> pd.DataFrame:
+        path = self.rel / "units.csv"
+        if not path.is_file():
+            raise _Unreadable("release/units.csv is missing")
+        try:
+            t = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            raise _Unreadable(f"units.csv is unreadable ({type(exc).__name__})") from None
+        for col in ("unit", "released", "suppressed"):
+            if col not in t.columns:
+                raise _Unreadable(f"units.csv lacks column {col!r}")
+        return t
+
+    @cached_property
+    def working_crs(self) -> str | None:
+        v = self.audit.get("working_crs")
+        return None if v in (None, "") else str(v)
+
+    @cached_property
+    def output_crs(self) -> str | None:
+        v = self.manifest.get("crs", self.audit.get("output_crs"))
+        return None if v in (None, "") else str(v)
+
+    @cached_property
+    def to_working(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
+        """Transform output-CRS coordinates to the working CRS, or None when they are the same."""
+        return _transformer(self.output_crs, self.working_crs)
+
+    @cached_property
+    def to_output(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
+        return _transformer(self.working_crs, self.output_crs)
+
+    @cached_property
+    def own_subjects(self) -> bool:
+        col = self.audit.get("subject_column")
+        if col is None:
+            col = _read_options(self.audit).get("subject")
+        return col in (None, "")
+
+    def release_files(self) -> list[Path]:
+        return sorted(p for p in self.rel.rglob("*") if p.is_file())
+
+
+def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
+    try:
+        v = pd.to_numeric(series, errors="raise").astype("Float64")
+    except (ValueError, TypeError):
+        raise _Unreadable(f"{what} is not an integer column") from None
+    arr = v.to_numpy(dtype=np.float64, na_value=np.nan)
+    out = np.full(arr.size, -1, dtype=np.int64)
+    ok = ~np.isnan(arr)
+    out[ok] = arr[ok].astype(np.int64)
+    if (out[ok] < 0).any():
+        raise _Unreadable(f"{what} has negative ids")
+    return out
+
+
+def _same_crs(a: str | None, b: str | None) -> bool:
+    if a is None or b is None or a == b:
+        return True
+    from pyproj import CRS
+
+    try:
+        return bool(CRS.from_user_input(a) == CRS.from_user_input(b))
+    except Exception:  # pyproj raises its own CRSError; unknown CRS: treat as different
+        return False
+
+
+def _transformer(src: str | None, dst: str | None) -> Callable[[Any, Any], tuple[Any, Any]] | None:
+    if _same_crs(src, dst):
+        return None
+    from pyproj import Transformer
+
+    t = Transformer.from_crs(src, dst, always_xy=True)
+
+    def apply(x: Any, y: Any) -> tuple[Any, Any]:
+        xx, yy = t.transform(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+        return np.asarray(xx, dtype=np.float64), np.asarray(yy, dtype=np.float64)
+
+    return apply
+
+
+def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
+    """Column names the source was read with: ``audit["read_options"]`` or top-level keys."""
+    opts = audit.get("read_options")
+    out: dict[str, Any] = dict(opts) if isinstance(opts, Mapping) else {}
+    for key in ("x", "y", "lon", "lat", "subject", "unit", "time", "crs"):
+        if key not in out:
+            for alt in (f"{key}_column", key):
+                if alt in audit and not isinstance(audit[alt], Mapping | list):
+                    out[key] = audit[alt]
+                    break
+    return out
+
+
+def _load_source(
+    arg: PointTable | Path | None,
+    audit: Mapping[str, Any],
+    output_crs: str | None,
+    working_crs: str | None,
+) -> _Source:
+    src = _Source()
+    if arg is None:
+        return src
+    if isinstance(arg, PointTable):
+        n = len(arg)
+        src.n_rows = n
+        src.sha256 = arg.source_sha256
+        same_work = _same_crs(arg.crs, working_crs)
+        if same_work:
+            src.x_work, src.y_work = arg.x, arg.y
+            if _same_crs(working_crs, output_crs):
+                src.x, src.y = arg.x, arg.y
+        src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
+        src.units = arg.unit_names[arg.unit_codes]
+        if arg.times is not None:
+            src.epoch_s = arg.times
+        return src
+    path = Path(arg)
+    opts = _read_options(audit)
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".txt"):
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False, low_memory=False)
+        elif suffix in (".parquet", ".pq"):
+            raw = pd.read_parquet(path)
+        else:
+            raise InputError(f"source {path.name!r}: give a .csv or .parquet file")
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"source {path.name!r} could not be read ({type(exc).__name__})") from None
+    src.n_rows = len(raw)
+    src.sha256 = sha256_file(path)
+    xcol = opts.get("x") or opts.get("lon") or ("x" if "x" in raw else "lon")
+    ycol = opts.get("y") or opts.get("lat") or ("y" if "y" in raw else "lat")
+    if xcol in raw and ycol in raw:
+        xs = pd.to_numeric(raw[xcol], errors="coerce").to_numpy(dtype=np.float64)
+        ys = pd.to_numeric(raw[ycol], errors="coerce").to_numpy(dtype=np.float64)
+        in_crs = opts.get("crs")
+        in_crs = None if in_crs in (None, "") else str(in_crs)
+        if _same_crs(in_crs, output_crs):
+            src.x, src.y = xs, ys
+        if _same_crs(in_crs, working_crs) and not {xcol.lower(), ycol.lower()} & {"lon", "lat"}:
+            src.x_work, src.y_work = xs, ys
+    else:
+        src.notes.append("source coordinate columns not found")
+    scol = opts.get("subject") or audit.get("subject_column")
+    if scol and scol in raw:
+        ids = raw[scol].astype(str)
+        codes, _ = pd.factorize(ids, sort=True)
+        src.subjects = codes.astype(np.int64)
+        src.subject_column = str(scol)
+        src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
+    ucol = opts.get("unit") or audit.get("unit_column")
+    if ucol and ucol in raw:
+        src.units = raw[ucol].astype(str).to_numpy(dtype=object)
+    tcol = opts.get("time") or audit.get("time_column")
+    if tcol and tcol in raw:
+        src.time_column = str(tcol)
+        t = raw[tcol]
+        num = pd.to_numeric(t, errors="coerce")
+        if num.notna().all():
+            src.epoch_s = num.to_numpy(dtype=np.float64)
+        else:
+            wall, utc = _wallclock_seconds(t.astype(str))
+            src.wall_s = wall
+            src.epoch_s = np.where(np.isnan(utc), wall, utc)
+    used = {xcol, ycol, scol, ucol, tcol}
+    n = len(raw)
+    src.id_columns = frozenset(
+        str(c) for c in raw.columns if c not in used and n >= 2 and raw[c].nunique() == n
+    )
+    return src
+
+
+# --------------------------------------------------------------------------------------
+# The checks
+# --------------------------------------------------------------------------------------
+
+
+def _members(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(row indices of group members sorted by group, their group ids)."""
+    idx = np.flatnonzero(rel.gid >= 0)
+    order = idx[np.argsort(rel.gid[idx], kind="stable")]
+    return order, rel.gid[order]
+
+
+def _distinct_per(ids: NDArray[np.int64], subjects: NDArray[np.int64]) -> dict[int, int]:
+    ok = ids >= 0
+    if not ok.any():
+        return {}
+    pairs = np.unique(np.stack([ids[ok], subjects[ok]], axis=1), axis=0)
+    gids, counts = np.unique(pairs[:, 0], return_counts=True)
+    return dict(zip(gids.tolist(), counts.tolist(), strict=True))
+
+
+def _check_k_subjects(rel: _Release) -> CheckResult:
+    k = rel.k
+    subj = rel.subjects
+    bad: list[str] = []
+    worst: int | None = None
+    for what, ids, published in (
+        ("groups", rel.gid, rel.groups["group_id"]),
+        ("classes", rel.cid, rel.classes["class_id"]),
+    ):
+        distinct = _distinct_per(ids, subj)
+        pub = set(_ids(published, f"{what} id").tolist())
+        all_ids = pub | set(distinct)
+        small = [i for i in all_ids if distinct.get(i, 0) < k]
+        if small:
+            m = min(distinct.get(i, 0) for i in small)
+            worst = m if worst is None else min(worst, m)
+            bad.append(f"{len(small)} of {len(all_ids)} {what} have < k={k} distinct subjects")
+    if bad:
+        return CheckResult("k_subjects", False, "; ".join(bad) + f" (smallest {worst})")
+    ng = len(set(rel.gid[rel.gid >= 0].tolist()))
+    nc = len(set(rel.cid[rel.cid >= 0].tolist()))
+    return CheckResult(
+        "k_subjects", True, f"{ng} groups and {nc} classes, each with >= {k} distinct subjects"
+    )
+
+
+def _rep_arrays(
+    rel: _Release,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    g = rel.groups
+    gids = _ids(g["group_id"], "groups group_id")
+    if (gids < 0).any() or np.unique(gids).size != gids.size:
+        raise _Unreadable("groups.parquet group_id has nulls or duplicates")
+    gx = pd.to_numeric(g["x"]).to_numpy(dtype=np.float64)
+    gy = pd.to_numeric(g["y"]).to_numpy(dtype=np.float64)
+    return gids, gx, gy
+
+
+def _check_extent(rel: _Release) -> CheckResult:
+    r_max = rel.r_max_m
+    gids, gx, gy = _rep_arrays(rel)
+    problems: list[str] = []
+    if not (np.isfinite(gx).all() and np.isfinite(gy).all()):
+        problems.append(f"{int((~(np.isfinite(gx) & np.isfinite(gy))).sum())} groups lack x, y")
+    limit = np.full(gids.size, r_max)
+    if "radius_m" in rel.groups:
+        rad = pd.to_numeric(rel.groups["radius_m"]).to_numpy(dtype=np.float64)
+        over = ~(rad <= r_max)
+        if over.any():
+            problems.append(f"{int(over.sum())} groups publish radius_m above r_max_m")
+        limit = np.minimum(limit, np.where(np.isfinite(rad), rad, r_max))
+    wx, wy = gx, gy
+    if rel.to_working is not None:
+        wx, wy = rel.to_working(gx, gy)
+    rows, mg = _members(rel)
+    pos = {int(g): i for i, g in enumerate(gids.tolist())}
+    orphans = np.array([int(g) not in pos for g in mg], dtype=bool)
+    if orphans.any():
+        problems.append(f"{int(orphans.sum())} members belong to no published group")
+    rows, mg = rows[~orphans], mg[~orphans]
+    gi = np.fromiter((pos[int(g)] for g in mg), np.int64, mg.size)
+    coords = [("working", *rel.xy_m)]
+    src = rel.source
+    if (
+        src.x_work is not None
+        and src.y_work is not None
+        and rel.source_rows is not None
+        and rel.audit.get("mask") in (None, "", "none")
+    ):
+        coords.append(("source", src.x_work, src.y_work))
+    worst_over = 0.0
+    n_bad = 0
+    bad_groups: set[int] = set()
+    for _name, xs, ys in coords:
+        if _name == "source":
+            assert rel.source_rows is not None
+            xs, ys = xs[rel.source_rows], ys[rel.source_rows]
+        dx = xs[rows] - wx[gi]
+        dy = ys[rows] - wy[gi]
+        d = np.sqrt(dx * dx + dy * dy)
+        allowed = limit[gi] + rel.tolerance_m
+        beyond = ~(d <= allowed)
+        if beyond.any():
+            n_bad = max(n_bad, int(beyond.sum()))
+            bad_groups |= set(gi[beyond].tolist())
+            over = d[beyond] - limit[gi][beyond]
+            worst_over = max(worst_over, float(np.nanmax(over)) if np.isfinite(over).any() else 0)
+    if n_bad:
+        problems.append(
+            f"{n_bad} members in {len(bad_groups)} groups beyond r_max "
+            f"(worst {worst_over:.2f} m over)"
+        )
+    if problems:
+        return CheckResult("extent", False, "; ".join(problems))
+    return CheckResult(
+        "extent",
+        True,
+        f"{rows.size} members of {gids.size} groups within {r_max:g} m of their representative",
+    )
+
+
+def _suppressed_subjects(rel: _Release) -> tuple[int, int]:
+    subj = rel.subjects
+    sup = rel.disposal == "suppressed"
+    return int(np.unique(subj[sup]).size), int(np.unique(subj).size)
+
+
+def _check_tau(rel: _Release) -> CheckResult:
+    tau = _decimal_fraction(rel.manifest.get("tau"), "tau")
+    s, n = _suppressed_subjects(rel)
+    if n == 0:
+        return CheckResult("tau", False, "the audit holds no subjects")
+    share = Fraction(s, n)
+    ok = share <= tau
+    detail = f"{_share_text(s, n, rel.k)} suppressed (tau {float(tau):.4%})"
+    return CheckResult("tau", ok, detail)
+
+
+def _share_text(s: int, n: int, k: int) -> str:
+    """A share that never states a count of 1..k-1 subjects."""
+    if 0 < s < k:
+        return f"<k of {n} subjects"
+    return f"{s} of {n} subjects ({s / n:.4%})"
+
+
+def _check_unit_cap(rel: _Release) -> CheckResult:
+    cap = _decimal_fraction(rel.manifest.get("unit_cap"), "unit_cap")
+    frame = pd.DataFrame(
+        {"unit": rel.units, "subject": rel.subjects, "sup": rel.disposal == "suppressed"}
+    )
+    per = frame.groupby(["unit", "subject"], sort=True)["sup"].any().reset_index()
+    table = per.groupby("unit", sort=True)["sup"].agg(["size", "sum"])
+    breaches = [
+        str(u) for u, row in table.iterrows() if Fraction(int(row["sum"]), int(row["size"])) > cap
+    ]
+    if breaches:
+        return CheckResult(
+            "unit_cap",
+            False,
+            f"{len(breaches)} of {len(table)} units above the unit cap {float(cap):.2%}: "
+            + ", ".join(breaches[:10])
+            + (" ..." if len(breaches) > 10 else ""),
+        )
+    shares = (table["sum"] / table["size"]).to_numpy(dtype=np.float64)
+    worst = float(shares.max()) if shares.size else 0.0
+    return CheckResult(
+        "unit_cap", True, f"{len(table)} units within the cap {float(cap):.2%} (worst {worst:.2%})"
+    )
+
+
+def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
+    t = rel.units_table
+    syn = rel.manifest.get("synthetic") or {}
+    per_unit = syn.get("per_unit") if isinstance(syn, Mapping) else None
+    per_unit = per_unit if isinstance(per_unit, Mapping) else {}
+    rows: list[dict[str, Any]] = []
+    for _, r in t.iterrows():
+        released = _cell_value(r["released"])
+        if not isinstance(released, int):
+            raise _Unreadable("units.csv released must be an integer in every row")
+        sup = _cell_value(r["suppressed"])
+        if sup is None:
+            raise _Unreadable("units.csv suppressed is empty in some row")
+        total = _cell_value(r["source_total"]) if "source_total" in t.columns else None
+        if total == LESS_THAN_K:
+            raise _Unreadable("units.csv source_total must be an integer or 'withheld'")
+        rows.append(
+            {
+                "unit": str(r["unit"]),
+                "released": released,
+                "suppressed": sup,
+                "source_total": total,
+                "synthetic": int(per_unit.get(str(r["unit"]), 0) or 0),
+            }
+        )
+    return rows
+
+
+def _check_holes(rel: _Release) -> CheckResult:
+    k = rel.k
+    rows = _unit_rows(rel)
+    counts = rel.manifest.get("counts") or {}
+    g = _cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
+    if g == WITHHELD:
+        g = None
+    classes = rel.classes
+    pooled = 0
+    if len(classes) and "level" in classes:
+        up = classes["level"].astype(str) != "unit"
+        pooled = int(pd.to_numeric(classes.loc[up, "n_records"]).sum())
+    syn = rel.manifest.get("synthetic") or {}
+    syn_total = int(syn.get("total", 0) or 0) if isinstance(syn, Mapping) else 0
+    try:
+        ranges = hidden_ranges(
+            rows,
+            k=k,
+            global_suppressed=g,
+            own_subjects=rel.own_subjects,
+            pooled_records=pooled,
+            pooled_synthetic_max=min(syn_total, pooled),
+            record_bound=len(rel.assignment),
+        )
+    except ValueError as exc:
+        return CheckResult("holes", False, f"{exc} (see counts)")
+    problems = [p for h in ranges if (p := h.problem(k)) is not None]
+    if problems:
+        return CheckResult(
+            "holes",
+            False,
+            f"{len(problems)} of {len(ranges)} hidden figures recoverable: "
+            + "; ".join(problems[:5])
+            + (" ..." if len(problems) > 5 else ""),
+        )
+    return CheckResult(
+        "holes",
+        True,
+        f"{len(ranges)} hidden figures, none narrowed by the {len(rows)} unit rows and totals",
+    )
+
+
+# ---- no_leak ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Secrets:
+    """Sensitive values to look for, in comparable form."""
+
+    pairs: NDArray[np.complex128]  # sorted x + iy, at least 4 significant digits together
+    coords: NDArray[np.float64]  # sorted coordinate values (every x and y)
+    frac_coords: NDArray[np.float64]  # sorted non-integral coordinates, >= 4 significant digits
+    subject_ids: frozenset[str]
+    spaced_ids: tuple[str, ...]
+    epoch: NDArray[np.float64]  # sorted epoch seconds with >= 4 significant digits
+    wall: NDArray[np.float64]  # sorted wall-clock seconds
+    bad_names: frozenset[str]
+    n_k: int
+
+    def any_secret(self) -> bool:
+        return bool(
+            self.pairs.size
+            or self.frac_coords.size
+            or self.subject_ids
+            or self.epoch.size
+            or self.wall.size
+        )
+
+
+def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
+    src = rel.source
+    scanned: list[str] = []
+    xs_list: list[NDArray[np.float64]] = []
+    ys_list: list[NDArray[np.float64]] = []
+    if src.x is not None and src.y is not None:
+        xs_list.append(src.x)
+        ys_list.append(src.y)
+        scanned.append("source coordinates")
+    if src.x_work is not None and src.y_work is not None and src.x_work is not src.x:
+        xs_list.append(src.x_work)
+        ys_list.append(src.y_work)
+    if rel.to_output is None:
+        xm, ym = rel.xy_m
+        xs_list.append(xm)
+        ys_list.append(ym)
+        if not scanned:
+            scanned.append("audit coordinates")
+    xs = np.concatenate(xs_list) if xs_list else np.array([])
+    ys = np.concatenate(ys_list) if ys_list else np.array([])
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    pairs = np.empty(0, dtype=np.complex128)
+    coords = np.empty(0)
+    frac = np.empty(0)
+    if xs.size:
+        z = np.empty(xs.size, dtype=np.complex128)
+        z.real, z.imag = xs, ys
+        uz = np.unique(z)
+        sig = _float_sig(uz.real) + _float_sig(uz.imag)
+        pairs = np.sort(uz[sig >= 4])
+        coords = np.unique(np.concatenate([xs, ys]))
+        nonint = coords[coords != np.floor(coords)]
+        frac = np.sort(nonint[_float_sig(nonint) >= 4])
+    epoch = np.empty(0)
+    wall = np.empty(0)
+    if src.epoch_s is not None:
+        e = np.unique(src.epoch_s[np.isfinite(src.epoch_s)])
+        epoch = e[_float_sig(e) >= 4]
+        scanned.append("times")
+    if src.wall_s is not None:
+        wall = np.unique(src.wall_s[np.isfinite(src.wall_s)])
+    if src.subject_ids:
+        scanned.append("subject ids")
+    bad_names = set(_ROW_NAMES) | set(src.id_columns)
+    for col in (src.subject_column, src.time_column):
+        if col:
+            bad_names.add(col)
+    bad_names = {n.lower() for n in bad_names} - _STRUCTURAL
+    scanned.append("row-number columns")
+    spaced = tuple(s for s in src.subject_ids if _TOKEN_SPLIT.search(s))
+    return (
+        _Secrets(
+            pairs=pairs,
+            coords=coords,
+            frac_coords=frac,
+            subject_ids=src.subject_ids,
+            spaced_ids=spaced,
+            epoch=epoch,
+            wall=wall,
+            bad_names=frozenset(bad_names),
+            n_k=rel.k,
+        ),
+        scanned,
+    )
+
+
+def _in_sorted(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
+    if table.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    return np.isin(values, table)
+
+
+def _scan_text(text: str, sec: _Secrets, *, single_values: bool = True) -> list[str]:
+    found: list[str] = []
+    toks = [m.group(0) for m in _NUMBER.finditer(text)]
+    if toks:
+        vals = np.array([float(t) for t in toks])
+        sig = np.array([_sig_digits(t) for t in toks])
+        if sec.pairs.size and vals.size > 1:
+            z = np.empty(vals.size - 1, dtype=np.complex128)
+            z.real, z.imag = vals[:-1], vals[1:]
+            hit = _in_sorted(z, sec.pairs) & (sig[:-1] + sig[1:] >= 4)
+            if hit.any():
+                found.append(f"{int(hit.sum())} coordinate pairs")
+        hit = _in_sorted(vals, sec.frac_coords) & (sig >= 4)
+        if single_values and hit.any():
+            found.append(f"{int(hit.sum())} coordinate values")
+        hit = _in_sorted(vals, sec.epoch) & (sig >= 4)
+        if hit.any():
+            found.append(f"{int(hit.sum())} epoch times")
+    if sec.epoch.size or sec.wall.size:
+        stamps = [m.group(0) for m in _DATETIME.finditer(text)]
+        if stamps:
+            n = _timestamp_hits(stamps, sec)
+            if n:
+                found.append(f"{n} timestamps")
+    if sec.subject_ids:
+        n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
+        n += sum(1 for s in sec.spaced_ids if s in text)
+        if n:
+            found.append(f"{n} subject ids")
+    return found
+
+
+def _timestamp_hits(stamps: Sequence[str], sec: _Secrets) -> int:
+    wall, utc = _wallclock_seconds(stamps)
+    known = np.concatenate([sec.wall, sec.epoch])
+    hit = _in_sorted(wall, known) | _in_sorted(utc, known)
+    return int(hit.sum())
+
+
+def _numeric_column_hits(
+    name: str, vals: NDArray[np.float64], sec: _Secrets
+) -> tuple[list[str], NDArray[np.float64]]:
+    found: list[str] = []
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return found, vals
+    uniq = np.unique(vals)
+    sig = _float_sig(uniq)
+    if name.lower() not in ("x", "y"):
+        hit = _in_sorted(uniq, sec.frac_coords) & (sig >= 4)
+        if hit.any():
+            found.append(f"column {name!r}: {int(hit.sum())} coordinate values")
+        elif name.lower() not in _STRUCTURAL:
+            eligible = sig >= 4
+            n_el = int(eligible.sum())
+            n_hit = int((_in_sorted(uniq, sec.coords) & eligible).sum())
+            if n_el >= sec.n_k and 2 * n_hit >= n_el:
+                found.append(f"column {name!r}: {n_hit} of {n_el} values are coordinates")
+    hit = _in_sorted(uniq, sec.epoch) & (sig >= 4)
+    if hit.any() and name.lower() not in ("x", "y"):
+        found.append(f"column {name!r}: {int(hit.sum())} epoch times")
+    return found, vals
+
+
+def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
+    """Table-level checks (columns as values); the caller also scans the text."""
+    found: list[str] = []
+    numeric: dict[str, NDArray[np.float64]] = {}
+    for col in frame.columns:
+        name = str(col)
+        if name.lower() in sec.bad_names:
+            found.append(f"column {name!r} names a source id, subject, time or row number")
+        s = frame[col]
+        if name == "geometry":
+            gx, gy = _wkb_xy(s)
+            if gx.size:
+                numeric["geometry.x"], numeric["geometry.y"] = gx, gy
+            continue
+        if pd.api.types.is_datetime64_any_dtype(s):
+            secs = _ns_to_s(s)
+            if (_in_sorted(secs, sec.epoch) | _in_sorted(secs, sec.wall)).any():
+                found.append(f"column {name!r}: source timestamps")
+            continue
+        if pd.api.types.is_bool_dtype(s):
+            continue
+        if pd.api.types.is_numeric_dtype(s):
+            vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            text = s.dropna().astype(str)
+            if sec.subject_ids:
+                n = int(text.str.strip().isin(sec.subject_ids).sum())
+                if n:
+                    found.append(f"column {name!r}: {n} subject ids")
+            if sec.epoch.size or sec.wall.size:
+                stamps = text[text.str.contains(_DATETIME.pattern, regex=True)]
+                if len(stamps):
+                    hits = _timestamp_hits(
+                        [m.group(0) for v in stamps for m in _DATETIME.finditer(v)], sec
+                    )
+                    if hits:
+                        found.append(f"column {name!r}: {hits} timestamps")
+            vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            if np.isnan(vals).all():
+                continue
+        more, _ = _numeric_column_hits(name, vals, sec)
+        found += more
+        numeric[name] = vals
+    if sec.pairs.size and len(numeric) >= 2:
+        names = list(numeric)
+        n_pairs = 0
+        for a in names:
+            for b in names:
+                if a == b:
+                    continue
+                va, vb = numeric[a], numeric[b]
+                if va.size != vb.size:
+                    continue
+                ok = np.isfinite(va) & np.isfinite(vb)
+                z = np.empty(int(ok.sum()), dtype=np.complex128)
+                z.real, z.imag = va[ok], vb[ok]
+                n_pairs += int(_in_sorted(z, sec.pairs).sum())
+        if n_pairs:
+            found.append(f"{n_pairs} rows hold a source coordinate pair")
+    return found
+
+
+def _wkb_xy(s: pd.Series) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    import shapely
+
+    vals = [v for v in s.tolist()]
+    if not vals:
+        return np.array([]), np.array([])
+    xs = np.full(len(vals), np.nan)
+    ys = np.full(len(vals), np.nan)
+    for i, v in enumerate(vals):
+        if v is None or not isinstance(v, bytes | bytearray | memoryview):
+            continue
+        try:
+            geom = shapely.from_wkb(bytes(v))
+        except Exception:  # shapely's GEOSException: not a geometry, nothing to compare
+            continue
+        xy = shapely.get_coordinates(geom)
+        if len(xy):
+            xs[i], ys[i] = xy[0]
+    return xs, ys
+
+
+def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
+    try:
+        pf = pq.ParquetFile(path)
+        table = pf.read()
+    except (OSError, pa.ArrowException) as exc:
+        raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+    found: list[str] = []
+    meta = pf.schema_arrow.metadata or {}
+    for key, value in meta.items():
+        text = value.decode("utf-8", errors="replace")
+        if key == b"pandas":
+            try:
+                info = json.loads(text)
+            except ValueError:
+                info = {}
+            for idx in info.get("index_columns", []):
+                if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
+                    found.append("a stored pandas index (row numbers)")
+        found += [f"metadata: {f}" for f in _scan_text(text, sec)]
+    frame = table.to_pandas()
+    found += _scan_frame(frame, sec)
+    string_cols = [c for c in frame.columns if frame[c].dtype == object and c != "geometry"]
+    if string_cols:
+        text = "\n".join(" ".join(map(str, frame[c].dropna().tolist())) for c in string_cols)
+        found += [f"text: {f}" for f in _scan_text(text, sec) if "pairs" not in f]
+    return found
+
+
+def _check_no_leak(rel: _Release) -> CheckResult:
+    sec, scanned = _secrets(rel)
+    files = rel.release_files()
+    leaks: list[str] = []
+    for path in files:
+        rel_name = path.relative_to(rel.rel).as_posix()
+        suffix = path.suffix.lower()
+        found: list[str] = []
+        if suffix in (".parquet", ".pq"):
+            found = _scan_parquet(path, sec)
+        elif suffix in (".csv", ".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            # a CSV's single values are judged column by column (published x, y may
+            # coincide with one source ordinate); pairs, ids and times in its text too
+            found = _scan_text(text, sec, single_values=suffix != ".csv")
+            if suffix == ".csv":
+                try:
+                    frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
+                except (ValueError, pd.errors.ParserError):
+                    frame = None
+                if frame is not None:
+                    found += _scan_frame(frame, sec)
+        if found:
+            leaks.append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
+    if leaks:
+        return CheckResult("no_leak", False, "; ".join(leaks))
+    return CheckResult(
+        "no_leak", True, f"{len(files)} files scanned for {', '.join(scanned) or 'nothing'}"
+    )
+
+
+def _check_representation(rel: _Release) -> CheckResult:
+    gids, gx, gy = _rep_arrays(rel)
+    pos = {int(g): i for i, g in enumerate(gids.tolist())}
+    rows, mg = _members(rel)
+    keep = np.array([int(g) in pos for g in mg], dtype=bool)
+    rows, mg = rows[keep], mg[keep]
+    gi = np.fromiter((pos[int(g)] for g in mg), np.int64, mg.size)
+    xm, ym = rel.xy_m
+    equal = np.zeros(rows.size, dtype=bool)
+    # in the output CRS
+    candidates: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
+    if rel.to_output is None:
+        candidates.append((xm[rows], ym[rows]))
+    else:
+        ox, oy = rel.to_output(xm[rows], ym[rows])
+        candidates.append((ox, oy))
+    src = rel.source
+    srows = rel.source_rows
+    if srows is not None and src.x is not None and src.y is not None:
+        candidates.append((src.x[srows][rows], src.y[srows][rows]))
+    for cx, cy in candidates:
+        equal |= (cx == gx[gi]) & (cy == gy[gi])
+    # within the tolerance, in the working CRS
+    wx, wy = (gx, gy) if rel.to_working is None else rel.to_working(gx, gy)
+    if rel.tolerance_m > 0:
+        dx, dy = xm[rows] - wx[gi], ym[rows] - wy[gi]
+        equal |= np.sqrt(dx * dx + dy * dy) <= rel.tolerance_m
+    problems: list[str] = []
+    if equal.any():
+        problems.append(
+            f"{len(set(gi[equal].tolist()))} group representatives equal a member's coordinate"
+        )
+    # the exact centroid of the members (groups without synthetic records)
+    syn_groups = set(rel.syn_gid[rel.syn_gid >= 0].tolist())
+    n_centroid = 0
+    if rows.size:
+        frame = pd.DataFrame({"g": gi, "x": xm[rows], "y": ym[rows]})
+        means = frame.groupby("g", sort=True)[["x", "y"]].mean()
+        for g_i, mx, my in zip(
+            means.index.to_numpy(), means["x"].to_numpy(), means["y"].to_numpy(), strict=True
+        ):
+            if int(gids[g_i]) in syn_groups:
+                continue
+            scale = max(1.0, abs(mx), abs(my))
+            if abs(wx[g_i] - mx) <= 1e-9 * scale and abs(wy[g_i] - my) <= 1e-9 * scale:
+                n_centroid += 1
+    if n_centroid:
+        problems.append(f"{n_centroid} representatives are the exact centroid of their members")
+    if problems:
+        return CheckResult("representation", False, "; ".join(problems))
+    return CheckResult(
+        "representation",
+        True,
+        f"{gids.size} representatives differ from every member's coordinate and centroid",
+    )
+
+
+def _check_counts(rel: _Release) -> CheckResult:
+    k = rel.k
+    problems: list[str] = []
+    a = rel.assignment
+    disp = rel.disposal
+    n = len(a)
+    unknown = ~np.isin(disp.astype(str), np.array(_DISPOSALS))
+    if unknown.any():
+        problems.append(f"{int(unknown.sum())} audit rows have an unknown disposal")
+    in_group = np.isin(disp.astype(str), np.array(["grouped", "merged"]))
+    if ((rel.gid >= 0) != in_group).any():
+        problems.append(
+            f"{int(((rel.gid >= 0) != in_group).sum())} audit rows: group id and disposal disagree"
+        )
+    gen = disp == "generalised"
+    if ((rel.cid >= 0) != gen).any():
+        problems.append(
+            f"{int(((rel.cid >= 0) != gen).sum())} audit rows: class id and disposal disagree"
+        )
+    # source agreement
+    src = rel.source
+    if src.n_rows is not None:
+        if rel.source_rows is None:
+            problems.append(
+                f"audit has {n} rows with source_row not a permutation of the "
+                f"{src.n_rows} source records"
+            )
+        else:
+            audit_subj = pd.to_numeric(a["subject"]).to_numpy(dtype=np.int64)
+            if src.subjects is not None:
+                both = np.unique(np.stack([audit_subj, rel.subjects], axis=1), axis=0)
+                if not (len(both) == np.unique(audit_subj).size == np.unique(rel.subjects).size):
+                    problems.append("audit subject codes disagree with the source's subjects")
+            if src.units is not None:
+                diff = int((src.units[rel.source_rows].astype(str) != rel.units).sum())
+                if diff:
+                    problems.append(f"{diff} audit rows carry a unit other than the source's")
+    # groups and classes
+    for what, ids, syn_ids, table, col in (
+        ("group", rel.gid, rel.syn_gid, rel.groups, "group_id"),
+        ("class", rel.cid, rel.syn_cid, rel.classes, "class_id"),
+    ):
+        expected = pd.Series(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])).value_counts()
+        pub_ids = _ids(table[col], f"{what} id")
+        if np.unique(pub_ids).size != pub_ids.size:
+            problems.append(f"{what} ids repeat in the release")
+        published = pd.Series(
+            pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64), index=pub_ids
+        )
+        missing = set(expected.index) - set(published.index)
+        extra = set(published.index) - set(expected.index)
+        if missing:
+            problems.append(f"{len(missing)} audit {what}s are not published")
+        if extra:
+            problems.append(f"{len(extra)} published {what}s have no audit records")
+        common = sorted(set(expected.index) & set(published.index))
+        wrong = sum(int(expected[i]) != int(published[i]) for i in common)
+        if wrong:
+            problems.append(f"{wrong} {what}s publish a wrong n_records")
+    # records
+    n_syn = len(rel.synthetic)
+    n_released = int((disp != "suppressed").sum())
+    rec_path = rel.rel / "records.parquet"
+    if not rec_path.is_file():
+        problems.append("release/records.parquet is missing")
+    else:
+        rec = pq.read_table(rec_path).to_pandas()
+        if len(rec) != n_released + n_syn:
+            problems.append(
+                f"records.parquet has {len(rec)} rows, the audit releases {n_released + n_syn}"
+            )
+        for what, col, ids, syn_ids in (
+            ("group", "group_id", rel.gid, rel.syn_gid),
+            ("class", "class_id", rel.cid, rel.syn_cid),
+        ):
+            if col not in rec:
+                problems.append(f"records.parquet lacks {col!r}")
+                continue
+            got = pd.Series(_ids(rec[col], f"records {col}")).value_counts()
+            got = got[got.index >= 0]
+            want = pd.Series(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])).value_counts()
+            if not got.sort_index().equals(want.sort_index()):
+                problems.append(f"records.parquet rows per {what} differ from the audit")
+        csv_path = rel.rel / "records.csv"
+        if csv_path.is_file():
+            n_csv = len(pd.read_csv(csv_path, dtype=str, keep_default_na=False))
+            if n_csv != len(rec):
+                problems.append(f"records.csv has {n_csv} rows, records.parquet {len(rec)}")
+        else:
+            problems.append("release/records.csv is missing")
+    # units
+    problems += _unit_count_problems(rel)
+    # manifest counts
+    counts = rel.manifest.get("counts")
+    if not isinstance(counts, Mapping):
+        problems.append("manifest counts missing")
+    else:
+        s_subj, n_subj = _suppressed_subjects(rel)
+        for name in ("grouped", "merged", "generalised"):
+            if counts.get(name) != int((disp == name).sum()):
+                problems.append(f"manifest counts.{name} differs from the audit")
+        sup = counts.get("suppressed")
+        n_sup = int((disp == "suppressed").sum())
+        if sup == LESS_THAN_K:
+            if not 0 < s_subj < k:
+                problems.append("manifest counts.suppressed reads '<k' but is 0 or >= k subjects")
+        elif sup != n_sup:
+            problems.append("manifest counts.suppressed differs from the audit")
+        if "synthetic" in counts and counts.get("synthetic") != n_syn:
+            problems.append("manifest counts.synthetic differs from the audit")
+        share = rel.manifest.get("suppressed_share")
+        if share == LESS_THAN_K:
+            if not 0 < s_subj < k:
+                problems.append("manifest suppressed_share reads '<k' but is 0 or >= k subjects")
+        elif isinstance(share, int | float) and not isinstance(share, bool):
+            options = [s_subj / n_subj if n_subj else 0.0, n_sup / n if n else 0.0]
+            if min(abs(float(share) - o) for o in options) > 5e-7:
+                problems.append("manifest suppressed_share matches neither share in the audit")
+        elif share is not None:
+            problems.append("manifest suppressed_share is neither a number nor '<k'")
+    if problems:
+        return CheckResult("counts", False, "; ".join(problems))
+    return CheckResult(
+        "counts",
+        True,
+        f"{n} audit records, {len(rel.groups)} groups, {len(rel.classes)} classes, "
+        f"{len(rel.units_table)} units agree with the release",
+    )
+
+
+def _unit_count_problems(rel: _Release) -> list[str]:
+    k = rel.k
+    problems: list[str] = []
+    rows = _unit_rows(rel)
+    units = rel.units
+    subj = rel.subjects
+    disp = rel.disposal
+    classes = rel.classes
+    unit_class: dict[int, str] = {}
+    if len(classes) and "level" in classes and "unit" in classes:
+        for cid, lvl, u in zip(
+            _ids(classes["class_id"], "class id").tolist(),
+            classes["level"].astype(str),
+            classes["unit"].astype(str),
+            strict=True,
+        ):
+            if lvl == "unit":
+                unit_class[cid] = u
+    at_group = rel.gid >= 0
+    expected_released: dict[str, int] = {}
+
+    def add_counts(values: NDArray[np.object_] | pd.Series) -> None:
+        for u, c in pd.Series(values, dtype=object).astype(str).value_counts().items():
+            expected_released[str(u)] = expected_released.get(str(u), 0) + int(c)
+
+    add_counts(units[at_group])
+    cls_unit = np.array([unit_class.get(int(c), "") for c in rel.cid], dtype=object)
+    add_counts(cls_unit[(rel.cid >= 0) & (cls_unit != "")])
+    syn = rel.synthetic
+    if len(syn) and "unit" in syn:
+        add_counts(syn["unit"].dropna())
+    sup = disp == "suppressed"
+    frame = pd.DataFrame({"unit": units, "subject": subj, "sup": sup})
+    sup_subj = {
+        str(u): int(c) for u, c in frame[frame["sup"]].groupby("unit")["subject"].nunique().items()
+    }
+    totals = {str(u): int(c) for u, c in frame.groupby("unit").size().items()}
+    published = {str(r["unit"]): r for r in rows}
+    audit_units = set(totals)
+    if len(published) != len(rows):
+        problems.append("units.csv repeats a unit")
+    missing = audit_units - set(published)
+    extra = set(published) - audit_units
+    if missing:
+        problems.append(f"{len(missing)} units of the audit are absent from units.csv")
+    if extra:
+        problems.append(f"{len(extra)} units in units.csv have no audit records")
+    bad_rel = bad_sup = bad_tot = 0
+    for u in sorted(audit_units & set(published)):
+        r = published[u]
+        if r["released"] != expected_released.get(u, 0):
+            bad_rel += 1
+        s_true = int(sup_subj.get(u, 0))
+        s_pub = r["suppressed"]
+        if s_pub == LESS_THAN_K:
+            bad_sup += not 0 < s_true < k
+        elif s_pub != WITHHELD and s_pub != s_true:
+            bad_sup += 1
+        t_pub = r["source_total"]
+        if isinstance(t_pub, int) and t_pub != int(totals[u]):
+            bad_tot += 1
+    if bad_rel:
+        problems.append(f"{bad_rel} units publish a wrong released count")
+    if bad_sup:
+        problems.append(f"{bad_sup} units publish a wrong suppressed count")
+    if bad_tot:
+        problems.append(f"{bad_tot} units publish a wrong source_total")
+    return problems
+
+
+def _check_fixed_point(rel: _Release) -> CheckResult:
+    passes = rel.manifest.get("passes")
+    if not isinstance(passes, list) or not passes:
+        return CheckResult("fixed_point", False, "manifest passes is missing or empty")
+    if len(passes) > MAX_PASSES:
+        return CheckResult(
+            "fixed_point", False, f"{len(passes)} passes exceed the limit of {MAX_PASSES}"
+        )
+    last = passes[-1]
+    changed = last.get("changed") if isinstance(last, Mapping) else None
+    if isinstance(changed, bool) or not isinstance(changed, int):
+        return CheckResult("fixed_point", False, "the last pass has no integer 'changed'")
+    if changed != 0:
+        return CheckResult(
+            "fixed_point", False, f"the last of {len(passes)} passes changed {changed} labels"
+        )
+    audit_passes = rel.audit.get("passes")
+    if audit_passes is not None and audit_passes != passes:
+        return CheckResult("fixed_point", False, "manifest passes differ from the audit's")
+    return CheckResult(
+        "fixed_point",
+        True,
+        f"fixed point after {len(passes)} passes (last changed 0); group-level records share "
+        "their position with >= k subjects, so none re-classifies as an outlier",
+    )
+
+
+class _TableParser(html.parser.HTMLParser):
+    """Collects HTML tables as lists of rows of (text, is_header)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[tuple[str, bool]]]] = []
+        self._stack: list[list[list[tuple[str, bool]]]] = []
+        self._cell: list[str] | None = None
+        self._header = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self._stack.append([])
+        elif tag == "tr" and self._stack:
+            self._stack[-1].append([])
+        elif tag in ("td", "th") and self._stack:
+            if not self._stack[-1]:
+                self._stack[-1].append([])
+            self._cell = []
+            self._header = tag == "th"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._stack:
+            self._stack[-1][-1].append(("".join(self._cell).strip(), self._header))
+            self._cell = None
+        elif tag == "table" and self._stack:
+            self.tables.append(self._stack.pop())
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _small_int(cell: str, k: int) -> bool:
+    text = re.sub(r"[*_`\s]", "", cell).replace(",", "")
+    return text.isdigit() and 1 <= int(text) <= k - 1
+
+
+def _table_problems(rows: list[list[str]], header: list[str], k: int) -> int:
+    cols = [i for i, h in enumerate(header) if "suppress" in h.lower()]
+    return sum(1 for r in rows for i in cols if i < len(r) and _small_int(r[i], k))
+
+
+def _markdown_tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
+    block: list[list[str]] = []
+    for line in [*text.splitlines(), ""]:
+        s = line.strip()
+        if s.startswith("|"):
+            block.append([c.strip() for c in s.strip("|").split("|")])
+            continue
+        if block:
+            header, body = block[0], block[1:]
+            if body and all(re.fullmatch(r":?-{2,}:?", c or "--") for c in body[0]):
+                body = body[1:]
+            yield header, body
+            block = []
+
+
+def _phrase_problems(text: str, k: int) -> int:
+    n = 0
+    for pat in _SUPPRESSED_PHRASES:
+        for m in pat.finditer(text):
+            if _small_int(m.group(1), k):
+                n += 1
+    return n
+
+
+def _check_report_safety(rel: _Release) -> CheckResult:
+    k = rel.k
+    problems: list[str] = []
+    scanned: list[str] = []
+    notes = rel.rel / "RELEASE_NOTES.md"
+    if notes.is_file():
+        text = notes.read_text(encoding="utf-8", errors="replace")
+        scanned.append(notes.name)
+        n = sum(_table_problems(body, header, k) for header, body in _markdown_tables(text))
+        n += _phrase_problems(text, k)
+        if n:
+            problems.append(f"RELEASE_NOTES.md: {n} suppressed figures of 1..k-1")
+    else:
+        problems.append("release/RELEASE_NOTES.md is missing")
+    for page in sorted(rel.rel.glob("*.htm*")):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        scanned.append(page.name)
+        parser = _TableParser()
+        parser.feed(text)
+        parser.close()
+        n = 0
+        for table in parser.tables:
+            if not table:
+                continue
+            head_i = next((i for i, r in enumerate(table) if r and all(h for _, h in r)), None)
+            header = [t for t, _ in table[head_i]] if head_i is not None else []
+            if not header:
+                # no <th> row: take the first row as the header
+                header = [t for t, _ in table[0]]
+                head_i = 0
+            body = [[t for t, _ in r] for i, r in enumerate(table) if i != head_i]
+            n += _table_problems(body, header, k)
+        plain = re.sub(r"<[^>]+>", " ", text)
+        n += _phrase_problems(plain, k)
+        if n:
+            problems.append(f"{page.name}: {n} suppressed figures of 1..k-1")
+    units = rel.units_table
+    n_units = int(sum(_small_int(str(v), k) for v in units["suppressed"]))
+    if n_units:
+        problems.append(f"units.csv: {n_units} units publish 1..k-1 suppressed subjects")
+    scanned.append("units.csv")
+    s_subj, _ = _suppressed_subjects(rel)
+    if 0 < s_subj < k:
+        counts = rel.manifest.get("counts") or {}
+        if isinstance(counts, Mapping) and counts.get("suppressed") != LESS_THAN_K:
+            problems.append("manifest counts.suppressed should read '<k'")
+        if rel.manifest.get("suppressed_share", LESS_THAN_K) != LESS_THAN_K:
+            problems.append("manifest suppressed_share should read '<k'")
+    if problems:
+        return CheckResult("report_safety", False, "; ".join(problems))
+    return CheckResult(
+        "report_safety",
+        True,
+        f"no suppressed figure of 1..k-1 in {', '.join(scanned)} or the manifest",
+    )
+
+
+def _check_manifest(rel: _Release) -> CheckResult:
+    files = rel.manifest.get("files")
+    if not isinstance(files, Mapping):
+        return CheckResult("manifest", False, "manifest files is missing")
+    on_disk = {
+        p.relative_to(rel.rel).as_posix(): p
+        for p in rel.release_files()
+        if p.relative_to(rel.rel).as_posix() != "manifest.json"
+    }
+    unlisted = sorted(set(on_disk) - set(files))
+    missing = sorted(set(files) - set(on_disk))
+    wrong = sorted(
+        name
+        for name in set(on_disk) & set(files)
+        if str(files[name]).lower() != _sha256(on_disk[name])
+    )
+    problems: list[str] = []
+    if unlisted:
+        problems.append(f"{len(unlisted)} files not listed: {', '.join(unlisted[:5])}")
+    if missing:
+        problems.append(f"{len(missing)} listed files missing: {', '.join(missing[:5])}")
+    if wrong:
+        problems.append(f"{len(wrong)} sha256 mismatches: {', '.join(wrong[:5])}")
+    src_sha = rel.source.sha256
+    if src_sha and rel.manifest.get("input_sha256") != src_sha:
+        problems.append("input_sha256 differs from the source's checksum")
+    if problems:
+        return CheckResult("manifest", False, "; ".join(problems))
+    extra = " and the input checksum" if src_sha else ""
+    return CheckResult("manifest", True, f"{len(on_disk)} files match their sha256{extra}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_CHECK_FUNCS: dict[str, Callable[[_Release], CheckResult]] = {
+    "k_subjects": _check_k_subjects,
+    "extent": _check_extent,
+    "tau": _check_tau,
+    "unit_cap": _check_unit_cap,
+    "holes": _check_holes,
+    "no_leak": _check_no_leak,
+    "representation": _check_representation,
+    "counts": _check_counts,
+    "fixed_point": _check_fixed_point,
+    "report_safety": _check_report_safety,
+    "manifest": _check_manifest,
+}
+
+
+def _run(name: str, rel: _Release) -> CheckResult:
+    try:
+        return _CHECK_FUNCS[name](rel)
+    except _Unreadable as exc:
+        return CheckResult(name, False, f"cannot check: {exc}")
+    except InputError:
+        raise
+    except Exception as exc:  # a malformed release must fail the check, not crash verify
+        return CheckResult(name, False, f"cannot check: {type(exc).__name__} while reading")
+
+
+def verify_release(
+    directory: str | os.PathLike[str],
+    *,
+    source: PointTable | str | os.PathLike[str] | None = None,
+    tolerance_m: float = 0.0,
+    checks: Sequence[str] | None = None,
+) -> VerificationReport:
+    """Re-read a written release and run every check by name.
+
+    Parameters
+    ----------
+    directory
+        The directory that holds ``release/`` and ``audit/`` (a final release
+        or the writer's temporary build directory). The ``release/`` folder
+        itself is accepted too.
+    source
+        The source records: a :class:`~geokanon.io.read.PointTable`, or the
+        path of the source file (CSV or Parquet), re-read raw with the column
+        names in ``audit.json`` so subject ids and timestamps can be searched
+        for. ``None``: the audit's coordinates and subject codes are used.
+    tolerance_m
+        Slack in metres added to ``r_max_m`` in ``extent``; when > 0, a
+        representative within this distance of a member fails
+        ``representation``.
+    checks
+        Run only these checks (default: all of :data:`CHECKS`).
+
+    Returns
+    -------
+    VerificationReport
+        One :class:`CheckResult` per check; ``deterministic`` is listed as skipped.
+
+    Raises
+    ------
+    InputError
+        The directory holds no ``release/`` and ``audit/``, a check name is
+        unknown, or the source file cannot be read.
+
+    Examples
+    --------
+    >>> from tests.release_fixtures import minimal_release  # doctest: +SKIP
+    >>> report = verify_release(minimal_release(tmp_path).root)  # doctest: +SKIP
+    >>> report.passed, report.as_dict()["extent"]  # doctest: +SKIP
+    (True, True)
+    """
+    root = Path(directory)
+    if (
+        root.name == "release"
+        and not (root / "release").is_dir()
+        and (root.parent / "audit").is_dir()
+    ):
+        root = root.parent
+    if not (root / "release").is_dir() or not (root / "audit").is_dir():
+        raise InputError(
+            f"{str(root)!r} is not a release directory: it must hold release/ and audit/ "
+            "(give the directory passed to 'geokanon release --out')"
+        )
+    if not math.isfinite(tolerance_m) or tolerance_m < 0:
+        raise InputError(f"tolerance_m must be a finite number >= 0, got {tolerance_m!r}")
+    names = tuple(CHECKS if checks is None else checks)
+    unknown = [n for n in names if n not in _CHECK_FUNCS]
+    if unknown:
+        raise InputError(f"unknown checks {unknown}; the checks are {list(CHECKS)}")
+    src: PointTable | Path | None
+    if source is None or isinstance(source, PointTable):
+        src = source
+    else:
+        src = Path(source)
+        if not src.is_file():
+            raise InputError(f"source file {str(src)!r} does not exist")
+    rel = _Release(root, src, tolerance_m)
+    if isinstance(src, Path):
+        try:
+            _ = rel.source
+        except _Unreadable:
+            pass
+    return VerificationReport(tuple(_run(n, rel) for n in CHECKS if n in names))
