@@ -1,0 +1,140 @@
+"""Benchmark: a k x r_max sweep against single classifications, on clustered points.
+
+The sweep computes the distinct-subject neighbour distances once, for the largest
+k and the widest search radius, and reads every cell from them. The target (issue
+7) is a 4 x 4 sweep on 1e6 records in at most twice the time of one
+classification. The script prints one table: wall time (best of ``--repeat``),
+the ratio to one classification, peak traced memory, and whether every sweep cell
+equals its direct classification.
+
+Run::
+
+    python -m benchmarks.bench_sweep                 # 1e6 points, 4 x 4
+    python -m benchmarks.bench_sweep --n 20000       # toy size (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+import tracemalloc
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from benchmarks.synthetic import clustered_points
+from geokanon.classify import cap_verdict, classify, unit_table
+from geokanon.policy import Label, OutlierPolicy
+from geokanon.sweep import parse_list, sweep
+
+
+def _timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
+    """Best wall time of ``repeat`` runs, peak traced memory (MiB) of the first, last result."""
+    best = float("inf")
+    peak = 0.0
+    out = None
+    for i in range(repeat):
+        gc.collect()
+        if i == 0:
+            tracemalloc.start()
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+        if i == 0:
+            peak = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
+    return best, peak, out
+
+
+def _one_cell(x, y, codes, names, policy):
+    """What one ``geokanon classify`` does after reading: labels, unit table, verdict."""
+    cls = classify(x, y, policy)
+    sup = cls.labels == Label.SUPPRESS
+    table = unit_table(sup, codes, names)
+    verdict = cap_verdict(sup, cls.labels != Label.OK, table, policy, warn=False)
+    return cls.counts(), verdict
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the benchmark table."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000, help="records (1e6)")
+    ap.add_argument("--k", default="3,5,7,10", help="values of k (3,5,7,10)")
+    ap.add_argument("--r-max", default="100,250,500,1000", help="values of r_max, m")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; best is kept")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    ks = parse_list(args.k, name="--k", kind=int)
+    rs = parse_list(args.r_max, name="--r-max")
+
+    x, y, codes = clustered_points(args.n, seed=args.seed)
+    names = np.array([str(u) for u in range(int(codes.max()) + 1)], dtype=object)
+    base = OutlierPolicy(k=ks[0], r_max_m=rs[0])
+    # Compile (numba caches) outside the timings.
+    warm = slice(0, min(args.n, 5_000))
+    sweep(x[warm], y[warm], ks, rs, base, unit_codes=codes[warm], unit_names=names)
+    warnings.simplefilter("ignore")
+
+    rows: list[tuple[str, float, float]] = []
+    singles: dict[tuple[int, float], float] = {}
+    direct: dict[tuple[int, float], Any] = {}
+    for k in ks:
+        for r in rs:
+            pol = base.replace(k=k, r_max_m=r)
+            t, peak, out = _timed(lambda pol=pol: _one_cell(x, y, codes, names, pol), args.repeat)
+            singles[(k, r)] = t
+            direct[(k, r)] = out
+    mid = (ks[(len(ks) - 1) // 2], rs[(len(rs) - 1) // 2])
+    big = (ks[-1], rs[-1])
+    median = statistics.median(singles.values())
+    t_sweep, peak_sweep, res = _timed(
+        lambda: sweep(x, y, ks, rs, base, unit_codes=codes, unit_names=names), args.repeat
+    )
+    _, peak_big, _ = _timed(
+        lambda: _one_cell(x, y, codes, names, base.replace(k=big[0], r_max_m=big[1])), 1
+    )
+    same = all(
+        res.cell(k, r).counts == direct[(k, r)][0]
+        and res.cell(k, r).suppressed_share == direct[(k, r)][1].suppressed_share
+        and res.cell(k, r).worst_unit_share == direct[(k, r)][1].worst_unit_share
+        for k in ks
+        for r in rs
+    )
+    rows.append(
+        (f"classify k={mid[0]}, r_max={mid[1]:g} (middle cell)", singles[mid], float("nan"))
+    )
+    rows.append((f"classify k={big[0]}, r_max={big[1]:g} (largest cell)", singles[big], peak_big))
+    rows.append(("classify, median over the cells", median, float("nan")))
+    rows.append(
+        (f"{len(ks) * len(rs)} separate classifications", sum(singles.values()), float("nan"))
+    )
+    rows.append((f"sweep {len(ks)} x {len(rs)} (one neighbour search)", t_sweep, peak_sweep))
+
+    print(
+        f"bench_sweep: {args.n:,} clustered points, {names.size} units, k in {ks}, "
+        f"r_max in {[f'{r:g}' for r in rs]} m; best of {args.repeat}"
+    )
+    print(
+        f"{'what':<47}{'time s':>9}{'x middle':>10}{'x median':>10}{'x largest':>11}"
+        f"{'peak MiB':>10}"
+    )
+    for what, t, peak in rows:
+        mem = "-" if peak != peak else f"{peak:.0f}"
+        print(
+            f"{what:<47}{t:>9.2f}{t / singles[mid]:>10.2f}{t / median:>10.2f}"
+            f"{t / singles[big]:>11.2f}{mem:>10}"
+        )
+    print(f"every sweep cell equals its direct classification: {'yes' if same else 'NO'}")
+    target = t_sweep <= 2.0 * singles[mid]
+    print(
+        f"target (sweep <= 2 x one classification, middle cell): "
+        f"{'met' if target else 'missed'} ({t_sweep / singles[mid]:.2f} x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
