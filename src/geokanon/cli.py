@@ -402,8 +402,17 @@ def _print_sweep(result: Any, out: Any) -> None:
         )
         if full:
             d = c.mean_displacement_m
-            line += "         -" if d is None or d != d else f"{d:>9.1f} m"
+            if c.fixed_point is False:
+                line += "  no fixed point"
+            else:
+                line += "         -" if d is None or d != d else f"{d:>9.1f} m"
         print(line.rstrip(), file=out)
+    if full and any(c.fixed_point is False for c in result.cells):
+        print(
+            "no fixed point: the release core's labels did not settle within 5 passes; "
+            "a release with those parameters would be refused as unsatisfiable",
+            file=out,
+        )
     print(result.recommendation(), file=out)
 
 

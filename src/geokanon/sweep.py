@@ -64,7 +64,11 @@ class SweepCell:
         Mean displacement the mask gave the records (0 without a mask).
     mean_displacement_m
         With ``full``: mean distance from a grouped record's true location to
-        its group's published representative (``None`` when not computed).
+        its group's published representative (``None`` when not computed,
+        ``NaN`` when the release core found no fixed point or no group).
+    fixed_point
+        With ``full``: whether the release core reached its fixed point within
+        the pass limit (``False``: the release would be refused as unsatisfiable).
     """
 
     mask: str
@@ -81,6 +85,7 @@ class SweepCell:
     disposal_share: float
     mask_mean_m: float
     mean_displacement_m: float | None = None
+    fixed_point: bool | None = None
 
     @property
     def passes(self) -> bool:
@@ -105,6 +110,7 @@ class SweepCell:
                 "disposal_share": self.disposal_share,
                 "mask_mean_m": self.mask_mean_m,
                 "mean_displacement_m": self.mean_displacement_m,
+                "fixed_point": self.fixed_point,
             }
         )
         return row
@@ -433,9 +439,9 @@ def sweep(
                 table = unit_table(suppressed, codes, names, subj)
                 verdict = cap_verdict(suppressed, labels != Label.OK, table, pol, subj, warn=False)
                 c = np.bincount(labels, minlength=len(Label))
-                displacement = None
+                displacement = fixed = None
                 if run_core is not None:
-                    displacement = _mean_displacement(
+                    displacement, fixed = _mean_displacement(
                         run_core, xa, ya, mx, my, pol, subj, t_arr, codes, names
                     )
                 cells.append(
@@ -454,6 +460,7 @@ def sweep(
                         disposal_share=verdict.disposal_share,
                         mask_mean_m=mask_mean,
                         mean_displacement_m=displacement,
+                        fixed_point=fixed,
                     )
                 )
     cells.sort(key=lambda c: (c.mask_index, c.k, c.r_max_m))
@@ -511,8 +518,11 @@ def _mean_displacement(
     times: NDArray[np.float64] | None,
     codes: NDArray[np.int64],
     names: NDArray[np.object_],
-) -> float:
-    """Mean distance from each grouped record's true location to its representative."""
+) -> tuple[float, bool]:
+    """Mean distance from each grouped record's true location to its representative.
+
+    Also whether the core reached its fixed point (``NaN, False`` when it did not).
+    """
     from geokanon.errors import Unsatisfiable
 
     with warnings.catch_warnings():
@@ -523,11 +533,11 @@ def _mean_displacement(
                 unit_names=names, enforce_caps=False,
             )  # fmt: skip
         except Unsatisfiable:
-            return math.nan
+            return math.nan, False
     gid = np.asarray(core.group_id, dtype=np.int64)
     grouped = gid >= 0
     if not grouped.any():
-        return math.nan
+        return math.nan, True
     gx = np.asarray(core.group_x, dtype=np.float64)[gid[grouped]]
     gy = np.asarray(core.group_y, dtype=np.float64)[gid[grouped]]
-    return float(np.hypot(x[grouped] - gx, y[grouped] - gy).mean())
+    return float(np.hypot(x[grouped] - gx, y[grouped] - gy).mean()), True

@@ -202,6 +202,13 @@ def test_full_reports_mean_displacement_within_r_max():
                     unit_names=names, full=True)  # fmt: skip
     except InputError as exc:  # pragma: no cover - depends on the release core
         pytest.skip(str(exc))
-    d = res.cells[0].mean_displacement_m
-    assert d is not None
-    assert math.isnan(d) or 0.0 < d <= 400.0
+    cell = res.cells[0]
+    d = cell.mean_displacement_m
+    assert d is not None and cell.fixed_point in (True, False)
+    if cell.fixed_point:
+        # Every grouped record lies within r_max of its representative.
+        assert 0.0 < d <= 400.0
+    else:
+        assert math.isnan(d)
+    plain = sweep(x, y, [3], [400.0], pol, subjects=subj, unit_codes=units, unit_names=names)
+    assert plain.cells[0].mean_displacement_m is None and plain.cells[0].fixed_point is None

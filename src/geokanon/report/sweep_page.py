@@ -191,7 +191,8 @@ def sweep_html(result: SweepResult, svg: str) -> str:
         ]
         if full:
             d = c.mean_displacement_m
-            cells.append(f"<td>{'-' if d is None or d != d else f'{d:.1f}'}</td>")
+            text = "-" if d is None or d != d else f"{d:.1f}"
+            cells.append(f"<td>{'no fixed point' if c.fixed_point is False else text}</td>")
         cls = ' class="pass"' if c.passes else ""
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
