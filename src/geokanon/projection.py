@@ -79,7 +79,7 @@ def parse_crs(text: str | pyproj.CRS, *, flag: str = "--crs") -> pyproj.CRS:
 
 
 def crs_to_string(crs: pyproj.CRS) -> str:
-    """Short, re-readable name of a CRS: ``AUTH:CODE`` when it has one, else a PROJ string.
+    """Short, re-readable name of a CRS: ``AUTH:CODE`` when it has one, else its PROJ string or WKT.
 
     Examples
     --------
@@ -89,8 +89,9 @@ def crs_to_string(crs: pyproj.CRS) -> str:
     auth = crs.to_authority(min_confidence=100)
     if auth is not None:
         return f"{auth[0]}:{auth[1]}"
-    proj4 = crs.to_proj4() if crs.is_projected else None
-    return proj4 if proj4 else crs.to_wkt()
+    if crs.srs.startswith("+proj"):
+        return str(crs.srs)
+    return str(crs.to_wkt())
 
 
 def frame_crs(frame: object) -> str | None:

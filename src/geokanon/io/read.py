@@ -60,6 +60,8 @@ _LONLAT_NAMES = {*_LON_NAMES, *_LAT_NAMES}
 _GEOM_A, _GEOM_B = "__geometry_x__", "__geometry_y__"
 #: Coordinates spanning fewer units than this under a metric CRS look like kilometres.
 MIN_METRIC_SPAN = 100.0
+#: ... when they are also smaller than this (40,000 km is the Earth's circumference).
+MAX_KM_MAGNITUDE = 40_000.0
 #: Margin (degrees) around a CRS's area of use within which points are accepted silently.
 AREA_MARGIN_DEG = 0.5
 CSV_SUFFIXES = (".csv", ".txt", ".tsv", ".csv.gz", ".tsv.gz", ".txt.gz")
@@ -300,7 +302,7 @@ def _missing_column(name: str, columns: list[str], role: str, flag: str) -> Inpu
         folded = {c.casefold().strip(): c for c in columns}
         if name.casefold().strip() in folded:
             close = [folded[name.casefold().strip()]]
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = f"; did you mean {close[0]!r}?" if close else "."
     return InputError(
         f"{role} column {name!r} is not in the input{hint} Give the right name with {flag} "
         f"(the input has {len(columns)} columns: {', '.join(map(repr, columns[:12]))})"
@@ -385,7 +387,7 @@ def _open_csv(p: Path, suffix: str, opts: ReadOptions) -> _Source:
     as_text = {c: "string" for c in (opts.subject, opts.unit, opts.time) if c in columns}
 
     def chunks() -> Iterator[pd.DataFrame]:
-        reader = pd.read_csv(p, sep=sep, chunksize=opts.chunksize, dtype=as_text)
+        reader = pd.read_csv(p, sep=sep, chunksize=opts.chunksize, dtype=as_text, index_col=False)
         with reader:
             yield from reader
 
@@ -560,6 +562,9 @@ def _resolve_roles(src: _Source, opts: ReadOptions, units_crs: str | None) -> _R
             )
         return _Roles(opts.lon, opts.lat, True, crs_text or "EPSG:4326", opts.lon, opts.lat)
     if opts.x is not None and opts.y is not None:
+        if crs_text is None and units_crs is not None:
+            crs_text = _adopt_units_crs(units_crs)
+            geographic_crs = is_geographic(parse_crs(crs_text))
         return _Roles(opts.x, opts.y, geographic_crs, crs_text, opts.x, opts.y)
     if src.geometry:
         if crs_text is None and units_crs is not None:
@@ -579,7 +584,12 @@ def _resolve_roles(src: _Source, opts: ReadOptions, units_crs: str | None) -> _R
                 "EPSG:4326) or name the projected columns with --x/--y"
             )
         return _Roles(found[0], found[1], True, crs_text or "EPSG:4326", found[0], found[1])
-    raise _missing_column("x" if "x" not in cols else "y", cols, "x", "--x (or --lon/--lat)")
+    if "x" in cols or "y" in cols:
+        raise _missing_column("x" if "x" not in cols else "y", cols, "coordinate", "--x/--y")
+    err = _missing_column("x", cols, "x", "--x/--y (projected) or --lon/--lat (degrees)")
+    raise InputError(
+        str(err).replace("is not in the input", "is not in the input, nor are lon/lat columns")
+    )
 
 
 def _adopt_units_crs(units_crs: str) -> str:
@@ -635,39 +645,54 @@ def _collect(src: _Source, roles: _Roles, opts: ReadOptions, kind: str) -> _Coll
     out = _Collected()
     used = {roles.a, roles.b, opts.subject, opts.time, opts.unit, _GEOM_A, _GEOM_B}
     try:
-        for chunk in src.chunks:
-            if len(chunk) == 0:
-                continue
-            a, bad_a, ca = _numeric(chunk[roles.a], roles.label_a)
-            b, bad_b, cb = _numeric(chunk[roles.b], roles.label_b)
-            out.a.append(a)
-            out.b.append(b)
-            out.bad_a.append(bad_a)
-            out.bad_b.append(bad_b)
-            out.comma_a |= ca
-            out.comma_b |= cb
-            for role, store in (
-                (opts.subject, out.subject),
-                (opts.time, out.time),
-                (opts.unit, out.unit),
-            ):
-                if role is not None:
-                    store.append(chunk[role].reset_index(drop=True))
-            attrs = chunk[[c for c in chunk.columns if c not in used]]
-            out.attrs.append(attrs.reset_index(drop=True))
-            try:
-                hashed = pd.util.hash_pandas_object(chunk, index=False)
-                out.hashes.append(np.asarray(hashed.to_numpy(), dtype=np.uint64))
-            except TypeError:  # unhashable cells (lists in Parquet): no duplicate check
-                out.hashes.append(np.arange(out.n, out.n + len(chunk), dtype=np.uint64))
-            out.n += len(chunk)
+        with warnings.catch_warnings():
+            # a row with more fields than the header would be cut silently: refuse it
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            _collect_chunks(src, roles, opts, out, used)
     except InputError:
         raise
+    except pd.errors.ParserWarning:
+        raise InputError(
+            f"input {src.name!r} has rows with more fields than the header (decimal commas, "
+            "or a separator inside an unquoted value?); quote such values or write decimals "
+            "with a point"
+        ) from None
     except pd.errors.EmptyDataError:
         raise InputError(f"input {src.name!r} is empty; nothing to do") from None
     except (OSError, ValueError, UnicodeDecodeError, csv.Error, OverflowError) as exc:
         raise _read_error(src.name, kind, exc) from None
     return out
+
+
+def _collect_chunks(
+    src: _Source, roles: _Roles, opts: ReadOptions, out: _Collected, used: set[str | None]
+) -> None:
+    for chunk in src.chunks:
+        if len(chunk) == 0:
+            continue
+        a, bad_a, ca = _numeric(chunk[roles.a], roles.label_a)
+        b, bad_b, cb = _numeric(chunk[roles.b], roles.label_b)
+        out.a.append(a)
+        out.b.append(b)
+        out.bad_a.append(bad_a)
+        out.bad_b.append(bad_b)
+        out.comma_a |= ca
+        out.comma_b |= cb
+        for role, store in (
+            (opts.subject, out.subject),
+            (opts.time, out.time),
+            (opts.unit, out.unit),
+        ):
+            if role is not None:
+                store.append(chunk[role].reset_index(drop=True))
+        attrs = chunk[[c for c in chunk.columns if c not in used]]
+        out.attrs.append(attrs.reset_index(drop=True))
+        try:
+            hashed = pd.util.hash_pandas_object(chunk, index=False)
+            out.hashes.append(np.asarray(hashed.to_numpy(), dtype=np.uint64))
+        except TypeError:  # unhashable cells (lists in Parquet): no duplicate check
+            out.hashes.append(np.arange(out.n, out.n + len(chunk), dtype=np.uint64))
+        out.n += len(chunk)
 
 
 def _concat(parts: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
@@ -787,7 +812,8 @@ def _check_projected(
             "projects them to a local metric CRS), or project the input to a metric CRS first"
         )
     span = max(float(np.ptp(a)), float(np.ptp(b)))
-    if opts.coord_scale is None and 0 < span < MIN_METRIC_SPAN:
+    size = max(float(np.abs(a).max()), float(np.abs(b).max()))
+    if opts.coord_scale is None and 0 < span < MIN_METRIC_SPAN and size < MAX_KM_MAGNITUDE:
         raise InputError(
             f"the coordinates span only {span:.3g} units, though they are taken as metres: they "
             "look like kilometres (or another unit), not metres; give --coord-scale 1000 if "
@@ -888,18 +914,18 @@ def _times(raw: pd.Series, col: str, timezone: str | None, notes: list[str]) -> 
             f"do (rows {_row_list(~has_offset)}); give every time with an offset, or none and "
             "--timezone"
         )
+    if has_offset.all():
+        if timezone is not None:
+            _ignore_timezone(col, notes)
+    elif timezone is None:
+        raise InputError(
+            f"times in {col!r} carry no time zone; give --timezone (e.g. --timezone "
+            "Europe/Amsterdam, or UTC), or write them with an offset such as 'Z' or '+02:00'"
+        )
     try:
         if has_offset.all():
-            if timezone is not None:
-                _ignore_timezone(col, notes)
             parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
         else:
-            if timezone is None:
-                raise InputError(
-                    f"times in {col!r} carry no time zone; give --timezone (e.g. --timezone "
-                    "Europe/Amsterdam, or UTC), or write them with an offset such as 'Z' or "
-                    "'+02:00'"
-                )
             parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
     except (ValueError, OverflowError, TypeError):
         parsed = pd.Series(pd.NaT, index=text.index)
@@ -907,7 +933,7 @@ def _times(raw: pd.Series, col: str, timezone: str | None, notes: list[str]) -> 
     if bad.any():
         raise InputError(
             f"{int(bad.sum())} times in {col!r} are not ISO 8601 or epoch seconds "
-            f"(rows {_row_list(bad)}); write them like 2024-03-01T14:30:00Z"
+            f"(rows {_row_list(bad)}); write them like YYYY-MM-DDThh:mm:ssZ"
         )
     if not has_offset.all():
         parsed = _localise(parsed, col, timezone)
@@ -987,16 +1013,17 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
     b = _concat(got.b, np.float64)
     _check_numbers(a, _concat(got.bad_a, bool), got.comma_a, roles.label_a)
     _check_numbers(b, _concat(got.bad_b, bool), got.comma_b, roles.label_b)
+    scale = 1.0 if opts.coord_scale is None else float(opts.coord_scale)
+    if scale != 1.0:
+        with np.errstate(over="ignore"):
+            a = a * scale
+            b = b * scale
     bad = ~(np.isfinite(a) & np.isfinite(b))
     if bad.any():
         raise InputError(
             f"{int(bad.sum())} records have missing, NaN or infinite coordinates "
             f"(rows {_row_list(bad)}); drop or fix them"
         )
-    scale = 1.0 if opts.coord_scale is None else float(opts.coord_scale)
-    if scale != 1.0:
-        a = a * scale
-        b = b * scale
     if roles.geographic:
         _check_geographic(a, b, roles)
     else:

@@ -239,10 +239,11 @@ def polygon_units(
             f"{n_out} of {n} records ({100 * n_out / n:.1f}%) fall in no polygon of {p.name!r}; "
             f"the points and the unit polygons are not in the same place{hint}"
         )
-    codes_poly, uniq = pd.factorize(pd.Series(names_str), sort=True)
+    # only units that hold a record: an empty unit is no class and has no share
+    codes_in, uniq = pd.factorize(pd.Series(names_str[poly_index[~outside]]), sort=True)
     names = np.asarray(uniq, dtype=object)
     codes = np.full(n, -1, dtype=np.int64)
-    codes[~outside] = codes_poly[poly_index[~outside]]
+    codes[~outside] = codes_in
     if n_out:
         names = np.append(names, UNASSIGNED).astype(object)
         codes[outside] = names.size - 1
