@@ -75,6 +75,7 @@ def _input_options() -> argparse.ArgumentParser:
     g.add_argument("--units", type=Path, help="unit polygon file (GeoPackage, GeoJSON, ...)")
     g.add_argument("--unit-id", help="unit id column of the --units file")
     g.add_argument("--unit-grid", type=float, metavar="M", help="square grid cells of M metres")
+    g.add_argument("--study-area", type=Path, help="polygon file; records outside are refused")
     return p
 
 
@@ -112,7 +113,7 @@ def _read_input(args: argparse.Namespace) -> Any:
         args.input, x=args.x, y=args.y, lon=args.lon, lat=args.lat, subject=args.subject,
         time=args.time, unit=args.unit, crs=args.crs, units=args.units, unit_id=args.unit_id,
         unit_grid_m=args.unit_grid, timezone=args.timezone, coord_scale=args.coord_scale,
-        working_crs=args.working_crs, output_crs=args.output_crs,
+        working_crs=args.working_crs, output_crs=args.output_crs, study_area=args.study_area,
     )  # fmt: skip
     r_max = getattr(args, "r_max_m", None)
     if isinstance(r_max, int | float) and not isinstance(r_max, bool):

@@ -554,3 +554,22 @@ def test_cli_lonlat_classify_and_refusal(tmp_path, capsys):
     assert code == 2
     assert "degrees would be about 222 m" in capsys.readouterr().err
     assert listing(tmp_path) == before
+
+
+def test_study_area_refuses_points_outside_and_spots_swapped_lonlat(tmp_path):
+    area = tmp_path / "area" / "amersfoort.geojson"
+    area.parent.mkdir()
+    gpd.GeoDataFrame(geometry=[shapely.box(5.2, 52.0, 5.6, 52.3)], crs=4326).to_file(area)
+    ll = lonlat_frame()
+    assert len(table_from_frame(ll, study_area=area)) == 6
+    before = listing(tmp_path)
+    swapped = ll.rename(columns={"lon": "lat", "lat": "lon"})  # both still valid degrees
+    with pytest.raises(InputError) as info:
+        table_from_frame(swapped, study_area=area)
+    assert "6 of 6 records lie outside the study area 'amersfoort.geojson'" in str(info.value)
+    assert "look swapped" in str(info.value)
+    rd = rd_frame()
+    rd.loc[2, "x"] += 100_000
+    with pytest.raises(InputError, match=r"1 of 6 records .* \(rows 3\); check --crs"):
+        table_from_frame(rd, crs="EPSG:28992", study_area=area)
+    assert listing(tmp_path) == before

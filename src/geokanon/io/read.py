@@ -177,6 +177,8 @@ class ReadOptions:
         Metric CRS for distance work instead of the automatic choice (lon/lat input).
     output_crs
         CRS of published coordinates (default: the input's).
+    study_area
+        Polygon file of the declared study area: records outside it are refused.
 
     Examples
     --------
@@ -205,6 +207,7 @@ class ReadOptions:
     chunksize: int = 500_000
     working_crs: str | None = None
     output_crs: str | None = None
+    study_area: str | Path | None = None
 
     def __post_init__(self) -> None:
         for one, other, f1, f2 in (
@@ -1001,7 +1004,7 @@ def _duplicates(hashes: NDArray[np.uint64], notes: list[str]) -> None:
 
 
 def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) -> PointTable:
-    from geokanon.io.units import grid_units, polygon_units, units_file_crs
+    from geokanon.io.units import check_study_area, grid_units, polygon_units, units_file_crs
 
     units_crs = units_file_crs(opts.units) if opts.units is not None else None
     roles = _resolve_roles(src, opts, units_crs)
@@ -1028,8 +1031,10 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         _check_geographic(a, b, roles)
     else:
         _check_projected(a, b, roles, opts, notes)
-    # the metric working CRS
     source = roles.crs
+    if opts.study_area is not None:
+        check_study_area(a, b, points_crs=source, path=opts.study_area)
+    # the metric working CRS
     if source is None or (is_metric(parse_crs(source)) and opts.working_crs is None):
         working = source
         x, y = a, b
@@ -1131,7 +1136,8 @@ def table_from_frame(
         Checksum of the source, for the manifest.
     **options
         Any other :class:`ReadOptions` field (``lon``, ``lat``, ``units``, ``unit_id``,
-        ``unit_grid_m``, ``timezone``, ``coord_scale``, ``working_crs``, ``output_crs``).
+        ``unit_grid_m``, ``timezone``, ``coord_scale``, ``working_crs``, ``output_crs``,
+        ``study_area``).
 
     Returns
     -------
@@ -1175,6 +1181,7 @@ def read_points(
     chunksize: int = 500_000,
     working_crs: str | None = None,
     output_crs: str | None = None,
+    study_area: str | Path | None = None,
 ) -> PointTable:
     """Read a file of point records into a :class:`PointTable` in metres.
 
@@ -1208,6 +1215,8 @@ def read_points(
         Metric CRS for distance work, instead of the automatic choice.
     output_crs
         CRS for published coordinates (default: the input's).
+    study_area
+        Polygon file of the declared study area; records outside it are refused.
 
     Returns
     -------
@@ -1232,7 +1241,7 @@ def read_points(
         x=x, y=y, lon=lon, lat=lat, subject=subject, time=time, unit=unit, crs=crs,
         units=units, unit_id=unit_id, unit_grid_m=unit_grid_m, timezone=timezone,
         coord_scale=coord_scale, chunksize=chunksize, working_crs=working_crs,
-        output_crs=output_crs,
+        output_crs=output_crs, study_area=study_area,
     )  # fmt: skip
     p = Path(path)
     if not p.exists():

@@ -24,7 +24,14 @@ from numpy.typing import NDArray
 from geokanon.errors import InputError
 from geokanon.projection import crs_to_string, frame_crs, parse_crs, transformer
 
-__all__ = ["UNASSIGNED", "UnitAssignment", "grid_units", "polygon_units", "units_file_crs"]
+__all__ = [
+    "UNASSIGNED",
+    "UnitAssignment",
+    "check_study_area",
+    "grid_units",
+    "polygon_units",
+    "units_file_crs",
+]
 
 #: Name of the unit that collects points in no polygon.
 UNASSIGNED = "unassigned"
@@ -322,3 +329,93 @@ def grid_units(x: NDArray[np.float64], y: NDArray[np.float64], cell_m: float) ->
         [f"E{i * cell_m:.0f}_N{j * cell_m:.0f}" for i, j in uniq.tolist()], dtype=object
     )
     return UnitAssignment(codes=codes.astype(np.int64), names=names)
+
+
+def check_study_area(
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    *,
+    points_crs: str | None,
+    path: str | Path,
+) -> None:
+    """Refuse records outside the declared study area (any polygon of the file).
+
+    Parameters
+    ----------
+    a, b
+        Point coordinates (x/lon first) in ``points_crs``.
+    points_crs
+        CRS of the points; ``None`` means the study-area file's CRS.
+    path
+        Polygon file of the study area.
+
+    Raises
+    ------
+    InputError
+        Records outside every polygon: the count, the rows and the likely cause
+        (swapped columns when exchanging them would put the points inside).
+
+    Examples
+    --------
+    >>> import numpy as np, geopandas as gpd, shapely, tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "area.gpkg")
+    >>> gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 100, 50)], crs="EPSG:28992").to_file(f)
+    >>> check_study_area(np.array([10.0]), np.array([20.0]), points_crs="EPSG:28992", path=f)
+    >>> check_study_area(np.array([20.0]), np.array([70.0]), points_crs="EPSG:28992", path=f)
+    Traceback (most recent call last):
+    ...
+    geokanon.errors.InputError: 1 of 1 records lie outside the study area 'area.gpkg' (rows 1); \
+with x and y exchanged they would lie inside: the coordinate columns look swapped (exchange \
+--x/--y or --lon/--lat)
+    """
+    import pyogrio
+
+    p = Path(path)
+    if p.suffix.lower() in (".parquet", ".geoparquet", ".pq"):
+        frame = _read_geoparquet(p, None)
+    else:
+        _open_info(p)
+        try:
+            frame = pyogrio.read_dataframe(p, columns=[])
+        except Exception as exc:
+            raise InputError(
+                f"study area file {p.name!r} could not be read ({type(exc).__name__})"
+            ) from None
+    if len(frame) == 0:
+        raise InputError(f"study area file {p.name!r} has no features; give a polygon file")
+    geoms = np.asarray(frame.geometry.values, dtype=object)
+    missing = np.asarray(shapely.is_missing(geoms) | shapely.is_empty(geoms))
+    types = shapely.get_type_id(geoms)
+    if (~missing & ~np.isin(types, (3, 6))).any():
+        raise InputError(f"the study area file {p.name!r} holds features that are not polygons")
+    invalid = ~missing & ~np.asarray(shapely.is_valid(geoms))
+    if invalid.any():
+        geoms = geoms.copy()
+        geoms[invalid] = shapely.make_valid(
+            geoms[invalid], method="structure", keep_collapsed=False
+        )
+    area_crs = frame_crs(frame)
+    if points_crs is not None and area_crs is not None and points_crs != area_crs:
+        with np.errstate(all="ignore"):
+            pa, pb = transformer(points_crs, area_crs).transform(a, b)
+        pa, pb = np.asarray(pa, dtype=np.float64), np.asarray(pb, dtype=np.float64)
+    else:
+        pa, pb = a, b
+    outside = _first_match(pa, pb, geoms, missing) < 0
+    if not outside.any():
+        return
+    n_out, n = int(outside.sum()), int(a.size)
+    if points_crs is not None and area_crs is not None and points_crs != area_crs:
+        swapped = _swapped_hits(a[outside], b[outside], points_crs, area_crs, geoms, missing)
+    else:
+        swapped = int((_first_match(pb[outside], pa[outside], geoms, missing) >= 0).sum())
+    hint = (
+        "with x and y exchanged they would lie inside: the coordinate columns look swapped "
+        "(exchange --x/--y or --lon/--lat)"
+        if swapped > n_out / 2
+        else "check --crs and the study area file, or drop these records"
+    )
+    raise InputError(
+        f"{n_out} of {n} records lie outside the study area {p.name!r} (rows {_rows(outside)}); "
+        f"{hint}"
+    )
