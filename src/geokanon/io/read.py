@@ -640,7 +640,6 @@ class _Collected:
     time: list[pd.Series] = field(default_factory=list)
     unit: list[pd.Series] = field(default_factory=list)
     attrs: list[pd.DataFrame] = field(default_factory=list)
-    hashes: list[NDArray[np.uint64]] = field(default_factory=list)
     n: int = 0
 
 
@@ -690,11 +689,6 @@ def _collect_chunks(
                 store.append(chunk[role].reset_index(drop=True))
         attrs = chunk[[c for c in chunk.columns if c not in used]]
         out.attrs.append(attrs.reset_index(drop=True))
-        try:
-            hashed = pd.util.hash_pandas_object(chunk, index=False)
-            out.hashes.append(np.asarray(hashed.to_numpy(), dtype=np.uint64))
-        except TypeError:  # unhashable cells (lists in Parquet): no duplicate check
-            out.hashes.append(np.arange(out.n, out.n + len(chunk), dtype=np.uint64))
         out.n += len(chunk)
 
 
@@ -734,6 +728,28 @@ def _in_area(lon: NDArray[np.float64], lat: NDArray[np.float64], crs: pyproj.CRS
     return np.asarray(lat_ok & lon_ok & np.isfinite(lon) & np.isfinite(lat))
 
 
+def _area_box(crs: pyproj.CRS, crs_text: str) -> tuple[float, float, float, float] | None:
+    """The area of use (plus the margin) as a box in the CRS's own coordinates, if it has one."""
+    area = crs.area_of_use
+    if area is None or area.west > area.east or not crs.is_projected:
+        return None
+    m = AREA_MARGIN_DEG
+    try:
+        with np.errstate(all="ignore"):
+            box = transformer("EPSG:4326", crs_text).transform_bounds(
+                max(area.west - m, -180.0),
+                max(area.south - m, -90.0),
+                min(area.east + m, 180.0),
+                min(area.north + m, 90.0),
+                densify_pts=21,
+            )
+    except pyproj.exceptions.ProjError:
+        return None
+    if not all(math.isfinite(v) for v in box):
+        return None
+    return (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+
+
 def _to_lonlat(
     a: NDArray[np.float64], b: NDArray[np.float64], crs: str
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -749,15 +765,26 @@ def _check_area_of_use(
     crs = parse_crs(crs_text)
     if crs.area_of_use is None:
         return
-    lon, lat = _to_lonlat(a, b, crs_text)
-    inside = _in_area(lon, lat, crs)
-    if inside is None or inside.all():
-        return
-    out = ~inside
+    box = _area_box(crs, crs_text)
+    if box is not None:  # fast: compare in the CRS's own units; transform only the outsiders
+        xmin, ymin, xmax, ymax = box
+        out = ~((a >= xmin) & (a <= xmax) & (b >= ymin) & (b <= ymax))
+        if not out.any():
+            return
+        lon = np.full(a.size, np.nan)
+        lat = np.full(a.size, np.nan)
+        lon[out], lat[out] = _to_lonlat(a[out], b[out], crs_text)
+    else:
+        lon, lat = _to_lonlat(a, b, crs_text)
+        inside = _in_area(lon, lat, crs)
+        if inside is None or inside.all():
+            return
+        out = ~inside
     n_out, n = int(out.sum()), int(a.size)
     name = f"{crs_text} ({crs.name})"
     if n_out / n > 0.9:
-        sl, st = _to_lonlat(b, a, crs_text)
+        step = max(1, n // 10_000)
+        sl, st = _to_lonlat(b[::step], a[::step], crs_text)
         sw = _in_area(sl, st, crs)
         if sw is not None and sw.mean() > 0.9:
             raise InputError(
@@ -856,16 +883,21 @@ def _check_geographic(lon: NDArray[np.float64], lat: NDArray[np.float64], roles:
 
 
 def _subjects(raw: pd.Series, col: str, notes: list[str]) -> NDArray[np.int64]:
-    text = raw.astype("string").str.strip()
-    empty = np.asarray((raw.isna() | (text == "")).fillna(True), dtype=bool)
+    # factorise first, then look at the distinct ids only (cheap for millions of records)
+    if not pd.api.types.is_numeric_dtype(raw.dtype):
+        raw = raw.astype("string")
+    codes, uniq = pd.factorize(raw, sort=True)
+    codes = np.asarray(codes, dtype=np.int64)
+    stripped = pd.Series(uniq).astype("string").str.strip()
+    empty_id = np.asarray((stripped == "").fillna(True), dtype=bool)
+    empty = (codes < 0) | empty_id[np.maximum(codes, 0)] if empty_id.size else codes < 0
     if empty.any():
         raise InputError(
             f"{int(empty.sum())} records have an empty subject id in {col!r} "
             f"(rows {_row_list(empty)}); give every record a subject"
         )
-    as_text = raw.astype("string")
-    n_raw = int(as_text.nunique())
-    n_folded = int(text.str.casefold().nunique())
+    n_raw = len(uniq)
+    n_folded = int(stripped.str.casefold().nunique())
     if n_folded != n_raw:
         msg = (
             f"{n_raw - n_folded} subject ids in {col!r} differ from another only by case or "
@@ -874,8 +906,7 @@ def _subjects(raw: pd.Series, col: str, notes: list[str]) -> NDArray[np.int64]:
         )
         notes.append(msg)
         warnings.warn(msg, PrivacyRiskWarning, stacklevel=4)
-    codes, _ = pd.factorize(as_text, sort=True)
-    return np.asarray(codes, dtype=np.int64)
+    return codes
 
 
 _OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
@@ -986,10 +1017,26 @@ def _epoch(vals: NDArray[np.float64], col: str) -> NDArray[np.float64]:
     return np.ascontiguousarray(vals, dtype=np.float64)
 
 
-def _duplicates(hashes: NDArray[np.uint64], notes: list[str]) -> None:
-    if hashes.size < 2:
+def _duplicates(
+    a: NDArray[np.float64], b: NDArray[np.float64], columns: list[pd.Series], notes: list[str]
+) -> None:
+    """Warn about records equal to an earlier one in every column (coordinates compared first)."""
+    if a.size < 2:
         return
-    dup = np.asarray(pd.Series(hashes).duplicated().to_numpy(), dtype=bool)
+    xy = pd.DataFrame({"a": a, "b": b})
+    cand = np.asarray(xy.duplicated(keep=False).to_numpy(), dtype=bool)
+    if not cand.any():
+        return
+    idx = np.flatnonzero(cand)
+    parts: dict[str, Any] = {"a": a[idx], "b": b[idx]}
+    for i, col in enumerate(columns):
+        parts[f"c{i}"] = col.iloc[idx].reset_index(drop=True)
+    try:
+        dup_sub = np.asarray(pd.DataFrame(parts).duplicated().to_numpy(), dtype=bool)
+    except TypeError:  # unhashable cells (lists from Parquet): no duplicate check
+        return
+    dup = np.zeros(a.size, dtype=bool)
+    dup[idx[dup_sub]] = True
     if dup.any():
         msg = (
             f"{int(dup.sum())} records repeat an earlier record in every column (rows "
@@ -1080,8 +1127,9 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
     else:
         unit_codes = np.zeros(a.size, dtype=np.int64)
         unit_names = np.asarray(["all"], dtype=object)
-    _duplicates(_concat(got.hashes, np.uint64), notes)
     attributes = pd.concat(got.attrs, ignore_index=True) if len(got.attrs) > 1 else got.attrs[0]
+    id_columns = [_series(v) for v in (got.subject, got.time, got.unit) if v]
+    _duplicates(a, b, [*id_columns, *(attributes[c] for c in attributes.columns)], notes)
     output = crs_to_string(parse_crs(opts.output_crs)) if opts.output_crs is not None else source
     if output is not None and working is None:
         raise InputError(
