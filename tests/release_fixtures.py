@@ -126,6 +126,8 @@ def write_release(
     notes: str | None = None,
     totals: str = "released",
     report_html: str | None = None,
+    working_crs: str | None = None,
+    output_crs: str | None = None,
 ) -> Written:
     """Write ``root/release``, ``root/audit`` and the source CSV for ``scene``.
 
@@ -143,6 +145,10 @@ def write_release(
         ``"released"`` or ``"complementary"`` (adds ``source_total`` to units.csv).
     report_html
         Optional report.html text.
+    working_crs, output_crs
+        CRSs of the scene's coordinates and of the published ones (representatives
+        are transformed with pyproj when they differ; the source stays in the
+        working CRS).
     """
     n = len(scene.x)
     k = scene.k
@@ -194,8 +200,8 @@ def write_release(
             }
         )
     audit = {
-        "working_crs": None,
-        "output_crs": None,
+        "working_crs": working_crs,
+        "output_crs": output_crs,
         "subject_column": "subject" if scene.subjects is not None else None,
         "unit_column": "unit",
         "read_options": {
@@ -204,7 +210,7 @@ def write_release(
             "subject": "subject" if scene.subjects is not None else None,
             "unit": "unit",
             "time": "t" if scene.times is not None else None,
-            "crs": None,
+            "crs": working_crs,
         },
         "mask": None,
         "per_unit": per_unit,
@@ -212,17 +218,28 @@ def write_release(
     }
     (aud / "audit.json").write_text(json.dumps(audit, indent=2), encoding="utf-8")
 
-    # groups and classes
+    # groups and classes; a group counts whole in the unit holding most of its members
     gids = sorted({g for g in scene.group_id if g is not None})
     sizes = {g: sum(1 for v in scene.group_id if v == g) for g in gids}
+    published = dict(scene.reps)
+    if working_crs != output_crs:
+        from pyproj import Transformer
+
+        tr = Transformer.from_crs(working_crs, output_crs, always_xy=True)
+        published = {g: tuple(map(float, tr.transform(*xy))) for g, xy in scene.reps.items()}
+    majority = {}
+    for g in gids:
+        members = sorted(scene.units[i] for i in range(n) if scene.group_id[i] == g)
+        majority[g] = max(sorted(set(members)), key=members.count)
     pq.write_table(
         pa.table(
             {
                 "group_id": _int_col(list(gids)),
                 "n_records": _int_col([sizes[g] for g in gids]),
-                "x": pa.array([scene.reps[g][0] for g in gids], type=pa.float64()),
-                "y": pa.array([scene.reps[g][1] for g in gids], type=pa.float64()),
+                "x": pa.array([published[g][0] for g in gids], type=pa.float64()),
+                "y": pa.array([published[g][1] for g in gids], type=pa.float64()),
                 "radius_m": pa.array([scene.r_max_m] * len(gids), type=pa.float64()),
+                "unit": pa.array([majority[g] for g in gids], type=pa.string()),
             }
         ),
         rel / "groups.parquet",
@@ -248,7 +265,7 @@ def write_release(
             continue
         g, c = scene.group_id[i], scene.class_id[i]
         if g is not None:
-            rows.append(("group", g, None, None, *scene.reps[g]))
+            rows.append(("group", g, None, None, *published[g]))
         else:
             assert c is not None
             level, unit = scene.classes[c]
@@ -279,12 +296,20 @@ def write_release(
     unit_rows = []
     for row in per_unit:
         u = row["unit"]
-        released = sum(1 for i in range(n) if scene.units[i] == u and scene.group_id[i] is not None)
+        released = sum(sizes[g] for g in gids if majority[g] == u)
         if u in unit_class:
             released += sum(1 for c in scene.class_id if c == unit_class[u])
+        up = {
+            scene.subjects[i] if scene.subjects is not None else str(i)
+            for i in range(n)
+            if scene.units[i] == u
+            and scene.class_id[i] is not None
+            and scene.classes[scene.class_id[i]][0] != "unit"
+        }
         out: dict[str, Any] = {
             "unit": u,
             "released": released,
+            "generalised_up": _published_suppressed(len(up), k),
             "suppressed": _published_suppressed(row["suppressed"], k),
         }
         if totals == "complementary":
@@ -316,7 +341,7 @@ def write_release(
         "unit_cap": scene.unit_cap,
         "policy": {"k": k, "r_max_m": scene.r_max_m, "tau": scene.tau},
         "seed": 0,
-        "crs": None,
+        "crs": output_crs,
         "input_sha256": _sha(source),
         "totals": totals,
         "counts": counts,

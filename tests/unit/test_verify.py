@@ -412,6 +412,82 @@ def test_generalised_class_passes_with_k_and_fails_with_k_minus_1(tmp_path: Path
     assert "classes" in report["k_subjects"].detail
 
 
+def test_group_counted_whole_in_its_majority_unit(tmp_path: Path) -> None:
+    # group 0 straddles: 3 members in north, 2 in south; units.csv counts it in north
+    scene = minimal_scene().set("units", 3, "south").set("units", 4, "south")
+    scene = scene.with_(unit_cap=0.25)  # north: 1 of 4 subjects suppressed
+    w = write_release(tmp_path / "out", scene)
+    units = pd.read_csv(w.root / "release" / "units.csv")
+    assert units.set_index("unit")["released"].to_dict() == {"north": 5, "south": 5}
+    report = verify_release(w.root, source=w.source)
+    assert report.passed, format_report(report)
+    edit_parquet(w.root, "groups.parquet", lambda f: f.assign(unit=["south", "south"]))
+    report = verify_release(w.root)
+    assert "counts" in failed(report)
+    assert "1 groups name a unit other than their members' majority" in report["counts"].detail
+
+
+def _area_scene(subjects: bool) -> Scene:
+    """Minimal groups, 1 suppressed (north), and an area class of 3 west + 3 east records."""
+    base = minimal_scene()
+    x = (*base.x[:11], *(8000.25 + 97.5 * i for i in range(6)))
+    y = (*base.y[:11], *(1000.75 + 53.25 * i for i in range(6)))
+    ids = tuple(f"subj-{i:04d}" for i in range(17))
+    return base.with_(
+        x=x,
+        y=y,
+        subjects=ids if subjects else None,
+        units=(*base.units[:11], "west", "west", "west", "east", "east", "east"),
+        disposal=(*base.disposal[:11], *("generalised",) * 6),
+        group_id=(*base.group_id[:11], *(None,) * 6),
+        class_id=(*base.class_id[:11], *(0,) * 6),
+        classes={0: ("area", "area")},
+    )
+
+
+def test_generalised_up_cells_summing_to_a_published_class_fail_holes(tmp_path: Path) -> None:
+    # with subject ids the area class's 6 records bound the two '<k' cells only loosely
+    w = write_release(tmp_path / "a", _area_scene(subjects=True))
+    report = verify_release(w.root, source=w.source)
+    assert report.passed, format_report(report)
+    # records as their own subjects: west + east = 6 published in classes.parquet, so
+    # each '<k' is in [2, 4]: 1 is excluded
+    w = write_release(tmp_path / "b", _area_scene(subjects=False))
+    report = verify_release(w.root, source=w.source)
+    assert_only(report, "holes")
+    assert "generalised_up: '<k' narrowed to [2, 4]" in report["holes"].detail
+
+
+def _projected_scene() -> Scene:
+    base = minimal_scene()
+    return base.with_(
+        x=tuple(v + 150000.0 for v in base.x),
+        y=tuple(v + 450000.0 for v in base.y),
+        reps={g: (rx + 150000.0, ry + 450000.0) for g, (rx, ry) in base.reps.items()},
+    )
+
+
+def test_representatives_are_transformed_into_the_working_crs(tmp_path: Path) -> None:
+    crs = {"working_crs": "EPSG:28992", "output_crs": "EPSG:4326"}
+    w = write_release(tmp_path / "a", _projected_scene(), **crs)
+    lon = pd.read_parquet(w.root / "release" / "groups.parquet")["x"]
+    assert lon.between(3, 8).all()  # published in degrees
+    report = verify_release(w.root, source=w.source)
+    assert report.passed, format_report(report)
+    scene = _projected_scene()
+    rx, ry = scene.reps[0]
+    scene = scene.set("x", 0, rx - (scene.r_max_m + 1.0)).set("y", 0, ry)
+    w = write_release(tmp_path / "b", scene, **crs)
+    report = verify_release(w.root)
+    assert_only(report, "extent")
+    assert "(worst 1.00 m over)" in report["extent"].detail
+    # a representative that is a member's coordinate, transformed the same way
+    scene = _projected_scene()
+    scene = scene.with_(reps={0: (scene.x[2], scene.y[2]), 1: scene.reps[1]})
+    w = write_release(tmp_path / "c", scene, **crs)
+    assert "representation" in failed(verify_release(w.root))
+
+
 # ---- the linear system behind `holes` ---------------------------------------------------
 
 
