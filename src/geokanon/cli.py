@@ -437,7 +437,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except ImportError:  # pragma: no cover - older io
         pass
     else:
-        check_r_max(table, max(rs))
+        for r in rs:
+            check_r_max(table, r)
     contain = masks is not None and any(m is not None and m.contain for m in masks)
     polygons = _mask_polygons(args, table) if contain else None
     mask_subjects = None

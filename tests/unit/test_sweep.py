@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from geokanon.classify import cap_verdict, classify, unit_table
 from geokanon.errors import InputError
@@ -212,3 +214,27 @@ def test_full_reports_mean_displacement_within_r_max():
         assert math.isnan(d)
     plain = sweep(x, y, [3], [400.0], pol, subjects=subj, unit_codes=units, unit_names=names)
     assert plain.cells[0].mean_displacement_m is None and plain.cells[0].fixed_point is None
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    pts=st.lists(
+        st.tuples(st.integers(0, 60), st.integers(0, 60), st.integers(0, 12)),
+        min_size=10,
+        max_size=80,
+    ),
+    ks=st.sets(st.integers(2, 6), min_size=1, max_size=2),
+    rs=st.sets(st.sampled_from([1.0, 2.5, 5.0, 10.0, 40.0]), min_size=1, max_size=2),
+)
+def test_property_sweep_cells_equal_classify(pts, ks, rs):
+    # Integer grid coordinates: ties and exact threshold hits (iota == 1, 2, 4) are common.
+    x = np.array([p[0] for p in pts], dtype=float) * 2.5
+    y = np.array([p[1] for p in pts], dtype=float) * 2.5
+    subj = np.array([p[2] for p in pts])
+    assume(np.unique(subj).size >= max(ks))
+    base = OutlierPolicy(k=2, r_max_m=1.0)
+    res = sweep(x, y, sorted(ks), sorted(rs), base, subjects=subj)
+    for k in ks:
+        for r in rs:
+            cls = classify(x, y, base.replace(k=k, r_max_m=r), subjects=subj)
+            assert res.cell(k, r).counts == cls.counts()
