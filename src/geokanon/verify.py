@@ -30,14 +30,17 @@ The rules, exactly as implemented
     shortest decimal that round-trips the published float (``0.01`` is
     exactly 1/100), so there is no rounding at all.
 ``holes``
-    The published figures are turned into a linear system and every hidden
-    cell is bounded with :func:`scipy.optimize.linprog` (min and max). See
-    :func:`hidden_ranges` for the variables and the identities. A ``<k`` cell
-    fails when its feasible range does not contain both 1 and k-1 (so with
-    k = 2 a ``<k`` cell always fails: it reveals exactly 1); a ``withheld``
-    cell fails when its range holds fewer than k integers. Mutually
-    inconsistent published figures fail too. The LP relaxation ignores
-    integrality, so parity-style narrowing is not detected.
+    The published figures (``units.csv`` rows, the class sizes, the manifest's
+    global suppressed count) are turned into a linear system and every hidden
+    cell (``<k``, ``withheld``) is bounded with :func:`scipy.optimize.linprog`
+    (min and max). See :func:`hidden_ranges` for the variables and identities.
+    A ``<k`` cell fails when its feasible range does not contain both 1 and k-1
+    (so with k = 2 a ``<k`` cell always fails: it reveals exactly 1); a
+    ``withheld`` cell fails when its range holds fewer than k integers.
+    Mutually inconsistent published figures fail too. The LP relaxation
+    ignores integrality, so parity-style narrowing is not detected; an
+    attacker who can place groups inside units from their geometry is not
+    modelled (per-unit group shifts are free, summing to 0).
 ``no_leak``
     Every file in ``release/`` is scanned (text files as text and, for CSV, as
     a table too; Parquet column by column, plus its key-value metadata):
@@ -77,15 +80,19 @@ The rules, exactly as implemented
     known members would then give away the k-th.
 ``counts``
     Group and class sizes (real plus synthetic rows), the set of groups and
-    classes, ``records.parquet``/``records.csv`` row counts, each unit's
-    ``released`` (group-level records whose source lies in the unit, plus
-    the records of the unit-level class of that unit, plus the unit's
-    synthetic records), ``suppressed`` (the integer, or ``<k`` exactly when
+    classes, ``records.parquet``/``records.csv`` row counts and rows per group
+    and class, each group's ``unit`` (the unit holding most of its members,
+    ties to the first unit id in sort order), each unit's ``released`` (the
+    records of the groups whose ``unit`` it is, plus its ``unit``-level class;
+    by the members' own units when ``groups.parquet`` has no ``unit``),
+    ``suppressed`` and ``generalised_up`` (the integer, or ``<k`` exactly when
     1..k-1 subjects, or ``withheld``), ``source_total`` (records in the unit),
-    the manifest's ``counts`` and ``suppressed_share`` (within 5e-7 of the
-    subject or the record share) all equal what the audit assigns; the audit
-    is self-consistent (a group id exactly for grouped/merged rows, a class
-    id exactly for generalised rows) and agrees with the source.
+    the manifest's ``counts`` (records per disposal; ``suppressed`` may read
+    ``<k`` exactly when 1..k-1 subjects, or ``withheld``) and
+    ``suppressed_share`` (within 5e-7 of the subject or the record share) all
+    equal what the audit assigns; the audit is self-consistent (a group id
+    exactly for grouped/merged rows, a class id exactly for generalised rows)
+    and agrees with the source (rows, subjects, units).
 ``fixed_point``
     ``passes`` is a non-empty list of at most :data:`~geokanon.policy.MAX_PASSES`
     entries, the last with ``changed == 0``, equal to the audit's passes when
@@ -93,13 +100,14 @@ The rules, exactly as implemented
     by ``k_subjects``: every group-level record shares its position with
     >= k-1 other subjects, so its isolation ratio is 0.
 ``report_safety``
-    In ``RELEASE_NOTES.md`` (markdown tables) and ``report.html`` (HTML
-    tables), every cell in a column whose header mentions "suppress" must not
-    be an integer 1..k-1; nor may a phrase such as "suppressed: 3" or
-    "3 records were suppressed" carry such a figure. ``units.csv``'s
-    ``suppressed`` must not be an integer 1..k-1, and the manifest's
-    ``counts.suppressed`` and ``suppressed_share`` must be ``"<k"`` when 1..k-1
-    subjects were suppressed.
+    In ``RELEASE_NOTES.md`` (markdown tables) and ``report.html`` (HTML tables:
+    the first all-``<th>`` row, else the first row, is the header), every cell in
+    a column whose header mentions "suppress" or "generalise"/"generalize" must
+    not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
+    "suppressed: 3" or "3 records were suppressed" carry such a figure.
+    ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
+    1..k-1, and the manifest's ``counts.suppressed`` and ``suppressed_share``
+    must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed.
 ``manifest``
     Every file under ``release/`` except ``manifest.json`` is listed in
     ``files`` with its sha256, no listed file is missing, and the manifest's
@@ -211,6 +219,8 @@ _SUPPRESSED_PHRASES = (
     ),
 )
 _EPS = 1e-6
+#: Table columns whose cells are per-unit hidden figures (must read "<k" below k).
+_HIDDEN_HEADER = re.compile(r"suppress|generali[sz]", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------------------
@@ -291,8 +301,8 @@ def format_report(report: VerificationReport) -> str:
     --------
     >>> r = VerificationReport((CheckResult("extent", False, "1 member beyond r_max"),))
     >>> print(format_report(r))
-    FAIL extent          1 member beyond r_max
-    SKIP deterministic   not checked here (needs a second build; the release writer runs it)
+    FAIL extent         1 member beyond r_max
+    SKIP deterministic  not checked here (needs a second build; the release writer runs it)
     """
     width = max([len(c.name) for c in report.checks] + [len(s) for s in report.skipped] + [13])
     lines = [
@@ -1167,7 +1177,7 @@ def _check_tau(rel: _Release) -> CheckResult:
         return CheckResult("tau", False, "the audit holds no subjects")
     share = Fraction(s, n)
     ok = share <= tau
-    detail = f"{_share_text(s, n, rel.k)} suppressed (tau {float(tau):.4%})"
+    detail = f"{_share_text(s, n, rel.k)} suppressed (tau {float(tau):g})"
     return CheckResult("tau", ok, detail)
 
 
@@ -1192,14 +1202,16 @@ def _check_unit_cap(rel: _Release) -> CheckResult:
         return CheckResult(
             "unit_cap",
             False,
-            f"{len(breaches)} of {len(table)} units above the unit cap {float(cap):.2%}: "
+            f"{len(breaches)} of {len(table)} units above the unit cap {float(cap):g}: "
             + ", ".join(breaches[:10])
             + (" ..." if len(breaches) > 10 else ""),
         )
     shares = (table["sum"] / table["size"]).to_numpy(dtype=np.float64)
     worst = float(shares.max()) if shares.size else 0.0
     return CheckResult(
-        "unit_cap", True, f"{len(table)} units within the cap {float(cap):.2%} (worst {worst:.2%})"
+        "unit_cap",
+        True,
+        f"{len(table)} units within the unit cap {float(cap):g} (worst {worst:.4g})",
     )
 
 
@@ -1929,8 +1941,7 @@ def _check_fixed_point(rel: _Release) -> CheckResult:
     return CheckResult(
         "fixed_point",
         True,
-        f"fixed point after {len(passes)} passes (last changed 0); group-level records share "
-        "their position with >= k subjects, so none re-classifies as an outlier",
+        f"fixed point after {len(passes)} passes (last changed 0); group positions hold >= k",
     )
 
 
@@ -1973,7 +1984,7 @@ def _small_int(cell: str, k: int) -> bool:
 
 
 def _table_problems(rows: list[list[str]], header: list[str], k: int) -> int:
-    cols = [i for i, h in enumerate(header) if "suppress" in h.lower()]
+    cols = [i for i, h in enumerate(header) if _HIDDEN_HEADER.search(h)]
     return sum(1 for r in rows for i in cols if i < len(r) and _small_int(r[i], k))
 
 
@@ -2167,10 +2178,13 @@ def verify_release(
 
     Examples
     --------
-    >>> from tests.release_fixtures import minimal_release  # doctest: +SKIP
-    >>> report = verify_release(minimal_release(tmp_path).root)  # doctest: +SKIP
+    >>> report = verify_release("out/dwellings", source="dwellings.csv")  # doctest: +SKIP
     >>> report.passed, report.as_dict()["extent"]  # doctest: +SKIP
     (True, True)
+    >>> verify_release("no-such-release")
+    Traceback (most recent call last):
+    ...
+    geokanon.errors.InputError: 'no-such-release' is not a release directory: ...
     """
     root = Path(directory)
     if (
