@@ -177,7 +177,9 @@ class SweepResult:
         lines = []
         caps = f"tau {_pct(self.policy.tau)}, unit cap {_pct(self.policy.unit_cap)}"
         for (m, k), c in self.best_per_k().items():
-            where = f" with {self.masks[m]}" if len(self.masks) > 1 else ""
+            where = ""
+            if len(self.masks) > 1:
+                where = " without a mask" if self.masks[m] == "none" else f" with {self.masks[m]}"
             if c is None:
                 lines.append(f"k={k}{where}: no r_max in the sweep passes both caps ({caps})")
             else:
@@ -224,9 +226,12 @@ class SweepResult:
             if plain is not None
             else "passes at no r_max in the sweep"
         )
+        low = plain_best[(m0, o.k)]
+        low_text = f"r_max {low.r_max_m:g} m" if low is not None else "no r_max in the sweep"
         return (
             f"lower k plus noise: k={o.k} with {o.mask} (mean shift {o.mask_mean_m:.0f} m) "
-            f"passes at r_max {o.r_max_m:g} m, where k={target} without noise {needs}"
+            f"passes at r_max {o.r_max_m:g} m, where k={target} without noise {needs} "
+            f"(k={o.k} without noise: {low_text})"
         )
 
     def _none_passes(self, caps: str) -> str:

@@ -190,8 +190,9 @@ def test_recommendation_shows_lower_k_plus_noise():
     text = _result(cells, masks=("none", "jitter sd 50 m")).recommendation()
     assert (
         "lower k plus noise: k=3 with jitter sd 50 m (mean shift 62 m) passes at r_max 250 m, "
-        "where k=5 without noise needs r_max 1000 m"
+        "where k=5 without noise needs r_max 1000 m (k=3 without noise: r_max 500 m)"
     ) in text
+    assert "k=3 without a mask: smallest passing r_max is 500 m" in text
     assert "recommended: k=3, r_max=250 m with jitter sd 50 m" in text
 
 
