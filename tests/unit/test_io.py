@@ -101,13 +101,14 @@ CSV_CASES = [
         "lat_out_of_range",
         "lon,lat\n5.38,52.15\n5.39,152.15\n",
         {},
-        "1 records have a latitude outside [-90, 90] in 'lat' (rows 2)",
+        "1 records have a latitude outside [-90, 90] in 'lat' (rows 2); fix or drop these rows",
     ),
     (
         "lonlat_swapped",
-        "lon,lat\n52.15,5.38\n52.16,5.39\n52.17,95.0\n",
+        "lon,lat\n39.90,116.30\n39.91,116.31\n39.92,116.32\n",
         {},
-        "the columns look swapped: exchange --lon and --lat",
+        "3 records have a latitude outside [-90, 90] in 'lat' (rows 1, 2, 3); the columns look "
+        "swapped: exchange --lon and --lat",
     ),
     (
         "lon_is_metres",

@@ -862,13 +862,14 @@ def _check_projected(
 def _check_geographic(lon: NDArray[np.float64], lat: NDArray[np.float64], roles: _Roles) -> None:
     bad_lat = np.abs(lat) > 90
     if bad_lat.any():
-        swapped = bool((np.abs(lon[bad_lat]) <= 90).all())
-        fix = (
-            "; the columns look swapped: exchange --lon and --lat"
-            if swapped
-            else "; latitudes lie in [-90, 90]: these look like projected metres, so give them "
-            "with --x/--y and --crs"
-        )
+        systematic = bad_lat.mean() > 0.5
+        swapped = systematic and bool((np.abs(lon[bad_lat]) <= 90).all())
+        if swapped:
+            fix = "; the columns look swapped: exchange --lon and --lat"
+        elif systematic and bool((np.abs(lat[bad_lat]) > 360).any()):
+            fix = "; these look like projected metres: give them with --x/--y and --crs"
+        else:
+            fix = "; fix or drop these rows"
         raise InputError(
             f"{int(bad_lat.sum())} records have a latitude outside [-90, 90] in "
             f"{roles.label_b!r} (rows {_row_list(bad_lat)}){fix}"
