@@ -28,6 +28,7 @@ import numpy as np
 
 from benchmarks.synthetic import clustered_points
 from geokanon.classify import cap_verdict, classify, unit_table
+from geokanon.mask import MaskSpec, apply_mask
 from geokanon.policy import Label, OutlierPolicy
 from geokanon.sweep import parse_list, sweep
 
@@ -113,6 +114,10 @@ def main(argv: list[str] | None = None) -> None:
         (f"{len(ks) * len(rs)} separate classifications", sum(singles.values()), float("nan"))
     )
     rows.append((f"sweep {len(ks)} x {len(rs)} (one neighbour search)", t_sweep, peak_sweep))
+    t_mask, peak_mask, _ = _timed(
+        lambda: apply_mask(x, y, MaskSpec.jitter(sd_m=50.0), seed=1), args.repeat
+    )
+    rows.append(("keyed jitter mask (apply_mask), one level", t_mask, peak_mask))
 
     print(
         f"bench_sweep: {args.n:,} clustered points, {names.size} units, k in {ks}, "
