@@ -203,6 +203,8 @@ def sweep_html(result: SweepResult, svg: str) -> str:
             "<title>geokanon parameter sweep</title>",
             f"<style>{_CSS}</style></head><body>",
             "<h1>Parameter sweep</h1>",
+            "<p><strong>For the data custodian, not for publication</strong>: shares of "
+            "small units can reveal small counts.</p>",
             f"<p>{result.n_records:,} records, {result.n_subjects:,} subjects. First-pass "
             f"labels for every combination; caps: suppressed share &le; {_pct(pol.tau)} "
             f"globally and &le; {_pct(pol.unit_cap)} in every unit. Ratios: merge "
