@@ -563,6 +563,48 @@ def test_hidden_ranges_totals_and_pooled_records() -> None:
     assert hb.problem(5) is not None
 
 
+def test_hidden_ranges_fast_mode_flags_the_same_cells_as_exact_mode() -> None:
+    rng = np.random.default_rng(7)
+    k = 5
+    compared = 0
+    for _ in range(25):
+        rows = []
+        pooled = 0
+        for u in range(int(rng.integers(2, 6))):
+            s_true = int(rng.choice([0, 1, 2, 3, 6]))
+            g_true = int(rng.choice([0, 1, 2, 5]))
+            pooled += g_true
+            released = int(rng.integers(5, 30))
+            shown = "<k" if 0 < s_true < k else s_true
+            up = "<k" if 0 < g_true < k else g_true
+            total = "withheld" if "<k" in (shown, up) else released + s_true + g_true
+            rows.append(
+                {
+                    "unit": f"u{u}",
+                    "released": released,
+                    "suppressed": shown,
+                    "generalised_up": up,
+                    "source_total": total,
+                }
+            )
+        kwargs = {
+            "k": k,
+            "global_suppressed": None if rng.random() < 0.5 else "<k",
+            "own_subjects": True,
+            "pooled_records": pooled,
+            "record_bound": 1000,
+        }
+        try:
+            exact = hidden_ranges(rows, exact=True, **kwargs)
+        except ValueError:
+            continue  # e.g. a global '<k' with 6 suppressed in one unit
+        fast = hidden_ranges(rows, exact=False, **kwargs)
+        assert [h.cell for h in fast] == [h.cell for h in exact]
+        assert [h.problem(k) for h in fast] == [h.problem(k) for h in exact]
+        compared += 1
+    assert compared >= 10
+
+
 def test_hidden_ranges_k2_less_than_k_always_reveals() -> None:
     (h, _) = hidden_ranges([_unit("a", "<k")], k=2, global_suppressed="<k", own_subjects=True)
     assert h.problem(2) is not None
