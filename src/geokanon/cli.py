@@ -211,11 +211,12 @@ def cmd_release(args: argparse.Namespace) -> int:
     table = _read_input(args)
     result = release_points(table, policy, args.out, options)
     m = result.manifest
-    c = m["counts"]
+    c = result.counts
     print(
         f"release written to {args.out}/release ({m['records_published']:,} records: "
-        f"{c['grouped'] + c['merged']:,} in {m['groups']:,} groups, {c['generalised']} "
-        f"generalised; suppressed {c['suppressed']}); audit in {args.out}/audit"
+        f"{c['grouped'] + c['merged']:,} in {m['groups']:,} groups, {c['generalised']:,} "
+        f"generalised; {c['suppressed']:,} suppressed, published as "
+        f"{m['counts']['suppressed']!s}); audit (custodian only) in {args.out}/audit"
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
@@ -242,14 +243,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from geokanon.demo import DEMO_CRS, DEMO_K, DEMO_R_MAX_M, demo_frame
     from geokanon.io import table_from_frame
-    from geokanon.pipeline import classify_points
+    from geokanon.pipeline import classify_points, release_points
+    from geokanon.release import ReleaseOptions
 
+    out = args.out or Path("geokanon-demo")
     frame = demo_frame()
-    table = table_from_frame(frame, subject="patient_id", unit="district", crs=DEMO_CRS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = table_from_frame(frame, subject="patient_id", unit="district", crs=DEMO_CRS)
     policy = OutlierPolicy(k=DEMO_K, r_max_m=DEMO_R_MAX_M)
     print(
         "geokanon demo: a synthetic health service (a city, market towns and thin rural\n"
-        "districts; no real people), classified as the design note's worked example.\n"
+        "districts; no real people), k=5, r_max=2000 m as in the design note's worked example.\n"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -258,11 +263,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     d = result.to_dict()
     worst = d["per_unit"][0]
     print(
-        f"\nThe story: globally {_pct(d['suppressed_share'])} of patients would be suppressed, "
+        f"\nThe story: globally {_pct(d['suppressed_share'])} of patients are labelled suppress, "
         f"but {worst['unit']} would lose {_pct(worst['share'])} of its {worst['subjects']:,} "
         "patients.\nThe global figure is the one that hides the problem: always read the "
-        "per-unit table."
+        "per-unit table.\n"
     )
+    options = ReleaseOptions(keep=("age", "deprivation"), force=True)
+    released = release_points(table, policy, out, options)
+    m = released.manifest
+    c = released.counts
+    print(
+        f"Released: {c['grouped'] + c['merged']:,} patients in {m['groups']:,} groups of >= "
+        f"{policy.k}, {c['generalised']:,} generalised to their district or the area, "
+        f"{c['suppressed']:,} suppressed (published as {m['counts']['suppressed']!s}); "
+        f"{len(m['verification'])} independent checks passed."
+    )
+    print(f"  release (publishable): {out / 'release'}")
+    print(f"  release notes:         {out / 'release' / 'RELEASE_NOTES.md'}")
+    if (out / "release" / "report.html").exists():
+        print(f"  report:                {out / 'release' / 'report.html'}")
+    print(f"  audit (custodian):     {out / 'audit'}")
     return 0
 
 

@@ -125,7 +125,9 @@ class ReleaseResult:
         return self.core.counts()
 
 
-def run_core_on(table: PointTable, policy: OutlierPolicy, *, enforce_caps: bool = True) -> CoreResult:
+def run_core_on(
+    table: PointTable, policy: OutlierPolicy, *, enforce_caps: bool = True
+) -> CoreResult:
     """Run the release core (classify, group, dispose, fixed point, caps) on a point table.
 
     Parameters

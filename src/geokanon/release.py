@@ -44,7 +44,7 @@ from geokanon.errors import InputError, VerificationFailed
 from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
 
-__all__ = ["ReleaseOptions", "write_release", "TOTALS_MODES", "mask_small"]
+__all__ = ["TOTALS_MODES", "ReleaseOptions", "mask_small", "write_release"]
 
 TOTALS_MODES = ("released", "complementary", "withhold")
 LT_K = "<k"
@@ -219,7 +219,9 @@ def _output_coordinates(
         return gx, gy, target if target is not None else working
     from pyproj import CRS, Transformer
 
-    tr = Transformer.from_crs(CRS.from_user_input(working), CRS.from_user_input(target), always_xy=True)
+    tr = Transformer.from_crs(
+        CRS.from_user_input(working), CRS.from_user_input(target), always_xy=True
+    )
     ox, oy = tr.transform(gx, gy)
     return np.asarray(ox), np.asarray(oy), target
 
@@ -243,7 +245,7 @@ def _crs_projjson(crs: str | None) -> dict[str, Any] | None:
 
     try:
         return dict(CRS.from_user_input(crs).to_json_dict())
-    except Exception:  # noqa: BLE001 - an unnamed CRS is published without PROJJSON
+    except Exception:
         return None
 
 
@@ -280,8 +282,8 @@ def build_release_files(
     generalised = c >= 0
 
     # --- records: group-level then generalised, sorted by published values only.
-    levels = np.asarray(result.class_level + ("",), dtype=object)
-    units_of_class = np.asarray(result.class_unit + ("",), dtype=object)
+    levels = np.asarray((*result.class_level, ""), dtype=object)
+    units_of_class = np.asarray((*result.class_unit, ""), dtype=object)
     pub = np.flatnonzero(at_group | generalised)
     frame = pd.DataFrame(
         {
@@ -289,7 +291,7 @@ def build_release_files(
             "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
             "level": np.where(at_group[pub], "group", levels[c[pub]]),
             "unit": pd.array(
-                np.where(generalised[pub], units_of_class[c[pub]], None), dtype="string"
+                np.where(generalised[pub], units_of_class[c[pub]], pd.NA), dtype="string"
             ),
             "x": np.where(at_group[pub], gx[np.maximum(g[pub], 0)] if gx.size else np.nan, np.nan),
             "y": np.where(at_group[pub], gy[np.maximum(g[pub], 0)] if gy.size else np.nan, np.nan),
@@ -360,7 +362,6 @@ def build_release_files(
         released[unit_index[u]] += int(size)
     subj = result.subjects
     suppressed = result.disposal == Disposal.SUPPRESSED
-    up = generalised & (levels[np.maximum(c, 0)] != "unit")
     n_subj = int(subj.max()) + 1
 
     def distinct(mask: np.ndarray) -> np.ndarray:
@@ -368,17 +369,16 @@ def build_release_files(
         return np.bincount(pairs // n_subj, minlength=nu)
 
     sup_u = distinct(suppressed)
-    up_u = distinct(up)
     present = np.bincount(ucodes, minlength=nu) > 0
     order = np.argsort(unames.astype(str), kind="stable")
     order = order[present[order]]
     sup_shown = [mask_small(int(sup_u[i]), k) for i in order]
-    up_shown = [mask_small(int(up_u[i]), k) for i in order]
+    # No per-unit count of records pooled to parent or area classes is published: with
+    # the class sizes it would pin down small hidden counts.
     units = pd.DataFrame(
         {
             "unit": unames[order].astype(str),
             "released": released[order],
-            "generalised_up": up_shown,
             "suppressed": sup_shown,
         }
     )
@@ -392,8 +392,7 @@ def build_release_files(
     if options.totals == "complementary":
         src = np.bincount(ucodes, minlength=nu)
         units["source_total"] = [
-            int(src[i]) if sup_shown[j] != LT_K and up_shown[j] != LT_K else WITHHELD
-            for j, i in enumerate(order)
+            int(src[i]) if sup_shown[j] != LT_K else WITHHELD for j, i in enumerate(order)
         ]
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
@@ -448,7 +447,7 @@ def build_release_files(
         "input_sha256": table.source_sha256,
         "totals": options.totals,
         "keep": list(options.keep),
-        "records_published": int(len(frame)),
+        "records_published": len(frame),
         "groups": int(n_groups),
         "classes": int(n_classes),
         "counts": counts,
@@ -457,9 +456,18 @@ def build_release_files(
         "passes": [p.to_dict() for p in result.passes],
         "verification": dict(verification or {}),
     }
+    from geokanon.bias import compare_suppressed
     from geokanon.report.notes import release_notes
 
-    (rel / "RELEASE_NOTES.md").write_text(release_notes(manifest, units, policy))
+    findings = compare_suppressed(
+        table.attributes[list(options.keep)], suppressed, subj, unames[ucodes], k
+    )
+    manifest["bias"] = [f.to_dict() for f in findings]
+    sentences = [f.sentence for f in findings if f.significant]
+    if options.keep and not sentences:
+        overall = [f.sentence for f in findings if f.stratum == "all"]
+        sentences = overall or ["No attribute was compared."]
+    (rel / "RELEASE_NOTES.md").write_text(release_notes(manifest, units, policy, sentences))
     return manifest
 
 

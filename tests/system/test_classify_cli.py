@@ -78,9 +78,3 @@ def test_bad_input_exit_2_and_message(tmp_path, capsys, content, args, message):
     assert code == 2
     assert message in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
-
-
-def test_demo_runs(capsys):
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "per unit" in out and "The story" in out

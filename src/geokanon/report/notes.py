@@ -33,8 +33,7 @@ def release_notes(
     manifest
         The release manifest (policy, counts, passes).
     units
-        The published per-unit table (``unit``, ``released``, ``generalised_up``,
-        ``suppressed``), already masked.
+        The published per-unit table (``unit``, ``released``, ``suppressed``), already masked.
     policy
         The policy.
     bias
@@ -60,7 +59,8 @@ def release_notes(
         f"- published at group level: {_fmt_count(c['grouped'] + c['merged'])} records in "
         f"{manifest['groups']:,} groups ({_fmt_count(c['merged'])} of them joined a group from "
         "the edge of a settlement)",
-        f"- generalised to an administrative unit or the whole area: {_fmt_count(c['generalised'])}",
+        "- generalised to an administrative unit or the whole area: "
+        f"{_fmt_count(c['generalised'])}",
         f"- suppressed: {_fmt_count(c['suppressed'])} "
         f"(figures below {k} read `<k`; `withheld` means the figure would reveal a smaller one)",
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
@@ -78,12 +78,10 @@ def release_notes(
             "records, not as absent people or absent demand:"
         )
         lines.append("")
-        lines.append("| unit | released | generalised to a coarser level | suppressed |")
-        lines.append("| --- | ---: | ---: | ---: |")
+        lines.append("| unit | released | suppressed |")
+        lines.append("| --- | ---: | ---: |")
         for row in lt.itertuples(index=False):
-            lines.append(
-                f"| {row.unit} | {row.released:,} | {row.generalised_up} | {row.suppressed} |"
-            )
+            lines.append(f"| {row.unit} | {row.released:,} | {row.suppressed} |")
     lines += [
         "",
         "## Who is missing",

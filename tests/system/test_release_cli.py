@@ -1,0 +1,171 @@
+"""Whole ``geokanon release`` / ``verify`` runs: the product as a custodian uses it."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from geokanon.cli import main
+
+DW_ARGS = ["--k", "5", "--unit", "gm_code", "--crs", "EPSG:28992"]
+
+
+def release_files(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / "release").iterdir())}
+
+
+@pytest.fixture(scope="module")
+def dwellings_release(tmp_path_factory, request):
+    from tests.conftest import data_file
+
+    src = data_file("sdcspatial_dwellings", "dwellings.csv")
+    out = tmp_path_factory.mktemp("dw") / "out"
+    code = main(
+        ["release", str(src), *DW_ARGS, "--r-max", "300", "--keep", "consumption,unemployed",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    return src, out
+
+
+def test_release_written_and_verifies(dwellings_release, capsys):
+    src, out = dwellings_release
+    rel = out / "release"
+    for name in (
+        "records.parquet",
+        "records.csv",
+        "groups.parquet",
+        "classes.parquet",
+        "units.csv",
+        "manifest.json",
+        "RELEASE_NOTES.md",
+    ):
+        assert (rel / name).exists(), name
+    assert (out / "audit" / "assignment.parquet").exists()
+    manifest = json.loads((rel / "manifest.json").read_text())
+    for key in (
+        "k",
+        "r_max_m",
+        "tau",
+        "unit_cap",
+        "crs",
+        "counts",
+        "suppressed_share",
+        "passes",
+        "verification",
+        "seed",
+        "input_sha256",
+        "version",
+        "files",
+    ):
+        assert key in manifest, key
+    assert manifest["crs"] == "EPSG:28992"
+    assert all(manifest["verification"].values())
+    assert manifest["verification"]["deterministic"] is True
+    assert set(manifest["files"]) == {p.name for p in rel.iterdir()} - {"manifest.json"}
+    groups = pd.read_parquet(rel / "groups.parquet")
+    assert {"group_id", "n_records", "x", "y"} <= set(groups.columns)
+    assignment = pd.read_parquet(out / "audit" / "assignment.parquet")
+    assert {"source_row", "label", "disposal", "group_id", "unit"} <= set(assignment.columns)
+    assert len(assignment) == 90603
+    # Only the kept attributes pass through; no ids, no source rows.
+    records = pd.read_csv(rel / "records.csv")
+    assert "point_id" not in records.columns and "source_row" not in records.columns
+    assert {"consumption", "unemployed"} <= set(records.columns)
+    capsys.readouterr()
+    assert main(["verify", str(out), "--source", str(src)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for check in (
+        "k_subjects",
+        "extent",
+        "tau",
+        "unit_cap",
+        "holes",
+        "no_leak",
+        "representation",
+        "counts",
+        "fixed_point",
+        "report_safety",
+        "manifest",
+    ):
+        assert any(check in line for line in lines), check
+
+
+def test_release_is_deterministic_and_row_order_free(dwellings_release, tmp_path):
+    src, out = dwellings_release
+    shuffled = tmp_path / "shuffled.csv"
+    frame = pd.read_csv(src)
+    frame.sample(frac=1.0, random_state=3).to_csv(shuffled, index=False)
+    out2 = tmp_path / "again"
+    code = main(
+        ["release", str(shuffled), *DW_ARGS, "--r-max", "300", "--keep", "consumption,unemployed",
+         "--out", str(out2)]
+    )  # fmt: skip
+    assert code == 0
+    a, b = release_files(out), release_files(out2)
+    # The manifest differs only in the input checksum (the file's bytes differ).
+    ma, mb = json.loads(a.pop("manifest.json")), json.loads(b.pop("manifest.json"))
+    assert a == b
+    assert ma["input_sha256"] != mb["input_sha256"]
+    ma.pop("input_sha256"), mb.pop("input_sha256")
+    assert ma == mb
+
+
+def test_refused_at_100m_names_units_and_writes_nothing(dwellings_csv, tmp_path, capsys):
+    out = tmp_path / "refused"
+    code = main(["release", str(dwellings_csv), *DW_ARGS, "--r-max", "100", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "GM0313" in err and "GM0203" in err and "unit cap" in err
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_directory_needs_force(dwellings_release, capsys):
+    src, out = dwellings_release
+    before = release_files(out)
+    code = main(["release", str(src), *DW_ARGS, "--r-max", "300", "--out", str(out)])
+    assert code == 2 and "--force" in capsys.readouterr().err
+    assert release_files(out) == before
+
+
+def test_verify_fails_on_tampering(dwellings_release, tmp_path, capsys):
+    import shutil
+
+    src, out = dwellings_release
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    path = copy / "release" / "units.csv"
+    path.write_text(path.read_text().replace(",0\n", ",1\n", 1))
+    assert main(["verify", str(copy), "--source", str(src)]) == 4
+    assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_sigkill_never_leaves_a_partial_release(dwellings_csv, tmp_path):
+    rng = random.Random(11)
+    for attempt in range(3):
+        out = tmp_path / f"k{attempt}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "geokanon", "release", str(dwellings_csv), *DW_ARGS,
+             "--r-max", "300", "--out", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(rng.uniform(2.0, 12.0))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        rel = out / "release"
+        if rel.exists():
+            # Only a complete release may exist: the manifest lists every file.
+            manifest = json.loads((rel / "manifest.json").read_text())
+            assert set(manifest["files"]) == {p.name for p in rel.iterdir()} - {"manifest.json"}
+            assert all(manifest["verification"].values())
