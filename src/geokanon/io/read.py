@@ -1024,8 +1024,10 @@ def _duplicates(
     """Warn about records equal to an earlier one in every column (coordinates compared first)."""
     if a.size < 2:
         return
-    xy = pd.DataFrame({"a": a, "b": b})
-    cand = np.asarray(xy.duplicated(keep=False).to_numpy(), dtype=bool)
+    # one 64-bit key per coordinate pair (collisions only add candidates, compared in full)
+    with np.errstate(over="ignore"):
+        key = (a + 0.0).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ (b + 0.0).view(np.uint64)
+    cand = np.asarray(pd.Series(key).duplicated(keep=False).to_numpy(), dtype=bool)
     if not cand.any():
         return
     idx = np.flatnonzero(cand)
