@@ -574,3 +574,10 @@ def test_study_area_refuses_points_outside_and_spots_swapped_lonlat(tmp_path):
     with pytest.raises(InputError, match=r"1 of 6 records .* \(rows 3\); check --crs"):
         table_from_frame(rd, crs="EPSG:28992", study_area=area)
     assert listing(tmp_path) == before
+
+
+def test_frames_with_repeated_or_non_string_column_names():
+    with pytest.raises(InputError, match="column names repeat in the input"):
+        table_from_frame(pd.DataFrame([[155000.0, 463000.0, 1.0]], columns=["x", "x", "y"]))
+    frame = pd.DataFrame({0: RD_X, 1: RD_Y})
+    assert len(table_from_frame(frame, x="0", y="1", crs="EPSG:28992")) == 6

@@ -502,10 +502,18 @@ def _open_vector(p: Path) -> _Source:
 
 
 def _frame_source(name: str, frame: pd.DataFrame, crs: str | None) -> _Source:
+    names = [str(c) for c in frame.columns]
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise InputError(
+            f"column names repeat in the input ({', '.join(map(repr, repeated[:5]))}); give "
+            "every column its own name"
+        )
     geom_name = getattr(frame, "_geometry_column_name", None)
     if geom_name is None or geom_name not in frame.columns:
-        columns = [str(c) for c in frame.columns]
-        return _Source(name, columns, crs, False, iter([frame]))
+        if names != list(frame.columns):
+            frame = frame.set_axis(names, axis=1)
+        return _Source(name, names, crs, False, iter([frame]))
     geoms = np.asarray(frame[geom_name].values, dtype=object)
     plain = pd.DataFrame(frame.drop(columns=[geom_name]))
     plain[_GEOM_A], plain[_GEOM_B] = _point_xy(geoms, name)
