@@ -291,7 +291,11 @@ def build_release_files(
             "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
             "level": np.where(at_group[pub], "group", levels[c[pub]]),
             "unit": pd.array(
-                np.where(generalised[pub], units_of_class[c[pub]], pd.NA), dtype="string"
+                [
+                    units_of_class[ci] if gen else None
+                    for ci, gen in zip(c[pub], generalised[pub], strict=True)
+                ],
+                dtype="string",
             ),
             "x": np.where(at_group[pub], gx[np.maximum(g[pub], 0)] if gx.size else np.nan, np.nan),
             "y": np.where(at_group[pub], gy[np.maximum(g[pub], 0)] if gy.size else np.nan, np.nan),
