@@ -1343,24 +1343,17 @@ def _check_holes(rel: _Release) -> CheckResult:
 class _Secrets:
     """Sensitive values to look for, in comparable form."""
 
-    pairs: NDArray[np.complex128]  # sorted x + iy, at least 4 significant digits together
-    coords: NDArray[np.float64]  # sorted coordinate values (every x and y)
-    frac_coords: NDArray[np.float64]  # sorted non-integral coordinates, >= 4 significant digits
+    pairs: NDArray[np.complex128]  # source (x + iy) pairs in the output CRS, exact
+    coords: NDArray[np.float64]  # every source x and y value
+    frac_coords: NDArray[np.float64]  # the non-integral ones
     subject_ids: frozenset[str]
     spaced_ids: tuple[str, ...]
-    epoch: NDArray[np.float64]  # sorted epoch seconds with >= 4 significant digits
-    wall: NDArray[np.float64]  # sorted wall-clock seconds
+    epoch: NDArray[np.float64]  # source times, epoch seconds
+    wall: NDArray[np.float64]  # source times, wall-clock seconds
     bad_names: frozenset[str]
     n_k: int
-
-    def any_secret(self) -> bool:
-        return bool(
-            self.pairs.size
-            or self.frac_coords.size
-            or self.subject_ids
-            or self.epoch.size
-            or self.wall.size
-        )
+    near: Any = None  # cKDTree of transformed source pairs when exact ones are unknown
+    near_tol: float = 0.0
 
 
 def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
@@ -1375,12 +1368,27 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     if src.x_work is not None and src.y_work is not None and src.x_work is not src.x:
         xs_list.append(src.x_work)
         ys_list.append(src.y_work)
+    near = None
+    near_tol = 0.0
     if rel.to_output is None:
         xm, ym = rel.xy_m
         xs_list.append(xm)
         ys_list.append(ym)
         if not scanned:
             scanned.append("audit coordinates")
+    elif not xs_list:
+        # the output CRS differs and the source's own values are unknown (a PointTable
+        # of lon/lat input): compare with the working coordinates carried to the output
+        # CRS, within a relative 1e-9 (transform round-off, far below any precision)
+        from scipy.spatial import cKDTree
+
+        ox, oy = rel.to_output(*rel.xy_m)
+        ok_o = np.isfinite(ox) & np.isfinite(oy)
+        if ok_o.any():
+            pts = np.column_stack([ox[ok_o], oy[ok_o]])
+            near = cKDTree(pts)
+            near_tol = 1e-9 * max(1.0, float(np.abs(pts).max()))
+            scanned.append("transformed coordinates")
     xs = np.concatenate(xs_list) if xs_list else np.array([])
     ys = np.concatenate(ys_list) if ys_list else np.array([])
     ok = np.isfinite(xs) & np.isfinite(ys)
@@ -1421,6 +1429,8 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
             wall=wall,
             bad_names=frozenset(bad_names),
             n_k=rel.k,
+            near=near,
+            near_tol=near_tol,
         ),
         scanned,
     )
@@ -1440,9 +1450,14 @@ def _sig_at_least(values: NDArray[np.float64], mask: NDArray[np.bool_], n: int =
 
 def _pair_hits(a: NDArray[np.float64], b: NDArray[np.float64], sec: _Secrets) -> int:
     """Rows where ``(a, b)`` is a source pair with >= 4 significant digits between them."""
-    if sec.pairs.size == 0 or a.size == 0:
+    if a.size == 0:
         return 0
     ok = np.isfinite(a) & np.isfinite(b)
+    if sec.near is not None and ok.any():
+        dist, _ = sec.near.query(np.column_stack([a[ok], b[ok]]), k=1)
+        return int((dist <= sec.near_tol).sum())
+    if sec.pairs.size == 0:
+        return 0
     z = np.empty(int(ok.sum()), dtype=np.complex128)
     z.real, z.imag = a[ok], b[ok]
     hit = _isin(z, sec.pairs)
@@ -1563,7 +1578,7 @@ def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
         found += _numeric_column_hits(name, vals, sec)
         if name.lower() not in _NOT_PAIRS:
             numeric[name] = vals
-    if sec.pairs.size and len(numeric) >= 2:
+    if (sec.pairs.size or sec.near is not None) and len(numeric) >= 2:
         names = list(numeric)
         n_pairs = sum(
             _pair_hits(numeric[a], numeric[b], sec) for a in names for b in names if a != b

@@ -488,6 +488,20 @@ def test_representatives_are_transformed_into_the_working_crs(tmp_path: Path) ->
     assert "representation" in failed(verify_release(w.root))
 
 
+def test_lonlat_output_is_scanned_for_transformed_source_pairs(tmp_path: Path) -> None:
+    from pyproj import Transformer
+
+    scene = _projected_scene()
+    tr = Transformer.from_crs("EPSG:28992", "EPSG:4326", always_xy=True)
+    lon, lat = tr.transform(scene.x[11], scene.y[11])
+    notes = f"# Notes\n\nOne record sits at {lon!r}, {lat!r}.\n"
+    crs = {"working_crs": "EPSG:28992", "output_crs": "EPSG:4326"}
+    w = write_release(tmp_path / "out", scene, notes=notes, **crs)
+    report = verify_release(w.root)
+    assert_only(report, "no_leak")
+    assert "RELEASE_NOTES.md: 1 coordinate pairs" in report["no_leak"].detail
+
+
 # ---- the linear system behind `holes` ---------------------------------------------------
 
 
@@ -567,7 +581,7 @@ def test_hidden_ranges_fast_mode_flags_the_same_cells_as_exact_mode() -> None:
     rng = np.random.default_rng(7)
     k = 5
     compared = 0
-    for _ in range(25):
+    for _ in range(15):
         rows = []
         pooled = 0
         for u in range(int(rng.integers(2, 6))):
@@ -602,7 +616,7 @@ def test_hidden_ranges_fast_mode_flags_the_same_cells_as_exact_mode() -> None:
         assert [h.cell for h in fast] == [h.cell for h in exact]
         assert [h.problem(k) for h in fast] == [h.problem(k) for h in exact]
         compared += 1
-    assert compared >= 10
+    assert compared >= 6
 
 
 def test_hidden_ranges_k2_less_than_k_always_reveals() -> None:
