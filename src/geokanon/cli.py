@@ -65,17 +65,31 @@ def _input_options() -> argparse.ArgumentParser:
     g.add_argument("--lon", help="longitude column, degrees (default lon when there is no x)")
     g.add_argument("--lat", help="latitude column, degrees (default lat when there is no y)")
     g.add_argument("--crs", help="CRS of the coordinates if the file names none, e.g. EPSG:28992")
-    g.add_argument("--coord-scale", type=float, help="multiply x/y by this for the CRS's units")
-    g.add_argument("--working-crs", help="metric CRS for distances (default: chosen for lon/lat)")
-    g.add_argument("--output-crs", help="CRS of published coordinates (default: the input's)")
+    g.add_argument(
+        "--coord-scale", type=float, metavar="F", help="multiply x/y by this for the CRS's units"
+    )
+    g.add_argument(
+        "--working-crs",
+        metavar="CRS",
+        help="metric CRS for distances (default: chosen for lon/lat)",
+    )
+    g.add_argument(
+        "--output-crs", metavar="CRS", help="CRS of published coordinates (default: the input's)"
+    )
     g.add_argument("--subject", help="subject id column (default: each record its own subject)")
     g.add_argument("--time", help="time column (ISO 8601 or epoch seconds)")
-    g.add_argument("--timezone", help="IANA time zone of times without an offset, e.g. UTC")
+    g.add_argument(
+        "--timezone", metavar="TZ", help="IANA time zone of times without an offset, e.g. UTC"
+    )
     g.add_argument("--unit", help="administrative unit column")
-    g.add_argument("--units", type=Path, help="unit polygon file (GeoPackage, GeoJSON, ...)")
-    g.add_argument("--unit-id", help="unit id column of the --units file")
+    g.add_argument(
+        "--units", type=Path, metavar="FILE", help="unit polygon file (GeoPackage, GeoJSON, ...)"
+    )
+    g.add_argument("--unit-id", metavar="COL", help="unit id column of the --units file")
     g.add_argument("--unit-grid", type=float, metavar="M", help="square grid cells of M metres")
-    g.add_argument("--study-area", type=Path, help="polygon file; records outside are refused")
+    g.add_argument(
+        "--study-area", type=Path, metavar="FILE", help="polygon file; records outside are refused"
+    )
     return p
 
 
