@@ -5,7 +5,7 @@ directory described in ``docs/release-format.md``:
 
 - ``DIR/release/`` (publishable): ``records.parquet`` (GeoParquet), ``records.csv``,
   ``groups.parquet``, ``classes.parquet``, ``units.csv``, ``manifest.json``,
-  ``RELEASE_NOTES.md``;
+  ``RELEASE_NOTES.md``, ``report.html`` (:mod:`geokanon.report.html`);
 - ``DIR/audit/`` (custodian only): ``assignment.parquet``, ``audit.json``.
 
 Everything is built in a hidden temporary sibling of ``DIR``, fsynced, checked by
@@ -290,13 +290,7 @@ def build_release_files(
             "group_id": pd.array(np.where(at_group[pub], g[pub], 0), dtype="Int64"),
             "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
             "level": np.where(at_group[pub], "group", levels[c[pub]]),
-            "unit": pd.array(
-                [
-                    units_of_class[ci] if gen else None
-                    for ci, gen in zip(c[pub], generalised[pub], strict=True)
-                ],
-                dtype="string",
-            ),
+            "unit": pd.Series(units_of_class[c[pub]], dtype="string").where(generalised[pub]),
             "x": np.where(at_group[pub], gx[np.maximum(g[pub], 0)] if gx.size else np.nan, np.nan),
             "y": np.where(at_group[pub], gy[np.maximum(g[pub], 0)] if gy.size else np.nan, np.nan),
         }
@@ -543,4 +537,16 @@ def write_release(
             )
         manifest["verification"] = checks
         finish_manifest(tmp, manifest)
+        # The report shows these results; the checks that read it run again with it in place.
+        from geokanon.report.html import RECHECKED, build_report
+
+        build_report(tmp, verification=checks)
+        finish_manifest(tmp, manifest)
+        again = verify_release(tmp, source=table, checks=RECHECKED)
+        if not again.passed:
+            raise VerificationFailed(
+                f"the release report failed the independent checks {list(again.failed)}; "
+                "nothing was written",
+                {**checks, **again.as_dict()},
+            )
     return manifest
