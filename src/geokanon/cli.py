@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from geokanon import __version__
-from geokanon.errors import GeokanonError, InputError, PrivacyRiskWarning
+from geokanon.errors import GeokanonError, InputError, PrivacyRiskWarning, ReleaseRefused
 from geokanon.policy import OutlierPolicy
 
 EXAMPLES = {
@@ -223,7 +223,21 @@ def cmd_release(args: argparse.Namespace) -> int:
         read_options=_read_options(args),
     )
     table = _read_input(args)
-    result = release_points(table, policy, args.out, options)
+    if args.dry_run:
+        from geokanon.pipeline import Plan
+
+        plan = Plan.from_policy(
+            policy, source=str(args.input), read_options=options.read_options,
+            release=options, out=str(args.out),
+        )  # fmt: skip
+        print(plan.describe(table))
+        return 0
+    try:
+        result = release_points(table, policy, args.out, options)
+    except ReleaseRefused as exc:
+        for note in getattr(exc, "__notes__", []):  # where the refusal report went
+            print(f"geokanon: {note}", file=sys.stderr)
+        raise
     m = result.manifest
     c = result.counts
     print(
@@ -234,6 +248,16 @@ def cmd_release(args: argparse.Namespace) -> int:
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from geokanon.pipeline import Plan
+
+    policy = _policy_from_args(args)
+    table = _read_input(args)
+    plan = Plan.from_policy(policy, source=str(args.input), read_options=_read_options(args))
+    print(plan.describe(table))
     return 0
 
 
@@ -503,6 +527,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from geokanon.report.html import rebuild_report
+
+    path, results = rebuild_report(args.dir)
+    print(f"report written to {path}")
+    for name, ok in results.items():
+        print(f"{'PASS' if ok else 'FAIL'} {name}")
+    return 0 if all(results.values()) else 4
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``geokanon`` (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(
@@ -551,12 +585,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="how totals are published (released)",
     )
     p.add_argument(
+        "--dry-run", action="store_true", help="print the resolved plan and exit; write nothing"
+    )
+    p.add_argument(
         "--membership-sensitive",
         action="store_true",
         default=None,
         help="replace suppression by generalisation to the whole area",
     )
     p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser(
+        "describe",
+        parents=[_input_options(), _policy_options()],
+        help="print the resolved plan (CRS chosen, policy, units found) without running",
+        epilog="example:\n  geokanon describe dwellings.csv --k 5 --r-max 300 --unit gm_code\n",
+        formatter_class=fmt,
+    )
+    p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser(
         "verify",
@@ -590,6 +636,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", type=Path, help="write sweep.csv, tau_frontier.svg/.png, sweep.html")
     g.add_argument("--json", action="store_true", help="print the cells as one JSON object")
     p.set_defaults(func=cmd_sweep)
+    # -- report command (report helper) --
+    p = sub.add_parser(
+        "report",
+        help="rebuild DIR/release/report.html and update the manifest's checksums",
+        epilog="example:\n  geokanon report out/dwellings\n",
+        formatter_class=fmt,
+    )
+    p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

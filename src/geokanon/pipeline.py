@@ -6,6 +6,7 @@ command line (or a notebook) renders.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +25,19 @@ from geokanon.classify import (
     unit_table,
 )
 from geokanon.disposal import CoreResult, run_core
-from geokanon.errors import InputError
+from geokanon.errors import InputError, ReleaseRefused
 from geokanon.io.read import PointTable
 from geokanon.policy import Label, OutlierPolicy
 from geokanon.release import ReleaseOptions, write_release
 
-__all__ = ["ClassifyResult", "ReleaseResult", "classify_points", "release_points", "run_core_on"]
+__all__ = [
+    "ClassifyResult",
+    "Plan",
+    "ReleaseResult",
+    "classify_points",
+    "release_points",
+    "run_core_on",
+]
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,33 @@ def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray) -> bool:
     )
 
 
+def _write_refusal(
+    out: Path, exc: ReleaseRefused, table: PointTable, policy: OutlierPolicy
+) -> None:
+    """Write the refusal report beside ``out`` and name it in the exception's notes."""
+    from geokanon import __version__
+
+    try:
+        from geokanon.report.html import write_refusal_report
+
+        path = write_refusal_report(
+            out, str(exc), exc.figures, policy=policy.to_dict(), version=__version__,
+            input_sha256=getattr(table, "source_sha256", None),
+        )  # fmt: skip
+    except (OSError, ImportError) as err:  # the refusal itself must still be raised
+        exc.add_note(f"the refusal report could not be written: {type(err).__name__}")
+        return
+    exc.add_note(f"refusal report: {path}")
+
+
+def _remove_refusal(out: Path) -> None:
+    """A release that is not refused removes the refusal report of an earlier run."""
+    from geokanon.report.html import refusal_report_path
+
+    with contextlib.suppress(OSError):
+        refusal_report_path(out).unlink(missing_ok=True)
+
+
 #: Inputs up to this size get the determinism check (a second core run on shuffled rows).
 DETERMINISM_CHECK_MAX = 250_000
 
@@ -200,7 +235,8 @@ def release_points(
     Raises
     ------
     ReleaseRefused
-        A cap is breached or no fixed point; nothing is written.
+        A cap is breached or no fixed point; no release is written, only the
+        refusal report ``<out>.refusal.html`` beside ``out`` (see ``docs/report.md``).
     VerificationFailed
         An independent check failed; nothing is written.
     InputError
@@ -212,7 +248,11 @@ def release_points(
         raise InputError(
             f"output directory {out.name!r} already exists; choose another --out or pass --force"
         )
-    core = run_core_on(table, policy)
+    try:
+        core = run_core_on(table, policy)
+    except ReleaseRefused as exc:
+        _write_refusal(out, exc, table, policy)
+        raise
     deterministic = None
     if check_determinism is None:
         check_determinism = len(table) <= DETERMINISM_CHECK_MAX
@@ -234,4 +274,82 @@ def release_points(
     manifest = write_release(
         out, table, core, policy, options, version=__version__, deterministic=deterministic
     )
+    _remove_refusal(out)
     return ReleaseResult(out=out, core=core, manifest=manifest)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What a run will do, frozen and printable before it runs (``describe``, ``--dry-run``).
+
+    A plan is a small picklable recipe: the policy, how the source is read, and how
+    the release is written. Both backends run a plan; workers receive the plan,
+    not live objects.
+
+    Examples
+    --------
+    >>> plan = Plan.from_policy(OutlierPolicy(k=5, r_max_m=300.0), source="dwellings.csv")
+    >>> print(plan.describe().splitlines()[0])
+    plan: release dwellings.csv with k=5, r_max=300 m
+    """
+
+    policy: OutlierPolicy
+    source: str
+    read_options: tuple[tuple[str, Any], ...] = ()
+    release: ReleaseOptions | None = None
+    out: str | None = None
+
+    @classmethod
+    def from_policy(
+        cls,
+        policy: OutlierPolicy,
+        *,
+        source: str,
+        read_options: tuple[tuple[str, Any], ...] = (),
+        release: ReleaseOptions | None = None,
+        out: str | None = None,
+    ) -> Plan:
+        """Build a plan from a validated policy and the reading and writing options."""
+        return cls(
+            policy=policy, source=source, read_options=read_options, release=release, out=out
+        )
+
+    def describe(self, table: PointTable | None = None) -> str:
+        """The resolved plan in plain text; with the read table, also CRS, subjects, units."""
+        p = self.policy
+        lines = [f"plan: release {self.source} with k={p.k}, r_max={p.r_max_m:g} m"]
+        if table is not None:
+            working = getattr(table, "working_crs", None) or table.crs
+            output = getattr(table, "output_crs", None) or table.crs
+            lines += [
+                f"  records: {len(table):,}; subjects: {table.n_subjects:,}"
+                + ("" if table.subjects is not None else " (each record its own subject)"),
+                f"  CRS: input {table.crs or 'unnamed metric'}; distances in "
+                f"{working or 'unnamed metric'}; published in {output or 'unnamed metric'}",
+                f"  units: {len(table.unit_names):,} ("
+                + ", ".join(map(str, table.unit_names[:6]))
+                + (", ..." if len(table.unit_names) > 6 else "")
+                + ")",
+                f"  times: {'yes' if table.times is not None else 'no'}",
+            ]
+        lines += [
+            f"  labels: ok iota<=1, merge <={p.merge_ratio:g}, "
+            f"generalise <={p.generalise_ratio:g}, suppress above "
+            f"(neighbour search radius {p.search_radius_m:g} m)",
+            f"  caps: tau {p.tau:.2%} of subjects; unit cap {p.unit_cap:.0%}; warning above "
+            f"{p.disposal_warning_share:.0%} disposals",
+            f"  time: t_max {p.t_max_s:g} s, {p.time_mode}" if p.t_max_s else "  time: not used",
+            f"  representatives snapped to {p.snap_step_m:g} m cell centres; seed {p.seed}",
+            f"  membership-sensitive: {'yes' if p.membership_sensitive else 'no'}",
+        ]
+        if self.release is not None:
+            r = self.release
+            lines += [
+                f"  release to {self.out}/release (publishable) and {self.out}/audit (custodian)",
+                f"  kept columns: {', '.join(r.keep) if r.keep else 'none'}; totals: {r.totals}",
+            ]
+        lines.append(
+            "  stages: read -> classify -> group/dispose (<= 5 passes) -> caps -> write -> "
+            "verify -> rename"
+        )
+        return "\n".join(lines)

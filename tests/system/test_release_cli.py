@@ -169,3 +169,14 @@ def test_sigkill_never_leaves_a_partial_release(dwellings_csv, tmp_path):
             manifest = json.loads((rel / "manifest.json").read_text())
             assert set(manifest["files"]) == {p.name for p in rel.iterdir()} - {"manifest.json"}
             assert all(manifest["verification"].values())
+
+
+def test_describe_and_dry_run_write_nothing(dwellings_csv, tmp_path, capsys):
+    assert main(["describe", str(dwellings_csv), *DW_ARGS, "--r-max", "300"]) == 0
+    text = capsys.readouterr().out
+    assert "EPSG:28992" in text and "GM0307" in text and "k=5" in text
+    out = tmp_path / "dry"
+    argv = ["release", str(dwellings_csv), *DW_ARGS, "--r-max", "300", "--out", str(out)]
+    assert main([*argv, "--dry-run"]) == 0
+    assert "stages" in capsys.readouterr().out
+    assert not out.exists()
