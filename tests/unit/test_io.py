@@ -22,6 +22,7 @@ from geokanon.errors import InputError, PrivacyRiskWarning
 from geokanon.io import PointTable, ReadOptions, check_r_max, read_points, table_from_frame
 from geokanon.io.units import UNASSIGNED, grid_units
 from geokanon.projection import Projection, choose_metric_crs, crs_to_string
+from tests.cases import CASES
 
 # a small cluster of addresses in Amersfoort (RD New metres) and the same in lon/lat
 RD_X = [155000.0, 155040.0, 155090.0, 155130.0, 155210.0, 155260.0]
@@ -581,3 +582,21 @@ def test_frames_with_repeated_or_non_string_column_names():
         table_from_frame(pd.DataFrame([[155000.0, 463000.0, 1.0]], columns=["x", "x", "y"]))
     frame = pd.DataFrame({0: RD_X, 1: RD_Y})
     assert len(table_from_frame(frame, x="0", y="1", crs="EPSG:28992")) == 6
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_canonical_cases_read_or_refuse_cleanly(name):
+    x, y, subjects = CASES[name]
+    frame = pd.DataFrame({"x": x, "y": y})
+    if subjects is not None:
+        frame["s"] = subjects
+    kw = {"subject": "s"} if subjects is not None else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name in ("empty", "nan"):
+            with pytest.raises(InputError, match=r"no records|NaN"):
+                table_from_frame(frame, coord_scale=1.0, **kw)
+            return
+        t = table_from_frame(frame, coord_scale=1.0, **kw)  # "these really are metres"
+    assert len(t) == len(x)
+    np.testing.assert_array_equal(t.x, x)
