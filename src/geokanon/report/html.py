@@ -1,0 +1,1429 @@
+"""``release/report.html`` and the refusal report: one self-contained page each.
+
+The release report reads the files of a release directory (``release/`` and
+``audit/``) and writes ``release/report.html``: the verdict and every check, a
+map of the published groups, the per-unit suppressed share, the distributions
+behind the release (isolation ratios, displacement, group diameters, labels per
+pass), the per-unit table, the bias findings and the parameters and checksums.
+
+The page is publishable, so what it shows is limited to what the release
+publishes, plus histograms aggregated from the audit under a masking rule:
+
+- histograms of records (isolation ratio, displacement) merge adjacent bins until
+  every shown bin holds 0 or at least ``k`` distinct subjects (a small remainder at
+  the end joins the bin before it); bin edges are fixed in advance, never fitted
+  to the data;
+- when the release hides its global suppressed figure (``<k`` or ``withheld``),
+  the isolation ratios above the generalise threshold are one hatched bar with no
+  height, and the per-pass ``suppress`` label counts read ``withheld``;
+- per-pass label counts of 1..k-1 records read ``<k``;
+- per-unit suppressed shares are published as bands relative to the unit cap,
+  and only where the unit's suppressed figure is published as a number;
+- a histogram of groups (diameters) needs no masking: every group holds at least
+  ``k`` distinct subjects;
+- maps show group representatives (published) and unit polygons read from the
+  ``--units`` file; no source coordinate, no hull of members, no axis ticks.
+
+Every figure is rendered with matplotlib (Agg, deterministic SVG or PNG) and
+embedded inline; the page loads nothing from anywhere (a Content-Security-Policy
+forbids it), so it opens from a USB stick.
+
+The refusal report (:func:`write_refusal_report`) holds the figures of a
+:class:`~geokanon.errors.ReleaseRefused` and its diagnosis, and no coordinate.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import html
+import io
+import json
+import math
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from geokanon.verify import VerificationReport
+
+__all__ = [
+    "CHECK_TEXT",
+    "build_report",
+    "masked_histogram",
+    "rebuild_report",
+    "refusal_report_path",
+    "share_band",
+    "write_refusal_report",
+]
+
+LT_K = "<k"
+WITHHELD = "withheld"
+
+#: What every check establishes, in the words of the specification.
+CHECK_TEXT: dict[str, str] = {
+    "k_subjects": "every published group and generalised class holds at least k distinct "
+    "subjects (synthetic records never count)",
+    "extent": "every member of every group lies within r_max of its published representative",
+    "tau": "the suppressed share of all subjects is within the global cap tau",
+    "unit_cap": "in every unit, the suppressed share is within the unit cap",
+    "holes": "no hidden figure (a '<k' or withheld cell) can be worked out, or narrowed, "
+    "from the published figures taken together",
+    "no_leak": "no release file holds a source coordinate, a subject id, a raw timestamp "
+    "or a source row number",
+    "representation": "no published representative equals a member's coordinate or the "
+    "exact centroid of its members",
+    "counts": "every published count equals what the audit assigns",
+    "fixed_point": "the passes end with one that changed nothing, within 5 passes",
+    "report_safety": "no figure in the notes or this report rests on 1..k-1 subjects",
+    "deterministic": "the same input, policy and seed give the same release; the row order "
+    "of the input does not matter",
+    "manifest": "every release file is listed in manifest.json with a matching sha256",
+}
+#: Checks run again once this page is in place (they read it).
+RECHECKED = ("no_leak", "report_safety", "manifest")
+
+#: Okabe-Ito colours of the four labels, and the groups.
+LABEL_COLOURS = {
+    "ok": "#009E73",
+    "merge": "#56B4E9",
+    "generalise": "#E69F00",
+    "suppress": "#D55E00",
+}
+GROUP_COLOUR = "#0072B2"
+#: Share bands (fractions of the unit cap) and their colours (light to dark).
+BAND_EDGES = (0.1, 0.25, 0.5, 1.0)
+BAND_COLOURS = ("#fee8c8", "#fdbb84", "#ef6548", "#b30000")
+ZERO_COLOUR = "#f2f2f2"
+LTK_COLOUR = "#bdbdbd"
+
+
+# --------------------------------------------------------------------------------------
+# Masking rules
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bin:
+    """One published histogram bin: ``[low, high)`` and its record count."""
+
+    low: float
+    high: float
+    records: int
+
+
+def masked_histogram(
+    values: NDArray[np.float64],
+    subjects: NDArray[np.int64],
+    edges: Sequence[float] | NDArray[np.float64],
+    k: int,
+) -> list[Bin]:
+    """Histogram whose every bin holds 0 or at least ``k`` distinct subjects.
+
+    Bins are the fixed ``edges`` (the last bin is closed on the right and also
+    takes values beyond it); adjacent bins are merged, left to right, until the
+    merged bin holds 0 or >= k distinct subjects; a remainder of 1..k-1 subjects
+    at the end joins the last published non-empty bin.
+
+    Parameters
+    ----------
+    values
+        One value per record (NaN: not counted).
+    subjects
+        Subject code per record.
+    edges
+        Increasing bin edges.
+    k
+        The release's k.
+
+    Returns
+    -------
+    list of Bin
+
+    Examples
+    --------
+    >>> v = np.array([0.5, 1.5, 1.6, 2.5, 2.6, 2.7])
+    >>> [(b.low, b.high, b.records) for b in masked_histogram(v, np.arange(6), [0, 1, 2, 3], 3)]
+    [(0.0, 2.0, 3), (2.0, 3.0, 3)]
+    """
+    e = np.asarray(edges, dtype=np.float64)
+    ok = ~np.isnan(values)
+    v, s = values[ok], subjects[ok]
+    idx = np.clip(np.searchsorted(e, v, side="right") - 1, 0, e.size - 2)
+    nb = e.size - 1
+    recs = np.bincount(idx, minlength=nb)
+    out: list[tuple[int, int]] = []  # (first bin, last bin) of each published bin
+    i = 0
+
+    def subjects_in(a: int, b: int) -> int:
+        m = (idx >= a) & (idx <= b)
+        return int(np.unique(s[m]).size)
+
+    while i < nb:
+        if recs[i] == 0:
+            out.append((i, i))
+            i += 1
+            continue
+        j = i
+        while j < nb - 1 and subjects_in(i, j) < k:
+            j += 1
+        if subjects_in(i, j) < k:  # remainder at the end: join the last non-empty bin
+            last = next((n for n in range(len(out) - 1, -1, -1) if recs[out[n][0]] > 0), None)
+            if last is None:
+                out.append((i, j))
+            else:
+                out[last] = (out[last][0], j)
+                out = out[: last + 1]
+            break
+        out.append((i, j))
+        i = j + 1
+    return [Bin(float(e[a]), float(e[b + 1]), int(recs[a : b + 1].sum())) for a, b in out]
+
+
+def share_band(suppressed: object, share: float, cap: float) -> tuple[int, str]:
+    """Published band of a unit's suppressed share: ``(rank, text)``.
+
+    ``rank`` orders the bands (higher is worse; ``<k`` units rank 1, zero 0). The
+    band is shown only when the unit's suppressed figure is a number >= k.
+
+    Examples
+    --------
+    >>> share_band(0, 0.0, 0.1), share_band("<k", 0.3, 0.1), share_band(12, 0.03, 0.1)
+    ((0, '0'), (1, '<k'), (4, '2.5–5 %'))
+    """
+    if str(suppressed) == "0":
+        return 0, "0"
+    if str(suppressed) in (LT_K, WITHHELD):
+        return 1, str(suppressed)
+    low = 0.0
+    for n, edge in enumerate(BAND_EDGES):
+        high = edge * cap
+        if share <= high + 1e-12:
+            return n + 2, f"{_pct_g(low)}–{_pct_g(high)} %"
+        low = high
+    return len(BAND_EDGES) + 2, f"> {_pct_g(cap)} %"
+
+
+def _pct_g(x: float) -> str:
+    return f"{100 * x:.3g}"
+
+
+def _mask_count(v: int, k: int) -> int | str:
+    return int(v) if v == 0 or v >= k else LT_K
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | np.integer):
+        return f"{int(v):,}"
+    return str(v)
+
+
+def _esc(v: object) -> str:
+    return html.escape(_fmt(v))
+
+
+# --------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------
+
+
+def _svg(fig: Figure) -> str:
+    from geokanon.report.sweep_page import _inline_svg, _svg_text
+
+    svg = _inline_svg(_svg_text(fig))
+    return f'<div class="fig">{svg}</div>'
+
+
+def _png(fig: Figure, alt: str, dpi: int = 100) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img class="map" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _figure(w: float, h: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(w, h), layout="constrained")
+
+
+def _style(ax: Axes) -> None:
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.tick_params(labelsize=8)
+    ax.grid(axis="y", color="#e5e5e5", lw=0.6)
+    ax.set_axisbelow(True)
+
+
+def _hist_bars(
+    ax: Axes, bins: list[Bin], colour_of: Any, *, x_of: Any = None, hidden_from: float | None = None
+) -> None:
+    """Draw published bins as bars (``x_of`` maps a value to the axis)."""
+    from matplotlib.patches import Rectangle
+
+    fx = x_of or (lambda v: v)
+    top = max([b.records for b in bins] + [1])
+    for b in bins:
+        lo, hi = fx(b.low), fx(b.high)
+        if hidden_from is not None and b.low >= hidden_from:
+            continue
+        if b.records:
+            ax.bar(
+                lo,
+                b.records,
+                width=hi - lo,
+                align="edge",
+                color=colour_of(b),
+                lw=0.4,
+                edgecolor="white",
+            )
+    if hidden_from is not None:
+        rest = [b for b in bins if b.low >= hidden_from]
+        if rest:
+            lo, hi = fx(rest[0].low), fx(rest[-1].high)
+            ax.add_patch(
+                Rectangle(
+                    (lo, 1), hi - lo, top, fill=False, hatch="///", edgecolor="#999999", lw=0.6
+                )
+            )
+            ax.text(
+                (lo + hi) / 2,
+                math.sqrt(top),
+                "withheld",
+                ha="center",
+                va="center",
+                fontsize=7,
+                rotation=90,
+                color="#555555",
+            )
+
+
+_IOTA_EDGES = tuple([0.0] + [2.0**e for e in np.arange(-6.0, 5.0, 0.5)] + [math.inf])
+
+
+def _iota_figure(iota: NDArray[np.float64], subj: NDArray[np.int64], m: Mapping[str, Any]) -> str:
+    pol = m.get("policy", {})
+    k = int(m["k"])
+    mr = float(pol.get("merge_ratio", 2.0))
+    gr = float(pol.get("generalise_ratio", 4.0))
+    values = np.where(np.isinf(iota), 1e9, iota)
+    bins = masked_histogram(values, subj, _IOTA_EDGES, k)
+    lo_edge, hi_edge = _IOTA_EDGES[1], _IOTA_EDGES[-2]
+
+    def x_of(v: float) -> float:  # log2 axis; the outer bins get one half step each
+        if v <= 0:
+            return math.log2(lo_edge) - 0.5
+        if math.isinf(v):
+            return math.log2(hi_edge) + 0.5
+        return math.log2(v)
+
+    def colour(b: Bin) -> str:
+        mid = b.high if b.low == 0 else (b.low if math.isinf(b.high) else (b.low * b.high) ** 0.5)
+        if mid <= 1:
+            return LABEL_COLOURS["ok"]
+        if mid <= mr:
+            return LABEL_COLOURS["merge"]
+        if mid <= gr:
+            return LABEL_COLOURS["generalise"]
+        return LABEL_COLOURS["suppress"]
+
+    hidden = not isinstance((m.get("counts") or {}).get("suppressed"), int)
+    fig = _figure(6.2, 3.0)
+    ax = fig.subplots()
+    _hist_bars(ax, bins, colour, x_of=x_of, hidden_from=gr if hidden else None)
+    ax.set_yscale("log")
+    for t, name in ((1.0, "ok | merge"), (mr, "merge | generalise"), (gr, "generalise | suppress")):
+        ax.axvline(math.log2(t), color="#333333", lw=0.9, ls="--")
+        ax.text(
+            math.log2(t),
+            0.98,
+            f" {name} ({t:g})",
+            transform=ax.get_xaxis_transform(),
+            fontsize=6.5,
+            va="top",
+            ha="right",
+            rotation=90,
+            color="#333333",
+        )
+    ticks = [1 / 64, 1 / 16, 1 / 4, 1, 2, 4, 16]
+    ax.set_xticks([math.log2(t) for t in ticks], [f"{t:g}" for t in ticks])
+    ax.set_xlim(x_of(0), x_of(math.inf))
+    ax.set_xlabel("isolation ratio iota (first pass; log scale, outer bins open-ended)", fontsize=8)
+    ax.set_ylabel("records per bin", fontsize=8)
+    _style(ax)
+    return _svg(fig)
+
+
+def _displacement_figure(
+    d: NDArray[np.float64], subj: NDArray[np.int64], r_max: float, k: int
+) -> str:
+    edges = np.linspace(0.0, r_max, 16)
+    bins = masked_histogram(d, subj, edges, k)
+    fig = _figure(6.2, 2.6)
+    ax = fig.subplots()
+    _hist_bars(ax, bins, lambda b: GROUP_COLOUR)
+    ax.axvline(r_max, color="#D55E00", lw=1.2, ls="--")
+    ax.text(
+        r_max,
+        1.0,
+        "r_max ",
+        transform=ax.get_xaxis_transform(),
+        ha="right",
+        va="top",
+        fontsize=7,
+        color="#D55E00",
+    )
+    ax.set_xlim(0, r_max * 1.04)
+    ax.set_xlabel("distance from a record to its group's published representative (m)", fontsize=8)
+    ax.set_ylabel("records per bin", fontsize=8)
+    _style(ax)
+    return _svg(fig)
+
+
+def _diameter_figure(diam: NDArray[np.float64], r_max: float) -> str:
+    ratio = diam / r_max
+    edges = np.linspace(0.0, 2.0, 21)
+    counts, _ = np.histogram(np.clip(ratio, 0, 2.0), bins=edges)
+    fig = _figure(6.2, 2.6)
+    ax = fig.subplots()
+    ax.bar(
+        edges[:-1],
+        counts,
+        width=np.diff(edges),
+        align="edge",
+        color=GROUP_COLOUR,
+        lw=0.4,
+        edgecolor="white",
+    )
+    for t, name in ((1.0, "r_max"), (2.0, "2 r_max (limit)")):
+        ax.axvline(t, color="#D55E00", lw=1.2, ls="--")
+        ax.text(
+            t,
+            1.0,
+            f"{name} ",
+            transform=ax.get_xaxis_transform(),
+            ha="right",
+            va="top",
+            fontsize=7,
+            color="#D55E00",
+        )
+    ax.set_xlim(0, 2.08)
+    ax.set_xlabel("group diameter (largest distance between two members) / r_max", fontsize=8)
+    ax.set_ylabel("groups", fontsize=8)
+    _style(ax)
+    return _svg(fig)
+
+
+def _passes_figure(rows: list[dict[str, int | str]], k: int) -> str:
+    from matplotlib.patches import Patch, Rectangle
+
+    labels = list(LABEL_COLOURS)
+    fig = _figure(6.2, 2.6)
+    ax = fig.subplots()
+    w = 0.2
+    for i, row in enumerate(rows):
+        for j, lab in enumerate(labels):
+            v = row[lab]
+            x = i + (j - 1.5) * w
+            if isinstance(v, int):
+                if v > 0:
+                    ax.bar(x, v, width=w, color=LABEL_COLOURS[lab], align="center")
+            else:  # "<k" or withheld: an outline with no height
+                top = k - 1 if v == LT_K else 10
+                ax.add_patch(
+                    Rectangle(
+                        (x - w / 2, 1),
+                        w,
+                        top - 1 if top > 1 else 1,
+                        fill=False,
+                        hatch="///",
+                        edgecolor=LABEL_COLOURS[lab],
+                        lw=0.6,
+                    )
+                )
+    ax.set_yscale("log")
+    ax.set_ylim(0.8, None)
+    ax.set_xticks(range(len(rows)), [f"pass {r['pass']}" for r in rows])
+    ax.set_ylabel("records", fontsize=8)
+    handles = [Patch(color=LABEL_COLOURS[lab], label=lab) for lab in labels]
+    handles.append(Patch(fill=False, hatch="///", edgecolor="#777777", label="<k / withheld"))
+    ax.legend(
+        handles=handles,
+        fontsize=7,
+        ncols=5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1.18),
+        frameon=False,
+    )
+    _style(ax)
+    return _svg(fig)
+
+
+def _scale_bar(ax: Axes, x0: float, x1: float, y0: float, y1: float) -> None:
+    span = (x1 - x0) / 5
+    if span <= 0 or not math.isfinite(span):
+        return
+    p = 10 ** math.floor(math.log10(span))
+    length = max(s * p for s in (1, 2, 5) if s * p <= span)
+    bx, by = x0 + 0.04 * (x1 - x0), y0 + 0.04 * (y1 - y0)
+    ax.plot([bx, bx + length], [by, by], color="black", lw=2.5, solid_capstyle="butt")
+    text = f"{length / 1000:g} km" if length >= 1000 else f"{length:g} m"
+    ax.text(bx + length / 2, by + 0.015 * (y1 - y0), text, ha="center", va="bottom", fontsize=8)
+
+
+def _map_axes(ax: Axes, x0: float, x1: float, y0: float, y1: float) -> None:
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for s in ax.spines.values():
+        s.set_color("#cccccc")
+    _scale_bar(ax, x0, x1, y0, y1)
+
+
+def _extent(
+    gx: NDArray[np.float64], gy: NDArray[np.float64], outlines: Any
+) -> tuple[float, float, float, float]:
+    if outlines is not None and len(outlines):
+        x0, y0, x1, y1 = (float(v) for v in outlines.total_bounds)
+    elif gx.size:
+        x0, x1, y0, y1 = float(gx.min()), float(gx.max()), float(gy.min()), float(gy.max())
+    else:
+        x0, x1, y0, y1 = 0.0, 1.0, 0.0, 1.0
+    pad = 0.03 * max(x1 - x0, y1 - y0, 1.0)
+    return x0 - pad, x1 + pad, y0 - pad, y1 + pad
+
+
+def _groups_map(
+    gx: NDArray[np.float64], gy: NDArray[np.float64], n: NDArray[np.int64], outlines: Any, k: int
+) -> str:
+    fig = _figure(5.6, 5.6)
+    ax = fig.subplots()
+    ext = _extent(gx, gy, outlines)
+    if outlines is not None:
+        outlines.boundary.plot(ax=ax, color="#666666", lw=0.6)
+    if gx.size:
+        order = np.argsort(-n, kind="stable")
+        size = 1.5 + 6.0 * (n[order] / max(k, 1)) ** 0.5
+        ax.scatter(gx[order], gy[order], s=size, color=GROUP_COLOUR, alpha=0.45, lw=0)
+        for v in sorted({k, int(np.median(n)), int(n.max())}):
+            ax.scatter(
+                [],
+                [],
+                s=1.5 + 6.0 * (v / max(k, 1)) ** 0.5,
+                color=GROUP_COLOUR,
+                alpha=0.6,
+                lw=0,
+                label=f"{v} records",
+            )
+        ax.legend(
+            fontsize=7,
+            loc="upper right",
+            frameon=True,
+            framealpha=0.85,
+            title="group of",
+            title_fontsize=7,
+        )
+    _map_axes(ax, *ext)
+    ax.set_title("published groups (representatives, sized by records)", fontsize=9)
+    return _png(fig, "map of the published group representatives, sized by their record counts")
+
+
+def _choropleth(
+    outlines: Any, id_col: str, bands: Mapping[str, tuple[int, str]], cap: float
+) -> str:
+    from matplotlib.patches import Patch
+
+    fig = _figure(5.6, 5.6)
+    ax = fig.subplots()
+    colours = []
+    for uid in outlines[id_col].astype(str):
+        rank, _ = bands.get(uid, (-1, ""))
+        if rank == -1:
+            colours.append("white")
+        elif rank == 0:
+            colours.append(ZERO_COLOUR)
+        elif rank == 1:
+            colours.append(LTK_COLOUR)
+        else:
+            colours.append(BAND_COLOURS[min(rank - 2, len(BAND_COLOURS) - 1)])
+    outlines.plot(ax=ax, color=colours, edgecolor="#555555", lw=0.6)
+    _map_axes(ax, *_extent(np.zeros(0), np.zeros(0), outlines))
+    handles = [Patch(facecolor=ZERO_COLOUR, edgecolor="#555555", label="0 suppressed")]
+    handles.append(Patch(facecolor=LTK_COLOUR, edgecolor="#555555", label="<k suppressed"))
+    low = 0.0
+    for edge, col in zip(BAND_EDGES, BAND_COLOURS, strict=True):
+        handles.append(
+            Patch(facecolor=col, edgecolor="#555555", label=f"{_pct_g(low)}–{_pct_g(edge * cap)} %")
+        )
+        low = edge * cap
+    handles.append(Patch(facecolor="white", edgecolor="#555555", label="no records"))
+    ax.legend(
+        handles=handles,
+        fontsize=7,
+        loc="upper right",
+        framealpha=0.85,
+        title=f"suppressed share\n(unit cap {_pct_g(cap)} %)",
+        title_fontsize=7,
+    )
+    ax.set_title("suppressed share per unit (the darkest band ends at the unit cap)", fontsize=9)
+    return _png(fig, "map of the units coloured by their band of suppressed share")
+
+
+def _band_chart(bands: Mapping[str, tuple[int, str]], cap: float) -> str:
+    names = ["0", "<k"]
+    low = 0.0
+    for edge in BAND_EDGES:
+        names.append(f"{_pct_g(low)}–{_pct_g(edge * cap)} %")
+        low = edge * cap
+    counts = np.zeros(len(names), dtype=int)
+    for rank, _ in bands.values():
+        counts[min(rank, len(names) - 1)] += 1
+    fig = _figure(5.6, 2.6)
+    ax = fig.subplots()
+    colours = [ZERO_COLOUR, LTK_COLOUR, *BAND_COLOURS]
+    ax.bar(range(len(names)), counts, color=colours, edgecolor="#555555", lw=0.6)
+    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ax.axvline(len(names) - 0.5, color="#D55E00", lw=1.2, ls="--")
+    ax.text(
+        len(names) - 0.5,
+        1.0,
+        f"unit cap {_pct_g(cap)} % ",
+        transform=ax.get_xaxis_transform(),
+        ha="right",
+        va="top",
+        fontsize=7,
+        color="#D55E00",
+    )
+    ax.set_ylabel("units", fontsize=8)
+    ax.set_xlabel("suppressed share of the unit's subjects", fontsize=8)
+    _style(ax)
+    return _svg(fig)
+
+
+# --------------------------------------------------------------------------------------
+# Reading a release
+# --------------------------------------------------------------------------------------
+
+
+def _transformer(src: str | None, dst: str | None) -> Any:
+    if not src or not dst or src == dst:
+        return None
+    from pyproj import CRS, Transformer
+
+    try:
+        a, b = CRS.from_user_input(src), CRS.from_user_input(dst)
+    except Exception:  # an unnamed CRS: assume the same
+        return None
+    if a == b:
+        return None
+    return Transformer.from_crs(a, b, always_xy=True)
+
+
+def _group_diameters(
+    gid: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], n_groups: int
+) -> NDArray[np.float64]:
+    """Largest distance between two members of every group (convex hull, then all pairs)."""
+    import shapely
+
+    out = np.zeros(n_groups)
+    m = gid >= 0
+    if not m.any():
+        return out
+    g, xs, ys = gid[m], x[m], y[m]
+    order = np.argsort(g, kind="stable")
+    g, xs, ys = g[order], xs[order], ys[order]
+    hulls = shapely.convex_hull(shapely.multipoints(np.column_stack([xs, ys]), indices=g))
+    present = np.unique(g)
+    coords, index = shapely.get_coordinates(hulls, return_index=True)
+    starts = np.searchsorted(index, np.arange(len(hulls) + 1))
+    for j, grp in enumerate(present):
+        c = coords[starts[j] : starts[j + 1]]
+        if len(c) < 2:
+            continue
+        d = c[:, None, :] - c[None, :, :]
+        out[grp] = float(np.sqrt((d * d).sum(axis=2)).max())
+    return out
+
+
+def _unit_outlines(audit: Mapping[str, Any], crs: str | None) -> tuple[Any, str | None, str]:
+    """(GeoDataFrame in ``crs`` or None, id column, note for the page)."""
+    opts = audit.get("read_options") or {}
+    path = opts.get("units")
+    if not path:
+        return (
+            None,
+            None,
+            "The release was made with a unit column, not unit polygons (--units FILE), so no "
+            "unit outlines are drawn (outlines are never made up from the members' locations).",
+        )
+    try:
+        import geopandas as gpd
+
+        frame = gpd.read_file(path)
+        if crs and frame.crs is not None:
+            frame = frame.to_crs(crs)
+    except Exception:  # a moved or unreadable file: say so
+        return (
+            None,
+            None,
+            f"The unit polygon file {Path(str(path)).name!r} could not be read, "
+            "so no unit outlines are drawn.",
+        )
+    id_col = opts.get("unit_id")
+    if not id_col or id_col not in frame.columns:
+        cols = [c for c in frame.columns if c != "geometry"]
+        id_col = cols[0] if cols else None
+    if id_col is None:
+        return None, None, "The unit polygon file has no id column, so no outlines are drawn."
+    return frame, str(id_col), f"Unit outlines from {Path(str(path)).name}."
+
+
+# --------------------------------------------------------------------------------------
+# The page
+# --------------------------------------------------------------------------------------
+
+_CSS = """
+:root { --ok: #007a57; --bad: #b3261e; --ink: #1d1d1f; --mute: #5f6368; --line: #dadce0; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink);
+       margin: 0; background: #f7f7f8; }
+main { max-width: 1180px; margin: 0 auto; padding: 20px 28px 40px; }
+h1 { font-size: 1.5em; margin: 0 0 2px; }
+h2 { font-size: 1.15em; margin: 28px 0 8px; border-bottom: 1px solid var(--line);
+     padding-bottom: 4px; }
+p { margin: 6px 0; } .mute { color: var(--mute); font-size: 0.9em; }
+.verdict { display: flex; gap: 18px; align-items: center; padding: 14px 18px; border-radius: 8px;
+           color: white; margin: 10px 0 12px; }
+.verdict.ok { background: var(--ok); } .verdict.bad { background: var(--bad); }
+.verdict .big { font-size: 1.6em; font-weight: 700; letter-spacing: 0.02em; }
+.verdict p { margin: 2px 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: 10px; }
+.card { background: white; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
+.card .n { font-size: 1.3em; font-weight: 650; } .card .t { color: var(--mute); font-size: 0.85em; }
+table { border-collapse: collapse; background: white; font-size: 0.9em; }
+th, td { border: 1px solid var(--line); padding: 4px 9px; text-align: right;
+         vertical-align: top; }
+th { background: #eef0f2; font-weight: 600; }
+td.l, th.l { text-align: left; }
+table.checks td.r { font-weight: 700; white-space: nowrap; }
+td.pass { color: var(--ok); } td.fail { color: var(--bad); }
+table.sortable th { cursor: pointer; user-select: none; }
+table.sortable th::after { content: " \\2195"; color: #999; font-size: 0.8em; }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 14px; }
+.panel { background: white; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
+.panel h3 { font-size: 0.95em; margin: 2px 0 4px; }
+.fig svg, img.map { width: 100%; height: auto; display: block; }
+.scroll { max-height: 520px; overflow: auto; display: inline-block; }
+code { font-size: 0.9em; }
+table.params td.hash code { font-size: 0.78em; word-break: break-all; }
+table.params { width: 100%; } table.params td.hash { max-width: 30em; } .sig { font-weight: 600; }
+ul { margin: 4px 0; padding-left: 22px; }
+"""
+
+_JS = """
+document.querySelectorAll('table.sortable').forEach(function (t) {
+  t.querySelectorAll('th').forEach(function (th, i) {
+    th.addEventListener('click', function () {
+      var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      var dir = th.dataset.dir === 'desc' ? 1 : -1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+      rows.sort(function (a, b) {
+        var x = a.cells[i].dataset.v, y = b.cells[i].dataset.v;
+        var nx = parseFloat(x), ny = parseFloat(y);
+        if (!isNaN(nx) && !isNaN(ny)) { return dir * (nx - ny); }
+        return dir * String(x).localeCompare(String(y));
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
+
+_CSP = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+    "script-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+)
+
+
+def _page(title: str, body: list[str], script: bool = False) -> str:
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_CSS}</style></head><body><main>",
+        *body,
+        "</main>",
+    ]
+    if script:
+        parts.append(f"<script>{_JS}</script>")
+    parts += ["</body></html>", ""]
+    return "\n".join(parts)
+
+
+def _card(n: object, text: str) -> str:
+    return f'<div class="card"><div class="n">{_esc(n)}</div><div class="t">{text}</div></div>'
+
+
+def _checks_table(results: list[tuple[str, bool | None]]) -> str:
+    rows = []
+    for name, ok in results:
+        cls, text = ("pass", "passed") if ok else ("fail", "FAILED")
+        if ok is None:
+            cls, text = "fail", "not checked"
+        rows.append(
+            f'<tr><td class="l"><code>{html.escape(name)}</code></td>'
+            f'<td class="r {cls}">{text}</td>'
+            f'<td class="l">{html.escape(CHECK_TEXT.get(name, ""))}</td></tr>'
+        )
+    return (
+        '<table class="checks"><thead><tr><th class="l">check</th><th>result</th>'
+        '<th class="l">holds when</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>"
+    )
+
+
+def _check_results(
+    manifest: Mapping[str, Any],
+    verification: VerificationReport | Mapping[str, bool] | None,
+    deterministic: bool | None,
+) -> list[tuple[str, bool | None]]:
+    from geokanon.verify import CHECKS, VerificationReport
+
+    if isinstance(verification, VerificationReport):
+        got: dict[str, bool] = verification.as_dict()
+    elif verification is not None:
+        got = dict(verification)
+    else:
+        got = dict(manifest.get("verification") or {})
+    if deterministic is not None:
+        got["deterministic"] = bool(deterministic)
+    names = [*CHECKS[:-1], "deterministic", CHECKS[-1]]
+    names += [n for n in got if n not in names]
+    return [(n, got.get(n)) for n in names]
+
+
+def _unit_rows(
+    units: pd.DataFrame, audit: Mapping[str, Any], cap: float
+) -> tuple[list[dict[str, Any]], dict[str, tuple[int, str]]]:
+    share = {str(r["unit"]): float(r.get("share") or 0.0) for r in audit.get("per_unit", [])}
+    rows = []
+    bands: dict[str, tuple[int, str]] = {}
+    records: list[dict[str, Any]] = [
+        {str(c): v for c, v in r.items()} for r in units.to_dict("records")
+    ]
+    for r in records:
+        uid = str(r["unit"])
+        band = share_band(r["suppressed"], share.get(uid, 0.0), cap)
+        bands[uid] = band
+        rows.append({**r, "unit": uid, "_band": band})
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        s = str(r["suppressed"])
+        sv = 0.5 if s == LT_K else (float(s) if s.isdigit() else 0.0)
+        g = str(r.get("generalised_up", 0))
+        gv = 0.5 if g == LT_K else (float(g) if g.isdigit() else 0.0)
+        return (-r["_band"][0], -sv, -gv, r["unit"])
+
+    rows.sort(key=key)
+    return rows, bands
+
+
+def _sort_value(v: object) -> str:
+    s = str(v)
+    if s == LT_K:
+        return "0.5"
+    if s == WITHHELD:
+        return "-1"
+    return s
+
+
+def _units_table(rows: list[dict[str, Any]], has_total: bool) -> str:
+    head = [
+        "unit",
+        "released records",
+        "generalised to a coarser level (subjects)",
+        "suppressed (subjects)",
+        "suppressed share",
+    ]
+    if has_total:
+        head.insert(1, "source total")
+    th = "".join(
+        f'<th class="{"l" if i == 0 else ""}">{html.escape(h)}</th>' for i, h in enumerate(head)
+    )
+    body = []
+    for r in rows:
+        cells = [f'<td class="l" data-v="{html.escape(r["unit"])}">{html.escape(r["unit"])}</td>']
+        if has_total:
+            t = r.get("source_total")
+            cells.append(f'<td data-v="{_sort_value(t)}">{_esc(t)}</td>')
+        for col in ("released", "generalised_up", "suppressed"):
+            raw = r.get(col)
+            v: object = int(str(raw)) if str(raw).isdigit() else raw
+            cells.append(f'<td data-v="{_sort_value(v)}">{_esc(v)}</td>')
+        rank, text = r["_band"]
+        cells.append(f'<td data-v="{rank}">{html.escape(text)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f'<div class="scroll"><table class="sortable units"><thead><tr>{th}</tr></thead><tbody>'
+        + "".join(body)
+        + "</tbody></table></div>"
+    )
+
+
+def _pass_rows(manifest: Mapping[str, Any], k: int) -> list[dict[str, int | str]]:
+    hidden = not isinstance((manifest.get("counts") or {}).get("suppressed"), int)
+    rows: list[dict[str, int | str]] = []
+    for p in manifest.get("passes", []):
+        labels = p.get("labels", {})
+        row: dict[str, int | str] = {"pass": int(p.get("pass", len(rows) + 1))}
+        for lab in LABEL_COLOURS:
+            v = int(labels.get(lab) or 0)
+            row[lab] = WITHHELD if (lab == "suppress" and hidden and v) else _mask_count(v, k)
+        row["changed"] = int(p.get("changed", 0))
+        rows.append(row)
+    return rows
+
+
+def _passes_table(rows: list[dict[str, int | str]]) -> str:
+    head = ["pass", "ok", "merge", "generalise", "suppress", "labels changed"]
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{_esc(r[c])}</td>" for c in ("pass", *LABEL_COLOURS, "changed"))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _bias_section(manifest: Mapping[str, Any]) -> list[str]:
+    findings = list(manifest.get("bias") or [])
+    if not findings:
+        return [
+            "<p>No attribute was compared (no attribute columns were kept with --keep), so "
+            "nothing can be said about who the suppressed and generalised records were.</p>"
+        ]
+    sig = [f for f in findings if f.get("significant")]
+    rest = [f for f in findings if not f.get("significant")]
+    out = []
+    if sig:
+        out.append("<p>Suppressed records differ from the retained ones:</p><ul>")
+        out += [
+            f'<li class="sig">{html.escape(str(f.get("sentence", "")))}'
+            f' <span class="mute">({html.escape(str(f.get("stratum", "all")))})</span></li>'
+            for f in sig
+        ]
+        out.append("</ul>")
+    else:
+        out.append("<p>No significant difference between suppressed and retained records.</p>")
+    if rest:
+        out.append(
+            f"<details><summary>{len(rest)} comparisons with no significant difference "
+            "or too few records to compare</summary><ul>"
+        )
+        out += [f"<li>{html.escape(str(f.get('sentence', '')))}</li>" for f in rest]
+        out.append("</ul></details>")
+    return out
+
+
+def _params_section(manifest: Mapping[str, Any]) -> list[str]:
+    pol = dict(manifest.get("policy") or {})
+    rows: list[tuple[str, object]] = [
+        ("software", f"geokanon {manifest.get('version', '?')}"),
+        ("format", manifest.get("format", "")),
+        ("seed", manifest.get("seed")),
+        ("k", manifest.get("k")),
+        ("r_max", f"{manifest.get('r_max_m')} m"),
+        ("tau (global cap)", manifest.get("tau")),
+        ("unit cap", manifest.get("unit_cap")),
+        ("merge / generalise ratios", f"{pol.get('merge_ratio')} / {pol.get('generalise_ratio')}"),
+        ("CRS of published coordinates", manifest.get("crs") or "unnamed"),
+        ("totals", manifest.get("totals", "")),
+        ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
+        ("input sha256", manifest.get("input_sha256") or ""),
+    ]
+    par = "".join(
+        f'<tr><td class="l">{html.escape(a)}</td><td class="l"><code>{_esc(b)}</code></td></tr>'
+        for a, b in rows
+    )
+    files = manifest.get("files") or {}
+    fr = "".join(
+        f'<tr><td class="l"><code>{html.escape(str(n))}</code></td>'
+        f'<td class="l hash"><code>{html.escape(str(h))}</code></td></tr>'
+        for n, h in sorted(files.items())
+        if n != "report.html"
+    )
+    policy = html.escape(json.dumps(pol, sort_keys=True))
+    return [
+        '<div class="grid2"><div>',
+        '<table class="params"><thead><tr><th class="l">parameter</th><th class="l">value</th>'
+        f"</tr></thead><tbody>{par}</tbody></table>",
+        f"<details><summary>full policy</summary><p><code>{policy}</code></p></details></div><div>",
+        '<table class="params"><thead><tr><th class="l">file</th><th class="l">sha256</th></tr>'
+        f"</thead><tbody>{fr}</tbody></table>",
+        '<p class="mute">This page\'s own checksum is in manifest.json (a page cannot hold '
+        "its own checksum).</p></div></div>",
+    ]
+
+
+def report_html(
+    directory: str | os.PathLike[str],
+    *,
+    verification: VerificationReport | Mapping[str, bool] | None = None,
+    deterministic: bool | None = None,
+) -> str:
+    """The release report of a release directory, as HTML text.
+
+    Parameters
+    ----------
+    directory
+        A release directory (``release/`` and ``audit/``), final or being built.
+    verification
+        The checks' results (a :class:`~geokanon.verify.VerificationReport` or
+        name -> passed); default: the manifest's ``verification``.
+    deterministic
+        Result of the determinism check, when it was run.
+
+    Returns
+    -------
+    str
+        A self-contained HTML page.
+    """
+    root = Path(directory)
+    rel, aud = root / "release", root / "audit"
+    manifest = json.loads((rel / "manifest.json").read_text(encoding="utf-8"))
+    audit = json.loads((aud / "audit.json").read_text(encoding="utf-8"))
+    units = pd.read_csv(rel / "units.csv", dtype=str, keep_default_na=False)
+    groups = pd.read_parquet(rel / "groups.parquet")
+    assignment = pd.read_parquet(
+        aud / "assignment.parquet", columns=["group_id", "subject", "x_m", "y_m", "iota"]
+    )
+    k = int(manifest["k"])
+    r_max = float(manifest["r_max_m"])
+    cap = float(manifest["unit_cap"])
+    tau = float(manifest["tau"])
+    counts = manifest.get("counts") or {}
+    working = audit.get("working_crs") or manifest.get("crs")
+    output = audit.get("output_crs") or manifest.get("crs")
+
+    # Working-CRS positions of the representatives (maps and displacement are in metres).
+    gx = groups["x"].to_numpy(dtype=np.float64)
+    gy = groups["y"].to_numpy(dtype=np.float64)
+    tr = _transformer(output, working)
+    if tr is not None and gx.size:
+        gx, gy = (np.asarray(a, dtype=np.float64) for a in tr.transform(gx, gy))
+    n_rec = groups["n_records"].to_numpy(dtype=np.int64)
+    gid = assignment["group_id"].fillna(-1).to_numpy(dtype=np.int64)
+    subj = assignment["subject"].to_numpy(dtype=np.int64)
+    xm = assignment["x_m"].to_numpy(dtype=np.float64)
+    ym = assignment["y_m"].to_numpy(dtype=np.float64)
+    iota = assignment["iota"].to_numpy(dtype=np.float64)
+    pos = {int(g): i for i, g in enumerate(groups["group_id"].to_numpy(dtype=np.int64))}
+    at = gid >= 0
+    gi = np.array([pos.get(int(g), -1) for g in gid[at]], dtype=np.int64)
+    disp = np.full(gid.size, np.nan)
+    ok_gi = gi >= 0
+    idx = np.flatnonzero(at)[ok_gi]
+    dx, dy = xm[idx] - gx[gi[ok_gi]], ym[idx] - gy[gi[ok_gi]]
+    disp[idx] = np.sqrt(dx * dx + dy * dy)
+    diam = _group_diameters(np.where(at, gid, -1), xm, ym, int(gid.max()) + 1 if at.any() else 0)
+    diam = diam[groups["group_id"].to_numpy(dtype=np.int64)] if diam.size else diam
+
+    results = _check_results(manifest, verification, deterministic)
+    all_ok = all(ok for _, ok in results if ok is not None) and all(
+        ok is not None for n, ok in results if n != "deterministic"
+    )
+    unit_rows, bands = _unit_rows(units, audit, cap)
+    outlines, id_col, outline_note = _unit_outlines(audit, working)
+    if outlines is not None and id_col is not None:
+        mine = outlines[outlines[id_col].astype(str).isin(set(units["unit"]))]
+        if len(mine):
+            import shapely
+
+            box = shapely.box(*mine.total_bounds)
+            outlines = outlines[outlines.intersects(box)]
+            outlines = outlines.clip(box) if len(outlines) > len(mine) else outlines
+    sup = counts.get("suppressed", 0)
+    share = manifest.get("suppressed_share")
+    share_text = f"{100 * share:.2f} %" if isinstance(share, int | float) else str(share)
+    grouped = int(counts.get("grouped", 0)) + int(counts.get("merged", 0))
+
+    body: list[str] = [
+        "<h1>geokanon release report</h1>",
+        f'<p class="mute">geokanon {_esc(manifest.get("version", "?"))} · seed '
+        f"{_esc(manifest.get('seed'))} · input sha256 "
+        f"<code>{_esc(str(manifest.get('input_sha256') or '')[:16])}…</code></p>",
+    ]
+    verdict = "RELEASED" if all_ok else "NOT VERIFIED"
+    body += [
+        f'<section class="verdict {"ok" if all_ok else "bad"}" id="verdict">'
+        f'<div class="big">{verdict}</div><div>',
+        f"<p>Policy: k = {k} distinct subjects per published group or class, r_max = "
+        f"{r_max:g} m, global cap tau = {100 * tau:g} %, unit cap = {100 * cap:g} %.</p>",
+        f"<p>{sum(1 for _, ok in results if ok)} of {len(results)} independent checks passed."
+        + ("" if all_ok else " A release that fails a check must not be published.")
+        + "</p></div></section>",
+        '<div class="cards">',
+        _card(
+            grouped,
+            f"records published at group level, in {_fmt(manifest.get('groups', 0))} groups",
+        ),
+        _card(counts.get("merged", 0), "of them joined a group from the edge (merged)"),
+        _card(counts.get("generalised", 0), "records generalised to a unit or the whole area"),
+        _card(sup, "suppressed subjects (published figure)"),
+        _card(share_text, f"suppressed share (cap {100 * tau:g} %)"),
+        "</div>",
+        "<h2>Checks</h2>",
+        _checks_table(results),
+        '<p class="mute">Figures below k read <code>&lt;k</code>; <code>withheld</code> marks '
+        "a figure that, with the others, would reveal a smaller one. The checks ran on the "
+        "release files before this page was written; "
+        + ", ".join(f"<code>{n}</code>" for n in RECHECKED)
+        + " ran again with this page in place (the release is not written otherwise).</p>",
+        "<h2>Map</h2>",
+        '<div class="grid2">',
+        f'<div class="panel" id="map-groups">{_groups_map(gx, gy, n_rec, outlines, k)}</div>',
+    ]
+    if outlines is not None and id_col is not None:
+        body.append(
+            f'<div class="panel" id="map-units">{_choropleth(outlines, id_col, bands, cap)}</div>'
+        )
+    else:
+        body.append(
+            '<div class="panel" id="map-units"><h3>Units by suppressed share</h3>'
+            f"{_band_chart(bands, cap)}</div>"
+        )
+    n_gen = counts.get("generalised", 0)
+    body += [
+        "</div>",
+        f'<p class="mute">{html.escape(outline_note)} Each dot is a published group '
+        "representative (the centre of a grid cell, never a member's location). "
+        f"Generalised records ({_esc(n_gen)}) are published only as counts of their unit or "
+        "the whole area and suppressed records are not published: neither is drawn "
+        "anywhere. Shares are shown as bands of the unit cap, and only where the unit's "
+        "suppressed figure is a published number.</p>",
+        "<h2>Distributions</h2>",
+        '<div class="grid2">',
+        '<div class="panel" id="plot-iota"><h3>Isolation ratios and the thresholds</h3>'
+        f"{_iota_figure(iota, subj, manifest)}</div>",
+        '<div class="panel" id="plot-diameter"><h3>Group diameters against r_max</h3>'
+        f"{_diameter_figure(diam, r_max)}</div>",
+        '<div class="panel" id="plot-displacement"><h3>Displacement of records published at '
+        f"group level</h3>{_displacement_figure(disp, subj, r_max, k)}</div>",
+        '<div class="panel" id="plot-passes"><h3>Labels per fixed-point pass</h3>'
+        f"{_passes_figure(_pass_rows(manifest, k), k)}{_passes_table(_pass_rows(manifest, k))}"
+        "</div>",
+        "</div>",
+        '<p class="mute">Histograms of records merge adjacent bins until each holds 0 or at '
+        f"least k = {k} distinct subjects; group diameters are counted in groups (each holds "
+        "at least k subjects). See docs/report.md.</p>",
+        "<h2>Per unit (worst first; click a heading to sort)</h2>",
+        _units_table(unit_rows, "source_total" in units.columns),
+        "<h2>Who is missing</h2>",
+        *_bias_section(manifest),
+        "<h2>Parameters and checksums</h2>",
+        *_params_section(manifest),
+    ]
+    return _page("geokanon release report", body, script=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def build_report(
+    directory: str | os.PathLike[str],
+    *,
+    verification: VerificationReport | Mapping[str, bool] | None = None,
+    deterministic: bool | None = None,
+) -> Path:
+    """Write ``release/report.html`` of a release directory.
+
+    Parameters
+    ----------
+    directory
+        The directory holding ``release/`` and ``audit/`` (the writer's temporary
+        build directory or a finished release).
+    verification
+        The checks' results; default: the manifest's recorded ``verification``.
+    deterministic
+        Result of the determinism check, when it was run.
+
+    Returns
+    -------
+    Path
+        The page written.
+
+    Examples
+    --------
+    >>> build_report("out/dwellings")  # doctest: +SKIP
+    PosixPath('out/dwellings/release/report.html')
+    """
+    import matplotlib
+
+    path = Path(directory) / "release" / "report.html"
+    with matplotlib.rc_context({"font.size": 8, "hatch.linewidth": 0.6}):
+        text = report_html(directory, verification=verification, deterministic=deterministic)
+    _write_atomic(path, text)
+    return path
+
+
+def rebuild_report(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, bool]]:
+    """Rebuild ``release/report.html`` of a finished release and update its checksums.
+
+    The page shows the checks recorded in the manifest. The checks that read the
+    page (``no_leak``, ``report_safety``, ``manifest``) run again on the audit (no
+    source is needed); when one fails, the previous page and manifest are put back.
+
+    Parameters
+    ----------
+    directory
+        The release directory (``release/`` and ``audit/``).
+
+    Returns
+    -------
+    tuple
+        The page's path and the rerun checks' results (name -> passed).
+
+    Raises
+    ------
+    InputError
+        ``directory`` is not a release directory.
+    """
+    from geokanon.errors import InputError
+    from geokanon.release import finish_manifest
+    from geokanon.verify import verify_release
+
+    root = Path(directory)
+    rel = root / "release"
+    needed = [rel / "manifest.json", root / "audit" / "audit.json", rel / "units.csv"]
+    if not all(p.is_file() for p in needed):
+        raise InputError(
+            f"{str(root)!r} is not a geokanon release directory (needs release/manifest.json, "
+            "release/units.csv and audit/audit.json)"
+        )
+    page = rel / "report.html"
+    old_page = page.read_bytes() if page.is_file() else None
+    old_manifest = (rel / "manifest.json").read_bytes()
+    path = build_report(root)
+    manifest = json.loads(old_manifest)
+    finish_manifest(root, manifest)
+    results = verify_release(root, checks=RECHECKED).as_dict()
+    if not all(results.values()):
+        if old_page is None:
+            page.unlink(missing_ok=True)
+        else:
+            page.write_bytes(old_page)
+        (rel / "manifest.json").write_bytes(old_manifest)
+    return path, results
+
+
+# --------------------------------------------------------------------------------------
+# Refusal report
+# --------------------------------------------------------------------------------------
+
+
+def refusal_report_path(out: str | os.PathLike[str]) -> Path:
+    """Where the refusal report of a release to ``out`` goes: ``<out>.refusal.html`` beside it.
+
+    Examples
+    --------
+    >>> refusal_report_path("runs/dwellings").as_posix()
+    'runs/dwellings.refusal.html'
+    """
+    p = Path(out)
+    return p.parent / f"{p.name}.refusal.html"
+
+
+def _units_over_figure(over: list[Mapping[str, Any]], cap: float) -> str:
+    rows = sorted(over, key=lambda u: (-float(u.get("share", 0)), str(u.get("unit"))))[:30]
+    fig = _figure(6.4, max(1.6, 0.28 * len(rows) + 1.0))
+    ax = fig.subplots()
+    names = [str(u.get("unit")) for u in rows][::-1]
+    shares = [100 * float(u.get("share", 0)) for u in rows][::-1]
+    ax.barh(range(len(rows)), shares, color="#D55E00")
+    ax.set_yticks(range(len(rows)), names, fontsize=7)
+    ax.axvline(100 * cap, color="black", lw=1.2, ls="--")
+    ax.text(
+        100 * cap,
+        1.0,
+        f" unit cap {_pct_g(cap)} %",
+        transform=ax.get_xaxis_transform(),
+        fontsize=7,
+        va="bottom",
+    )
+    ax.set_xlabel("suppressed share of the unit's subjects (%)", fontsize=8)
+    ax.set_xlim(0, max([*shares, 100 * cap]) * 1.1)
+    _style(ax)
+    return _svg(fig)
+
+
+def refusal_html(
+    message: str,
+    figures: Mapping[str, Any],
+    *,
+    policy: Mapping[str, Any] | None = None,
+    version: str = "",
+    input_sha256: str | None = None,
+) -> str:
+    """The refusal report as HTML text (figures and diagnosis, no coordinates).
+
+    Parameters
+    ----------
+    message
+        The refusal's diagnosis (``str(ReleaseRefused)``).
+    figures
+        ``ReleaseRefused.figures``: ``suppressed_share``, ``tau``, ``unit_cap``,
+        ``units_over_cap`` (``unit``, ``subjects``, ``share``), ``what_if_first_pass``.
+    policy
+        The policy (``OutlierPolicy.to_dict()``).
+    version, input_sha256
+        Software version and input checksum, for the record.
+
+    Returns
+    -------
+    str
+    """
+    pol = dict(policy or {})
+    tau = figures.get("tau", pol.get("tau"))
+    cap = figures.get("unit_cap", pol.get("unit_cap"))
+    share = figures.get("suppressed_share")
+    over = list(figures.get("units_over_cap") or [])
+    body = [
+        "<h1>geokanon: release refused</h1>",
+        f'<p class="mute">geokanon {html.escape(version)}'
+        + (
+            f" · input sha256 <code>{html.escape(input_sha256[:16])}…</code>"
+            if input_sha256
+            else ""
+        )
+        + " · for the data custodian: the unit figures below are exact, do not publish "
+        "this page.</p>",
+        '<section class="verdict bad" id="verdict"><div class="big">REFUSED</div><div>'
+        f"<p>{html.escape(message)}</p></div></section>",
+        '<div class="cards">',
+    ]
+    if isinstance(share, int | float):
+        body.append(_card(f"{100 * share:.2f} %", "suppressed share of subjects"))
+    if isinstance(tau, int | float):
+        ok = isinstance(share, int | float) and share <= tau
+        body.append(_card(f"{100 * tau:g} %", f"global cap tau ({'met' if ok else 'BREACHED'})"))
+    if isinstance(cap, int | float):
+        body.append(_card(f"{100 * cap:g} %", f"unit cap ({len(over)} units over it)"))
+    for key in ("k", "r_max_m"):
+        if key in pol:
+            body.append(_card(pol[key], key))
+    body.append("</div>")
+    if over and isinstance(cap, int | float):
+        body += [
+            "<h2>Units over the unit cap</h2>",
+            f'<div class="panel" id="plot-units-over">{_units_over_figure(over, float(cap))}</div>',
+            '<table><thead><tr><th class="l">unit</th><th>subjects</th>'
+            "<th>suppressed share</th></tr></thead><tbody>",
+            *(
+                f'<tr><td class="l">{html.escape(str(u.get("unit")))}</td>'
+                f"<td>{_esc(u.get('subjects'))}</td>"
+                f"<td>{100 * float(u.get('share', 0)):.1f} %</td></tr>"
+                for u in sorted(over, key=lambda u: -float(u.get("share", 0)))
+            ),
+            "</tbody></table>",
+        ]
+    what_if = figures.get("what_if_first_pass") or {}
+    if what_if:
+        rows = "".join(
+            f'<tr><td class="l"><code>{html.escape(str(name))}</code></td>'
+            f"<td>{100 * float(f.get('suppressed_share', 0)):.2f} %</td>"
+            f"<td>{_esc(f.get('units_over_cap'))}</td>"
+            f'<td class="{"pass" if f.get("passes") else "fail"}">'
+            f"{'passes' if f.get('passes') else 'breaches a cap'}</td></tr>"
+            for name, f in what_if.items()
+        )
+        body += [
+            "<h2>What if (first-pass classification only)</h2>",
+            '<table><thead><tr><th class="l">change</th><th>share labelled suppress</th>'
+            f"<th>units over the cap</th><th>caps</th></tr></thead><tbody>{rows}</tbody></table>",
+            '<p class="mute">A first pass is cheap and only indicative: the release core may '
+            "still generalise or suppress more. <code>geokanon sweep</code> shows the whole "
+            "trade-off.</p>",
+        ]
+    other = {
+        k: v
+        for k, v in figures.items()
+        if k not in ("suppressed_share", "tau", "unit_cap", "units_over_cap", "what_if_first_pass")
+    }
+    if other:
+        rows = "".join(
+            f'<tr><td class="l">{html.escape(str(a))}</td>'
+            f'<td class="l"><code>{html.escape(json.dumps(b, default=str)[:400])}</code></td></tr>'
+            for a, b in sorted(other.items())
+        )
+        body += ["<h2>Other figures</h2>", f"<table><tbody>{rows}</tbody></table>"]
+    if pol:
+        rows = "".join(
+            f'<tr><td class="l">{html.escape(str(a))}</td><td class="l"><code>{_esc(b)}</code>'
+            "</td></tr>"
+            for a, b in sorted(pol.items())
+        )
+        body += ["<h2>Policy</h2>", f"<table><tbody>{rows}</tbody></table>"]
+    body.append(
+        '<p class="mute">No release directory was written. Fix the parameters (or the '
+        "study area) and run the release again; this page is replaced or removed by the "
+        "next run.</p>"
+    )
+    return _page("geokanon: release refused", body)
+
+
+def write_refusal_report(
+    out: str | os.PathLike[str],
+    message: str,
+    figures: Mapping[str, Any],
+    *,
+    policy: Mapping[str, Any] | None = None,
+    version: str = "",
+    input_sha256: str | None = None,
+) -> Path:
+    """Write the refusal report of a refused release to ``out`` (beside it, never inside).
+
+    Parameters
+    ----------
+    out
+        The release directory that was requested (it is not created).
+    message, figures, policy, version, input_sha256
+        See :func:`refusal_html`.
+
+    Returns
+    -------
+    Path
+        ``<out>.refusal.html`` (:func:`refusal_report_path`).
+    """
+    import matplotlib
+
+    path = refusal_report_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with matplotlib.rc_context({"font.size": 8}):
+        text = refusal_html(
+            message, figures, policy=policy, version=version, input_sha256=input_sha256
+        )
+    _write_atomic(path, text)
+    return path
