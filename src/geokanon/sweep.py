@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geokanon.classify import cap_verdict, labels_from_ratios, unit_table
+from geokanon.classify import labels_from_ratios
 from geokanon.errors import InputError
 from geokanon.mask import MaskSpec, apply_mask
 from geokanon.neighbours import subject_codes, subject_neighbour_distances, subject_time_gaps
@@ -414,6 +414,7 @@ def sweep(
     run_core = _release_core() if full else None
     t_arr = None if times is None else np.asarray(times, dtype=np.float64)
     count = max(k_list) - 1
+    units = _UnitSuppression(codes, names, subj)
     cells: list[SweepCell] = []
     for m, spec in enumerate(mask_levels):
         if spec is None:
@@ -429,21 +430,24 @@ def sweep(
         d = subject_neighbour_distances(
             mx, my, subj, count=count, max_distance=policy.generalise_ratio * r_list[-1]
         )
+        # Per k: the (k-1)-th distances as one contiguous column; a cell compares it
+        # with the exact distance bounds of its three ratio thresholds.
+        columns = {k: np.ascontiguousarray(d[:, k - 2]) for k in k_list}
         for r in r_list:
             gaps = None
             if policy.uses_time:
                 gaps = _time_gaps(mx, my, subj, t_arr, policy, count, r)
             for k in k_list:
                 pol = cell_policies[(k, r)]
-                iota = d[:, k - 2] / r
-                if gaps is not None:
+                if gaps is None:
+                    counts, sup_idx = _cell_labels(columns[k], r, pol)
+                else:
                     assert pol.t_max_s is not None
-                    iota = np.maximum(iota, gaps[:, k - 2] / pol.t_max_s)
-                labels = labels_from_ratios(iota, pol)
-                suppressed = labels == Label.SUPPRESS
-                table = unit_table(suppressed, codes, names, subj)
-                verdict = cap_verdict(suppressed, labels != Label.OK, table, pol, subj, warn=False)
-                c = np.bincount(labels, minlength=len(Label))
+                    iota = np.maximum(columns[k] / r, gaps[:, k - 2] / pol.t_max_s)
+                    labels = labels_from_ratios(iota, pol)
+                    counts = np.bincount(labels, minlength=len(Label))
+                    sup_idx = np.flatnonzero(labels == Label.SUPPRESS)
+                v = units.verdict(sup_idx, pol)
                 displacement = fixed = None
                 if run_core is not None:
                     displacement, fixed = _mean_displacement(
@@ -455,14 +459,14 @@ def sweep(
                         mask_index=m,
                         k=k,
                         r_max_m=r,
-                        counts={lab.text: int(c[lab]) for lab in Label},
-                        suppressed_share=verdict.suppressed_share,
-                        worst_unit=verdict.worst_unit,
-                        worst_unit_share=verdict.worst_unit_share,
-                        units_over_cap=len(verdict.units_over_cap),
-                        passes_global_cap=verdict.passes_global_cap,
-                        passes_unit_cap=verdict.passes_unit_cap,
-                        disposal_share=verdict.disposal_share,
+                        counts={lab.text: int(counts[lab]) for lab in Label},
+                        suppressed_share=v.suppressed_share,
+                        worst_unit=v.worst_unit,
+                        worst_unit_share=v.worst_unit_share,
+                        units_over_cap=v.units_over_cap,
+                        passes_global_cap=v.suppressed_share <= pol.tau,
+                        passes_unit_cap=v.units_over_cap == 0,
+                        disposal_share=(n - int(counts[Label.OK])) / n,
                         mask_mean_m=mask_mean,
                         mean_displacement_m=displacement,
                         fixed_point=fixed,
@@ -478,6 +482,107 @@ def sweep(
         n_records=n,
         n_subjects=n_subjects,
     )
+
+
+def _first_above(t: float, r_max_m: float) -> float:
+    """Smallest float64 ``d`` whose rounded ratio ``d / r_max_m`` exceeds ``t``.
+
+    Rounded division is monotone in ``d``, so ``d / r_max_m > t`` holds exactly
+    when ``d >= _first_above(t, r_max_m)``: comparing distances with this bound
+    gives the labels of :func:`geokanon.classify.labels_from_ratios` bit for bit,
+    without dividing a million distances per cell.
+
+    Examples
+    --------
+    >>> b = _first_above(1.0, 3.0)
+    >>> b / 3.0 > 1.0, math.nextafter(b, 0.0) / 3.0 > 1.0
+    (True, False)
+    """
+    d = t * r_max_m
+    while d > 0 and d / r_max_m > t:
+        d = math.nextafter(d, -math.inf)
+    while not d / r_max_m > t:
+        d = math.nextafter(d, math.inf)
+    return d
+
+
+def _cell_labels(
+    col: NDArray[np.float64], r_max_m: float, policy: OutlierPolicy
+) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """Label counts and suppressed records of one cell from its distance column."""
+    n = col.size
+    above = [
+        int(np.count_nonzero(col >= _first_above(t, r_max_m))) for t in (1.0, policy.merge_ratio)
+    ]
+    sup_idx = np.flatnonzero(col >= _first_above(policy.generalise_ratio, r_max_m))
+    gt1, gtm, gtg = above[0], above[1], int(sup_idx.size)
+    counts = np.array([n - gt1, gt1 - gtm, gtm - gtg, gtg], dtype=np.int64)
+    return counts, sup_idx
+
+
+@dataclass(frozen=True)
+class _CellVerdict:
+    suppressed_share: float
+    worst_unit: str | None
+    worst_unit_share: float
+    units_over_cap: int
+
+
+class _UnitSuppression:
+    """Per-unit suppression of many cells, with the per-unit constants computed once.
+
+    Gives the figures of :func:`geokanon.classify.unit_table` and
+    :func:`geokanon.classify.cap_verdict` (same shares, same worst unit, same
+    tie-breaking), working only on each cell's suppressed records.
+    """
+
+    def __init__(
+        self, codes: NDArray[np.int64], names: NDArray[np.object_], subj: NDArray[np.int64] | None
+    ) -> None:
+        self.codes = codes
+        self.names = names
+        self.subj = subj
+        nu = names.size
+        records = np.bincount(codes, minlength=nu)
+        if subj is None:
+            self.n_subj_u = records.astype(np.int64)
+            self.n_subjects = int(codes.size)
+            self.n_codes = 1
+        else:
+            self.n_codes = int(subj.max()) + 1
+            pairs = np.unique(codes * self.n_codes + subj)
+            self.n_subj_u = np.bincount(pairs // self.n_codes, minlength=nu).astype(np.int64)
+            self.n_subjects = int(np.unique(subj).size)
+        self.keep = np.flatnonzero(records > 0)
+        rank = np.empty(self.keep.size, dtype=np.int64)
+        rank[np.argsort(names[self.keep].astype(str), kind="stable")] = np.arange(self.keep.size)
+        self.name_rank = rank
+
+    def verdict(self, sup_idx: NDArray[np.intp], policy: OutlierPolicy) -> _CellVerdict:
+        nu = self.names.size
+        c = self.codes[sup_idx]
+        if self.subj is None:
+            sup_u = np.bincount(c, minlength=nu).astype(np.int64)
+            sup_subjects = int(sup_idx.size)
+        else:
+            s = self.subj[sup_idx]
+            pairs = np.unique(c * self.n_codes + s)
+            sup_u = np.bincount(pairs // self.n_codes, minlength=nu).astype(np.int64)
+            sup_subjects = int(np.unique(s).size)
+        share = np.divide(
+            sup_u, self.n_subj_u, out=np.zeros(nu, dtype=np.float64), where=self.n_subj_u > 0
+        )
+        keep = self.keep
+        worst, worst_share = None, 0.0
+        if keep.size:
+            first = keep[np.lexsort((self.name_rank, -sup_u[keep], -share[keep]))[0]]
+            worst, worst_share = str(self.names[first]), float(share[first])
+        return _CellVerdict(
+            suppressed_share=sup_subjects / self.n_subjects if self.n_subjects else 0.0,
+            worst_unit=worst,
+            worst_unit_share=worst_share,
+            units_over_cap=int((share[keep] > policy.unit_cap).sum()),
+        )
 
 
 def _time_gaps(

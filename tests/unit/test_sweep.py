@@ -239,3 +239,18 @@ def test_property_sweep_cells_equal_classify(pts, ks, rs):
         for r in rs:
             cls = classify(x, y, base.replace(k=k, r_max_m=r), subjects=subj)
             assert res.cell(k, r).counts == cls.counts()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    t=st.sampled_from([1.0, 2.0, 4.0, 1.5, 3.7]),
+    r=st.floats(1e-3, 1e6, allow_nan=False, allow_infinity=False),
+)
+def test_property_distance_bound_matches_the_ratio_rule(t, r):
+    from geokanon.sweep import _first_above
+
+    b = _first_above(t, r)
+    near = [t * r, b, math.nextafter(b, 0.0), math.nextafter(b, math.inf), 0.0, math.inf]
+    near += [math.nextafter(t * r, 0.0), math.nextafter(t * r, math.inf)]
+    d = np.array(near)
+    assert np.array_equal(d / r > t, d >= b)
