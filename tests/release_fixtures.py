@@ -54,8 +54,16 @@ class Scene:
     tau: float = 0.2
     unit_cap: float = 0.2
     passes: tuple[dict[str, Any], ...] = (
-        {"pass": 1, "labels": {"ok": 10, "merge": 0, "generalise": 0, "suppress": 2}, "changed": 2},
-        {"pass": 2, "labels": {"ok": 10, "merge": 0, "generalise": 0, "suppress": 2}, "changed": 0},
+        {
+            "pass": 1,
+            "labels": {"ok": 10, "merge": 0, "generalise": 0, "suppress": LESS},
+            "changed": 12,
+        },
+        {
+            "pass": 2,
+            "labels": {"ok": 10, "merge": 0, "generalise": 0, "suppress": LESS},
+            "changed": 0,
+        },
     )
     times: tuple[str, ...] | None = None
 

@@ -107,7 +107,8 @@ The rules, exactly as implemented
     "suppressed: 3" or "3 records were suppressed" carry such a figure.
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
     1..k-1, and the manifest's ``counts.suppressed`` and ``suppressed_share``
-    must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed.
+    must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed;
+    no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1.
 ``manifest``
     Every file under ``release/`` except ``manifest.json`` is listed in
     ``files`` with its sha256, no listed file is missing, and the manifest's
@@ -410,6 +411,8 @@ def hidden_ranges(
     pooled_synthetic_max: int = 0,
     record_bound: int | None = None,
     groups_by_majority_unit: bool = False,
+    total_records: int | None = None,
+    released_records: int | None = None,
     exact: bool = True,
 ) -> list[HiddenRange]:
     """Feasible ranges of every hidden figure, given all published figures together.
@@ -435,7 +438,10 @@ def hidden_ranges(
     * ``T_u = released_u - synthetic_u + d_u + r_u + p_u`` for every unit with a
       ``source_total`` column;
     * ``pooled_records - pooled_synthetic_max <= sum_u p_u <= pooled_records``;
-    * ``sum_u r_u = R`` when the global suppressed record count ``R`` is a number;
+    * ``sum_u r_u = R`` when the global suppressed record count ``R`` is a number,
+      and ``sum_u r_u = N - released`` when the input's record count ``N`` and the
+      real records published at group or class level are known;
+    * ``sum_u T_u = N`` when ``N`` is known;
     * with a global ``<k``: the global suppressed subjects ``S`` lie in
       ``[1, k-1]``, with ``S = sum_u s_u`` when records are their own subjects,
       else ``max_u s_u <= S <= sum_u s_u``.
@@ -463,6 +469,12 @@ def hidden_ranges(
     groups_by_majority_unit
         ``released`` counts every group whole in one unit (``groups.parquet``
         ``unit``), so a unit's own group-level records are not published.
+    total_records
+        The input's record count ``N`` when it is published (the first pass's
+        ``records`` in the manifest).
+    released_records
+        Real records published at group or class level (the manifest's grouped,
+        merged and generalised counts).
     exact
         Bound every hidden cell with its own pair of programs. When False, two
         aggregate programs first find an interval inside every cell's range, and
@@ -536,6 +548,7 @@ def hidden_ranges(
     r_idx: list[int] = []
     p_idx: list[int] = []
     d_idx: list[int] = []
+    t_idx: list[int] = []
     for u in units:
         uid = str(u["unit"])
         si = subject_cell(f"unit {uid} suppressed", u["suppressed"])
@@ -561,6 +574,7 @@ def hidden_ranges(
             ti = var(f"unit {uid} source_total", 0.0, math.inf)
         else:
             ti = var(f"unit {uid} source_total", float(t), float(t))
+        t_idx.append(ti)
         row: dict[int, float] = {ti: 1.0}
         _add(row, ri, -1.0)
         if pi is not None:
@@ -581,6 +595,15 @@ def hidden_ranges(
         ub_rhs.append(float(pooled_records))
         ub_rows.append(dict.fromkeys(p_idx, -1.0))
         ub_rhs.append(-float(pooled_records - pooled_synthetic_max))
+    if total_records is not None and t_idx:
+        eq_rows.append(dict.fromkeys(t_idx, 1.0))  # the unit totals add up to the input
+        eq_rhs.append(float(total_records))
+    if total_records is not None and released_records is not None:
+        row = {}
+        for ri in r_idx:
+            _add(row, ri, 1.0)
+        eq_rows.append(row)  # input - released = suppressed records
+        eq_rhs.append(float(total_records - released_records))
     if isinstance(global_suppressed, int):
         row = {}
         for ri in r_idx:
@@ -1292,6 +1315,23 @@ def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
     return rows
 
 
+def _published_input_size(manifest: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(input records from the first pass's ``records``, grouped + merged + generalised)."""
+    passes = manifest.get("passes")
+    total = None
+    if isinstance(passes, list) and passes and isinstance(passes[0], Mapping):
+        n = passes[0].get("records")
+        total = n if isinstance(n, int) and not isinstance(n, bool) else None
+    counts = manifest.get("counts")
+    released = None
+    if isinstance(counts, Mapping):
+        parts = [counts.get(d) for d in ("grouped", "merged", "generalised")]
+        ints = [v for v in parts if isinstance(v, int) and not isinstance(v, bool)]
+        if len(ints) == len(parts):
+            released = sum(ints)
+    return total, released
+
+
 def _check_holes(rel: _Release) -> CheckResult:
     k = rel.k
     rows = _unit_rows(rel)
@@ -1306,6 +1346,7 @@ def _check_holes(rel: _Release) -> CheckResult:
         pooled = int(pd.to_numeric(classes.loc[up, "n_records"]).sum())
     syn = rel.manifest.get("synthetic") or {}
     syn_total = int(syn.get("total", 0) or 0) if isinstance(syn, Mapping) else 0
+    total, released = _published_input_size(rel.manifest)
     try:
         ranges = hidden_ranges(
             rows,
@@ -1316,6 +1357,8 @@ def _check_holes(rel: _Release) -> CheckResult:
             pooled_synthetic_max=min(syn_total, pooled),
             record_bound=len(rel.assignment),
             groups_by_majority_unit="unit" in rel.groups.columns,
+            total_records=total,
+            released_records=released,
             exact=False,
         )
     except ValueError as exc:
@@ -1368,6 +1411,7 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     if src.x_work is not None and src.y_work is not None and src.x_work is not src.x:
         xs_list.append(src.x_work)
         ys_list.append(src.y_work)
+        scanned.append("working coordinates")
     near = None
     near_tol = 0.0
     if rel.to_output is None:
@@ -1376,7 +1420,7 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
         ys_list.append(ym)
         if not scanned:
             scanned.append("audit coordinates")
-    elif not xs_list:
+    elif src.x is None:
         # the output CRS differs and the source's own values are unknown (a PointTable
         # of lon/lat input): compare with the working coordinates carried to the output
         # CRS, within a relative 1e-9 (transform round-off, far below any precision)
@@ -2101,6 +2145,17 @@ def _check_report_safety(rel: _Release) -> CheckResult:
             if n_units:
                 problems.append(f"units.csv: {n_units} units publish 1..k-1 {col} subjects")
     scanned.append("units.csv")
+    passes = rel.manifest.get("passes")
+    if isinstance(passes, list):
+        small = sum(
+            1
+            for p in passes
+            if isinstance(p, Mapping)
+            and isinstance(p.get("labels"), Mapping)
+            and _small_int(str(p["labels"].get("suppress", "")), k)
+        )
+        if small:
+            problems.append(f"manifest passes: {small} 'suppress' label counts of 1..k-1")
     s_subj, _ = _suppressed_subjects(rel)
     if 0 < s_subj < k:
         counts = rel.manifest.get("counts") or {}

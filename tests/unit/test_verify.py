@@ -238,6 +238,30 @@ def test_two_hidden_units_whose_sum_is_published_fail_holes(valid: Written) -> N
     assert "narrowed to [1, 1]" in report["holes"].detail
 
 
+def test_input_size_in_the_passes_reveals_the_suppressed_total(tmp_path: Path) -> None:
+    # the first pass's record count is the input size: 12 - 10 released = 2 suppressed,
+    # which pins both '<k' units to 1
+    passes = (
+        {"pass": 1, "records": 12, "labels": {}, "changed": 12},
+        {"pass": 2, "records": 10, "labels": {}, "changed": 0},
+    )
+    w = write_release(tmp_path / "out", minimal_scene().with_(passes=passes))
+    report = verify_release(w.root)
+    assert_only(report, "holes")
+    assert "narrowed to [1, 1]" in report["holes"].detail
+
+
+def test_small_suppress_label_count_in_the_passes_fails_report_safety(tmp_path: Path) -> None:
+    passes = (
+        {"pass": 1, "labels": {"ok": 10, "suppress": 2}, "changed": 12},
+        {"pass": 2, "labels": {"ok": 10, "suppress": 2}, "changed": 0},
+    )
+    w = write_release(tmp_path / "out", minimal_scene().with_(passes=passes))
+    report = verify_release(w.root)
+    assert_only(report, "report_safety")
+    assert "2 'suppress' label counts" in report["report_safety"].detail
+
+
 def test_complementary_totals_reveal_a_hidden_cell(tmp_path: Path) -> None:
     w = write_release(tmp_path / "out", minimal_scene(), totals="complementary")
     report = verify_release(w.root)
