@@ -135,6 +135,36 @@ def _read_input(args: argparse.Namespace) -> Any:
     return table
 
 
+class _Progress:
+    """Stage lines on stderr with elapsed seconds: only on a terminal and without --quiet."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._start = self._clock()
+        self._stage: str | None = None
+
+    def __call__(self, stage: str) -> None:
+        now = self._clock()
+        if self._stage is not None:
+            print(f"  done ({now - self._start:.1f} s)", file=sys.stderr)
+        print(f"geokanon: {stage} ...", end="", file=sys.stderr, flush=True)
+        self._stage = stage
+        self._start = now
+
+    def close(self) -> None:
+        if self._stage is not None:
+            print(f"  done ({self._clock() - self._start:.1f} s)", file=sys.stderr)
+            self._stage = None
+
+
+def _progress(args: argparse.Namespace) -> _Progress | None:
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        return None
+    return _Progress()
+
+
 def _pct(share: float) -> str:
     return f"{100 * share:.2f} %"
 
@@ -232,12 +262,16 @@ def cmd_release(args: argparse.Namespace) -> int:
         )  # fmt: skip
         print(plan.describe(table))
         return 0
+    progress = _progress(args)
     try:
-        result = release_points(table, policy, args.out, options)
+        result = release_points(table, policy, args.out, options, progress=progress)
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
             print(f"geokanon: {note}", file=sys.stderr)
         raise
+    finally:
+        if progress is not None:
+            progress.close()
     m = result.manifest
     c = result.counts
     print(
@@ -547,6 +581,12 @@ def build_parser() -> argparse.ArgumentParser:
         "4 verification failed",
     )
     parser.add_argument("--version", action="version", version=f"geokanon {__version__}")
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress lines (also off when not a terminal)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fmt = argparse.RawDescriptionHelpFormatter
 

@@ -25,6 +25,7 @@ global cap ``tau`` and the per-unit cap; a breach raises
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,6 +214,7 @@ def run_core(
     parent_names: ArrayLike | None = None,
     tiebreak: ArrayLike | None = None,
     enforce_caps: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> CoreResult:
     """Classify, group, dispose and iterate to the fixed point; then check the caps.
 
@@ -236,6 +238,8 @@ def run_core(
         on the input's row order.
     enforce_caps
         Raise :class:`~geokanon.errors.ReleaseRefused` when a cap is breached.
+    progress
+        Called with a short stage name as each stage starts (the library never prints).
 
     Returns
     -------
@@ -291,6 +295,8 @@ def run_core(
     levels.append(("area", np.zeros(n, dtype=np.int64), np.asarray(["area"], dtype=object)))
 
     # Pass 1 on every record.
+    say = progress or (lambda _stage: None)
+    say("classify pass 1")
     first = classify(xa, ya, policy, subjects=None if subjects is None else subj, times=ta)
     first_labels = first.labels
     final_labels = first_labels.copy()
@@ -301,6 +307,7 @@ def run_core(
     gy = np.zeros(0)
     for number in range(2, MAX_PASSES + 2):
         # Group what is meant for group level; what cannot be placed leaves.
+        say(f"group pass {number - 1}")
         grouping = group_records(
             xa[active], ya[active], subj[active], policy, None if tb is None else tb[active]
         )
@@ -314,6 +321,7 @@ def run_core(
             break
         # Re-classify the group-level records among themselves.
         if np.unique(subj[kept]).size >= policy.k:
+            say(f"classify pass {number}")
             cls = classify(
                 xa[kept], ya[kept], policy,
                 subjects=None if subjects is None else subj[kept],
@@ -351,6 +359,7 @@ def run_core(
             {"passes": [p.to_dict() for p in passes]},
         )
 
+    say("generalise and suppress")
     at_group = group_id >= 0
     # Everything not at group level and not labelled suppress is generalised.
     suppress_label = (final_labels == Label.SUPPRESS) & ~at_group

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,11 @@ class ReleaseResult:
 
 
 def run_core_on(
-    table: PointTable, policy: OutlierPolicy, *, enforce_caps: bool = True
+    table: PointTable,
+    policy: OutlierPolicy,
+    *,
+    enforce_caps: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> CoreResult:
     """Run the release core (classify, group, dispose, fixed point, caps) on a point table.
 
@@ -158,7 +163,7 @@ def run_core_on(
         table.x, table.y, policy,
         subjects=table.subjects, times=table.times,
         unit_codes=table.unit_codes, unit_names=table.unit_names,
-        tiebreak=tiebreak, enforce_caps=enforce_caps,
+        tiebreak=tiebreak, enforce_caps=enforce_caps, progress=progress,
     )  # fmt: skip
 
 
@@ -211,6 +216,7 @@ def release_points(
     options: ReleaseOptions | None = None,
     *,
     check_determinism: bool | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ReleaseResult:
     """The whole pipeline: core, release files, independent verification, atomic rename.
 
@@ -227,6 +233,8 @@ def release_points(
     check_determinism
         Re-run the core on the rows in a shuffled order (seeded) and require the
         same decisions; default: on up to 250,000 records.
+    progress
+        Called with a short stage name as each stage starts (the library never prints).
 
     Returns
     -------
@@ -249,7 +257,7 @@ def release_points(
             f"output directory {out.name!r} already exists; choose another --out or pass --force"
         )
     try:
-        core = run_core_on(table, policy)
+        core = run_core_on(table, policy, progress=progress)
     except ReleaseRefused as exc:
         _write_refusal(out, exc, table, policy)
         raise
@@ -268,9 +276,13 @@ def release_points(
             unit_names=table.unit_names,
             attributes=table.attributes.iloc[perm].reset_index(drop=True),
         )
+        if progress is not None:
+            progress("determinism check (core on shuffled rows)")
         deterministic = _same_decisions(core, run_core_on(shuffled, policy), perm)
     from geokanon import __version__
 
+    if progress is not None:
+        progress("write, verify and rename")
     manifest = write_release(
         out, table, core, policy, options, version=__version__, deterministic=deterministic
     )
