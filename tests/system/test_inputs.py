@@ -5,6 +5,7 @@ Skipped cleanly (with the reason) when ``../shared/data`` is absent.
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 
@@ -24,6 +25,12 @@ def _read(path, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return read_points(path, **kw)
+
+
+@functools.cache
+def _charleston_by_column():
+    csv = data_file("aquadtree_charleston", "population_points.csv")
+    return _read(csv, unit="tract_id", crs="EPSG:26978")
 
 
 def test_dwellings_polygon_join_matches_the_unit_column():
@@ -52,7 +59,7 @@ def test_dwellings_swapped_columns_refused_with_the_fix(capsys):
 def test_charleston_tract_polygons(polygons):
     csv = data_file("aquadtree_charleston", "population_points.csv")
     tracts = data_file("aquadtree_charleston", polygons)
-    by_column = _read(csv, unit="tract_id", crs="EPSG:26978")
+    by_column = _charleston_by_column()
     by_polygon = _read(csv, units=tracts, unit_id="tract_id", crs="EPSG:26978")
     agree = float(np.mean(_names(by_column) == _names(by_polygon)))
     assert agree >= 0.99, agree
