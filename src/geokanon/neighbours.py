@@ -304,6 +304,533 @@ def _knn_level(
                     out[i, t] = best_d[t] if t < filled else np.inf
 
 
+# ----------------------------------------------------------------------------
+# Space: one sort of the points along a Z-order (Morton) curve of fine cells.
+# ----------------------------------------------------------------------------
+
+#: Largest number of fine cells per side (keys are 2 * _MAX_BITS bits).
+_MAX_BITS = 29
+#: Entries of the cell-start table may reach max(n, _TABLE_MIN) * _TABLE_PER_POINT.
+_TABLE_MIN = 1 << 22
+_TABLE_PER_POINT = 4
+#: Target number of points in the level-0 cell of a typical record, per neighbour sought.
+_POINTS_PER_CELL = 0.6
+#: Level-0 cells (query groups) processed by one parallel task.
+_GROUPS_PER_TASK = 64
+
+
+@nb.njit(cache=True, inline="always")
+def _spread_bits(v: int) -> int:
+    """Spread the low 31 bits of ``v`` to the even bit positions of an int64."""
+    v &= 0x7FFFFFFF
+    v = (v | (v << 16)) & 0x0000FFFF0000FFFF
+    v = (v | (v << 8)) & 0x00FF00FF00FF00FF
+    v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0F
+    v = (v | (v << 2)) & 0x3333333333333333
+    v = (v | (v << 1)) & 0x5555555555555555
+    return v
+
+
+@nb.njit(cache=True, inline="always")
+def _morton(cx: int, cy: int) -> int:
+    return (_spread_bits(cx) << 1) | _spread_bits(cy)
+
+
+@nb.njit(cache=True, parallel=True)
+def _fine_keys(
+    x: NDArray[np.float64], y: NDArray[np.float64], x0: float, y0: float, c0: float
+) -> NDArray[np.int64]:
+    """Morton key of every point's level-0 cell ``floor((x - x0) / c0)``."""
+    n = x.size
+    keys = np.empty(n, np.int64)
+    for i in nb.prange(n):
+        cx = math.floor((x[i] - x0) / c0)
+        cy = math.floor((y[i] - y0) / c0)
+        keys[i] = _morton(cx, cy)
+    return keys
+
+
+@nb.njit(cache=True)
+def _sort_by_key(
+    keys: NDArray[np.int64], low_bits: int, top_buckets: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Stable LSD radix sort of ``keys``: the permutation, sorted keys, top-digit starts.
+
+    The ``low_bits`` low bits are sorted in passes of at most 16 bits; the top
+    digit ``key >> low_bits`` (``< top_buckets``) in one final counting pass whose
+    prefix sums are returned: points of top bucket ``b`` are ``start[b]:start[b+1]``.
+    """
+    n = keys.size
+    order = np.arange(n, dtype=np.int64)
+    cur = keys.copy()
+    tmp_k = np.empty(n, np.int64)
+    tmp_o = np.empty(n, np.int64)
+    shift = 0
+    while shift < low_bits:
+        width = min(16, low_bits - shift)
+        mask = (1 << width) - 1
+        cnt = np.zeros((1 << width) + 1, np.int64)
+        for i in range(n):
+            cnt[((cur[i] >> shift) & mask) + 1] += 1
+        for b in range(1 << width):
+            cnt[b + 1] += cnt[b]
+        for i in range(n):
+            b = (cur[i] >> shift) & mask
+            p = cnt[b]
+            cnt[b] = p + 1
+            tmp_k[p] = cur[i]
+            tmp_o[p] = order[i]
+        cur, tmp_k = tmp_k, cur
+        order, tmp_o = tmp_o, order
+        shift += width
+    start = np.zeros(top_buckets + 1, np.int64)
+    for i in range(n):
+        start[(cur[i] >> low_bits) + 1] += 1
+    for b in range(top_buckets):
+        start[b + 1] += start[b]
+    pos = start[:top_buckets].copy()
+    for i in range(n):
+        b = cur[i] >> low_bits
+        p = pos[b]
+        pos[b] = p + 1
+        tmp_k[p] = cur[i]
+        tmp_o[p] = order[i]
+    return tmp_o, tmp_k, start
+
+
+@nb.njit(cache=True, parallel=True)
+def _gather(
+    order: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    s: NDArray[np.int64],
+    with_subjects: bool,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    n = order.size
+    xs = np.empty(n, np.float64)
+    ys = np.empty(n, np.float64)
+    ss = np.empty(n if with_subjects else 0, np.int64)
+    for i in nb.prange(n):
+        o = order[i]
+        xs[i] = x[o]
+        ys[i] = y[o]
+        if with_subjects:
+            ss[i] = s[o]
+    return xs, ys, ss
+
+
+@nb.njit(cache=True)
+def _group_starts(
+    skeys: NDArray[np.int64], qpos: NDArray[np.int64], shift: int
+) -> NDArray[np.int64]:
+    """Boundaries of runs of queries (sorted positions) sharing one cell at ``shift``."""
+    nq = qpos.size
+    ng = 0
+    prev = -1
+    for t in range(nq):
+        k = skeys[qpos[t]] >> shift
+        if t == 0 or k != prev:
+            ng += 1
+            prev = k
+    out = np.empty(ng + 1, np.int64)
+    g = 0
+    for t in range(nq):
+        k = skeys[qpos[t]] >> shift
+        if t == 0 or k != prev:
+            out[g] = t
+            g += 1
+            prev = k
+    out[ng] = nq
+    return out
+
+
+@nb.njit(cache=True, inline="always")
+def _cell_range(
+    key: int,
+    level: int,
+    skeys: NDArray[np.int64],
+    start: NDArray[np.int64],
+    table_level: int,
+) -> tuple[int, int]:
+    """Sorted positions ``[lo, hi)`` of the points of cell ``key`` at ``level``."""
+    if level >= table_level:
+        sh = 2 * (level - table_level)
+        return start[key << sh], start[(key + 1) << sh]
+    sh = 2 * (table_level - level)
+    parent = key >> sh
+    a = start[parent]
+    b = start[parent + 1]
+    lo_key = key << (2 * level)
+    hi_key = (key + 1) << (2 * level)
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if skeys[mid] < lo_key:
+            lo = mid + 1
+        else:
+            hi = mid
+    first = lo
+    hi = b
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if skeys[mid] < hi_key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return first, lo
+
+
+@nb.njit(cache=True, parallel=True)
+def _search_level(
+    level: int,
+    qpos: NDArray[np.int64],
+    gstart: NDArray[np.int64],
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    ss: NDArray[np.int64],
+    with_subjects: bool,
+    skeys: NDArray[np.int64],
+    start: NDArray[np.int64],
+    table_level: int,
+    bits: int,
+    max_cx: int,
+    max_cy: int,
+    x0: float,
+    y0: float,
+    c0: float,
+    m: int,
+    max_d: float,
+    margin: float,
+    order: NDArray[np.int64],
+    last_only: bool,
+    out: NDArray[np.float64],
+    resolved: NDArray[np.bool_],
+) -> None:
+    """Scan the 3 x 3 block of ``level`` cells around each query's cell.
+
+    A query is resolved when its ``m``-th distinct other subject is no farther
+    than the exact distance to the outside of the block (so nothing unscanned
+    can be nearer), or when the block holds the whole disc of radius ``max_d``.
+    Resolved queries write their row of ``out`` (at the original index).
+    """
+    ngroups = gstart.size - 1
+    ntasks = (ngroups + _GROUPS_PER_TASK - 1) // _GROUPS_PER_TASK
+    side = np.int64(1) << (bits - level)  # cells per side of the key space at this level
+    ncx = (max_cx >> level) + 1
+    ncy = (max_cy >> level) + 1
+    scale = 1.0 / (1 << level)
+    cj = c0 * (1 << level)
+    for task in nb.prange(ntasks):
+        best_d = np.empty(m, np.float64)
+        best_s = np.empty(m, np.int64)
+        spare = np.empty(m + 1, np.float64)
+        lo_r = np.empty(9, np.int64)
+        hi_r = np.empty(9, np.int64)
+        g_end = min(ngroups, (task + 1) * _GROUPS_PER_TASK)
+        for g in range(task * _GROUPS_PER_TASK, g_end):
+            a = gstart[g]
+            b = gstart[g + 1]
+            p0 = qpos[a]
+            cx = math.floor((xs[p0] - x0) / c0) >> level
+            cy = math.floor((ys[p0] - y0) / c0) >> level
+            nr = 0
+            for gx in range(cx - 1, cx + 2):
+                if gx < 0 or gx >= side:
+                    continue
+                for gy in range(cy - 1, cy + 2):
+                    if gy < 0 or gy >= side:
+                        continue
+                    lo, hi = _cell_range(_morton(gx, gy), level, skeys, start, table_level)
+                    if hi > lo:
+                        if nr > 0 and hi_r[nr - 1] == lo:
+                            hi_r[nr - 1] = hi
+                        else:
+                            lo_r[nr] = lo
+                            hi_r[nr] = hi
+                            nr += 1
+            # Sides of the block beyond the data's extent hide nothing.
+            open_left = cx - 1 <= 0
+            open_right = cx + 1 >= ncx - 1
+            open_down = cy - 1 <= 0
+            open_up = cy + 1 >= ncy - 1
+            for t in range(a, b):
+                i = qpos[t]
+                px = xs[i]
+                py = ys[i]
+                if with_subjects:
+                    _nearest_subjects(xs, ys, ss, px, py, ss[i], lo_r, hi_r, nr, m, best_d, best_s)
+                elif m < 9:
+                    _nearest_records_9(xs, ys, px, py, lo_r, hi_r, nr, m, best_d)
+                else:
+                    _nearest_records(xs, ys, px, py, lo_r, hi_r, nr, m, best_d, spare)
+                ux = (px - x0) / c0 * scale
+                uy = (py - y0) / c0 * scale
+                bound = np.inf
+                if not open_left:
+                    bound = min(bound, ux - (cx - 1))
+                if not open_right:
+                    bound = min(bound, (cx + 2) - ux)
+                if not open_down:
+                    bound = min(bound, uy - (cy - 1))
+                if not open_up:
+                    bound = min(bound, (cy + 2) - uy)
+                bound = bound * cj - margin
+                worst = math.sqrt(best_d[m - 1])
+                if bound >= max_d or worst <= bound:
+                    resolved[t] = True
+                    o = order[i]
+                    if last_only:
+                        out[o, 0] = worst if worst <= max_d else np.inf
+                    else:
+                        for u in range(m):
+                            v = math.sqrt(best_d[u])
+                            out[o, u] = v if v <= max_d else np.inf
+                else:
+                    resolved[t] = False
+
+
+@nb.njit(cache=True, inline="always")
+def _nearest_subjects(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    ss: NDArray[np.int64],
+    px: float,
+    py: float,
+    ps: int,
+    lo_r: NDArray[np.int64],
+    hi_r: NDArray[np.int64],
+    nr: int,
+    m: int,
+    best_d: NDArray[np.float64],
+    best_s: NDArray[np.int64],
+) -> None:
+    """Squared distances to the ``m`` nearest distinct subjects other than ``ps``."""
+    for u in range(m):
+        best_d[u] = np.inf
+        best_s[u] = -1
+    worst = np.inf
+    for r in range(nr):
+        for c in range(lo_r[r], hi_r[r]):
+            dx = xs[c] - px
+            dy = ys[c] - py
+            d2 = dx * dx + dy * dy
+            if d2 < worst:
+                s = ss[c]
+                if s != ps:
+                    _offer2(best_d, best_s, m, d2, s, True)
+                    worst = best_d[m - 1]
+        if worst == 0.0:
+            break
+
+
+@nb.njit(cache=True, inline="always")
+def _nearest_records_9(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    px: float,
+    py: float,
+    lo_r: NDArray[np.int64],
+    hi_r: NDArray[np.int64],
+    nr: int,
+    m: int,
+    best_d: NDArray[np.float64],
+) -> None:
+    """Squared distances to the ``m <= 8`` nearest other records, branch-free.
+
+    The nine smallest squared distances to all scanned records, the query's
+    own record included, are kept in registers by a sorting network. The query
+    itself is at exactly 0, the smallest possible value, so dropping the first
+    slot leaves the ``m`` nearest *other* records (a duplicate point also at 0
+    stays, as in a k-d tree query for ``m + 1`` neighbours).
+    """
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = b8 = np.inf
+    for r in range(nr):
+        for c in range(lo_r[r], hi_r[r]):
+            dx = xs[c] - px
+            dy = ys[c] - py
+            v = dx * dx + dy * dy
+            t = min(b0, v)
+            v = max(b0, v)
+            b0 = t
+            t = min(b1, v)
+            v = max(b1, v)
+            b1 = t
+            t = min(b2, v)
+            v = max(b2, v)
+            b2 = t
+            t = min(b3, v)
+            v = max(b3, v)
+            b3 = t
+            t = min(b4, v)
+            v = max(b4, v)
+            b4 = t
+            t = min(b5, v)
+            v = max(b5, v)
+            b5 = t
+            t = min(b6, v)
+            v = max(b6, v)
+            b6 = t
+            t = min(b7, v)
+            v = max(b7, v)
+            b7 = t
+            b8 = min(b8, v)
+        worst = (b1, b2, b3, b4, b5, b6, b7, b8)[m - 1]
+        if worst == 0.0:
+            break
+    best_d[0] = b1
+    if m > 1:
+        best_d[1] = b2
+    if m > 2:
+        best_d[2] = b3
+    if m > 3:
+        best_d[3] = b4
+    if m > 4:
+        best_d[4] = b5
+    if m > 5:
+        best_d[5] = b6
+    if m > 6:
+        best_d[6] = b7
+    if m > 7:
+        best_d[7] = b8
+
+
+@nb.njit(cache=True, inline="always")
+def _nearest_records(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    px: float,
+    py: float,
+    lo_r: NDArray[np.int64],
+    hi_r: NDArray[np.int64],
+    nr: int,
+    m: int,
+    best_d: NDArray[np.float64],
+    spare: NDArray[np.float64],
+) -> None:
+    """As :func:`_nearest_records_9` for any ``m``, with the network in memory."""
+    for u in range(m + 1):
+        spare[u] = np.inf
+    for r in range(nr):
+        for c in range(lo_r[r], hi_r[r]):
+            dx = xs[c] - px
+            dy = ys[c] - py
+            v = dx * dx + dy * dy
+            if v < spare[m]:
+                for u in range(m + 1):
+                    w = spare[u]
+                    spare[u] = min(w, v)
+                    v = max(w, v)
+        if spare[m] == 0.0:
+            break
+    for u in range(m):
+        best_d[u] = spare[u + 1]
+
+
+@nb.njit(cache=True, inline="always")
+def _offer2(
+    best_d: NDArray[np.float64],
+    best_s: NDArray[np.int64],
+    m: int,
+    d: float,
+    s: int,
+    distinct: bool,
+) -> None:
+    """Offer ``(d, s)`` with ``d < best_d[m-1]`` to the sorted list of distinct subjects."""
+    u = m - 1
+    if distinct:
+        for t in range(m):
+            if best_s[t] == s:
+                if d >= best_d[t]:
+                    return
+                u = t
+                break
+    while u > 0 and best_d[u - 1] > d:
+        best_d[u] = best_d[u - 1]
+        best_s[u] = best_s[u - 1]
+        u -= 1
+    best_d[u] = d
+    best_s[u] = s
+
+
+def _level0_cell(x: NDArray[np.float64], y: NDArray[np.float64], count: int, span: float) -> float:
+    """Side of the level-0 cells: about ``_POINTS_PER_CELL * (count + 1)`` points in the
+    cell of the median record.
+
+    The local density of the median record is estimated from the distance to
+    the 8th neighbour within a fixed (deterministic) subsample. Only the speed
+    depends on this choice, never the result.
+    """
+    n = x.size
+    if n < 3 or span <= 0.0:
+        return max(span, 1.0)
+    from scipy.spatial import cKDTree
+
+    step = max(1, n // 100_000)
+    pts = np.column_stack((x[::step], y[::step]))
+    m = pts.shape[0]
+    q = min(8, m - 1)
+    probe = pts[:: max(1, m // 4096)]
+    d, _ = cKDTree(pts).query(probe, k=q + 1)
+    r = float(np.median(d[:, q]))
+    # Density near the median record: q * (n / m) / (pi r^2) full-data points per m^2.
+    target = _POINTS_PER_CELL * (count + 1)
+    cell = r * math.sqrt(target * math.pi * m / (q * n))
+    return max(cell, span * 2.0 ** (1 - _MAX_BITS))
+
+
+def _search(
+    xa: NDArray[np.float64],
+    ya: NDArray[np.float64],
+    subj: NDArray[np.int64] | None,
+    count: int,
+    max_distance: float,
+    last_only: bool,
+) -> NDArray[np.float64]:
+    """The level-by-level search (inputs validated, ``n >= 1``)."""
+    n = xa.size
+    out = np.empty((n, 1 if last_only else count), dtype=np.float64)
+    x0, x1 = float(xa.min()), float(xa.max())
+    y0, y1 = float(ya.min()), float(ya.max())
+    span = max(x1 - x0, y1 - y0)
+    c0 = _level0_cell(xa, ya, count, span)
+    while True:
+        max_cx = math.floor((x1 - x0) / c0)
+        max_cy = math.floor((y1 - y0) / c0)
+        if max(max_cx, max_cy) < (1 << _MAX_BITS):
+            break
+        c0 *= 2.0
+    bits = max(max_cx, max_cy).bit_length()
+    limit = max(n, _TABLE_MIN) * _TABLE_PER_POINT
+    table_level = 0
+    while 4 ** (bits - table_level) > limit:
+        table_level += 1
+    keys = _fine_keys(xa, ya, x0, y0, c0)
+    order, skeys, start = _sort_by_key(keys, 2 * table_level, 4 ** (bits - table_level))
+    del keys
+    with_subjects = subj is not None
+    xs, ys, ss = _gather(
+        order, xa, ya, subj if subj is not None else np.empty(0, np.int64), with_subjects
+    )
+    # Rounding of coordinates and distances is far below this margin.
+    margin = 1e-9 * (max(abs(x0), abs(x1)) + max(abs(y0), abs(y1))) + 1e-9
+    qpos = np.arange(n, dtype=np.int64)
+    level = 0
+    while qpos.size:
+        if level > bits:  # pragma: no cover - the top level holds every point
+            raise RuntimeError("neighbour search did not resolve every record")
+        gstart = _group_starts(skeys, qpos, 2 * level)
+        resolved = np.empty(qpos.size, dtype=np.bool_)
+        with nb.parallel_chunksize(1):
+            _search_level(
+                level, qpos, gstart, xs, ys, ss, with_subjects, skeys, start, table_level,
+                bits, max_cx, max_cy, x0, y0, c0, int(count), float(max_distance),
+                margin + 1e-9 * c0 * 2.0**level, order, last_only, out, resolved,
+            )  # fmt: skip
+        qpos = qpos[~resolved]
+        level += 1
+    return out
+
+
 def subject_neighbour_distances(
     x: ArrayLike,
     y: ArrayLike,
@@ -311,6 +838,7 @@ def subject_neighbour_distances(
     *,
     count: int,
     max_distance: float = math.inf,
+    last_only: bool = False,
 ) -> NDArray[np.float64]:
     """Distances to the 1st..``count``-th nearest other subject of every record.
 
@@ -326,12 +854,16 @@ def subject_neighbour_distances(
     max_distance
         Subjects farther than this are not searched for; their slots are ``inf``.
         Pass ``generalise_ratio * r_max_m``: no label depends on anything farther.
+    last_only
+        Return only the ``count``-th column, as an ``(n, 1)`` array (what the
+        labels need; the same values as the last column of the full result).
 
     Returns
     -------
     numpy.ndarray
-        ``(n, count)`` float64, each row sorted ascending, ``inf`` where fewer than
-        ``count`` other subjects lie within ``max_distance``.
+        ``(n, count)`` float64 (``(n, 1)`` with ``last_only``), each row sorted
+        ascending, ``inf`` where fewer than ``count`` other subjects lie within
+        ``max_distance``.
 
     Examples
     --------
@@ -348,14 +880,13 @@ def subject_neighbour_distances(
         raise InputError(f"count must be an integer >= 1, got {count!r}")
     if not (max_distance > 0):
         raise InputError(f"max_distance must be > 0, got {max_distance!r}")
-    out = np.full((n, int(count)), np.inf)
     if n == 0:
-        return out
+        return np.full((0, 1 if last_only else int(count)), np.inf)
     if not (np.isfinite(xa).all() and np.isfinite(ya).all()):
         bad = int((~(np.isfinite(xa) & np.isfinite(ya))).sum())
         raise InputError(f"{bad} records have NaN or infinite coordinates; drop or fix them")
     subj = (
-        np.arange(n, dtype=np.int64)
+        None
         if subjects is None
         else (
             np.ascontiguousarray(subjects, dtype=np.int64)
@@ -363,35 +894,7 @@ def subject_neighbour_distances(
             else subject_codes(subjects, n)
         )
     )
-    x0, y0 = float(xa.min()), float(ya.min())
-    span = max(float(xa.max()) - x0, float(ya.max()) - y0)
-    cell = _choose_cell(xa, ya, target=2.0 * (count + 1))
-    pending = np.arange(n, dtype=np.int64)
-    while pending.size:
-        last = cell * _MAX_RINGS >= max_distance or cell > 2 * span + 1.0
-        grid = _Grid(xa, ya, subj, cell, x0, y0)
-        # Query in grid order for locality.
-        rank = np.empty(n, dtype=np.int64)
-        rank[grid.order] = np.arange(n, dtype=np.int64)
-        q = pending[np.argsort(rank[pending], kind="stable")]
-        qx, qy, qs = xa[q], ya[q], subj[q]
-        part = np.full((q.size, int(count)), np.inf)
-        resolved = np.zeros(q.size, dtype=np.bool_)
-        rings = _MAX_RINGS
-        if last:
-            reach = min(max_distance, 2 * span + 2 * cell)
-            rings = max(_MAX_RINGS, math.ceil(reach / cell) + 1)
-        _knn_level(
-            qx, qy, qs, grid.xs, grid.ys, grid.ss, grid.cell_keys, grid.cell_start,
-            grid.nx, grid.ny, grid.cell, x0, y0, int(count), float(max_distance), rings,
-            part, resolved,
-        )  # fmt: skip
-        out[q[resolved]] = part[resolved]
-        pending = q[~resolved]
-        cell *= _LEVEL_FACTOR
-        if last and pending.size:  # pragma: no cover - guarded by the stopping rule
-            raise RuntimeError("neighbour search did not resolve every record")
-    return out
+    return _search(xa, ya, subj, int(count), float(max_distance), last_only)
 
 
 # ----------------------------------------------------------------------------
