@@ -106,7 +106,8 @@ The rules, exactly as implemented
     not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
     "suppressed: 3" or "3 records were suppressed" carry such a figure.
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
-    1..k-1, and the manifest's ``counts.suppressed`` and ``suppressed_share``
+    1..k-1, nor may a ``source_total`` be published as an integer for a unit of
+    1..k-1 subjects, and the manifest's ``counts.suppressed`` and ``suppressed_share``
     must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed;
     no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1.
 ``manifest``
@@ -2144,6 +2145,17 @@ def _check_report_safety(rel: _Release) -> CheckResult:
             n_units = int(sum(_small_int(str(v), k) for v in units[col]))
             if n_units:
                 problems.append(f"units.csv: {n_units} units publish 1..k-1 {col} subjects")
+    if "source_total" in units.columns:
+        frame = pd.DataFrame({"unit": rel.units, "subject": rel.subjects})
+        subjects = frame.groupby("unit")["subject"].nunique()
+        small_units = {str(u) for u, n in subjects.items() if 0 < int(n) < k}
+        n_small = sum(
+            1
+            for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
+            if u in small_units and isinstance(_cell_value(t), int)
+        )
+        if n_small:
+            problems.append(f"units.csv: {n_small} source totals rest on 1..k-1 subjects")
     scanned.append("units.csv")
     passes = rel.manifest.get("passes")
     if isinstance(passes, list):

@@ -251,6 +251,30 @@ def test_input_size_in_the_passes_reveals_the_suppressed_total(tmp_path: Path) -
     assert "narrowed to [1, 1]" in report["holes"].detail
 
 
+def test_source_total_of_a_small_unit_fails_report_safety(tmp_path: Path) -> None:
+    # unit 'east' holds 3 people, all generalised into the area class: a published
+    # source total of 3 rests on 3 subjects
+    scene = _area_scene(subjects=True)
+    w = write_release(tmp_path / "out", scene, totals="complementary")
+
+    def withhold_hidden(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["suppressed"] == "<k", "source_total"] = "withheld"
+        f.loc[f["generalised_up"] == "<k", "source_total"] = "withheld"
+        return f
+
+    edit_csv(w.root, "units.csv", withhold_hidden)
+    assert "report_safety" not in failed(verify_release(w.root))
+
+    def publish_east(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["unit"] == "east", "source_total"] = "3"
+        return f
+
+    edit_csv(w.root, "units.csv", publish_east)
+    report = verify_release(w.root)
+    assert "report_safety" in failed(report)
+    assert "1 source totals rest on 1..k-1 subjects" in report["report_safety"].detail
+
+
 def test_small_suppress_label_count_in_the_passes_fails_report_safety(tmp_path: Path) -> None:
     passes = (
         {"pass": 1, "labels": {"ok": 10, "suppress": 2}, "changed": 12},
