@@ -41,6 +41,7 @@ import io
 import json
 import math
 import os
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -242,7 +243,7 @@ def _esc(v: object) -> str:
 def _svg(fig: Figure) -> str:
     from geokanon.report.sweep_page import _inline_svg, _svg_text
 
-    svg = _inline_svg(_svg_text(fig))
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", _inline_svg(_svg_text(fig)), flags=re.S)
     return f'<div class="fig">{svg}</div>'
 
 
@@ -852,14 +853,10 @@ def _sort_value(v: object) -> str:
     return s
 
 
-def _units_table(rows: list[dict[str, Any]], has_total: bool) -> str:
-    head = [
-        "unit",
-        "released records",
-        "generalised to a coarser level (subjects)",
-        "suppressed (subjects)",
-        "suppressed share",
-    ]
+def _units_table(rows: list[dict[str, Any]], has_total: bool, has_up: bool) -> str:
+    head = ["unit", "released records", "suppressed (subjects)", "suppressed share"]
+    if has_up:
+        head.insert(2, "generalised to a coarser level (subjects)")
     if has_total:
         head.insert(1, "source total")
     th = "".join(
@@ -872,6 +869,8 @@ def _units_table(rows: list[dict[str, Any]], has_total: bool) -> str:
             t = r.get("source_total")
             cells.append(f'<td data-v="{_sort_value(t)}">{_esc(t)}</td>')
         for col in ("released", "generalised_up", "suppressed"):
+            if col == "generalised_up" and not has_up:
+                continue
             raw = r.get(col)
             v: object = int(str(raw)) if str(raw).isdigit() else raw
             cells.append(f'<td data-v="{_sort_value(v)}">{_esc(v)}</td>')
@@ -955,7 +954,6 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("CRS of published coordinates", manifest.get("crs") or "unnamed"),
         ("totals", manifest.get("totals", "")),
         ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
-        ("input sha256", manifest.get("input_sha256") or ""),
     ]
     par = "".join(
         f'<tr><td class="l">{html.escape(a)}</td><td class="l"><code>{_esc(b)}</code></td></tr>'
@@ -976,8 +974,10 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         f"<details><summary>full policy</summary><p><code>{policy}</code></p></details></div><div>",
         '<table class="params"><thead><tr><th class="l">file</th><th class="l">sha256</th></tr>'
         f"</thead><tbody>{fr}</tbody></table>",
-        '<p class="mute">This page\'s own checksum is in manifest.json (a page cannot hold '
-        "its own checksum).</p></div></div>",
+        "<p class=\"mute\">This page's own checksum and the input file's checksum "
+        "(<code>input_sha256</code>) are in manifest.json: a page cannot hold its own checksum, "
+        "and the page does not depend on the input's row order or file bytes, only on the "
+        "release.</p></div></div>",
     ]
 
 
@@ -1066,8 +1066,7 @@ def report_html(
     body: list[str] = [
         "<h1>geokanon release report</h1>",
         f'<p class="mute">geokanon {_esc(manifest.get("version", "?"))} · seed '
-        f"{_esc(manifest.get('seed'))} · input sha256 "
-        f"<code>{_esc(str(manifest.get('input_sha256') or '')[:16])}…</code></p>",
+        f"{_esc(manifest.get('seed'))} · CRS {_esc(manifest.get('crs') or 'unnamed')}</p>",
     ]
     verdict = "RELEASED" if all_ok else "NOT VERIFIED"
     body += [
@@ -1133,7 +1132,7 @@ def report_html(
         f"least k = {k} distinct subjects; group diameters are counted in groups (each holds "
         "at least k subjects). See docs/report.md.</p>",
         "<h2>Per unit (worst first; click a heading to sort)</h2>",
-        _units_table(unit_rows, "source_total" in units.columns),
+        _units_table(unit_rows, "source_total" in units.columns, "generalised_up" in units.columns),
         "<h2>Who is missing</h2>",
         *_bias_section(manifest),
         "<h2>Parameters and checksums</h2>",
