@@ -121,6 +121,7 @@ reported here as not checked (:attr:`VerificationReport.skipped`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html.parser
 import json
@@ -755,12 +756,19 @@ def _ns_to_s(stamps: pd.Series) -> NDArray[np.float64]:
 class _Release:
     """Lazy, cached reader of one release directory."""
 
-    def __init__(self, root: Path, source: PointTable | Path | None, tolerance_m: float) -> None:
+    def __init__(
+        self,
+        root: Path,
+        source: PointTable | Path | None,
+        tolerance_m: float,
+        source_file: Path | None = None,
+    ) -> None:
         self.root = root
         self.rel = root / "release"
         self.aud = root / "audit"
         self.tolerance_m = float(tolerance_m)
         self._source_arg = source
+        self._source_file = source_file
 
     # ---- raw files -------------------------------------------------------------------
 
@@ -836,7 +844,27 @@ class _Release:
 
     @cached_property
     def source(self) -> _Source:
-        return _load_source(self._source_arg, self.audit, self.output_crs, self.working_crs)
+        out, work = self.output_crs, self.working_crs
+        src = _load_source(self._source_arg, self.audit, out, work)
+        if self._source_file is None:
+            return src
+        raw = _load_source(self._source_file, self.audit, out, work)
+        if raw.n_rows != src.n_rows:
+            raise _Unreadable("source_file and source hold different numbers of records")
+        # the table's decisions (subjects, units, working coordinates) with the file's
+        # own values (raw coordinates, subject ids, timestamps, id columns, checksum)
+        return dataclasses.replace(
+            src,
+            x=raw.x if raw.x is not None else src.x,
+            y=raw.y if raw.y is not None else src.y,
+            subject_ids=raw.subject_ids,
+            subject_column=raw.subject_column,
+            time_column=raw.time_column,
+            epoch_s=src.epoch_s if src.epoch_s is not None else raw.epoch_s,
+            wall_s=raw.wall_s,
+            id_columns=raw.id_columns,
+            sha256=raw.sha256,
+        )
 
     @cached_property
     def subjects(self) -> NDArray[np.int64]:
@@ -2251,10 +2279,18 @@ def _run(name: str, rel: _Release) -> CheckResult:
         return CheckResult(name, False, f"cannot check: {type(exc).__name__} while reading")
 
 
+def _existing_file(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"source file {str(p)!r} does not exist")
+    return p
+
+
 def verify_release(
     directory: str | os.PathLike[str],
     *,
     source: PointTable | str | os.PathLike[str] | None = None,
+    source_file: str | os.PathLike[str] | None = None,
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
 ) -> VerificationReport:
@@ -2271,6 +2307,11 @@ def verify_release(
         path of the source file (CSV or Parquet), re-read raw with the column
         names in ``audit.json`` so subject ids and timestamps can be searched
         for. ``None``: the audit's coordinates and subject codes are used.
+    source_file
+        With a :class:`~geokanon.io.read.PointTable` as ``source``: the file it
+        was read from (CSV or Parquet), re-read raw so that ``no_leak`` can look
+        for the raw subject ids, timestamps, id columns and coordinates as
+        written, while subjects and units come from the table.
     tolerance_m
         Slack in metres added to ``r_max_m`` in ``extent``; when > 0, a
         representative within this distance of a member fails
@@ -2321,13 +2362,14 @@ def verify_release(
     if source is None or isinstance(source, PointTable):
         src = source
     else:
-        src = Path(source)
-        if not src.is_file():
-            raise InputError(f"source file {str(src)!r} does not exist")
-    rel = _Release(root, src, tolerance_m)
-    if isinstance(src, Path):
+        src = _existing_file(source)
+    raw = None if source_file is None else _existing_file(source_file)
+    if raw is not None and src is None:
+        src, raw = raw, None
+    rel = _Release(root, src, tolerance_m, raw)
+    if isinstance(src, Path) or raw is not None:
         try:
-            _ = rel.source
+            _ = rel.source  # a bad source file is an input error, raised here
         except _Unreadable:
             pass
     return VerificationReport(tuple(_run(n, rel) for n in CHECKS if n in names))

@@ -352,6 +352,19 @@ def test_subject_id_in_records_csv_fails_no_leak(valid: Written) -> None:
     assert "subj-0007" not in format_report(report)
 
 
+def test_point_table_with_its_source_file_scans_raw_ids(valid: Written) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        table = read_points(valid.source, subject="subject", unit="unit")
+    report = verify_release(valid.root, source=table, source_file=valid.source)
+    assert report.passed, format_report(report)
+    assert "subject ids" in report["no_leak"].detail
+    edit_csv(valid.root, "records.csv", lambda f: f.assign(note="subj-0003"))
+    assert verify_release(valid.root, source=table)["no_leak"].passed  # codes only
+    report = verify_release(valid.root, source=table, source_file=valid.source)
+    assert_only(report, "no_leak")
+
+
 def test_source_coordinates_in_a_kept_column_fail_no_leak(valid: Written) -> None:
     xs = list(minimal_scene().x[:10])
     edit_parquet(valid.root, "records.parquet", lambda f: f.assign(easting=xs))
