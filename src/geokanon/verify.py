@@ -31,7 +31,8 @@ The rules, exactly as implemented
     exactly 1/100), so there is no rounding at all.
 ``holes``
     The published figures (``units.csv`` rows, the class sizes, the manifest's
-    global suppressed count) are turned into a linear system and every hidden
+    counts and global suppressed figure, the input size when the first pass's
+    ``records`` publishes it) are turned into a linear system and every hidden
     cell (``<k``, ``withheld``) is bounded with :func:`scipy.optimize.linprog`
     (min and max). See :func:`hidden_ranges` for the variables and identities.
     A ``<k`` cell fails when its feasible range does not contain both 1 and k-1
@@ -46,13 +47,18 @@ The rules, exactly as implemented
     a table too; Parquet column by column, plus its key-value metadata):
 
     * source coordinate pairs: two consecutive numbers in text, or two numeric
-      columns of one table row (WKB geometry decoded), equal as float64 to a
-      source ``(x, y)`` pair with >= 4 significant digits between them;
+      columns of one table row (WKB geometry decoded; id and count columns
+      left out), equal as float64 to a source ``(x, y)`` pair in the output
+      CRS with >= 4 significant digits between them. Source pairs are the
+      file's own values (``source`` or ``source_file`` a path), else the
+      table's or the audit's coordinates when no CRS change happened, else the
+      audit's coordinates carried to the output CRS, matched within a relative
+      1e-9 (transform round-off);
     * single source coordinates: a number equal to a *non-integral* source
-      coordinate with >= 4 significant digits, in text or in any column but
-      the published ``x``/``y``; and any other numeric column in which at
-      least half of >= k distinct values (>= 4 significant digits) are source
-      coordinates;
+      coordinate with >= 4 significant digits, in free text or in any column
+      but the published ``x``/``y`` (CSV text is judged column by column); and
+      any other non-structural numeric column in which at least half of >= k
+      distinct values (>= 4 significant digits) are source coordinates;
     * subject ids (only when the source file is given and has a subject
       column): a text token or a string cell equal to a raw id of >= 4
       characters, or a column named like the subject column;
@@ -64,8 +70,9 @@ The rules, exactly as implemented
     * source row numbers: a column named ``source_row``, ``row``, ``row_id``,
       ``row_number``, ``rownum``, ``record_id``, ``point_id``, ``fid``,
       ``index``, ``level_0`` or ``__index_level_0__``, a column named like a
-      source column that is unique per record (an id), or a stored pandas
-      index that is not a range.
+      source column that is an id (unique per record, and named like an id or
+      a run of consecutive integers), or a stored pandas index that is not a
+      range.
 
     "Significant digits" are the digits of a number's text with leading and
     trailing zeros and the decimal point removed (``149700`` has 4,
