@@ -48,7 +48,7 @@ def clustered_points(
     y[n_town:] = rng.uniform(0, extent_m, n_rural)
     np.clip(x, 0, extent_m, out=x)
     np.clip(y, 0, extent_m, out=y)
-    side = max(1, int(round(np.sqrt(n_units))))
+    side = max(1, round(np.sqrt(n_units)))
     cell = extent_m / side
     ux = np.minimum((x / cell).astype(np.int64), side - 1)
     uy = np.minimum((y / cell).astype(np.int64), side - 1)

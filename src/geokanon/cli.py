@@ -231,7 +231,7 @@ def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
              "time": "time", "unit": "unit", "crs": "crs", "units": "units",
              "unit_id": "unit_id", "unit_grid": "unit_grid_m", "timezone": "timezone",
              "coord_scale": "coord_scale", "working_crs": "working_crs",
-             "output_crs": "output_crs"}  # fmt: skip
+             "output_crs": "output_crs", "study_area": "study_area"}  # fmt: skip
     out = []
     for arg, kw in names.items():
         v = getattr(args, arg, None)

@@ -100,7 +100,8 @@ def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
     --------
     >>> import pandas as pd
     >>> from geokanon.io import table_from_frame
-    >>> t = table_from_frame(pd.DataFrame({"x": [0.0, 1, 2, 900], "y": [0.0, 0, 0, 0]}), crs="x")
+    >>> frame = pd.DataFrame({"x": [155e3, 155001, 155002, 155900], "y": [463e3] * 4})
+    >>> t = table_from_frame(frame, crs="EPSG:28992")
     >>> classify_points(t, OutlierPolicy(k=3, r_max_m=10.0)).counts["suppress"]
     1
     """
