@@ -477,7 +477,7 @@ def _print_sweep(result: Any, out: Any) -> None:
         file=out,
     )
     head = (
-        (f"{'mask':<22}" if many_masks else "")
+        (f"{'mask':<30}" if many_masks else "")
         + f"{'k':>3}{'r_max':>8}{'ok':>8}{'merge':>8}{'gener.':>8}{'suppr.':>8}"
         + f"{'global':>9}  {'worst unit':<14}{'share':>8}{'over':>6}  passes"
         + ("  mean disp." if full else "")
@@ -488,7 +488,7 @@ def _print_sweep(result: Any, out: Any) -> None:
         labels = "".join(f"{100 * v / n:>6.1f} %" for v in c.counts.values())
         worst = str(c.worst_unit) if c.worst_unit_share > 0 else "-"
         line = (
-            (f"{c.mask[:21]:<22}" if many_masks else "")
+            (f"{c.mask[:29]:<30}" if many_masks else "")
             + f"{c.k:>3}{c.r_max_m:>8g}{labels}{100 * c.suppressed_share:>7.2f} %  "
             + f"{worst[:13]:<14}{100 * c.worst_unit_share:>6.1f} %"
             + f"{c.units_over_cap:>6}  {'yes' if c.passes else 'no':<6}"
