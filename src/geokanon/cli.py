@@ -571,6 +571,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0 if all(results.values()) else 4
 
 
+def cmd_risk(args: argparse.Namespace) -> int:
+    from geokanon.io import read_points
+    from geokanon.risk import format_risk, release_risk
+
+    audit = args.dir / "audit" / "audit.json"
+    if not audit.exists():
+        raise InputError(f"{str(args.dir)!r} is not a geokanon release directory (no audit/)")
+    opts = json.loads(audit.read_text()).get("read_options", {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = read_points(args.source, **dict(opts))
+    risk = release_risk(args.dir, source=table)
+    if args.json:
+        print(json.dumps(risk.to_dict(), indent=None, allow_nan=False))
+    else:
+        print(format_risk(risk))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``geokanon`` (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(
@@ -685,6 +704,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
     p.set_defaults(func=cmd_report)
+    # -- risk command (testing/risk helper) --
+    p = sub.add_parser(
+        "risk",
+        help="re-identification risk per record: subjects consistent with its published place",
+        epilog="example:\n  geokanon risk out/dwellings --source dwellings.csv\n",
+        formatter_class=fmt,
+    )
+    p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
+    p.add_argument("--source", type=Path, required=True, help="the source file of the release")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_risk)
     return parser
 
 
