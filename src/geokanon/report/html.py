@@ -267,19 +267,12 @@ def _style(ax: Axes) -> None:
     ax.set_axisbelow(True)
 
 
-def _hist_bars(
-    ax: Axes, bins: list[Bin], colour_of: Any, *, x_of: Any = None, hidden_from: float | None = None
-) -> None:
-    """Draw published bins as bars (``x_of`` maps a value to the axis)."""
-    from matplotlib.patches import Rectangle
-
+def _hist_bars(ax: Axes, bins: list[Bin], colour_of: Any, x_of: Any = None) -> None:
+    """Draw published bins as bars (``x_of`` maps a value to the axis; empty bins: nothing)."""
     fx = x_of or (lambda v: v)
-    top = max([b.records for b in bins] + [1])
     for b in bins:
-        lo, hi = fx(b.low), fx(b.high)
-        if hidden_from is not None and b.low >= hidden_from:
-            continue
         if b.records:
+            lo, hi = fx(b.low), fx(b.high)
             ax.bar(
                 lo,
                 b.records,
@@ -289,37 +282,25 @@ def _hist_bars(
                 lw=0.4,
                 edgecolor="white",
             )
-    if hidden_from is not None:
-        rest = [b for b in bins if b.low >= hidden_from]
-        if rest:
-            lo, hi = fx(rest[0].low), fx(rest[-1].high)
-            ax.add_patch(
-                Rectangle(
-                    (lo, 1), hi - lo, top, fill=False, hatch="///", edgecolor="#999999", lw=0.6
-                )
-            )
-            ax.text(
-                (lo + hi) / 2,
-                math.sqrt(top),
-                "withheld",
-                ha="center",
-                va="center",
-                fontsize=7,
-                rotation=90,
-                color="#555555",
-            )
 
 
 _IOTA_EDGES = tuple([0.0] + [2.0**e for e in np.arange(-6.0, 5.0, 0.5)] + [math.inf])
 
 
 def _iota_figure(iota: NDArray[np.float64], subj: NDArray[np.int64], m: Mapping[str, Any]) -> str:
+    from matplotlib.patches import Patch
+
     pol = m.get("policy", {})
     k = int(m["k"])
     mr = float(pol.get("merge_ratio", 2.0))
     gr = float(pol.get("generalise_ratio", 4.0))
     values = np.where(np.isinf(iota), 1e9, iota)
-    bins = masked_histogram(values, subj, _IOTA_EDGES, k)
+    hidden = not isinstance((m.get("counts") or {}).get("suppressed"), int)
+    edges: list[float] = list(_IOTA_EDGES)
+    if hidden:  # nothing above the generalise threshold is counted, not even merged with less
+        edges = [e for e in edges if e < gr] + [gr]
+        values = np.where(values > gr, np.nan, values)
+    bins = masked_histogram(values, subj, edges, k)
     lo_edge, hi_edge = _IOTA_EDGES[1], _IOTA_EDGES[-2]
 
     def x_of(v: float) -> float:  # log2 axis; the outer bins get one half step each
@@ -329,47 +310,68 @@ def _iota_figure(iota: NDArray[np.float64], subj: NDArray[np.int64], m: Mapping[
             return math.log2(hi_edge) + 0.5
         return math.log2(v)
 
+    bounds = (1.0, mr, gr)
+
     def colour(b: Bin) -> str:
-        mid = b.high if b.low == 0 else (b.low if math.isinf(b.high) else (b.low * b.high) ** 0.5)
-        if mid <= 1:
+        if any(b.low < t < b.high for t in bounds):
+            return "#999999"  # a merged bin across a threshold
+        if b.high <= 1:
             return LABEL_COLOURS["ok"]
-        if mid <= mr:
+        if b.high <= mr:
             return LABEL_COLOURS["merge"]
-        if mid <= gr:
+        if b.high <= gr:
             return LABEL_COLOURS["generalise"]
         return LABEL_COLOURS["suppress"]
 
-    hidden = not isinstance((m.get("counts") or {}).get("suppressed"), int)
     fig = _figure(6.2, 3.0)
     ax = fig.subplots()
-    _hist_bars(ax, bins, colour, x_of=x_of, hidden_from=gr if hidden else None)
+    _hist_bars(ax, bins, colour, x_of)
+    if hidden:
+        _hidden_region(ax, x_of(gr), x_of(math.inf))
     ax.set_yscale("log")
-    for t, name in ((1.0, "ok | merge"), (mr, "merge | generalise"), (gr, "generalise | suppress")):
-        ax.axvline(math.log2(t), color="#333333", lw=0.9, ls="--")
-        ax.text(
-            math.log2(t),
-            0.98,
-            f" {name} ({t:g})",
-            transform=ax.get_xaxis_transform(),
-            fontsize=6.5,
-            va="top",
-            ha="right",
-            rotation=90,
-            color="#333333",
-        )
-    ticks = [1 / 64, 1 / 16, 1 / 4, 1, 2, 4, 16]
+    for t in bounds:
+        ax.axvline(math.log2(t), color="#333333", lw=0.8, ls="--")
+    ticks = [1 / 64, 1 / 16, 1 / 4, 1, mr, gr, 16]
     ax.set_xticks([math.log2(t) for t in ticks], [f"{t:g}" for t in ticks])
     ax.set_xlim(x_of(0), x_of(math.inf))
-    ax.set_xlabel("isolation ratio iota (first pass; log scale, outer bins open-ended)", fontsize=8)
+    ax.set_ylim(0.8, None)
+    handles = [Patch(color=c, label=lab) for lab, c in LABEL_COLOURS.items()]
+    handles.append(Patch(color="#999999", label="bin across a threshold"))
+    ax.legend(
+        handles=handles,
+        fontsize=6.5,
+        ncols=5,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        frameon=False,
+        handlelength=1.2,
+    )
+    ax.set_xlabel("isolation ratio iota (first pass; log scale; outer bins open-ended)", fontsize=8)
     ax.set_ylabel("records per bin", fontsize=8)
     _style(ax)
     return _svg(fig)
 
 
+def _hidden_region(ax: Axes, lo: float, hi: float) -> None:
+    """A hatched band with no height: counts withheld there."""
+    ax.axvspan(lo, hi, fill=False, hatch="///", edgecolor="#999999", lw=0.6)
+    ax.text(
+        (lo + hi) / 2,
+        0.5,
+        "withheld",
+        transform=ax.get_xaxis_transform(),
+        ha="center",
+        va="center",
+        rotation=90,
+        fontsize=7,
+        color="#555555",
+    )
+
+
 def _displacement_figure(
     d: NDArray[np.float64], subj: NDArray[np.int64], r_max: float, k: int
 ) -> str:
-    edges = np.linspace(0.0, r_max, 16)
+    edges = np.linspace(0.0, r_max, 41)
     bins = masked_histogram(d, subj, edges, k)
     fig = _figure(6.2, 2.6)
     ax = fig.subplots()
@@ -390,6 +392,20 @@ def _displacement_figure(
     ax.set_ylabel("records per bin", fontsize=8)
     _style(ax)
     return _svg(fig)
+
+
+def _displacement_summary(
+    d: NDArray[np.float64], subj: NDArray[np.int64], r_max: float, k: int
+) -> str:
+    ok = ~np.isnan(d)
+    if np.unique(subj[ok]).size < k:
+        return "Too few records at group level to summarise (&lt;k)."
+    v = d[ok]
+    return (
+        f"Mean {v.mean():.0f} m, median {np.median(v):.0f} m; "
+        f"{100 * np.mean(v <= r_max / 4):.1f} % of these records lie within r_max/4 of their "
+        "representative. Bins are r_max/40 wide before merging."
+    )
 
 
 def _diameter_figure(diam: NDArray[np.float64], r_max: float) -> str:
@@ -496,6 +512,12 @@ def _map_axes(ax: Axes, x0: float, x1: float, y0: float, y1: float) -> None:
     _scale_bar(ax, x0, x1, y0, y1)
 
 
+def _map_figure(ext: tuple[float, float, float, float]) -> Figure:
+    x0, x1, y0, y1 = ext
+    ratio = (y1 - y0) / max(x1 - x0, 1e-9)
+    return _figure(5.6, float(np.clip(5.6 * ratio, 3.0, 7.5)) + 0.35)
+
+
 def _extent(
     gx: NDArray[np.float64], gy: NDArray[np.float64], outlines: Any
 ) -> tuple[float, float, float, float]:
@@ -512,9 +534,9 @@ def _extent(
 def _groups_map(
     gx: NDArray[np.float64], gy: NDArray[np.float64], n: NDArray[np.int64], outlines: Any, k: int
 ) -> str:
-    fig = _figure(5.6, 5.6)
-    ax = fig.subplots()
     ext = _extent(gx, gy, outlines)
+    fig = _map_figure(ext)
+    ax = fig.subplots()
     if outlines is not None:
         outlines.boundary.plot(ax=ax, color="#666666", lw=0.6)
     if gx.size:
@@ -549,7 +571,7 @@ def _choropleth(
 ) -> str:
     from matplotlib.patches import Patch
 
-    fig = _figure(5.6, 5.6)
+    fig = _map_figure(_extent(np.zeros(0), np.zeros(0), outlines))
     ax = fig.subplots()
     colours = []
     for uid in outlines[id_col].astype(str):
@@ -1123,7 +1145,8 @@ def report_html(
         '<div class="panel" id="plot-diameter"><h3>Group diameters against r_max</h3>'
         f"{_diameter_figure(diam, r_max)}</div>",
         '<div class="panel" id="plot-displacement"><h3>Displacement of records published at '
-        f"group level</h3>{_displacement_figure(disp, subj, r_max, k)}</div>",
+        f"group level</h3>{_displacement_figure(disp, subj, r_max, k)}"
+        f'<p class="mute">{_displacement_summary(disp, subj, r_max, k)}</p></div>',
         '<div class="panel" id="plot-passes"><h3>Labels per fixed-point pass</h3>'
         f"{_passes_figure(_pass_rows(manifest, k), k)}{_passes_table(_pass_rows(manifest, k))}"
         "</div>",
