@@ -111,5 +111,9 @@ def release_notes(
         f"Policy: k={k}, r_max={policy.r_max_m:g} m, tau={policy.tau:.2%}, "
         f"unit cap={policy.unit_cap:.0%}, seed={policy.seed}; geokanon {manifest['version']}.",
         "",
+        "`report.html` in this folder shows the checks, a map of the published groups, the "
+        "suppressed share per unit and the distributions behind these figures; it opens "
+        "offline in any browser.",
+        "",
     ]
     return "\n".join(lines)
