@@ -13,6 +13,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
+import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -164,11 +165,12 @@ def classify(
         raise InputError(
             "t_max_s is set but no times were given; pass a time column or drop t_max_s"
         )
+    # Only the (k-1)-th distance decides the label: the search keeps just that column.
     d = subject_neighbour_distances(
-        xa, ya, subj, count=policy.k - 1, max_distance=policy.search_radius_m
+        xa, ya, subj, count=policy.k - 1, max_distance=policy.search_radius_m, last_only=True
     )
     # The same arithmetic as the design note (d / r_max, then compare ratios).
-    iota_space = d[:, -1] / policy.r_max_m
+    iota_space = d[:, 0] / policy.r_max_m
     iota_time = None
     iota = iota_space
     if policy.uses_time:
@@ -227,6 +229,49 @@ def _distinct_pairs_per_group(
     return np.bincount(pairs // n_subj, minlength=n_groups).astype(np.int64)
 
 
+@nb.njit(cache=True)
+def _subjects_per_unit(
+    codes: NDArray[np.int64],
+    subj: NDArray[np.int64],
+    sup: NDArray[np.bool_],
+    n_units: int,
+    n_subjects: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct subjects, and distinct suppressed subjects, per unit in O(n + units + subjects).
+
+    Records are counting-sorted by subject; walking one subject's records, a
+    unit counts the subject once (``last[unit]`` remembers the last subject seen).
+    """
+    n = codes.size
+    start = np.zeros(n_subjects + 1, np.int64)
+    for i in range(n):
+        start[subj[i] + 1] += 1
+    for s in range(n_subjects):
+        start[s + 1] += start[s]
+    pos = start[:n_subjects].copy()
+    by_code = np.empty(n, np.int64)
+    by_sup = np.empty(n, np.bool_)
+    for i in range(n):
+        p = pos[subj[i]]
+        pos[subj[i]] = p + 1
+        by_code[p] = codes[i]
+        by_sup[p] = sup[i]
+    last = np.full(n_units, -1, np.int64)
+    last_sup = np.full(n_units, -1, np.int64)
+    n_subj = np.zeros(n_units, np.int64)
+    n_sup_subj = np.zeros(n_units, np.int64)
+    for s in range(n_subjects):
+        for t in range(start[s], start[s + 1]):
+            u = by_code[t]
+            if last[u] != s:
+                last[u] = s
+                n_subj[u] += 1
+            if by_sup[t] and last_sup[u] != s:
+                last_sup[u] = s
+                n_sup_subj[u] += 1
+    return n_subj, n_sup_subj
+
+
 def unit_table(
     suppressed: ArrayLike,
     unit_codes: ArrayLike,
@@ -264,8 +309,20 @@ def unit_table(
     subj = None if subjects is None else np.asarray(subjects, dtype=np.int64)
     records = np.bincount(codes, minlength=nu).astype(np.int64)
     n_sup = np.bincount(codes[sup], minlength=nu).astype(np.int64)
-    n_subj = _distinct_pairs_per_group(codes, subj, nu)
-    sup_subj = _distinct_pairs_per_group(codes[sup], None if subj is None else subj[sup], nu)
+    if subj is None:
+        n_subj = records
+        sup_subj = n_sup
+    elif (
+        subj.size
+        and int(subj.min()) >= 0
+        and int(subj.max()) <= 4 * subj.size + (1 << 20)
+        and int(codes.min()) >= 0
+        and int(codes.max()) < nu
+    ):
+        n_subj, sup_subj = _subjects_per_unit(codes, subj, sup, nu, int(subj.max()) + 1)
+    else:
+        n_subj = _distinct_pairs_per_group(codes, subj, nu)
+        sup_subj = _distinct_pairs_per_group(codes[sup], subj[sup], nu)
     share = np.divide(sup_subj, n_subj, out=np.zeros(nu, dtype=np.float64), where=n_subj > 0)
     keep = records > 0
     idx = np.flatnonzero(keep)

@@ -40,6 +40,25 @@ _LEVEL_FACTOR = 4.0
 _CHUNK = 4096
 
 
+def _dense_integer_codes(arr: NDArray[np.integer]) -> NDArray[np.int64]:
+    """Ranks of integer ids among the distinct ids: ``np.unique(arr, return_inverse=True)[1]``.
+
+    Without a sort when the ids span a range not much larger than their number.
+    """
+    n = arr.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = int(arr.min()), int(arr.max())
+    if hi - lo > 4 * n + (1 << 20):
+        _, codes = np.unique(arr, return_inverse=True)
+        return np.asarray(codes, dtype=np.int64).reshape(-1)
+    offset = (arr - lo) if arr.dtype.kind == "u" else (arr.astype(np.int64) - lo)
+    present = np.zeros(hi - lo + 1, dtype=np.int64)
+    present[offset] = 1
+    rank = np.cumsum(present) - 1
+    return rank[offset]
+
+
 def subject_codes(subjects: ArrayLike | None, n: int) -> NDArray[np.int64]:
     """Dense int64 subject codes; ``None`` makes every record its own subject.
 
@@ -66,7 +85,7 @@ def subject_codes(subjects: ArrayLike | None, n: int) -> NDArray[np.int64]:
     if arr.shape != (n,):
         raise InputError(f"subjects must hold one id per record ({n}), got shape {arr.shape}")
     if arr.dtype.kind in "iu":
-        _, codes = np.unique(arr, return_inverse=True)
+        codes = _dense_integer_codes(arr)
     else:
         import pandas as pd
 
@@ -310,9 +329,9 @@ def _knn_level(
 
 #: Largest number of fine cells per side (keys are 2 * _MAX_BITS bits).
 _MAX_BITS = 29
-#: Entries of the cell-start table may reach max(n, _TABLE_MIN) * _TABLE_PER_POINT.
-_TABLE_MIN = 1 << 22
-_TABLE_PER_POINT = 4
+#: Entries of the cell-start table may reach _TABLE_MIN + n * _TABLE_PER_POINT.
+_TABLE_MIN = 1 << 12
+_TABLE_PER_POINT = 2
 #: Target number of points in the level-0 cell of a typical record, per neighbour sought.
 _POINTS_PER_CELL = 0.6
 #: Level-0 cells (query groups) processed by one parallel task.
@@ -765,11 +784,11 @@ def _level0_cell(x: NDArray[np.float64], y: NDArray[np.float64], count: int, spa
         return max(span, 1.0)
     from scipy.spatial import cKDTree
 
-    step = max(1, n // 100_000)
+    step = max(1, n // 20_000)
     pts = np.column_stack((x[::step], y[::step]))
     m = pts.shape[0]
     q = min(8, m - 1)
-    probe = pts[:: max(1, m // 4096)]
+    probe = pts[:: max(1, m // 1024)]
     d, _ = cKDTree(pts).query(probe, k=q + 1)
     r = float(np.median(d[:, q]))
     # Density near the median record: q * (n / m) / (pi r^2) full-data points per m^2.
@@ -800,7 +819,7 @@ def _search(
             break
         c0 *= 2.0
     bits = max(max_cx, max_cy).bit_length()
-    limit = max(n, _TABLE_MIN) * _TABLE_PER_POINT
+    limit = _TABLE_MIN + n * _TABLE_PER_POINT
     table_level = 0
     while 4 ** (bits - table_level) > limit:
         table_level += 1
