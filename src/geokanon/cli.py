@@ -307,7 +307,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         table = read_points(args.source, **kwargs)
-    report = verify_release(args.dir, source=table)
+    report = verify_release(args.dir, source=table, source_file=args.source)
     print(format_report(report))
     return 0 if report.passed else 4
 

@@ -37,6 +37,8 @@ from geokanon.policy import OutlierPolicy
 __all__ = ["Grouping", "group_records", "hilbert_keys", "snap"]
 
 _HILBERT_BITS = 21
+#: Offset of the snap grid, in steps (a representative is never a short decimal).
+OFFSET = 0.0381966011250105
 
 
 def hilbert_keys(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.int64]:
@@ -85,16 +87,17 @@ def _hilbert(
 def snap(v: NDArray[np.float64] | float, step: float) -> NDArray[np.float64]:
     """Snap coordinates to the centre of their cell on the representative grid.
 
-    Cell centres sit at odd multiples of ``step / 2``, so a snapped
-    representative never coincides with a source coordinate stored in whole
-    multiples of the step (integer metres, for example).
+    Cell centres sit at ``(j + 0.5 + OFFSET) * step``: the small irrational-looking
+    offset keeps a snapped representative off any source coordinate stored with a
+    few decimals (integer metres, centimetres), so that no published point is a
+    record's location.
 
     Examples
     --------
-    >>> snap(12.0, 5.0).item(), snap(-0.1, 5.0).item()
-    (12.5, -2.5)
+    >>> snap(12.0, 5.0).item() == (2 + 0.5 + OFFSET) * 5.0
+    True
     """
-    return (np.floor(np.asarray(v, dtype=np.float64) / step) + 0.5) * step
+    return (np.floor(np.asarray(v, dtype=np.float64) / step) + 0.5 + OFFSET) * step
 
 
 @nb.njit(cache=True)
@@ -193,8 +196,8 @@ def _check_runs(
             sw += w[i]
             mx += w[i] * (x[i] - x[a])
             my += w[i] * (y[i] - y[a])
-        px = (np.floor((x[a] + mx / sw) / step) + 0.5) * step
-        py = (np.floor((y[a] + my / sw) / step) + 0.5) * step
+        px = (np.floor((x[a] + mx / sw) / step) + 0.5 + OFFSET) * step
+        py = (np.floor((y[a] + my / sw) / step) + 0.5 + OFFSET) * step
         # Never a member's own coordinate: step off it.
         for _ in range(4):
             clash = False
@@ -243,8 +246,8 @@ def _covering_rep(
         return None
     cands.append((mx, my))
     for cx, cy in cands:
-        sx0 = (math.floor(cx / step) + 0.5) * step
-        sy0 = (math.floor(cy / step) + 0.5) * step
+        sx0 = (math.floor(cx / step) + 0.5 + OFFSET) * step
+        sy0 = (math.floor(cy / step) + 0.5 + OFFSET) * step
         options = sorted(
             (
                 ((sx0 + i * step) - cx) ** 2 + ((sy0 + j * step) - cy) ** 2,

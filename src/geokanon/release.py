@@ -114,6 +114,27 @@ def _hidden_cells_safe(published_total: int, shown: Sequence[int | str], k: int)
     return h >= (k - 1) + (m - 1) and h <= (m - 1) * (k - 1) + 1
 
 
+def _round_to_k(value: int, k: int) -> int:
+    """Round a count to the nearest multiple of k (halves up)."""
+    return int((value + k // 2) // k * k) if k > 1 else int(value)
+
+
+def _published_pass(entry: dict[str, Any], k: int) -> dict[str, Any]:
+    """A fixed-point pass as published: label counts rounded to multiples of k, no input size.
+
+    Exact per-pass label counts (and the input size they add up to) would let anyone
+    compute the suppressed mass from the released counts; rounded counts show the
+    trend the passes are for. The exact ones stay in the audit.
+    """
+    return {
+        "pass": entry["pass"],
+        "labels": {lab: _round_to_k(int(v), k) for lab, v in entry["labels"].items()},
+        "labels_rounding": f"nearest multiple of k={k}",
+        # Pass 1 labels every record: its count would be the input size.
+        "changed": int(entry["changed"]) if entry["pass"] > 1 else _round_to_k(entry["changed"], k),
+    }
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -383,14 +404,20 @@ def build_release_files(
     total_sup_subjects = int(np.unique(subj[suppressed]).size)
     total_subjects = int(np.unique(subj).size)
     global_shown: int | str = mask_small(total_sup_subjects, k)
-    if options.totals == "withhold" or (
-        global_shown != LT_K and not _hidden_cells_safe(int(global_shown), sup_shown, k)
+    n_hidden_units = sum(v == LT_K for v in sup_shown)
+    if (
+        options.totals == "withhold"
+        or (global_shown != LT_K and not _hidden_cells_safe(int(global_shown), sup_shown, k))
+        # A global "<k" over two or more "<k" units pins each unit below k-1.
+        or (global_shown == LT_K and n_hidden_units >= 2)
     ):
         global_shown = WITHHELD
     if options.totals == "complementary":
         src = np.bincount(ucodes, minlength=nu)
+        unit_subjects = distinct(np.ones(n, dtype=bool))
         units["source_total"] = [
-            int(src[i]) if sup_shown[j] != LT_K else WITHHELD for j, i in enumerate(order)
+            int(src[i]) if sup_shown[j] != LT_K and unit_subjects[i] >= k else WITHHELD
+            for j, i in enumerate(order)
         ]
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
@@ -416,8 +443,12 @@ def build_release_files(
     _write_parquet(assignment, aud / "assignment.parquet")
     counts_exact = result.counts()
     counts: dict[str, int | str] = dict(counts_exact)
-    counts["suppressed"] = global_shown if global_shown != 0 else 0
+    # Suppressed records, shown only where the suppressed subjects are shown.
+    counts["suppressed"] = (
+        counts_exact["suppressed"] if isinstance(global_shown, int) else global_shown
+    )
     counts["synthetic"] = 0
+    published_passes = [_published_pass(p.to_dict(), k) for p in result.passes]
     share: float | str = (
         total_sup_subjects / total_subjects if isinstance(global_shown, int) else global_shown
     )
@@ -429,7 +460,8 @@ def build_release_files(
         "suppressed_subjects": total_sup_subjects,
         "subjects": total_subjects,
         "per_unit": result.units.rows(),
-        "passes": [p.to_dict() for p in result.passes],
+        "passes": published_passes,
+        "passes_exact": [p.to_dict() for p in result.passes],
     }
     (aud / "audit.json").write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
     manifest: dict[str, Any] = {
@@ -451,7 +483,7 @@ def build_release_files(
         "counts": counts,
         "suppressed_share": share,
         "synthetic": {"total": 0, "per_unit": {}},
-        "passes": [p.to_dict() for p in result.passes],
+        "passes": published_passes,
         "verification": dict(verification or {}),
     }
     from geokanon.bias import compare_suppressed

@@ -127,7 +127,8 @@ def test_refused_at_100m_names_units_and_writes_nothing(dwellings_csv, tmp_path,
     assert code == 3
     assert "GM0313" in err and "GM0203" in err and "unit cap" in err
     assert not out.exists()
-    assert list(tmp_path.iterdir()) == []
+    # Only the refusal report, outside any release directory; no temporary files.
+    assert [p.name for p in tmp_path.iterdir()] == ["refused.refusal.html"]
 
 
 def test_existing_directory_needs_force(dwellings_release, capsys):
