@@ -234,3 +234,30 @@ def test_refused_run_writes_refusal_report_and_no_release(dwellings_csv, tmp_pat
     src = pd.read_csv(dwellings_csv, usecols=["x", "y"])
     numbers = {float(t) for t in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])", text)}
     assert not numbers & (set(src["x"]) | set(src["y"]))
+
+
+def test_report_draws_unit_polygons_when_the_release_has_them(tmp_path):
+    import geopandas as gpd
+    from shapely.geometry import box
+
+    frame = small_frame().drop(columns="unit")
+    x0, y0 = 431_000.0, 5_210_000.0
+    polygons = gpd.GeoDataFrame(
+        {"uid": ["Town", "Moors"]},
+        geometry=[box(x0 - 100, y0 - 100, x0 + 1000, y0 + 1000),
+                  box(x0 + 1000, y0 + 1000, x0 + 12_000, y0 + 4_000)],
+        crs="EPSG:32631",
+    )  # fmt: skip
+    path = tmp_path / "units.geojson"
+    polygons.to_file(path, driver="GeoJSON")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = table_from_frame(
+            frame, subject="pid", crs="EPSG:32631", units=str(path), unit_id="uid"
+        )
+        options = ReleaseOptions(read_options=(("units", str(path)), ("unit_id", "uid")))
+        release_points(table, OutlierPolicy(k=K, r_max_m=25.0), tmp_path / "out", options)
+    text = (tmp_path / "out" / "release" / "report.html").read_text()
+    assert "Unit outlines from units.geojson" in text
+    units_panel = text[text.index('id="map-units"') :]
+    assert units_panel.index("data:image/png;base64,") < units_panel.index("</div>")
