@@ -261,3 +261,22 @@ def test_report_draws_unit_polygons_when_the_release_has_them(tmp_path):
     assert "Unit outlines from units.geojson" in text
     units_panel = text[text.index('id="map-units"') :]
     assert units_panel.index("data:image/png;base64,") < units_panel.index("</div>")
+
+
+def test_refusal_report_of_an_unsettled_fixed_point(tmp_path):
+    from geokanon.report.html import write_refusal_report
+
+    passes = [
+        {"pass": i, "records": 900, "labels": {"ok": 880, "merge": 20, "generalise": 0,
+                                               "suppress": 0}, "changed": 9 - i}
+        for i in range(1, 6)
+    ]  # fmt: skip
+    page = write_refusal_report(
+        tmp_path / "out", "the classification did not settle within 5 passes",
+        {"passes": passes, "tau": 0.01, "unit_cap": 0.1}, policy={"k": 5, "r_max_m": 50.0},
+    )  # fmt: skip
+    assert page == tmp_path / "out.refusal.html" and not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.refusal.html"]
+    text = page.read_text()
+    assert "Labels per pass" in text and "kept changing" in text
+    assert "BREACHED" not in text  # no share was measured: no verdict on tau

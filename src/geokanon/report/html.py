@@ -1349,10 +1349,15 @@ def refusal_html(
     if isinstance(share, int | float):
         body.append(_card(f"{100 * share:.2f} %", "suppressed share of subjects"))
     if isinstance(tau, int | float):
-        ok = isinstance(share, int | float) and share <= tau
-        body.append(_card(f"{100 * tau:g} %", f"global cap tau ({'met' if ok else 'BREACHED'})"))
+        text = "global cap tau"
+        if isinstance(share, int | float):
+            text += " (met)" if share <= tau else " (BREACHED)"
+        body.append(_card(f"{100 * tau:g} %", text))
     if isinstance(cap, int | float):
-        body.append(_card(f"{100 * cap:g} %", f"unit cap ({len(over)} units over it)"))
+        text = "unit cap"
+        if "units_over_cap" in figures:
+            text += f" ({len(over)} units over it)"
+        body.append(_card(f"{100 * cap:g} %", text))
     for key in ("k", "r_max_m"):
         if key in pol:
             body.append(_card(pol[key], key))
@@ -1389,10 +1394,41 @@ def refusal_html(
             "still generalise or suppress more. <code>geokanon sweep</code> shows the whole "
             "trade-off.</p>",
         ]
+    passes = figures.get("passes")
+    if isinstance(passes, list) and passes and all(isinstance(q, Mapping) for q in passes):
+        head = ["pass", "records", *LABEL_COLOURS, "labels changed"]
+        rows = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{_esc(q.get(c) if c in ('pass', 'records') else q.get('labels', {}).get(c))}"
+                "</td>"
+                for c in head[:-1]
+            )
+            + f"<td>{_esc(q.get('changed'))}</td></tr>"
+            for q in passes
+        )
+        th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        body += [
+            "<h2>Labels per pass</h2>",
+            f"<table><thead><tr>{th}</tr></thead><tbody>{rows}</tbody></table>",
+        ]
+        if passes[-1].get("changed"):
+            body.append(
+                '<p class="mute">The labels kept changing: the last pass still changed some. A '
+                "larger r_max or a smaller k gives the merges room to settle.</p>"
+            )
     other = {
         k: v
         for k, v in figures.items()
-        if k not in ("suppressed_share", "tau", "unit_cap", "units_over_cap", "what_if_first_pass")
+        if k
+        not in (
+            "suppressed_share",
+            "tau",
+            "unit_cap",
+            "units_over_cap",
+            "what_if_first_pass",
+            "passes",
+        )
     }
     if other:
         rows = "".join(
