@@ -318,10 +318,20 @@ def build_release_files(
     )
     frame.loc[~at_group[pub], "group_id"] = pd.NA
     frame.loc[~generalised[pub], "class_id"] = pd.NA
+    time_bin = None
+    if table.times is not None:
+        from geokanon.timebins import bin_labels, time_bins
+
+        key = np.where(at_group, g, np.where(generalised, result.group_x.size + c, -1))
+        tod = str(policy.time_mode) == "time_of_day"
+        width, index = time_bins(key, table.times, result.subjects, k, time_of_day=tod)
+        time_bin = bin_labels(width, index, time_of_day=tod)
+        frame["time_bin"] = pd.array(time_bin[pub], dtype="string")
     for col in options.keep:
         frame[col] = table.attributes[col].to_numpy()[pub]
     level_rank = frame["level"].map({"group": 0, "unit": 1, "parent": 2, "area": 3})
-    sort_cols = ["_rank", "group_id", "class_id", *options.keep]
+    sort_cols = ["_rank", "group_id", "class_id", *(["time_bin"] if time_bin is not None else []),
+                 *options.keep]  # fmt: skip
     frame = (
         frame.assign(_rank=level_rank)
         .sort_values(sort_cols, kind="stable", na_position="first")
@@ -438,6 +448,8 @@ def build_release_files(
             "iota": result.iota,
         }
     )
+    if time_bin is not None:
+        assignment["time_bin"] = pd.array(time_bin, dtype="string")
     assignment.loc[~at_group, "group_id"] = pd.NA
     assignment.loc[~generalised, "class_id"] = pd.NA
     _write_parquet(assignment, aud / "assignment.parquet")

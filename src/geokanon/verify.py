@@ -219,6 +219,9 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|\.\d
 _DATETIME = re.compile(
     r"\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
 )
+#: Published time bins (``2008-10-23T02:00Z/PT3600S``): epoch-aligned bin starts are
+#: boundaries, not raw times, and are removed before timestamps are searched.
+_TIME_BIN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}Z/PT\d+S")
 _TOKEN_SPLIT = re.compile(r"[\s,;|<>\"'=(){}\[\]]+")
 _SUPPRESSED_PHRASES = (
     re.compile(r"suppress\w*[^|\n\d<]{0,20}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
@@ -1169,6 +1172,21 @@ def _check_k_subjects(rel: _Release) -> CheckResult:
             m = min(distinct.get(i, 0) for i in small)
             worst = m if worst is None else min(worst, m)
             bad.append(f"{len(small)} of {len(all_ids)} {what} have < k={k} distinct subjects")
+    a = rel.assignment
+    if "time_bin" in a.columns:
+        tb = a["time_bin"].astype("string").fillna("").to_numpy(dtype=object)
+        for what, ids in (
+            ("group x time bin classes", rel.gid),
+            ("class x time bin classes", rel.cid),
+        ):
+            sel = ids >= 0
+            frame = pd.DataFrame({"c": ids[sel], "b": tb[sel], "s": subj[sel]}).drop_duplicates()
+            distinct_tb = frame.groupby(["c", "b"], sort=False).size()
+            small_tb = distinct_tb[distinct_tb < k]
+            if small_tb.size:
+                m_tb = int(small_tb.min())
+                worst = m_tb if worst is None else min(worst, m_tb)
+                bad.append(f"{small_tb.size} of {distinct_tb.size} {what} have < k={k} subjects")
     if bad:
         return CheckResult("k_subjects", False, "; ".join(bad) + f" (smallest {worst})")
     ng = len(set(rel.gid[rel.gid >= 0].tolist()))
@@ -1565,7 +1583,7 @@ def _scan_text(text: str, sec: _Secrets, *, single_values: bool = True) -> list[
         if n:
             found.append(f"{n} epoch times")
     if sec.epoch.size or sec.wall.size:
-        stamps = _DATETIME.findall(text)
+        stamps = _DATETIME.findall(_TIME_BIN.sub(" ", text))
         if stamps:
             n = _timestamp_hits(stamps, sec)
             if n:
@@ -1647,7 +1665,7 @@ def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
                 if n:
                     found.append(f"column {name!r}: {n} subject ids")
             if sec.epoch.size or sec.wall.size:
-                stamps = [m for v in text for m in _DATETIME.findall(v)]
+                stamps = [m for v in text for m in _DATETIME.findall(_TIME_BIN.sub(" ", v))]
                 if stamps:
                     hits = _timestamp_hits(stamps, sec)
                     if hits:

@@ -181,3 +181,20 @@ def test_describe_and_dry_run_write_nothing(dwellings_csv, tmp_path, capsys):
     assert main([*argv, "--dry-run"]) == 0
     assert "stages" in capsys.readouterr().out
     assert not out.exists()
+
+
+def test_geolife_subjects_and_times_end_to_end(tmp_path, capsys):
+    from tests.conftest import data_file
+
+    src = data_file("geolife_trackintel_11users", "positionfixes.csv")
+    out = tmp_path / "geo"
+    argv = ["release", str(src), "--lon", "lon", "--lat", "lat", "--subject", "user_id",
+            "--time", "tracked_at_utc", "--k", "3", "--r-max", "200", "--t-max", "3600",
+            "--membership-sensitive", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    records = pd.read_csv(out / "release" / "records.csv")
+    assert "time_bin" in records.columns and "user_id" not in records.columns
+    assert records["time_bin"].notna().all()
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    assert manifest["crs"] == "EPSG:4326"
+    assert all(manifest["verification"].values())
