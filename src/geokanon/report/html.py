@@ -913,11 +913,27 @@ def _pass_rows(manifest: Mapping[str, Any], k: int) -> list[dict[str, int | str]
         labels = p.get("labels", {})
         row: dict[str, int | str] = {"pass": int(p.get("pass", len(rows) + 1))}
         for lab in LABEL_COLOURS:
-            v = int(labels.get(lab) or 0)
-            row[lab] = WITHHELD if (lab == "suppress" and hidden and v) else _mask_count(v, k)
-        row["changed"] = int(p.get("changed", 0))
+            raw = labels.get(lab) or 0
+            if lab == "suppress" and hidden:
+                row[lab] = WITHHELD  # even 0: the column would give the hidden figure away
+            elif isinstance(raw, int | float) and not isinstance(raw, bool):
+                row[lab] = _mask_count(int(raw), k)
+            else:
+                row[lab] = str(raw)  # already masked in the manifest
+        changed = p.get("changed", 0)
+        row["changed"] = int(changed) if isinstance(changed, int | float) else str(changed)
         rows.append(row)
     return rows
+
+
+def _passes_note(manifest: Mapping[str, Any]) -> str:
+    rounding = {str(p.get("labels_rounding")) for p in manifest.get("passes", [])} - {"None"}
+    if not rounding:
+        return ""
+    return (
+        f'<p class="mute">Label counts per pass as published in the manifest: '
+        f"{html.escape(', '.join(sorted(rounding)))}.</p>"
+    )
 
 
 def _passes_table(rows: list[dict[str, int | str]]) -> str:
@@ -1149,7 +1165,7 @@ def report_html(
         f'<p class="mute">{_displacement_summary(disp, subj, r_max, k)}</p></div>',
         '<div class="panel" id="plot-passes"><h3>Labels per fixed-point pass</h3>'
         f"{_passes_figure(_pass_rows(manifest, k), k)}{_passes_table(_pass_rows(manifest, k))}"
-        "</div>",
+        f"{_passes_note(manifest)}</div>",
         "</div>",
         '<p class="mute">Histograms of records merge adjacent bins until each holds 0 or at '
         f"least k = {k} distinct subjects; group diameters are counted in groups (each holds "
