@@ -93,6 +93,58 @@ def _input_options() -> argparse.ArgumentParser:
     return p
 
 
+def _backend_options() -> argparse.ArgumentParser:
+    """``--backend``/``--scheduler`` (classify and release): run the stages on Dask tiles."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("backend (see docs/dask.md)")
+    g.add_argument(
+        "--backend",
+        choices=["local", "dask"],
+        default="local",
+        help="local: one process (default); dask: tiles with exact halos on a Dask cluster",
+    )
+    g.add_argument(
+        "--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a local cluster)"
+    )
+    g.add_argument("--workers", type=int, help="workers of the local Dask cluster (one per core)")
+    g.add_argument(
+        "--tile", dest="tile_m", type=float, metavar="M", help="tile side, m (8 x the halo)"
+    )
+    return p
+
+
+def _dask_tiling(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
+    from geokanon.distributed import Tiling
+
+    return Tiling.for_policy(policy, tile_m=args.tile_m)
+
+
+def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
+    """``classify --backend dask``: a directory of Parquet files is never read whole."""
+    from geokanon.distributed import (
+        ParquetPartitions,
+        classify_partitions,
+        classify_points_distributed,
+    )
+
+    tiling = _dask_tiling(args, policy)
+    if args.input.is_dir():
+        if args.lon or args.lat:
+            raise InputError(
+                "a directory input needs projected x/y columns in metres; project lon/lat first"
+            )
+        source = ParquetPartitions.from_path(
+            args.input, x=args.x, y=args.y, subject=args.subject, time=args.time, unit=args.unit
+        )
+        return classify_partitions(
+            source, policy, tiling=tiling, scheduler=args.scheduler, n_workers=args.workers
+        )
+    table = _read_input(args)
+    return classify_points_distributed(
+        table, policy, tiling=tiling, scheduler=args.scheduler, n_workers=args.workers
+    )
+
+
 def _policy_from_args(args: argparse.Namespace) -> OutlierPolicy:
     values: dict[str, Any] = {}
     if getattr(args, "config", None) is not None:
@@ -214,10 +266,15 @@ def cmd_classify(args: argparse.Namespace) -> int:
     from geokanon.pipeline import classify_points
 
     policy = _policy_from_args(args)
-    table = _read_input(args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = classify_points(table, policy)
+    if args.backend == "dask":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = _classify_dask(args, policy)
+    else:
+        table = _read_input(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = classify_points(table, policy)
     if args.json:
         print(json.dumps(result.to_dict(), indent=None, allow_nan=False))
     else:
@@ -240,6 +297,23 @@ def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
+def _release_mask(args: argparse.Namespace) -> Any:
+    """The geomask of ``release`` from --mask/--mask-sd/--mask-min/--mask-max, or None."""
+    from geokanon.mask import MaskSpec
+
+    if args.mask is None:
+        if args.mask_sd is not None or args.mask_min is not None or args.mask_max is not None:
+            raise InputError("--mask-sd/--mask-min/--mask-max need --mask jitter or --mask donut")
+        return None
+    if args.mask == "jitter":
+        if args.mask_sd is None:
+            raise InputError("--mask jitter needs --mask-sd (metres)")
+        return MaskSpec.jitter(sd_m=args.mask_sd, max_m=args.mask_max)
+    if args.mask_max is None:
+        raise InputError("--mask donut needs --mask-max (and optionally --mask-min), in metres")
+    return MaskSpec.donut(min_m=args.mask_min or 0.0, max_m=args.mask_max)
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     from geokanon.pipeline import release_points
     from geokanon.release import ReleaseOptions
@@ -251,7 +325,13 @@ def cmd_release(args: argparse.Namespace) -> int:
         force=args.force,
         output_crs=args.output_crs,
         read_options=_read_options(args),
+        mask=_release_mask(args),
     )
+    if args.backend == "dask" and args.input.is_dir():
+        raise InputError(
+            "release --backend dask reads one input file; the release of a directory of "
+            "partitions is not implemented yet (classify --backend dask reads directories)"
+        )
     table = _read_input(args)
     if args.dry_run:
         from geokanon.pipeline import Plan
@@ -264,7 +344,15 @@ def cmd_release(args: argparse.Namespace) -> int:
         return 0
     progress = _progress(args)
     try:
-        result = release_points(table, policy, args.out, options, progress=progress)
+        if args.backend == "dask":
+            from geokanon.distributed import release_distributed
+
+            result = release_distributed(
+                table, policy, args.out, options, tiling=_dask_tiling(args, policy),
+                scheduler=args.scheduler, n_workers=args.workers, progress=progress,
+            )  # fmt: skip
+        else:
+            result = release_points(table, policy, args.out, options, progress=progress)
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
             print(f"geokanon: {note}", file=sys.stderr)
@@ -611,7 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "classify",
-        parents=[_input_options(), _policy_options()],
+        parents=[_input_options(), _policy_options(), _backend_options()],
         help="label counts, suppressed share and the per-unit table",
         epilog=EXAMPLES["classify"],
         formatter_class=fmt,
@@ -629,7 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
     # -- release / verify commands (lead) --
     p = sub.add_parser(
         "release",
-        parents=[_input_options(), _policy_options()],
+        parents=[_input_options(), _policy_options(), _backend_options()],
         help="the whole pipeline: write DIR/release (publishable) and DIR/audit",
         epilog=EXAMPLES["release"],
         formatter_class=fmt,
@@ -646,6 +734,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="print the resolved plan and exit; write nothing"
     )
+    g = p.add_argument_group("mask (applied before classification)")
+    g.add_argument("--mask", choices=["jitter", "donut"], help="geomask kind")
+    g.add_argument("--mask-sd", type=float, help="jitter: standard deviation, m")
+    g.add_argument("--mask-min", type=float, help="donut: minimum displacement, m")
+    g.add_argument("--mask-max", type=float, help="donut: maximum (jitter: truncation), m")
     p.add_argument(
         "--membership-sensitive",
         action="store_true",

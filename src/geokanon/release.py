@@ -72,6 +72,10 @@ class ReleaseOptions:
     read_options
         How the source was read (column names, CRS, ...), recorded in the audit so
         that ``geokanon verify`` can re-read the source the same way.
+    mask
+        A :class:`geokanon.mask.MaskSpec` applied before classification (``None``:
+        no mask). Classification, grouping and every check then use the masked
+        coordinates, never the originals.
     """
 
     keep: tuple[str, ...] = ()
@@ -79,6 +83,7 @@ class ReleaseOptions:
     force: bool = False
     output_crs: str | None = None
     read_options: tuple[tuple[str, Any], ...] = ()
+    mask: Any = None
 
     def __post_init__(self) -> None:
         if self.totals not in TOTALS_MODES:
@@ -279,6 +284,7 @@ def build_release_files(
     *,
     version: str,
     verification: dict[str, bool] | None = None,
+    mask_risk: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``root/release`` and ``root/audit``; return the manifest (without checksums)."""
     rel = root / "release"
@@ -474,6 +480,8 @@ def build_release_files(
         "per_unit": result.units.rows(),
         "passes": published_passes,
         "passes_exact": [p.to_dict() for p in result.passes],
+        "mask": None if options.mask is None else options.mask.to_dict(),
+        "mask_risk": mask_risk,
     }
     (aud / "audit.json").write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
     manifest: dict[str, Any] = {
@@ -495,6 +503,8 @@ def build_release_files(
         "counts": counts,
         "suppressed_share": share,
         "synthetic": {"total": 0, "per_unit": {}},
+        "mask": None if options.mask is None else options.mask.to_dict(),
+        "mask_risk": mask_risk,
         "passes": published_passes,
         "verification": dict(verification or {}),
     }
@@ -534,6 +544,8 @@ def write_release(
     *,
     version: str,
     deterministic: bool | None = None,
+    source: PointTable | None = None,
+    mask_risk: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the release directory atomically, verified before it appears.
 
@@ -551,6 +563,11 @@ def write_release(
         Software version recorded in the manifest.
     deterministic
         Result of the determinism check done by the caller (``None``: not checked).
+    source
+        The unmasked source when ``table`` holds masked coordinates: the leak and
+        representation checks search for the true locations.
+    mask_risk
+        Summary of the mask's spatial k-anonymity, for the manifest.
 
     Returns
     -------
@@ -567,9 +584,12 @@ def write_release(
     from geokanon.verify import verify_release
 
     with _atomic_directory(Path(out), options.force) as tmp:
-        manifest = build_release_files(tmp, table, result, policy, options, version=version)
+        manifest = build_release_files(
+            tmp, table, result, policy, options, version=version, mask_risk=mask_risk
+        )
         finish_manifest(tmp, manifest)
-        report = verify_release(tmp, source=table)
+        truth = source if source is not None else table
+        report = verify_release(tmp, source=truth)
         checks = report.as_dict()
         if deterministic is not None:
             checks["deterministic"] = bool(deterministic)
@@ -586,7 +606,7 @@ def write_release(
 
         build_report(tmp, verification=checks)
         finish_manifest(tmp, manifest)
-        again = verify_release(tmp, source=table, checks=RECHECKED)
+        again = verify_release(tmp, source=truth, checks=RECHECKED)
         if not again.passed:
             raise VerificationFailed(
                 f"the release report failed the independent checks {list(again.failed)}; "
