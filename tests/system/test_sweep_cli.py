@@ -128,3 +128,26 @@ def test_mask_keyed_by_raw_subject_ids_is_row_order_free(tmp_path, capsys):
         assert main([*args, "--crs", "EPSG:3857", "--mask-sd", "80", "--json"]) == 0
         outs.append(json.loads(capsys.readouterr().out))
     assert outs[0] == outs[1]
+
+
+def test_full_adds_mean_displacement_column(tmp_path, capsys):
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(
+        {"x": rng.normal(0, 200, 300) + 10_000, "y": rng.normal(0, 200, 300) + 10_000}
+    )
+    path = tmp_path / "p.csv"
+    frame.to_csv(path, index=False)
+    code = main(
+        ["sweep", str(path), "--k", "3", "--r-max", "300", "--crs", "EPSG:3857",
+         "--tau", "0.5", "--unit-cap", "1", "--full", "--out", str(tmp_path / "o")]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    if code == 2 and "release core" in captured.err:  # pragma: no cover - core not installed
+        pytest.skip("the release core is not available")
+    assert code == 0, captured.err
+    assert "mean disp." in captured.out
+    csv = pd.read_csv(tmp_path / "o" / "sweep.csv")
+    row = csv.iloc[0]
+    if bool(row.fixed_point):
+        assert 0 < row.mean_displacement_m <= row.r_max_m
+    assert "mean displacement (m)" in (tmp_path / "o" / "sweep.html").read_text()
