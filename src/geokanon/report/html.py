@@ -1079,8 +1079,11 @@ def report_html(
     idx = np.flatnonzero(at)[ok_gi]
     dx, dy = xm[idx] - gx[gi[ok_gi]], ym[idx] - gy[gi[ok_gi]]
     disp[idx] = np.sqrt(dx * dx + dy * dy)
-    diam = _group_diameters(np.where(at, gid, -1), xm, ym, int(gid.max()) + 1 if at.any() else 0)
-    diam = diam[groups["group_id"].to_numpy(dtype=np.int64)] if diam.size else diam
+    published_ids = groups["group_id"].to_numpy(dtype=np.int64)
+    n_ids = max(
+        int(gid.max()) + 1 if at.any() else 0, int(published_ids.max()) + 1 if len(groups) else 0
+    )
+    diam = _group_diameters(np.where(at, gid, -1), xm, ym, n_ids)[published_ids]
 
     results = _check_results(manifest, verification, deterministic)
     all_ok = all(ok for _, ok in results if ok is not None) and all(
