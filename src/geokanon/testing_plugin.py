@@ -3,7 +3,10 @@
 Registered through the ``pytest11`` entry point ``geokanon`` (or by hand with
 ``-p geokanon.testing_plugin``). It adds:
 
-- the command-line options ``--geokanon-release DIR`` and ``--geokanon-source FILE``;
+- the command-line options ``--geokanon-release=DIR`` and ``--geokanon-source=FILE``
+  (write them with ``=``: pytest picks its root directory from the arguments before
+  a plugin named with ``-p`` has declared its options, and would take a separate
+  ``DIR`` for a test path);
 - the ini values ``geokanon_release`` and ``geokanon_source`` (paths relative to
   the ini file's directory);
 - the environment variables ``GEOKANON_RELEASE`` and ``GEOKANON_SOURCE``
