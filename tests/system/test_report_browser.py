@@ -100,13 +100,14 @@ def test_report_opens_offline_with_verdict_checks_map_and_plots(dwellings_report
                 row = table.locator("tr", has=page.locator(f"code:text-is('{name}')"))
                 assert "passed" in row.inner_text(), name
 
-            # The map (a decoded inline image) and the plots (inline SVG with a size).
-            img = page.locator("#map-groups img")
-            assert img.is_visible()
-            assert img.evaluate("i => i.complete && i.naturalWidth > 100")
-            for plot in ("plot-iota", "plot-diameter", "plot-displacement", "plot-passes"):
-                box = page.locator(f"#{plot} svg").bounding_box()
-                assert box is not None and box["width"] > 200 and box["height"] > 80, plot
+            # The map and the plots: inline data: images, decoded, shown with a size.
+            for panel in ("map-groups", "plot-iota", "plot-diameter", "plot-displacement",
+                          "plot-passes"):  # fmt: skip
+                img = page.locator(f"#{panel} img")
+                assert img.is_visible(), panel
+                assert img.evaluate("i => i.complete && i.naturalWidth > 100"), panel
+                box = img.bounding_box()
+                assert box is not None and box["width"] > 200 and box["height"] > 80, panel
             assert page.locator("#map-units").is_visible()
 
             # The per-unit table sorts when a heading is clicked.

