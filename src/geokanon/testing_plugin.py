@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from geokanon.testing import Release, load_release
+if TYPE_CHECKING:  # the library is imported only when a fixture is used
+    from geokanon.testing import Release
 
 __all__ = ["geokanon_release", "geokanon_source"]
 
@@ -103,6 +104,8 @@ def geokanon_release(pytestconfig: pytest.Config, geokanon_source: Path | None) 
             "in the ini file, or set GEOKANON_RELEASE",
             pytrace=False,
         )
+    from geokanon.testing import load_release
+
     try:
         return load_release(path, source=geokanon_source)
     except ValueError as exc:  # InputError

@@ -250,7 +250,7 @@ def point_sets(
     Examples
     --------
     >>> df = point_sets(max_records=50).example()  # doctest: +SKIP
-    >>> sorted(df.columns)
+    >>> sorted(df.columns)  # doctest: +SKIP
     ['subject', 'unit', 'x', 'y']
     """
     budget = max(max_records, 8)
