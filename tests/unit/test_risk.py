@@ -169,3 +169,42 @@ def test_mask_section_of_a_masked_release(ten):
     assert r.to_dict()["mask"]["nearest"]["min"] == 1
     # without the source, the true coordinates are unknown
     assert release_risk(ten.root).mask is None
+
+
+def test_masked_release_end_to_end(tmp_path):
+    """A release built with ``mask=``: counts stay the groups', the mask is measured alone."""
+    import warnings
+
+    import pandas as pd
+
+    from geokanon.io import table_from_frame
+    from geokanon.pipeline import release_points
+    from geokanon.policy import OutlierPolicy
+    from geokanon.release import ReleaseOptions
+
+    rng = np.random.default_rng(5)
+    n = 200
+    frame = pd.DataFrame(
+        {
+            "x": np.round(150_000 + 400 * rng.random(n), 2),
+            "y": np.round(450_000 + 400 * rng.random(n), 2),
+            "unit": np.where(rng.random(n) < 0.5, "a", "b"),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = table_from_frame(frame, unit="unit", crs="EPSG:28992")
+        spec = MaskSpec.donut(min_m=5.0, max_m=40.0)
+        release_points(
+            table, OutlierPolicy(k=4, r_max_m=150.0), tmp_path / "out",
+            ReleaseOptions(mask=spec), check_determinism=False,
+        )  # fmt: skip
+    r = release_risk(tmp_path / "out", source=table)
+    assert r.min_count is not None and r.min_count >= 4
+    assert r.mask is not None and r.mask.mask == "donut 5-40 m"
+    assert r.mask.nearest.size == n
+    assert (r.mask.worst_case <= r.mask.nearest).all() and (r.mask.worst_case >= 1).all()
+    # the same figures as measuring the mask by hand on the audit's masked coordinates
+    a = pq.read_table(tmp_path / "out" / "audit" / "assignment.parquet").to_pandas()
+    by_hand = mask_anonymity(table.x, table.y, a["x_m"], a["y_m"], mask=spec)
+    np.testing.assert_array_equal(r.mask.worst_case, by_hand.worst_case)
