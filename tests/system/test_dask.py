@@ -1,0 +1,347 @@
+"""The Dask backend on a local cluster: the same labels, valid groups, the same verdicts."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+from geokanon.classify import classify  # noqa: E402
+from geokanon.distributed import (  # noqa: E402
+    DistributedError,
+    ParquetPartitions,
+    Tiling,
+    classify_partitions,
+    classify_points_distributed,
+    classify_tiled,
+    release_distributed,
+    row_position,
+    run_core_on_distributed,
+)
+from geokanon.errors import InputError  # noqa: E402
+from geokanon.io import read_points, table_from_frame  # noqa: E402
+from geokanon.pipeline import classify_points  # noqa: E402
+from geokanon.policy import Label, OutlierPolicy  # noqa: E402
+from geokanon.verify import verify_release  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit="2GiB",
+        dashboard_address=None,
+    )
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def dwellings():
+    from tests.conftest import data_file
+
+    path = data_file("sdcspatial_dwellings", "dwellings.csv")
+    return read_points(path, unit="gm_code", crs="EPSG:28992")
+
+
+@pytest.fixture(scope="module")
+def charleston():
+    from tests.conftest import data_file
+
+    path = data_file("aquadtree_charleston", "population_points.csv")
+    return read_points(path, unit="tract_id")
+
+
+def towns_on_tile_corners(n: int, tile_m: float, seed: int = 3) -> pd.DataFrame:
+    """Dense towns centred on tile corners and edges, rural scatter, repeat visitors, times."""
+    rng = np.random.default_rng(seed)
+    centres = np.array(
+        [[tile_m, tile_m], [2 * tile_m, tile_m], [tile_m, 2 * tile_m], [1.5 * tile_m, 2 * tile_m]]
+    )
+    n_rural = n // 10
+    which = rng.integers(0, len(centres), n - n_rural)
+    x = np.r_[centres[which, 0] + rng.normal(0, 0.15 * tile_m, which.size),
+              rng.uniform(0, 3 * tile_m, n_rural)]  # fmt: skip
+    y = np.r_[centres[which, 1] + rng.normal(0, 0.15 * tile_m, which.size),
+              rng.uniform(0, 3 * tile_m, n_rural)]  # fmt: skip
+    # About a third of the subjects have two records.
+    subject = np.char.add("person-", rng.integers(0, int(n * 0.7), n).astype(str))
+    t = rng.uniform(0, 86_400 * 3, n).round()
+    unit = (np.floor(x / (0.7 * tile_m)) * 10 + np.floor(y / (0.7 * tile_m))).astype(int)
+    return pd.DataFrame(
+        {"x": x.round(1), "y": y.round(1), "subject": subject, "t": t, "unit": unit.astype(str)}
+    )
+
+
+# ---------------------------------------------------------------------------
+# Exact first-pass labels
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("r_max", [100.0, 300.0])
+def test_dwellings_labels_identical(client, dwellings, r_max):
+    pol = OutlierPolicy(k=5, r_max_m=r_max)
+    tiling = Tiling.for_policy(pol, tile_m=2500.0, origin=(149_000.0, 470_000.0))
+    local = classify(dwellings.x, dwellings.y, pol)
+    tiled = classify_tiled(dwellings.x, dwellings.y, pol, tiling=tiling, client=client)
+    assert np.array_equal(local.labels, tiled.labels)
+    assert np.array_equal(local.iota, tiled.iota)  # bit for bit, inf included
+    assert (local.labels != Label.OK).sum() > 100  # the comparison is not vacuous
+
+
+def test_dwellings_verdicts_identical(client, dwellings):
+    pol = OutlierPolicy(k=5, r_max_m=100.0)
+    local = classify_points(dwellings, pol)
+    tiling = Tiling.for_policy(pol, tile_m=2500.0)
+    dask_run = classify_points_distributed(dwellings, pol, tiling=tiling, client=client)
+    assert dask_run.to_dict() == local.to_dict()
+    assert not local.verdict.passes_unit_cap  # GM0203 and GM0313 breach the unit cap
+
+
+def test_charleston_labels_identical(client, charleston):
+    pol = OutlierPolicy(k=5, r_max_m=500.0)
+    tiling = Tiling.for_policy(pol, tile_m=4 * pol.search_radius_m)
+    local = classify_points(charleston, pol)
+    dask_run = classify_points_distributed(charleston, pol, tiling=tiling, client=client)
+    assert np.array_equal(local.classification.labels, dask_run.classification.labels)
+    assert np.array_equal(local.classification.iota, dask_run.classification.iota)
+    assert dask_run.to_dict() == local.to_dict()
+
+
+def test_towns_cut_by_tiles_with_subjects_and_time(client):
+    tile = 2000.0
+    frame = towns_on_tile_corners(12_000, tile)
+    pol = OutlierPolicy(k=4, r_max_m=tile / 8, t_max_s=3 * 3600.0)
+    tiling = Tiling.for_policy(pol, tile_m=tile)  # halo = 4 r_max = tile / 2
+    ix, _ = tiling.tile_index(frame["x"], frame["y"])
+    assert np.unique(ix).size >= 3  # the towns straddle tile edges
+    local = classify(frame["x"], frame["y"], pol, subjects=frame["subject"], times=frame["t"])
+    tiled = classify_tiled(
+        frame["x"], frame["y"], pol, subjects=frame["subject"], times=frame["t"],
+        tiling=tiling, client=client,
+    )  # fmt: skip
+    assert np.array_equal(local.labels, tiled.labels)
+    assert np.array_equal(local.iota, tiled.iota)
+    assert np.array_equal(local.iota_time, tiled.iota_time)
+    assert len(set(local.labels.tolist())) == 4  # every label occurs
+
+
+def test_halo_narrower_than_search_radius_is_refused():
+    pol = OutlierPolicy(k=5, r_max_m=100.0)
+    with pytest.raises(InputError, match="halo"):
+        classify_tiled([0.0] * 6, [0.0] * 6, pol, tiling=Tiling(tile_m=1000.0, halo_m=399.0))
+    with pytest.raises(InputError, match="tile_m"):
+        Tiling(tile_m=100.0, halo_m=400.0)
+
+
+# ---------------------------------------------------------------------------
+# Partitioned sources (a directory of Parquet files; a Dask DataFrame)
+# ---------------------------------------------------------------------------
+
+
+def test_parquet_directory_partitioned(client, tmp_path):
+    tile = 2000.0
+    frame = towns_on_tile_corners(30_000, tile, seed=5)
+    src = tmp_path / "points"
+    src.mkdir()
+    sizes = [7_000, 11_000, 12_000]
+    start = 0
+    for i, size in enumerate(sizes):
+        frame.iloc[start : start + size].to_parquet(src / f"part-{i}.parquet", index=False)
+        start += size
+    pol = OutlierPolicy(k=4, r_max_m=tile / 8)
+    source = ParquetPartitions.from_path(src, subject="subject", unit="unit")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    res = classify_partitions(
+        source, pol, tiling=Tiling.for_policy(pol, tile_m=tile), client=client,
+        scratch_dir=scratch, labels_out=tmp_path / "labels", return_labels=True,
+    )  # fmt: skip
+    assert list(scratch.iterdir()) == []  # scratch pieces removed
+    table = table_from_frame(frame, subject="subject", unit="unit", crs="EPSG:28992")
+    local = classify_points(table, pol)
+    assert res.rows is not None and res.labels is not None
+    pos = row_position(res.rows, sizes)
+    assert np.array_equal(pos, np.arange(len(frame)))
+    assert np.array_equal(res.labels, local.classification.labels)
+    assert np.array_equal(res.iota, local.classification.iota)
+    d, want = res.to_dict(), local.to_dict()
+    for key in ("counts", "per_unit", "suppressed_share", "worst_unit", "units_over_cap",
+                "passes_global_cap", "passes_unit_cap", "subjects", "records"):  # fmt: skip
+        assert d[key] == want[key], key
+    written = pd.concat(pd.read_parquet(p) for p in sorted((tmp_path / "labels").iterdir()))
+    assert len(written) == len(frame)
+
+
+def test_dask_dataframe_source(client):
+    dd = pytest.importorskip("dask.dataframe")
+    tile = 2000.0
+    frame = towns_on_tile_corners(20_000, tile, seed=9)
+    pol = OutlierPolicy(k=4, r_max_m=tile / 8)
+    ddf = dd.from_pandas(frame.rename(columns={"x": "east", "y": "north"}), npartitions=4)
+    res = classify_partitions(
+        ddf, pol, tiling=Tiling.for_policy(pol, tile_m=tile), client=client,
+        roles={"x": "east", "y": "north", "unit": "unit"}, return_labels=True,
+    )  # fmt: skip
+    local = classify(frame["x"], frame["y"], pol)
+    sizes = [len(p) for p in ddf.partitions]  # from_pandas keeps the row order
+    assert np.array_equal(row_position(res.rows, sizes), np.arange(len(frame)))
+    assert np.array_equal(res.labels, local.labels)
+
+
+# ---------------------------------------------------------------------------
+# The release core and the written release
+# ---------------------------------------------------------------------------
+
+
+def _assert_groups_valid(core, x, y, subjects, policy):
+    g = core.group_id
+    m = g >= 0
+    dist = np.hypot(x[m] - core.group_x[g[m]], y[m] - core.group_y[g[m]])
+    assert (dist <= policy.r_max_m).all()
+    pairs = np.unique(np.c_[g[m], subjects[m]], axis=0)
+    per_group = np.bincount(pairs[:, 0], minlength=core.group_x.size)
+    assert (per_group >= policy.k).all()
+    # No representative is a member's coordinate.
+    assert not ((x[m] == core.group_x[g[m]]) & (y[m] == core.group_y[g[m]])).any()
+
+
+@pytest.mark.slow
+def test_dwellings_release_core(client, dwellings):
+    from geokanon.pipeline import run_core_on
+
+    pol = OutlierPolicy(k=5, r_max_m=300.0)
+    tiling = Tiling.for_policy(pol, tile_m=3000.0, origin=(149_000.0, 470_000.0))
+    local = run_core_on(dwellings, pol)
+    core = run_core_on_distributed(dwellings, pol, tiling=tiling, client=client)
+    assert np.array_equal(core.first_labels, local.first_labels)
+    assert np.array_equal(core.iota, local.iota)
+    _assert_groups_valid(core, dwellings.x, dwellings.y, core.subjects, pol)
+    assert core.verdict.passes_global_cap == local.verdict.passes_global_cap
+    assert core.verdict.passes_unit_cap == local.verdict.passes_unit_cap
+    # Tiles move group boundaries near their edges, not the outcome at large.
+    grouped = np.isin(core.disposal, [0, 1]).mean()
+    assert abs(grouped - np.isin(local.disposal, [0, 1]).mean()) < 0.005
+
+
+@pytest.mark.slow
+def test_release_written_and_verified(client, tmp_path):
+    from geokanon.release import ReleaseOptions
+
+    tile = 2000.0
+    frame = towns_on_tile_corners(20_000, tile, seed=11)
+    frame["score"] = np.random.default_rng(1).normal(50, 10, len(frame)).round(1)
+    table = table_from_frame(frame, subject="subject", unit="unit", crs="EPSG:28992")
+    pol = OutlierPolicy(k=4, r_max_m=tile / 8, tau=0.05, unit_cap=0.5)
+    out = tmp_path / "out"
+    result = release_distributed(
+        table, pol, out, ReleaseOptions(keep=("score",)),
+        tiling=Tiling.for_policy(pol, tile_m=tile), client=client, check_determinism=True,
+    )  # fmt: skip
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    assert all(manifest["verification"].values())
+    assert manifest["verification"]["deterministic"] is True
+    report = verify_release(out, source=table)
+    assert report.passed, report.failed
+    _assert_groups_valid(result.core, table.x, table.y, result.core.subjects, pol)
+    local = classify(table.x, table.y, pol, subjects=table.subjects)
+    assert np.array_equal(result.core.first_labels, local.labels)
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_run_completes_or_fails_cleanly(tmp_path):
+    """Kill a worker process while the core runs: a complete verified release, or none."""
+    from geokanon.release import ReleaseOptions
+
+    tile = 2000.0
+    frame = towns_on_tile_corners(30_000, tile, seed=13)
+    table = table_from_frame(frame, subject="subject", unit="unit", crs="EPSG:28992")
+    pol = OutlierPolicy(k=4, r_max_m=tile / 8, tau=0.05, unit_cap=0.5)
+    out = tmp_path / "out"
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, memory_limit="2GiB",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):  # fmt: skip
+        pids = list(c.run(os.getpid).values())
+
+        killed = []
+
+        def kill_one() -> None:
+            import signal
+
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # wait until tasks are running, then kill
+                if any(c.processing().values()):
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(True)
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_one)
+        killer.start()
+        try:
+            release_distributed(
+                table, pol, out, ReleaseOptions(),
+                tiling=Tiling.for_policy(pol, tile_m=tile / 2), client=c, check_determinism=False,
+            )  # fmt: skip
+            completed = True
+        except DistributedError:
+            completed = False
+        finally:
+            killer.join()
+    print(f"worker killed mid-run: release {'completed' if completed else 'refused cleanly'}")
+    assert killed  # a worker really died while tasks were running
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert leftovers == []  # no temporary build left behind
+    if completed:
+        assert verify_release(out, source=table).passed
+    else:
+        assert not (out / "release").exists()
+
+
+@pytest.mark.slow
+def test_cli_classify_backend_dask_matches_local(tmp_path, capsys, dwellings_csv):
+    from geokanon.cli import main
+
+    args = ["classify", str(dwellings_csv), "--k", "5", "--r-max", "100", "--unit", "gm_code",
+            "--crs", "EPSG:28992", "--json"]  # fmt: skip
+    assert main(args) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main([*args, "--backend", "dask", "--workers", "2"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert remote == local
+
+
+@pytest.mark.slow
+def test_cli_classify_parquet_directory(tmp_path, capsys):
+    from geokanon.cli import main
+
+    frame = towns_on_tile_corners(8_000, 2000.0, seed=17)
+    src = tmp_path / "dir"
+    src.mkdir()
+    frame.iloc[:5000].to_parquet(src / "a.parquet", index=False)
+    frame.iloc[5000:].to_parquet(src / "b.parquet", index=False)
+    args = ["--k", "4", "--r-max", "250", "--unit", "unit", "--crs", "EPSG:28992", "--json"]
+    assert main(["classify", str(src), *args, "--backend", "dask", "--workers", "2"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    frame.to_parquet(tmp_path / "all.parquet", index=False)
+    assert main(["classify", str(tmp_path / "all.parquet"), *args]) == 0
+    local = json.loads(capsys.readouterr().out)
+    for key in ("counts", "per_unit", "suppressed_share", "passes_unit_cap", "records"):
+        assert remote[key] == local[key], key
+    assert remote["backend"] == "dask"
