@@ -138,3 +138,64 @@ def test_time_gaps_match_oracle(pts, count, period, rnd):
     t = np.array([rnd.randrange(0, 3 * 86_400, 60) for _ in range(len(x))], dtype=float)
     got = subject_time_gaps(x, y, t, subj, count=count, radius=100.0, period=period)
     np.testing.assert_array_equal(got, oracle_time(x, y, t, subj, count, 100.0, period))
+
+
+def _ckdtree_rows(pts, count, max_d=math.inf):
+    d, _ = cKDTree(pts).query(pts, k=count + 1)
+    return np.where(d[:, 1:] <= max_d, d[:, 1:], np.inf)
+
+
+@pytest.mark.parametrize("count", [1, 4, 8, 9, 12])
+def test_any_count_and_last_only_match_ckdtree(count):
+    # counts above 8 use the general (in-memory) selection instead of the register network
+    rng = np.random.default_rng(count)
+    pts = np.concatenate([rng.normal(0, 80, (3000, 2)), rng.uniform(-5000, 5000, (300, 2))])
+    got = subject_neighbour_distances(pts[:, 0], pts[:, 1], count=count, max_distance=2500.0)
+    np.testing.assert_array_equal(got, _ckdtree_rows(pts, count, 2500.0))
+    last = subject_neighbour_distances(
+        pts[:, 0], pts[:, 1], count=count, max_distance=2500.0, last_only=True
+    )
+    assert last.shape == (len(pts), 1)
+    np.testing.assert_array_equal(last[:, 0], got[:, -1])
+
+
+def test_last_only_with_subjects_is_the_last_column():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0, 200, 4000), rng.normal(0, 200, 4000)
+    subj = rng.integers(0, 1500, 4000)
+    full = subject_neighbour_distances(x, y, subj, count=4, max_distance=600.0)
+    last = subject_neighbour_distances(x, y, subj, count=4, max_distance=600.0, last_only=True)
+    np.testing.assert_array_equal(last[:, 0], full[:, -1])
+    some = rng.choice(4000, 60, replace=False)
+    expected = oracle_distances(x, y, subj, 4, 600.0)
+    np.testing.assert_array_equal(full[some], expected[some])
+
+
+def test_heavy_duplicates_and_a_vast_extent():
+    # 2,000 records at one address, a dense town and far scatter: a coarse cell table,
+    # many levels, and the early stop on zero distances.
+    rng = np.random.default_rng(11)
+    pts = np.concatenate(
+        [
+            np.full((2000, 2), 1234.5),
+            rng.normal(5000, 30, (5000, 2)),
+            rng.uniform(-2e6, 2e6, (500, 2)),
+        ]
+    )
+    for max_d in (math.inf, 800.0):
+        got = subject_neighbour_distances(pts[:, 0], pts[:, 1], count=4, max_distance=max_d)
+        np.testing.assert_array_equal(got, _ckdtree_rows(pts, 4, max_d))
+
+
+def test_integer_subject_codes_equal_unique_inverse():
+    from geokanon.neighbours import subject_codes
+
+    rng = np.random.default_rng(5)
+    for ids in (
+        rng.integers(-50, 50, 500),
+        rng.integers(0, 10**15, 500),
+        rng.integers(0, 2**63, 100, dtype=np.uint64),
+        np.array([7, 7, 3], dtype=np.uint8),
+    ):
+        expected = np.unique(ids, return_inverse=True)[1]
+        np.testing.assert_array_equal(subject_codes(ids, ids.size), expected)
