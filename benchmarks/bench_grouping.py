@@ -928,6 +928,7 @@ def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) ->
     str
     """
     run_core, why = (None, "skipped (--baselines-only)") if skip_core else load_core()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
     warm_up(run_core, k)
     figs = [
         run_baseline("Mondrian", mondrian_groups, ds.x, ds.y, k, r_max),
@@ -936,7 +937,10 @@ def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) ->
     ]
     synthetic = ds.name.startswith("synthetic")
     rows = table_rows(figs, k, r_max, ds.x.size, synthetic)
-    title = f"{ds.name}: n={ds.x.size:,}, k={k}, r_max={r_max:g} m, unit_cap=1.0"
+    title = (
+        f"{ds.name}: n={ds.x.size:,}, k={k}, r_max={r_max:g} m, unit_cap=1.0 "
+        f"({os.cpu_count()} CPUs, load average {load:.1f} at the start)"
+    )
     return render(title, figs, rows, markdown)
 
 
