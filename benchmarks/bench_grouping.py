@@ -909,6 +909,28 @@ def warm_up(run_core: Callable[..., Any] | None, k: int) -> None:
             pass  # the timed run reports the error
 
 
+def core_version() -> str:
+    """The repository commit the geokanon column ran on, and whether ``src`` had edits."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown version"
+    return f"commit {head}" + (" with uncommitted changes in src/" if dirty else "")
+
+
 def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) -> str:
     """Run every method on one dataset and return the formatted table.
 
@@ -941,6 +963,8 @@ def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) ->
         f"{ds.name}: n={ds.x.size:,}, k={k}, r_max={r_max:g} m, unit_cap=1.0 "
         f"({os.cpu_count()} CPUs, load average {load:.1f} at the start)"
     )
+    if run_core is not None:
+        figs[-1].note = (figs[-1].note + f" geokanon at {core_version()}.").strip()
     return render(title, figs, rows, markdown)
 
 
