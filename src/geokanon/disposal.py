@@ -34,7 +34,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from geokanon.classify import CapVerdict, UnitTable, cap_verdict, classify, unit_table
 from geokanon.errors import InputError, PrivacyRiskWarning, ReleaseRefused, Unsatisfiable
-from geokanon.grouping import group_records
+from geokanon.grouping import group_records, repair_groups
 from geokanon.neighbours import subject_codes
 from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
 
@@ -305,21 +305,17 @@ def run_core(
     group_id = np.full(n, -1, dtype=np.int64)
     gx = np.zeros(0)
     gy = np.zeros(0)
-    for number in range(2, MAX_PASSES + 2):
-        # Group what is meant for group level; what cannot be placed leaves.
-        say(f"group pass {number - 1}")
-        grouping = group_records(
-            xa[active], ya[active], subj[active], policy, None if tb is None else tb[active]
-        )
-        placed = grouping.group_id >= 0
-        group_id[:] = -1
-        group_id[active[placed]] = grouping.group_id[placed]
-        gx, gy = grouping.rep_x, grouping.rep_y
-        kept = active[placed]
-        if number > MAX_PASSES:
-            changed_any = True
-            break
+    # Group what is meant for group level; what cannot be placed leaves.
+    say("group pass 1")
+    grouping = group_records(
+        xa[active], ya[active], subj[active], policy, None if tb is None else tb[active]
+    )
+    group_id[active] = grouping.group_id
+    gx, gy = grouping.rep_x, grouping.rep_y
+    changed_any = True
+    for number in range(2, MAX_PASSES + 1):
         # Re-classify the group-level records among themselves.
+        kept = np.flatnonzero(group_id >= 0)
         if np.unique(subj[kept]).size >= policy.k:
             say(f"classify pass {number}")
             cls = classify(
@@ -330,8 +326,7 @@ def run_core(
             labels = cls.labels
         else:
             labels = np.full(kept.size, Label.SUPPRESS, dtype=np.uint8)
-        before = final_labels[kept]
-        changed = int((labels != before).sum()) + int((~placed).sum())
+        changed = int((labels != final_labels[kept]).sum())
         final_labels[kept] = labels
         passes.append(
             PassRecord(
@@ -341,14 +336,22 @@ def run_core(
                 changed,
             )
         )
-        still = labels <= Label.MERGE
         if changed == 0:
             changed_any = False
             break
-        # Leaving records: not placed, or now generalise/suppress.
-        active = kept[still]
-    else:  # pragma: no cover - the loop always breaks
-        changed_any = True
+        leaving = labels > Label.MERGE
+        if not leaving.any():
+            continue  # only ok/merge flips: the next pass confirms the same labels
+        # Records now labelled generalise/suppress leave; their groups are mended locally.
+        group_id[kept[leaving]] = -1
+        stay = kept[~leaving]
+        say(f"repair groups pass {number}")
+        mended = repair_groups(
+            xa[stay], ya[stay], subj[stay], policy, group_id[stay], gx, gy,
+            None if tb is None else tb[stay],
+        )  # fmt: skip
+        group_id[stay] = mended.group_id
+        gx, gy = mended.rep_x, mended.rep_y
     if changed_any:
         last = passes[-1]
         raise Unsatisfiable(

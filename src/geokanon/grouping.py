@@ -34,9 +34,11 @@ from scipy.spatial import cKDTree
 
 from geokanon.policy import OutlierPolicy
 
-__all__ = ["Grouping", "group_records", "hilbert_keys", "snap"]
+__all__ = ["Grouping", "group_records", "hilbert_keys", "repair_groups", "snap"]
 
 _HILBERT_BITS = 21
+#: Cost of an infeasible run in the 1-D partition, per record, in units of r_max squared.
+PENALTY_FACTOR = 1.0
 #: Offset of the snap grid, in steps (a representative is never a short decimal).
 OFFSET = 0.0381966011250105
 
@@ -102,43 +104,75 @@ def snap(v: NDArray[np.float64] | float, step: float) -> NDArray[np.float64]:
 
 @nb.njit(cache=True)
 def _partition(
-    x: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64], lo: int, hi: int
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    w: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    k: int,
+    r_eff: float,
 ) -> NDArray[np.int64]:
-    """Optimal cut points of a sequence into runs of lo..hi items minimising weighted SSE.
+    """Optimal cut points of a sequence into runs of lo..hi items.
+
+    The cost of a run is its weighted sum of squared distances to its centroid,
+    plus a penalty far larger than any such sum when the run cannot be a group
+    (fewer than ``k`` distinct subjects, or a member farther than ``r_eff`` from
+    the centroid). The dynamic programme therefore first minimises the number of
+    infeasible runs, then the squared displacement. Sums are taken in local
+    coordinates of each run, so precision does not degrade with the extent.
 
     Returns run start indices (plus n at the end). Where the sequence is too short
     to split, it is one run.
     """
     n = x.size
-    # Prefix sums in coordinates centred on the first point, for precision.
-    cx0 = x[0] if n else 0.0
-    cy0 = y[0] if n else 0.0
-    sw = np.zeros(n + 1)
-    sx = np.zeros(n + 1)
-    sy = np.zeros(n + 1)
-    sq = np.zeros(n + 1)
-    for i in range(n):
-        dx = x[i] - cx0
-        dy = y[i] - cy0
-        sw[i + 1] = sw[i] + w[i]
-        sx[i + 1] = sx[i] + w[i] * dx
-        sy[i + 1] = sy[i] + w[i] * dy
-        sq[i + 1] = sq[i] + w[i] * (dx * dx + dy * dy)
     inf = np.inf
+    penalty = PENALTY_FACTOR * r_eff * r_eff
     f = np.full(n + 1, inf)
     back = np.full(n + 1, -1, np.int64)
     f[0] = 0.0
     for i in range(1, n + 1):
-        for length in range(lo, hi + 1):
+        ox = x[i - 1]
+        oy = y[i - 1]
+        sw = 0.0
+        sx = 0.0
+        sy = 0.0
+        sq = 0.0
+        distinct = 0
+        for length in range(1, hi + 1):
             j = i - length
             if j < 0:
                 break
-            if f[j] == inf:
+            dx = x[j] - ox
+            dy = y[j] - oy
+            sw += w[j]
+            sx += w[j] * dx
+            sy += w[j] * dy
+            sq += w[j] * (dx * dx + dy * dy)
+            seen = False
+            for t in range(j + 1, i):
+                if subj[t] == subj[j]:
+                    seen = True
+                    break
+            if not seen:
+                distinct += 1
+            if length < lo or f[j] == inf:
                 continue
-            ww = sw[i] - sw[j]
-            mx = sx[i] - sx[j]
-            my = sy[i] - sy[j]
-            cost = (sq[i] - sq[j]) - (mx * mx + my * my) / ww
+            mx = sx / sw
+            my = sy / sw
+            cost = sq - sw * (mx * mx + my * my)
+            if cost < 0.0:
+                cost = 0.0
+            feasible = distinct >= k
+            if feasible:
+                for t in range(j, i):
+                    ex = x[t] - ox - mx
+                    ey = y[t] - oy - my
+                    if ex * ex + ey * ey > r_eff * r_eff:
+                        feasible = False
+                        break
+            if not feasible:
+                cost += penalty * sw
             if f[j] + cost < f[i]:
                 f[i] = f[j] + cost
                 back[i] = j
@@ -446,7 +480,7 @@ def group_records(
     na = ax.size
     if na < k:
         return Grouping(group_id, np.zeros(0), np.zeros(0))
-    starts = _partition(ax, ay, aw, k, 2 * k - 1)
+    starts = _partition(ax, ay, aw, asub, k, 2 * k - 1, k, r_max - 0.8 * step)
     ng = starts.size - 1
     rep_x = np.empty(ng)
     rep_y = np.empty(ng)
@@ -482,6 +516,78 @@ def group_records(
     _avoid_exact_centroids(atom_group, ax, ay, aw, members, rx, ry, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
+
+
+def repair_groups(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    subjects: NDArray[np.int64],
+    policy: OutlierPolicy,
+    group_id: NDArray[np.int64],
+    rep_x: NDArray[np.float64],
+    rep_y: NDArray[np.float64],
+    tiebreak: NDArray[np.uint64] | None = None,
+) -> Grouping:
+    """Mend a grouping after some records left it (``group_id == -1``), locally.
+
+    Removing members never moves anyone farther from a representative, so only
+    groups left with fewer than k distinct subjects are dissolved; their members,
+    like every other record with ``group_id == -1``, then try to join a nearby
+    group (re-centred if needed) or to form a new group among themselves. Groups
+    that were not touched keep their representative, so the passes of the fixed
+    point converge instead of reshuffling the whole map.
+
+    Parameters
+    ----------
+    x, y, subjects
+        The records still meant for group level.
+    policy
+        Supplies ``k``, ``r_max_m`` and the snapping step.
+    group_id
+        Current group of each record, -1 for records to place.
+    rep_x, rep_y
+        Current representatives, indexed by group id.
+    tiebreak
+        As for :func:`group_records`.
+
+    Returns
+    -------
+    Grouping
+        Valid groups (renumbered: surviving groups in their old order, then new ones).
+    """
+    n = x.size
+    k = policy.k
+    r_max = policy.r_max_m
+    step = policy.snap_step_m
+    if n == 0:
+        return Grouping(np.full(0, -1, dtype=np.int64), np.zeros(0), np.zeros(0))
+    atom_of, ax, ay, asub, aw = _atoms(x, y, subjects, tiebreak)
+    na = ax.size
+    atom_group = np.full(na, -1, dtype=np.int64)
+    atom_group[atom_of] = group_id
+    ng = rep_x.size
+    # Groups left with fewer than k distinct subjects are dissolved.
+    placed = atom_group >= 0
+    n_subj = int(asub.max()) + 1
+    pairs = np.unique(atom_group[placed] * n_subj + asub[placed])
+    distinct = np.bincount(pairs // n_subj, minlength=ng)
+    alive = distinct >= k
+    new_id = np.cumsum(alive) - 1
+    atom_group = np.where(
+        (atom_group >= 0) & alive[np.maximum(atom_group, 0)], new_id[np.maximum(atom_group, 0)], -1
+    )
+    reps_x = [float(v) for v in rep_x[alive]]
+    reps_y = [float(v) for v in rep_y[alive]]
+    members = _Members(atom_group, len(reps_x))
+    leftovers = np.flatnonzero(atom_group < 0)
+    if leftovers.size:
+        _place_leftovers(
+            leftovers, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step
+        )
+    rx = np.asarray(reps_x, dtype=np.float64)
+    ry = np.asarray(reps_y, dtype=np.float64)
+    _avoid_exact_centroids(atom_group, ax, ay, aw, members, rx, ry, r_max, step)
+    return Grouping(atom_group[atom_of], rx, ry)
 
 
 def _avoid_exact_centroids(
