@@ -45,3 +45,5 @@ def test_mask_that_isolates_a_member_redisposes_it(tmp_path):
     # The audit holds the masked coordinates that classification used, not the originals.
     audit = pd.read_parquet(tmp_path / "masked" / "audit" / "assignment.parquet")
     assert not np.allclose(audit["x_m"].to_numpy(), table.x)
+    report = (tmp_path / "masked" / "release" / "report.html").read_text()
+    assert "The mask" in report and "Re-identification check after masking" in report
