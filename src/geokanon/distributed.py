@@ -46,7 +46,12 @@ all records along one Hilbert curve. Here each tile groups only the records it
 owns (:func:`geokanon.grouping.group_records`, whose exact checks make every
 group hold ``>= k`` distinct subjects and every member lie within ``r_max_m``
 of the representative), and the records no tile could place (edge leftovers
-and true leftovers) are grouped once more together, over all tiles. So group
+and true leftovers) first try to join a nearby group (re-centred when one disc
+still covers every member), then are grouped once more together, over all
+tiles. Later passes keep every group that still holds ``k`` subjects and regroup
+only the members of groups that fell below ``k`` (the single-machine core
+regroups everything each pass; regrouping tiles from scratch would not settle
+as fast, because every pass would move tile-edge leftovers again). So group
 boundaries near tile edges, the number of groups, and (through the re-run
 classification of later passes) the final disposal of some records can differ
 from the single-machine release. What is identical: the first-pass labels and
@@ -697,6 +702,82 @@ def _join_existing(
                 rep_x[g], rep_y[g] = rep
 
 
+def _regroup(
+    active: NDArray[np.int64],
+    group_id: NDArray[np.int64],
+    rep_x: NDArray[np.float64],
+    rep_y: NDArray[np.float64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    tiebreak: NDArray[np.uint64] | None,
+    policy: OutlierPolicy,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """Groups of the next pass: keep the groups that still hold k subjects, regroup the rest.
+
+    After a pass, the records meant for group level are a subset of the last
+    pass's. A group that keeps ``>= k`` distinct subjects among them is still
+    valid as it is (its members did not move, its representative still covers
+    them; one that became its members' exact centroid is moved). The members of
+    groups that fell below ``k`` join nearby groups (:func:`_join_existing`) or
+    form new groups together (:func:`geokanon.grouping.group_records`). Regrouping
+    only what changed makes the passes settle as on one machine.
+
+    Returns
+    -------
+    tuple
+        Group of every record (-1: none; only ``active`` records have one) and
+        the representatives, groups numbered compactly in their previous order.
+    """
+    from geokanon.grouping import _covering_rep
+
+    n = x.size
+    k = policy.k
+    gid = np.full(n, -1, dtype=np.int64)
+    gid[active] = group_id[active]
+    m = active[gid[active] >= 0]
+    ng = rep_x.size
+    n_subj = int(subj.max()) + 1 if n else 1
+    pairs = np.unique(gid[m] * n_subj + subj[m])
+    distinct = np.bincount(pairs // n_subj, minlength=ng)
+    survive = distinct >= k
+    broken = m[~survive[gid[m]]]
+    gid[broken] = -1
+    used = np.flatnonzero(survive)
+    remap = np.full(ng, -1, dtype=np.int64)
+    remap[used] = np.arange(used.size)
+    gid = np.where(gid >= 0, remap[np.maximum(gid, 0)], -1)
+    rx = rep_x[used].copy()
+    ry = rep_y[used].copy()
+    # A representative must not have become the exact centroid of what is left.
+    m = np.flatnonzero(gid >= 0)
+    if m.size:
+        mm = m[np.lexsort((y[m], x[m]))]
+        cnt = np.bincount(gid[mm], minlength=rx.size).astype(np.float64)
+        cx = np.bincount(gid[mm], weights=x[mm], minlength=rx.size) / np.maximum(cnt, 1)
+        cy = np.bincount(gid[mm], weights=y[mm], minlength=rx.size) / np.maximum(cnt, 1)
+        for g in np.flatnonzero((cx == rx) & (cy == ry)):
+            mem = mm[gid[mm] == g]
+            rep = _covering_rep(
+                x[mem], y[mem], np.ones(mem.size), policy.r_max_m, policy.snap_step_m,
+                avoid=(rx[g], ry[g]),
+            )  # fmt: skip
+            if rep is not None:
+                rx[g], ry[g] = rep
+    tb = np.zeros(n, dtype=np.uint64) if tiebreak is None else tiebreak
+    rest = broken[np.lexsort((tb[broken], subj[broken], y[broken], x[broken]))]
+    if rest.size and rx.size:
+        _join_existing(rest, x, y, gid, rx, ry, policy)
+    rest = rest[gid[rest] < 0]
+    if rest.size >= k:
+        second = group_records(x[rest], y[rest], subj[rest], policy, tb[rest])
+        placed = second.group_id >= 0
+        gid[rest[placed]] = second.group_id[placed] + rx.size
+        rx = np.r_[rx, second.rep_x]
+        ry = np.r_[ry, second.rep_y]
+    return gid, rx, ry
+
+
 def run_core_distributed(
     x: ArrayLike,
     y: ArrayLike,
@@ -785,15 +866,19 @@ def run_core_distributed(
     gy = np.zeros(0)
     changed_any = True
     for number in range(2, MAX_PASSES + 2):
-        say(f"group pass {number - 1} (tiles)")
-        grouping = group_tiled(
-            xa[active], ya[active], subj[active], policy, None if tb is None else tb[active],
-            tiling=tiling, client=client,
-        )  # fmt: skip
-        placed = grouping.group_id >= 0
-        group_id[:] = -1
-        group_id[active[placed]] = grouping.group_id[placed]
-        gx, gy = grouping.rep_x, grouping.rep_y
+        if number == 2:
+            say("group pass 1 (tiles)")
+            grouping = group_tiled(
+                xa[active], ya[active], subj[active], policy, None if tb is None else tb[active],
+                tiling=tiling, client=client,
+            )  # fmt: skip
+            group_id[:] = -1
+            group_id[active[grouping.group_id >= 0]] = grouping.group_id[grouping.group_id >= 0]
+            gx, gy = grouping.rep_x, grouping.rep_y
+        else:
+            say(f"group pass {number - 1} (groups that lost members)")
+            group_id, gx, gy = _regroup(active, group_id, gx, gy, xa, ya, subj, tb, policy)
+        placed = group_id[active] >= 0
         kept = active[placed]
         if number > MAX_PASSES:
             break
@@ -919,10 +1004,12 @@ def release_distributed(
     """:func:`geokanon.pipeline.release_points` with the release core on a Dask cluster.
 
     The neighbour searches and the grouping run tile by tile on the cluster
-    (``client``, or a cluster at ``scheduler``, or a local cluster); the release
-    files are written, verified by :func:`geokanon.verify.verify_release` and
-    renamed into place exactly as on one machine (all or nothing). A lost cluster
-    raises :class:`DistributedError` before anything is written.
+    (``client``, or a cluster at ``scheduler``, or a local cluster); everything
+    else is :func:`geokanon.pipeline.release_points` itself (masks, determinism
+    check, refusal report): the release files are written by the driver, verified
+    by :func:`geokanon.verify.verify_release` and renamed into place exactly as on
+    one machine (all or nothing). A lost cluster raises :class:`DistributedError`
+    before anything is written.
 
     Parameters
     ----------
@@ -938,58 +1025,19 @@ def release_distributed(
     -------
     geokanon.pipeline.ReleaseResult
     """
-    import dataclasses
+    from geokanon.pipeline import release_points
 
-    from geokanon import __version__
-    from geokanon.pipeline import (
-        DETERMINISM_CHECK_MAX,
-        ReleaseResult,
-        _remove_refusal,
-        _same_decisions,
-        _write_refusal,
-    )
-    from geokanon.release import ReleaseOptions, write_release
-
-    options = options or ReleaseOptions()
-    out = Path(out)
-    if out.exists() and not options.force:
-        raise InputError(
-            f"output directory {out.name!r} already exists; choose another --out or pass --force"
-        )
     with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
-        try:
-            core = run_core_on_distributed(
-                table, policy, tiling=tiling, client=c, progress=progress
-            )
-        except ReleaseRefused as exc:
-            _write_refusal(out, exc, table, policy)
-            raise
-        deterministic = None
-        if check_determinism is None:
-            check_determinism = len(table) <= DETERMINISM_CHECK_MAX
-        if check_determinism:
-            perm = np.random.default_rng(policy.seed).permutation(len(table))
-            shuffled = dataclasses.replace(
-                table,
-                x=table.x[perm],
-                y=table.y[perm],
-                subjects=None if table.subjects is None else table.subjects[perm],
-                times=None if table.times is None else table.times[perm],
-                unit_codes=table.unit_codes[perm],
-                unit_names=table.unit_names,
-                attributes=table.attributes.iloc[perm].reset_index(drop=True),
-            )
-            if progress is not None:
-                progress("determinism check (core on shuffled rows)")
-            again = run_core_on_distributed(shuffled, policy, tiling=tiling, client=c)
-            deterministic = _same_decisions(core, again, perm)
-    if progress is not None:
-        progress("write, verify and rename")
-    manifest = write_release(
-        out, table, core, policy, options, version=__version__, deterministic=deterministic
-    )
-    _remove_refusal(out)
-    return ReleaseResult(out=out, core=core, manifest=manifest)
+
+        def runner(
+            t: PointTable, p: OutlierPolicy, *, progress: Callable[[str], None] | None = None
+        ) -> CoreResult:
+            return run_core_on_distributed(t, p, tiling=tiling, client=c, progress=progress)
+
+        return release_points(
+            table, policy, out, options, check_determinism=check_determinism,
+            progress=progress, core_runner=runner,
+        )  # fmt: skip
 
 
 def classify_points_distributed(

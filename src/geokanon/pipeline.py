@@ -218,6 +218,7 @@ def release_points(
     *,
     check_determinism: bool | None = None,
     progress: Callable[[str], None] | None = None,
+    core_runner: Callable[..., CoreResult] | None = None,
 ) -> ReleaseResult:
     """The whole pipeline: core, release files, independent verification, atomic rename.
 
@@ -236,6 +237,10 @@ def release_points(
         same decisions; default: on up to 250,000 records.
     progress
         Called with a short stage name as each stage starts (the library never prints).
+    core_runner
+        Runs the release core: ``core_runner(table, policy, progress=...)`` returning a
+        :class:`~geokanon.disposal.CoreResult` (default :func:`run_core_on`; the Dask
+        backend passes its tiled core, see :mod:`geokanon.distributed`).
 
     Returns
     -------
@@ -269,8 +274,9 @@ def release_points(
         )
         mask_risk = mask_anonymity(table.x, table.y, mx, my, policy.k)
         table = dataclasses.replace(table, x=mx, y=my)
+    runner = core_runner or run_core_on
     try:
-        core = run_core_on(table, policy, progress=progress)
+        core = runner(table, policy, progress=progress)
     except ReleaseRefused as exc:
         _write_refusal(out, exc, table, policy)
         raise
@@ -291,7 +297,7 @@ def release_points(
         )
         if progress is not None:
             progress("determinism check (core on shuffled rows)")
-        deterministic = _same_decisions(core, run_core_on(shuffled, policy), perm)
+        deterministic = _same_decisions(core, runner(shuffled, policy, progress=None), perm)
     from geokanon import __version__
 
     if progress is not None:

@@ -1,0 +1,285 @@
+"""Scale: single machine against the Dask backend, up to 1e8 records never held whole.
+
+Prints one table: records, backend, stage, seconds, peak memory (resident set of
+this process and, for Dask, all its worker processes, sampled every 0.2 s),
+records per second per core, and the scaling exponent against the previous size
+(1.0 is linear). The data are clustered synthetic points at a constant density
+(towns plus ~5 % rural scatter; the study area grows with the record count).
+Dask partitions are *generated* inside the workers, partition by partition: the
+driver never holds the records.
+
+Usage::
+
+    python benchmarks/bench_scale.py                 # 1e6, 1e7 single; 1e7 Dask
+    python benchmarks/bench_scale.py --dask 1e7,1e8  # the national-scale run
+    python benchmarks/bench_scale.py --quick         # toy size (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Records per square kilometre on average (the 1e7 set covers 300 km x 300 km).
+DENSITY_PER_KM2 = 1e7 / 300.0**2
+
+
+@dataclass(frozen=True)
+class SyntheticPartitions:
+    """``n`` clustered points in ``parts`` partitions, each generated on demand.
+
+    Town centres, sizes and spreads depend only on ``(n, seed)``; partition ``i``
+    draws its share of every town and of the rural scatter from its own stream,
+    so a partition is the same whoever generates it, and no process holds more
+    than one partition.
+    """
+
+    n: int
+    parts: int
+    seed: int = 0
+
+    @property
+    def extent_m(self) -> float:
+        return 1000.0 * math.sqrt(self.n / DENSITY_PER_KM2)
+
+    def _towns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rng = np.random.default_rng([self.seed, 0])
+        n_towns = max(10, self.n // 2_000)
+        e = self.extent_m
+        centres = rng.uniform(0.02 * e, 0.98 * e, (n_towns, 2))
+        weights = rng.pareto(1.2, n_towns) + 1.0
+        weights /= weights.sum()
+        spread = 150.0 + 40.0 * np.sqrt(weights * self.n * 0.95)
+        return centres, weights, spread
+
+    def __len__(self) -> int:
+        return self.parts
+
+    def size(self, i: int) -> int:
+        return self.n // self.parts + (1 if i < self.n % self.parts else 0)
+
+    def load(self, i: int) -> pd.DataFrame:
+        centres, weights, spread = self._towns()
+        rng = np.random.default_rng([self.seed, 1, i])
+        m = self.size(i)
+        n_rural = m // 20
+        sizes = rng.multinomial(m - n_rural, weights)
+        which = np.repeat(np.arange(weights.size), sizes)
+        e = self.extent_m
+        x = np.empty(m)
+        y = np.empty(m)
+        t = which.size
+        x[:t] = centres[which, 0] + rng.normal(0.0, 1.0, t) * spread[which]
+        y[:t] = centres[which, 1] + rng.normal(0.0, 1.0, t) * spread[which]
+        x[t:] = rng.uniform(0, e, n_rural)
+        y[t:] = rng.uniform(0, e, n_rural)
+        np.clip(x, 0, e, out=x)
+        np.clip(y, 0, e, out=y)
+        # Administrative units: a grid of 10 km cells.
+        unit = (x // 10_000).astype(np.int64) * 100_000 + (y // 10_000).astype(np.int64)
+        return pd.DataFrame({"x": x, "y": y, "unit": unit})
+
+    def whole(self) -> pd.DataFrame:
+        """All partitions in one frame (single-machine runs only)."""
+        return pd.concat([self.load(i) for i in range(self.parts)], ignore_index=True)
+
+
+class PeakMemory:
+    """Peak resident memory of this process and all its children, sampled in a thread."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self._interval = interval_s
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> int:
+        total = 0
+        for p in [self._proc, *self._proc.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except Exception:  # a process that just ended
+                continue
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._sample())
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> PeakMemory:
+        self.peak = self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._sample())
+
+
+@dataclass
+class Row:
+    n: int
+    backend: str
+    stage: str
+    seconds: float
+    peak_gb: float
+    cores: int
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.n / self.seconds / self.cores
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(float(v)) for v in text.split(",") if v.strip()]
+
+
+def run_single(n: int, policy: Any, core: bool) -> list[Row]:
+    from geokanon.classify import classify
+
+    src = SyntheticPartitions(n, max(1, n // 1_000_000))
+    frame = src.whole()
+    x = frame["x"].to_numpy()
+    y = frame["y"].to_numpy()
+    del frame
+    rows = []
+    with PeakMemory() as mem:
+        t0 = time.perf_counter()
+        cls = classify(x, y, policy)
+        dt = time.perf_counter() - t0
+    sup = int((cls.labels == 3).sum())
+    rows.append(Row(n, "single", "classify", dt, mem.peak / 2**30, os.cpu_count() or 1,
+                    f"{sup:,} suppress"))  # fmt: skip
+    if core:
+        from geokanon.disposal import run_core
+
+        with PeakMemory() as mem, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            res = run_core(x, y, policy, enforce_caps=False)
+            dt = time.perf_counter() - t0
+        rows.append(Row(n, "single", "release core", dt, mem.peak / 2**30, os.cpu_count() or 1,
+                        f"{res.group_x.size:,} groups"))  # fmt: skip
+    return rows
+
+
+def run_dask(n: int, policy: Any, client: Any, workers: int, tile_m: float, parts: int) -> Row:
+    from geokanon.distributed import Tiling, classify_partitions
+
+    src = SyntheticPartitions(n, parts)
+    tiling = Tiling.for_policy(policy, tile_m=tile_m)
+    with tempfile.TemporaryDirectory(prefix="geokanon-bench-") as scratch:
+        with PeakMemory() as mem, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            res = classify_partitions(src, policy, tiling=tiling, client=client,
+                                      scratch_dir=scratch)  # fmt: skip
+            dt = time.perf_counter() - t0
+    note = f"{res.tiles} tiles, {parts} partitions, {res.counts['suppress']:,} suppress"
+    return Row(n, f"dask x{workers}", "classify", dt, mem.peak / 2**30, workers, note)
+
+
+def run_dask_core(n: int, policy: Any, client: Any, workers: int, tile_m: float) -> Row:
+    from geokanon.distributed import Tiling, run_core_distributed
+
+    frame = SyntheticPartitions(n, max(1, n // 1_000_000)).whole()
+    with PeakMemory() as mem, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        res = run_core_distributed(
+            frame["x"], frame["y"], policy, enforce_caps=False,
+            tiling=Tiling.for_policy(policy, tile_m=tile_m), client=client,
+        )  # fmt: skip
+        dt = time.perf_counter() - t0
+    return Row(n, f"dask x{workers}", "release core", dt, mem.peak / 2**30, workers,
+               f"{res.group_x.size:,} groups")  # fmt: skip
+
+
+def print_table(rows: list[Row]) -> None:
+    print()
+    print(f"{'records':>12} {'backend':<9} {'stage':<13} {'seconds':>8} {'peak GB':>8} "
+          f"{'rec/s/core':>11} {'scaling':>8}  note")  # fmt: skip
+    prev: dict[tuple[str, str], Row] = {}
+    for r in rows:
+        key = (r.backend, r.stage)
+        scaling = ""
+        if key in prev and prev[key].n != r.n:
+            p = prev[key]
+            scaling = f"{math.log(r.seconds / p.seconds) / math.log(r.n / p.n):.2f}"
+        prev[key] = r
+        print(f"{r.n:>12,} {r.backend:<9} {r.stage:<13} {r.seconds:>8.1f} {r.peak_gb:>8.2f} "
+              f"{r.rate:>11,.0f} {scaling:>8}  {r.note}")  # fmt: skip
+    print("scaling: exponent b in time ~ records^b against the previous size (1.00 = linear)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--single", default="1e6,1e7", help="single-machine sizes")
+    ap.add_argument("--dask", default="1e7", help="Dask sizes (1e8: the national run)")
+    ap.add_argument("--core", default="1e6", help="sizes for the release core, both backends")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--memory-limit", default="6GiB", help="per Dask worker")
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--r-max", type=float, default=300.0)
+    ap.add_argument("--tile", type=float, default=20_000.0, help="tile side, m")
+    ap.add_argument("--partition", type=int, default=2_000_000, help="records per partition")
+    ap.add_argument("--quick", action="store_true", help="toy sizes (CI)")
+    args = ap.parse_args()
+    from geokanon.policy import OutlierPolicy
+
+    policy = OutlierPolicy(k=args.k, r_max_m=args.r_max)
+    single, dask_sizes, core = _sizes(args.single), _sizes(args.dask), _sizes(args.core)
+    if args.quick:
+        single, dask_sizes, core = [50_000], [50_000], [50_000]
+        args.tile = 4 * policy.search_radius_m
+    print(f"policy k={policy.k}, r_max={policy.r_max_m:g} m (halo {policy.search_radius_m:g} m); "
+          f"tiles {args.tile:g} m; {DENSITY_PER_KM2:,.0f} records/km2; "
+          f"cores {os.cpu_count()}")  # fmt: skip
+    rows: list[Row] = []
+    from geokanon.classify import classify
+
+    classify(np.arange(100.0), np.zeros(100), policy)  # compile (or load) the kernels first
+    for n in single:
+        rows += run_single(n, policy, core=n in core)
+        print(f"  single {n:,}: {rows[-1].seconds:.1f} s", flush=True)
+    import distributed
+
+    with (
+        distributed.LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, processes=True,
+            memory_limit=args.memory_limit, dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):  # fmt: skip
+        # Warm up the workers (numba caches) so the first size is not charged for it.
+        run_dask(20_000, policy, client, args.workers, args.tile, 2)
+        for n in core:
+            rows.append(run_dask_core(n, policy, client, args.workers, args.tile))
+            print(f"  dask core {n:,}: {rows[-1].seconds:.1f} s", flush=True)
+        for n in dask_sizes:
+            parts = max(args.workers, math.ceil(n / args.partition))
+            rows.append(run_dask(n, policy, client, args.workers, args.tile, parts))
+            print(f"  dask {n:,}: {rows[-1].seconds:.1f} s", flush=True)
+    order = {("single", "classify"): 0, ("single", "release core"): 1}
+    rows.sort(key=lambda r: (order.get((r.backend, r.stage), 2), r.stage, r.n))
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
