@@ -35,8 +35,8 @@ Methods (one fresh Python process per size and method)
 
 Measurements
 ------------
-Wall time: the best of up to ``--repeat`` runs (a run that takes longer than 60 s
-is not repeated). numba compilation is excluded: each geokanon process first
+Wall time: the best of up to ``--repeat`` runs; no further run is started once a
+method has used 60 s. numba compilation is excluded: each geokanon process first
 classifies a tiny input (which loads or compiles the kernels) and only then times.
 Peak memory: the process's peak resident set size (``VmHWM`` from
 ``/proc/self/status``) over the timed runs, after resetting it (``clear_refs``)
@@ -84,7 +84,7 @@ LABEL = {
     "geokanon": "geokanon classify + unit table",
     "geokanon_subjects": "geokanon + subjects",
 }
-#: A method whose single run takes longer than this is not repeated.
+#: No further run of a method is started once its runs have taken this long.
 _REPEAT_BUDGET_S = 60.0
 #: The seed sketch's per-unit loop is sampled only beyond this projected time.
 _UNIT_LOOP_CAP_S = 600.0

@@ -5,15 +5,18 @@ subject*, where the distance to a subject is the distance to that subject's
 nearest record. Records of ``p``'s own subject never count, so a "group of
 five" that is one person five times is never mistaken for a crowd.
 
-The search is a multi-level cell grid compiled with numba. Level ``j`` has cells
-of side ``c * 4**j``; a record is resolved at the first level where either its
-``k-1`` nearest other subjects all lie inside the square of cells already
-scanned (so nothing outside can be nearer), or the scanned square already
-contains the whole disc of radius ``max_distance``. Records in dense towns are
-resolved at level 0 after scanning a handful of small cells; rural records move
-up a few coarse levels. Every answer is exact: the stopping rule compares the
-candidate distance with the exact distance from the record to the edge of the
-scanned square, minus a margin for rounding.
+The spatial search is a multi-level cell grid compiled with numba. The points are
+sorted once along a Z-order (Morton) curve of fine cells of side ``c0``; a cell of
+level ``j`` (side ``c0 * 2**j``) is then one contiguous run of that order, so every
+level shares the one sort. Records are processed a cell at a time: the records of
+one cell scan the 3 x 3 block of cells around it, and a record is resolved at the
+first level where either its ``k-1`` nearest other subjects are no farther than
+the exact distance to the outside of the block (so nothing outside can be nearer),
+or the block already contains the whole disc of radius ``max_distance``; the rest
+move up one level. Records in dense towns are resolved at level 0; rural records
+move up a few coarser levels. Every answer is exact: the stopping rule compares
+the candidate distance with the exact distance to the edge of the block, minus a
+margin far above any rounding, and the cell size only affects the speed.
 
 Distances are computed as ``sqrt(dx*dx + dy*dy)`` in float64, the same
 arithmetic as :class:`scipy.spatial.cKDTree` with ``p=2``, so labels derived
@@ -31,13 +34,6 @@ from numpy.typing import ArrayLike, NDArray
 from geokanon.errors import InputError
 
 __all__ = ["subject_codes", "subject_neighbour_distances", "subject_time_gaps"]
-
-#: Rings of cells scanned at one level before a record moves up a level.
-_MAX_RINGS = 3
-#: Growth of the cell side from one level to the next.
-_LEVEL_FACTOR = 4.0
-#: Records per query processed by one parallel task.
-_CHUNK = 4096
 
 
 def _dense_integer_codes(arr: NDArray[np.integer]) -> NDArray[np.int64]:
@@ -99,7 +95,7 @@ def subject_codes(subjects: ArrayLike | None, n: int) -> NDArray[np.int64]:
 
 
 # ----------------------------------------------------------------------------
-# The grid: points sorted by cell key, one contiguous run of points per cell.
+# The time search's grid: points sorted by row-major cell key, one run per cell.
 # ----------------------------------------------------------------------------
 
 
@@ -132,33 +128,6 @@ class _Grid:
         starts = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]]) if skeys.size else np.zeros(0)
         self.cell_keys = np.ascontiguousarray(skeys[starts])
         self.cell_start = np.ascontiguousarray(np.r_[starts, skeys.size].astype(np.int64))
-
-
-def _choose_cell(x: NDArray[np.float64], y: NDArray[np.float64], target: float) -> float:
-    """Side of the finest grid: about ``target`` points in the cell of a typical record.
-
-    Estimated on a fixed subsample (deterministic), as the record-weighted mean
-    occupancy ``sum(count**2) / n`` scaled to the full data.
-    """
-    n = x.size
-    span = max(float(x.max() - x.min()), float(y.max() - y.min()), 1e-9)
-    if n <= 1:
-        return span + 1.0
-    step = max(1, n // 200_000)
-    xs, ys = x[::step], y[::step]
-    m = xs.size
-    scale = n / m
-    cell = span
-    x0, y0 = float(x.min()), float(y.min())
-    for _ in range(40):
-        cx = np.floor((xs - x0) / cell).astype(np.int64)
-        cy = np.floor((ys - y0) / cell).astype(np.int64)
-        _, counts = np.unique(cx * (int(cy.max()) + 1) + cy, return_counts=True)
-        occupancy = scale * float((counts.astype(np.float64) ** 2).sum()) / m
-        if occupancy <= target:
-            break
-        cell /= 2.0
-    return max(cell, 1e-6)
 
 
 @nb.njit(cache=True, inline="always")
@@ -208,37 +177,6 @@ def _offer(
 
 
 @nb.njit(cache=True, inline="always")
-def _scan_run(
-    lo: int,
-    hi: int,
-    px: float,
-    py: float,
-    ps: int,
-    xs: NDArray[np.float64],
-    ys: NDArray[np.float64],
-    ss: NDArray[np.int64],
-    max_d: float,
-    best_d: NDArray[np.float64],
-    best_s: NDArray[np.int64],
-    filled: int,
-) -> int:
-    m = best_d.size
-    for j in range(lo, hi):
-        s = ss[j]
-        if s == ps:
-            continue
-        dx = xs[j] - px
-        dy = ys[j] - py
-        d = math.sqrt(dx * dx + dy * dy)
-        if d > max_d:
-            continue
-        if filled == m and d >= best_d[m - 1]:
-            continue
-        filled = _offer(best_d, best_s, filled, d, s)
-    return filled
-
-
-@nb.njit(cache=True, inline="always")
 def _cells_run(
     keys: NDArray[np.int64], start: NDArray[np.int64], key_lo: int, key_hi: int
 ) -> tuple[int, int]:
@@ -246,81 +184,6 @@ def _cells_run(
     a = _lower_bound(keys, key_lo)
     b = _lower_bound(keys, key_hi + 1)
     return start[a], start[b]
-
-
-@nb.njit(cache=True, parallel=True)
-def _knn_level(
-    qx: NDArray[np.float64],
-    qy: NDArray[np.float64],
-    qs: NDArray[np.int64],
-    xs: NDArray[np.float64],
-    ys: NDArray[np.float64],
-    ss: NDArray[np.int64],
-    keys: NDArray[np.int64],
-    start: NDArray[np.int64],
-    nx: int,
-    ny: int,
-    cell: float,
-    x0: float,
-    y0: float,
-    m: int,
-    max_d: float,
-    max_rings: int,
-    out: NDArray[np.float64],
-    resolved: NDArray[np.bool_],
-) -> None:
-    nq = qx.size
-    nchunks = (nq + 4095) // 4096
-    margin = 1e-9 * (abs(x0) + abs(y0) + cell) + 1e-9
-    for c in nb.prange(nchunks):
-        best_d = np.empty(m, np.float64)
-        best_s = np.empty(m, np.int64)
-        for i in range(c * 4096, min(nq, (c + 1) * 4096)):
-            px = qx[i]
-            py = qy[i]
-            ps = qs[i]
-            ux = (px - x0) / cell
-            uy = (py - y0) / cell
-            cx = math.floor(ux)
-            cy = math.floor(uy)
-            filled = 0
-            done = False
-            for r in range(max_rings + 1):
-                for gx in range(cx - r, cx + r + 1):
-                    if gx < 0:
-                        continue
-                    base = gx * ny
-                    if gx == cx - r or gx == cx + r:
-                        ylo = max(cy - r, 0)
-                        yhi = min(cy + r, ny - 1)
-                        if ylo <= yhi:
-                            lo, hi = _cells_run(keys, start, base + ylo, base + yhi)
-                            filled = _scan_run(
-                                lo, hi, px, py, ps, xs, ys, ss, max_d, best_d, best_s, filled
-                            )
-                    else:
-                        if cy - r >= 0 and cy - r <= ny - 1:
-                            lo, hi = _cells_run(keys, start, base + cy - r, base + cy - r)
-                            filled = _scan_run(
-                                lo, hi, px, py, ps, xs, ys, ss, max_d, best_d, best_s, filled
-                            )
-                        if cy + r <= ny - 1 and cy + r >= 0:
-                            lo, hi = _cells_run(keys, start, base + cy + r, base + cy + r)
-                            filled = _scan_run(
-                                lo, hi, px, py, ps, xs, ys, ss, max_d, best_d, best_s, filled
-                            )
-                # Exact distance from the record to the outside of the scanned square.
-                bx = min(ux - (cx - r), (cx + r + 1) - ux)
-                by = min(uy - (cy - r), (cy + r + 1) - uy)
-                bound = min(bx, by) * cell - margin
-                covers_all = cx - r <= 0 and cy - r <= 0 and cx + r >= nx - 1 and cy + r >= ny - 1
-                if covers_all or bound >= max_d or (filled == m and best_d[m - 1] <= bound):
-                    done = True
-                    break
-            if done:
-                resolved[i] = True
-                for t in range(m):
-                    out[i, t] = best_d[t] if t < filled else np.inf
 
 
 # ----------------------------------------------------------------------------
