@@ -197,6 +197,9 @@ _TABLE_MIN = 1 << 12
 _TABLE_PER_POINT = 2
 #: Target number of points in the level-0 cell of a typical record, per neighbour sought.
 _POINTS_PER_CELL = 0.6
+#: The 3 x 3 block of cells, the query's own cell first, then edges, then corners.
+_DX = np.array([0, -1, 1, 0, 0, -1, -1, 1, 1], dtype=np.int64)
+_DY = np.array([0, 0, 0, -1, 1, -1, 1, -1, 1], dtype=np.int64)
 #: Level-0 cells (query groups) processed by one parallel task.
 _GROUPS_PER_TASK = 64
 
@@ -416,20 +419,35 @@ def _search_level(
             cx = math.floor((xs[p0] - x0) / c0) >> level
             cy = math.floor((ys[p0] - y0) / c0) >> level
             nr = 0
-            for gx in range(cx - 1, cx + 2):
-                if gx < 0 or gx >= side:
-                    continue
-                for gy in range(cy - 1, cy + 2):
-                    if gy < 0 or gy >= side:
+            if with_subjects:
+                # The own cell first, then the edge cells, then the corners: near points
+                # come first, so the branchy distinct-subject insertion settles early.
+                for o in range(9):
+                    gx = cx + _DX[o]
+                    gy = cy + _DY[o]
+                    if gx < 0 or gx >= side or gy < 0 or gy >= side:
                         continue
                     lo, hi = _cell_range(_morton(gx, gy), level, skeys, start, table_level)
                     if hi > lo:
-                        if nr > 0 and hi_r[nr - 1] == lo:
-                            hi_r[nr - 1] = hi
-                        else:
-                            lo_r[nr] = lo
-                            hi_r[nr] = hi
-                            nr += 1
+                        lo_r[nr] = lo
+                        hi_r[nr] = hi
+                        nr += 1
+            else:
+                # The network does not care about the order: merge runs adjacent in memory.
+                for gx in range(cx - 1, cx + 2):
+                    if gx < 0 or gx >= side:
+                        continue
+                    for gy in range(cy - 1, cy + 2):
+                        if gy < 0 or gy >= side:
+                            continue
+                        lo, hi = _cell_range(_morton(gx, gy), level, skeys, start, table_level)
+                        if hi > lo:
+                            if nr > 0 and hi_r[nr - 1] == lo:
+                                hi_r[nr - 1] = hi
+                            else:
+                                lo_r[nr] = lo
+                                hi_r[nr] = hi
+                                nr += 1
             # Sides of the block beyond the data's extent hide nothing.
             open_left = cx - 1 <= 0
             open_right = cx + 1 >= ncx - 1
