@@ -951,6 +951,7 @@ def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) ->
     """
     run_core, why = (None, "skipped (--baselines-only)") if skip_core else load_core()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    version = core_version()  # before the run: the code imported is the code on disk now
     warm_up(run_core, k)
     figs = [
         run_baseline("Mondrian", mondrian_groups, ds.x, ds.y, k, r_max),
@@ -964,7 +965,7 @@ def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) ->
         f"({os.cpu_count()} CPUs, load average {load:.1f} at the start)"
     )
     if run_core is not None:
-        figs[-1].note = (figs[-1].note + f" geokanon at {core_version()}.").strip()
+        figs[-1].note = (figs[-1].note + f" geokanon at {version} (at the start).").strip()
     return render(title, figs, rows, markdown)
 
 
