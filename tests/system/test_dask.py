@@ -122,7 +122,7 @@ def test_charleston_labels_identical(client, charleston):
 
 def test_towns_cut_by_tiles_with_subjects_and_time(client):
     tile = 2000.0
-    frame = towns_on_tile_corners(12_000, tile)
+    frame = towns_on_tile_corners(8_000, tile)
     pol = OutlierPolicy(k=4, r_max_m=tile / 8, t_max_s=3 * 3600.0)
     tiling = Tiling.for_policy(pol, tile_m=tile)  # halo = 4 r_max = tile / 2
     ix, _ = tiling.tile_index(frame["x"], frame["y"])
@@ -266,7 +266,7 @@ def test_worker_killed_mid_run_completes_or_fails_cleanly(tmp_path):
     from geokanon.release import ReleaseOptions
 
     tile = 2000.0
-    frame = towns_on_tile_corners(30_000, tile, seed=13)
+    frame = towns_on_tile_corners(15_000, tile, seed=13)
     table = table_from_frame(frame, subject="subject", unit="unit", crs="EPSG:28992")
     pol = OutlierPolicy(k=4, r_max_m=tile / 8, tau=0.05, unit_cap=0.5)
     out = tmp_path / "out"
@@ -314,21 +314,20 @@ def test_worker_killed_mid_run_completes_or_fails_cleanly(tmp_path):
         assert not (out / "release").exists()
 
 
-@pytest.mark.slow
-def test_cli_classify_backend_dask_matches_local(tmp_path, capsys, dwellings_csv):
+def test_cli_classify_backend_dask_matches_local(client, capsys, dwellings_csv):
     from geokanon.cli import main
 
     args = ["classify", str(dwellings_csv), "--k", "5", "--r-max", "100", "--unit", "gm_code",
             "--crs", "EPSG:28992", "--json"]  # fmt: skip
     assert main(args) == 0
     local = json.loads(capsys.readouterr().out)
-    assert main([*args, "--backend", "dask", "--workers", "2"]) == 0
+    scheduler = client.scheduler.address  # an existing cluster, named by its address
+    assert main([*args, "--backend", "dask", "--scheduler", scheduler, "--tile", "2000"]) == 0
     remote = json.loads(capsys.readouterr().out)
     assert remote == local
 
 
-@pytest.mark.slow
-def test_cli_classify_parquet_directory(tmp_path, capsys):
+def test_cli_classify_parquet_directory(client, tmp_path, capsys):
     from geokanon.cli import main
 
     frame = towns_on_tile_corners(8_000, 2000.0, seed=17)
@@ -337,7 +336,8 @@ def test_cli_classify_parquet_directory(tmp_path, capsys):
     frame.iloc[:5000].to_parquet(src / "a.parquet", index=False)
     frame.iloc[5000:].to_parquet(src / "b.parquet", index=False)
     args = ["--k", "4", "--r-max", "250", "--unit", "unit", "--crs", "EPSG:28992", "--json"]
-    assert main(["classify", str(src), *args, "--backend", "dask", "--workers", "2"]) == 0
+    dask_args = ["--backend", "dask", "--scheduler", client.scheduler.address]
+    assert main(["classify", str(src), *args, *dask_args]) == 0
     remote = json.loads(capsys.readouterr().out)
     frame.to_parquet(tmp_path / "all.parquet", index=False)
     assert main(["classify", str(tmp_path / "all.parquet"), *args]) == 0
