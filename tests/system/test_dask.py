@@ -237,6 +237,42 @@ def test_dwellings_release_core(client, dwellings):
 
 
 @pytest.mark.slow
+def test_charleston_release_core(client, charleston):
+    from geokanon.pipeline import run_core_on
+
+    pol = OutlierPolicy(k=5, r_max_m=500.0)
+    tiling = Tiling.for_policy(pol, tile_m=2 * pol.search_radius_m)  # tiles cut tracts
+    local = run_core_on(charleston, pol, enforce_caps=False)
+    core = run_core_on_distributed(
+        charleston, pol, tiling=tiling, client=client, enforce_caps=False
+    )
+    assert np.array_equal(core.first_labels, local.first_labels)
+    _assert_groups_valid(core, charleston.x, charleston.y, core.subjects, pol)
+    assert core.verdict.passes_global_cap == local.verdict.passes_global_cap
+    assert core.verdict.passes_unit_cap == local.verdict.passes_unit_cap
+    assert core.passes[-1].changed == 0
+
+
+@pytest.mark.slow
+def test_cli_release_backend_dask(client, tmp_path, capsys):
+    from geokanon.cli import main
+
+    frame = towns_on_tile_corners(10_000, 2000.0, seed=21)
+    src = tmp_path / "points.csv"
+    frame.to_csv(src, index=False)
+    out = tmp_path / "out"
+    args = ["release", str(src), "--k", "4", "--r-max", "250", "--subject", "subject",
+            "--unit", "unit", "--crs", "EPSG:28992", "--tau", "0.05", "--unit-cap", "0.5",
+            "--out", str(out), "--backend", "dask", "--scheduler", client.scheduler.address,
+            "--tile", "2000"]  # fmt: skip
+    assert main(args) == 0
+    assert "release written" in capsys.readouterr().out
+    assert main(["verify", str(out), "--source", str(src)]) == 0
+    # A directory is refused for release, with a message that says what to do.
+    assert main([*args[:1], str(tmp_path), *args[2:]]) == 2
+
+
+@pytest.mark.slow
 def test_release_written_and_verified(client, tmp_path):
     from geokanon.release import ReleaseOptions
 
