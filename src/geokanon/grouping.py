@@ -268,84 +268,114 @@ def _covering_rep(
 ) -> tuple[float, float] | None:
     """A snapped representative within r_max of every point, not equal to any, or None.
 
-    Tries the weighted centroid, then the centre of the minimum enclosing circle
-    and its snapped neighbours (which keeps the exact check on the snapped point).
+    Tries the snap cells around the weighted centroid, then (only if those fail)
+    around the centre of the minimum enclosing circle; every candidate is checked
+    exactly on the snapped point.
     """
-    cands: list[tuple[float, float]] = []
-    cx = float(np.average(px, weights=w))
-    cy = float(np.average(py, weights=w))
-    cands.append((cx, cy))
+    px = np.ascontiguousarray(px, dtype=np.float64)
+    py = np.ascontiguousarray(py, dtype=np.float64)
+    ax_, ay_ = avoid if avoid is not None else (np.nan, np.nan)
+    sw = float(w.sum())
+    cx = float((w * px).sum() / sw)
+    cy = float((w * py).sum() / sw)
+    ok, qx, qy = _try_cells(px, py, cx, cy, r_max, step, ax_, ay_)
+    if ok:
+        return qx, qy
     mx, my, mr = _min_enclosing_circle(px, py)
     if mr > r_max:
         return None
-    cands.append((mx, my))
-    for cx, cy in cands:
-        sx0 = (math.floor(cx / step) + 0.5 + OFFSET) * step
-        sy0 = (math.floor(cy / step) + 0.5 + OFFSET) * step
-        options = sorted(
-            (
-                ((sx0 + i * step) - cx) ** 2 + ((sy0 + j * step) - cy) ** 2,
-                sx0 + i * step,
-                sy0 + j * step,
-            )
-            for i in (-1, 0, 1, 2)
-            for j in (-1, 0, 1, 2)
-        )
-        for _, qx, qy in options:
-            if avoid is not None and (qx, qy) == avoid:
-                continue
-            dx = px - qx
-            dy = py - qy
-            if (np.sqrt(dx * dx + dy * dy) <= r_max).all() and not ((px == qx) & (py == qy)).any():
-                return qx, qy
-    return None
+    ok, qx, qy = _try_cells(px, py, mx, my, r_max, step, ax_, ay_)
+    return (qx, qy) if ok else None
 
 
+@nb.njit(cache=True)
+def _try_cells(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    cx: float,
+    cy: float,
+    r_max: float,
+    step: float,
+    avoid_x: float,
+    avoid_y: float,
+) -> tuple[bool, float, float]:
+    """The nearest of the 4x4 snap-cell centres around (cx, cy) that covers every point."""
+    sx0 = (math.floor(cx / step) + 0.5 + OFFSET) * step
+    sy0 = (math.floor(cy / step) + 0.5 + OFFSET) * step
+    qxs = np.empty(16)
+    qys = np.empty(16)
+    ds = np.empty(16)
+    t = 0
+    for i in range(-1, 3):
+        for j in range(-1, 3):
+            qxs[t] = sx0 + i * step
+            qys[t] = sy0 + j * step
+            ds[t] = (qxs[t] - cx) ** 2 + (qys[t] - cy) ** 2
+            t += 1
+    order = np.argsort(ds, kind="mergesort")
+    for o in order:
+        qx = qxs[o]
+        qy = qys[o]
+        if qx == avoid_x and qy == avoid_y:
+            continue
+        good = True
+        for m in range(px.size):
+            dx = px[m] - qx
+            dy = py[m] - qy
+            if math.sqrt(dx * dx + dy * dy) > r_max or (px[m] == qx and py[m] == qy):
+                good = False
+                break
+        if good:
+            return True, qx, qy
+    return False, 0.0, 0.0
+
+
+@nb.njit(cache=True)
 def _min_enclosing_circle(
     px: NDArray[np.float64], py: NDArray[np.float64]
 ) -> tuple[float, float, float]:
-    """Minimum enclosing circle (Welzl, iterative, deterministic order)."""
-    pts = np.unique(np.c_[px, py], axis=0)
-    cx, cy, r = float(pts[0, 0]), float(pts[0, 1]), 0.0
-
-    def inside(p: NDArray[np.float64]) -> bool:
-        return math.hypot(p[0] - cx, p[1] - cy) <= r * (1 + 1e-12) + 1e-9
-
-    for i in range(1, len(pts)):
-        if inside(pts[i]):
+    """Minimum enclosing circle (Welzl's incremental form, deterministic order)."""
+    n = px.size
+    cx, cy, r = px[0], py[0], 0.0
+    for i in range(1, n):
+        if math.hypot(px[i] - cx, py[i] - cy) <= r * (1 + 1e-12) + 1e-9:
             continue
-        cx, cy, r = float(pts[i, 0]), float(pts[i, 1]), 0.0
+        cx, cy, r = px[i], py[i], 0.0
         for j in range(i):
-            if inside(pts[j]):
+            if math.hypot(px[j] - cx, py[j] - cy) <= r * (1 + 1e-12) + 1e-9:
                 continue
-            cx = (pts[i, 0] + pts[j, 0]) / 2
-            cy = (pts[i, 1] + pts[j, 1]) / 2
-            r = math.hypot(pts[i, 0] - cx, pts[i, 1] - cy)
+            cx = (px[i] + px[j]) / 2
+            cy = (py[i] + py[j]) / 2
+            r = math.hypot(px[i] - cx, py[i] - cy)
             for m in range(j):
-                if inside(pts[m]):
+                if math.hypot(px[m] - cx, py[m] - cy) <= r * (1 + 1e-12) + 1e-9:
                     continue
-                c = _circumcircle(pts[i], pts[j], pts[m])
-                if c is None:
-                    continue
-                cx, cy, r = c
+                cx, cy, r = _circumcircle(px[i], py[i], px[j], py[j], px[m], py[m])
     return cx, cy, r
 
 
+@nb.njit(cache=True)
 def _circumcircle(
-    a: NDArray[np.float64], b: NDArray[np.float64], c: NDArray[np.float64]
-) -> tuple[float, float, float] | None:
-    ax, ay = float(a[0]), float(a[1])
-    bx, by = float(b[0]) - ax, float(b[1]) - ay
-    cx, cy = float(c[0]) - ax, float(c[1]) - ay
-    d = 2 * (bx * cy - by * cx)
+    ax: float, ay: float, bx: float, by: float, qx: float, qy: float
+) -> tuple[float, float, float]:
+    """Circle through three points; for collinear points, the circle on the farthest pair."""
+    ux_, uy_ = bx - ax, by - ay
+    vx_, vy_ = qx - ax, qy - ay
+    d = 2 * (ux_ * vy_ - uy_ * vx_)
     if d == 0:
-        # Collinear: the circle on the farthest pair.
-        pairs = [(a, b), (a, c), (b, c)]
-        p, q = max(pairs, key=lambda pq: math.hypot(pq[0][0] - pq[1][0], pq[0][1] - pq[1][1]))
-        mx, my = (p[0] + q[0]) / 2, (p[1] + q[1]) / 2
-        return float(mx), float(my), math.hypot(p[0] - mx, p[1] - my)
-    ux = (cy * (bx * bx + by * by) - by * (cx * cx + cy * cy)) / d
-    uy = (bx * (cx * cx + cy * cy) - cx * (bx * bx + by * by)) / d
+        d1 = math.hypot(ax - bx, ay - by)
+        d2 = math.hypot(ax - qx, ay - qy)
+        d3 = math.hypot(bx - qx, by - qy)
+        if d1 >= d2 and d1 >= d3:
+            p1x, p1y, p2x, p2y = ax, ay, bx, by
+        elif d2 >= d3:
+            p1x, p1y, p2x, p2y = ax, ay, qx, qy
+        else:
+            p1x, p1y, p2x, p2y = bx, by, qx, qy
+        mx, my = (p1x + p2x) / 2, (p1y + p2y) / 2
+        return mx, my, math.hypot(p1x - mx, p1y - my)
+    ux = (vy_ * (ux_ * ux_ + uy_ * uy_) - uy_ * (vx_ * vx_ + vy_ * vy_)) / d
+    uy = (ux_ * (vx_ * vx_ + vy_ * vy_) - vx_ * (ux_ * ux_ + uy_ * uy_)) / d
     return ux + ax, uy + ay, math.hypot(ux, uy)
 
 
