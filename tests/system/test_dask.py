@@ -381,3 +381,27 @@ def test_cli_classify_parquet_directory(client, tmp_path, capsys):
     for key in ("counts", "per_unit", "suppressed_share", "passes_unit_cap", "records"):
         assert remote[key] == local[key], key
     assert remote["backend"] == "dask"
+
+
+def test_docstring_examples():
+    import doctest
+
+    import geokanon.distributed
+
+    result = doctest.testmod(
+        geokanon.distributed, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    )
+    assert result.attempted > 5
+    assert result.failed == 0
+
+
+def test_core_never_imports_dask():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, geokanon, geokanon.pipeline, geokanon.cli, geokanon.distributed; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'dask', 'distributed'}); "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
