@@ -27,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.synthetic import clustered_points
+try:
+    from benchmarks.synthetic import clustered_points
+except ModuleNotFoundError:  # run as a script: put the repository root on the path
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.synthetic import clustered_points
 from geokanon.classify import cap_verdict, classify, unit_table
 from geokanon.mask import MaskSpec, apply_mask
 from geokanon.policy import Label, OutlierPolicy
