@@ -32,9 +32,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geokanon.classify import CapVerdict, UnitTable, cap_verdict, classify, unit_table
+from geokanon.classify import (
+    CapVerdict,
+    Classification,
+    UnitTable,
+    cap_verdict,
+    classify,
+    unit_table,
+)
 from geokanon.errors import InputError, PrivacyRiskWarning, ReleaseRefused, Unsatisfiable
-from geokanon.grouping import group_records, repair_groups
+from geokanon.grouping import Grouping, group_records, repair_groups
 from geokanon.neighbours import subject_codes
 from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
 
@@ -215,6 +222,8 @@ def run_core(
     tiebreak: ArrayLike | None = None,
     enforce_caps: bool = True,
     progress: Callable[[str], None] | None = None,
+    classifier: Callable[..., Classification] | None = None,
+    grouper: Callable[..., Grouping] | None = None,
 ) -> CoreResult:
     """Classify, group, dispose and iterate to the fixed point; then check the caps.
 
@@ -240,6 +249,11 @@ def run_core(
         Raise :class:`~geokanon.errors.ReleaseRefused` when a cap is breached.
     progress
         Called with a short stage name as each stage starts (the library never prints).
+    classifier, grouper
+        Replacements for :func:`~geokanon.classify.classify` and
+        :func:`~geokanon.grouping.group_records` with the same signatures (the Dask
+        backend passes its tiled versions); the passes, fixed point, generalisation,
+        suppression and caps stay this function's.
 
     Returns
     -------
@@ -296,8 +310,10 @@ def run_core(
 
     # Pass 1 on every record.
     say = progress or (lambda _stage: None)
+    classify_ = classifier or classify
+    group_ = grouper or group_records
     say("classify pass 1")
-    first = classify(xa, ya, policy, subjects=None if subjects is None else subj, times=ta)
+    first = classify_(xa, ya, policy, subjects=None if subjects is None else subj, times=ta)
     first_labels = first.labels
     final_labels = first_labels.copy()
     active = np.flatnonzero(first_labels <= Label.MERGE)
@@ -307,7 +323,7 @@ def run_core(
     gy = np.zeros(0)
     # Group what is meant for group level; what cannot be placed leaves.
     say("group pass 1")
-    grouping = group_records(
+    grouping = group_(
         xa[active], ya[active], subj[active], policy, None if tb is None else tb[active]
     )
     group_id[active] = grouping.group_id
@@ -318,7 +334,7 @@ def run_core(
         kept = np.flatnonzero(group_id >= 0)
         if np.unique(subj[kept]).size >= policy.k:
             say(f"classify pass {number}")
-            cls = classify(
+            cls = classify_(
                 xa[kept], ya[kept], policy,
                 subjects=None if subjects is None else subj[kept],
                 times=None if ta is None else ta[kept],

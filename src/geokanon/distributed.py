@@ -90,14 +90,11 @@ from geokanon.classify import (
 )
 from geokanon.disposal import (
     CoreResult,
-    PassRecord,
-    _generalise_with_sensitivity,
-    diagnose,
 )
-from geokanon.errors import GeokanonError, InputError, PrivacyRiskWarning, ReleaseRefused
+from geokanon.errors import GeokanonError, InputError
 from geokanon.grouping import Grouping, group_records
 from geokanon.neighbours import subject_codes
-from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
+from geokanon.policy import Label, OutlierPolicy
 
 if TYPE_CHECKING:
     from geokanon.io.read import PointTable
@@ -702,82 +699,6 @@ def _join_existing(
                 rep_x[g], rep_y[g] = rep
 
 
-def _regroup(
-    active: NDArray[np.int64],
-    group_id: NDArray[np.int64],
-    rep_x: NDArray[np.float64],
-    rep_y: NDArray[np.float64],
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    subj: NDArray[np.int64],
-    tiebreak: NDArray[np.uint64] | None,
-    policy: OutlierPolicy,
-) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
-    """Groups of the next pass: keep the groups that still hold k subjects, regroup the rest.
-
-    After a pass, the records meant for group level are a subset of the last
-    pass's. A group that keeps ``>= k`` distinct subjects among them is still
-    valid as it is (its members did not move, its representative still covers
-    them; one that became its members' exact centroid is moved). The members of
-    groups that fell below ``k`` join nearby groups (:func:`_join_existing`) or
-    form new groups together (:func:`geokanon.grouping.group_records`). Regrouping
-    only what changed makes the passes settle as on one machine.
-
-    Returns
-    -------
-    tuple
-        Group of every record (-1: none; only ``active`` records have one) and
-        the representatives, groups numbered compactly in their previous order.
-    """
-    from geokanon.grouping import _covering_rep
-
-    n = x.size
-    k = policy.k
-    gid = np.full(n, -1, dtype=np.int64)
-    gid[active] = group_id[active]
-    m = active[gid[active] >= 0]
-    ng = rep_x.size
-    n_subj = int(subj.max()) + 1 if n else 1
-    pairs = np.unique(gid[m] * n_subj + subj[m])
-    distinct = np.bincount(pairs // n_subj, minlength=ng)
-    survive = distinct >= k
-    broken = m[~survive[gid[m]]]
-    gid[broken] = -1
-    used = np.flatnonzero(survive)
-    remap = np.full(ng, -1, dtype=np.int64)
-    remap[used] = np.arange(used.size)
-    gid = np.where(gid >= 0, remap[np.maximum(gid, 0)], -1)
-    rx = rep_x[used].copy()
-    ry = rep_y[used].copy()
-    # A representative must not have become the exact centroid of what is left.
-    m = np.flatnonzero(gid >= 0)
-    if m.size:
-        mm = m[np.lexsort((y[m], x[m]))]
-        cnt = np.bincount(gid[mm], minlength=rx.size).astype(np.float64)
-        cx = np.bincount(gid[mm], weights=x[mm], minlength=rx.size) / np.maximum(cnt, 1)
-        cy = np.bincount(gid[mm], weights=y[mm], minlength=rx.size) / np.maximum(cnt, 1)
-        for g in np.flatnonzero((cx == rx) & (cy == ry)):
-            mem = mm[gid[mm] == g]
-            rep = _covering_rep(
-                x[mem], y[mem], np.ones(mem.size), policy.r_max_m, policy.snap_step_m,
-                avoid=(rx[g], ry[g]),
-            )  # fmt: skip
-            if rep is not None:
-                rx[g], ry[g] = rep
-    tb = np.zeros(n, dtype=np.uint64) if tiebreak is None else tiebreak
-    rest = broken[np.lexsort((tb[broken], subj[broken], y[broken], x[broken]))]
-    if rest.size and rx.size:
-        _join_existing(rest, x, y, gid, rx, ry, policy)
-    rest = rest[gid[rest] < 0]
-    if rest.size >= k:
-        second = group_records(x[rest], y[rest], subj[rest], policy, tb[rest])
-        placed = second.group_id >= 0
-        gid[rest[placed]] = second.group_id[placed] + rx.size
-        rx = np.r_[rx, second.rep_x]
-        ry = np.r_[ry, second.rep_y]
-    return gid, rx, ry
-
-
 def run_core_distributed(
     x: ArrayLike,
     y: ArrayLike,
@@ -817,148 +738,23 @@ def run_core_distributed(
     -------
     CoreResult
     """
-    from geokanon.errors import Unsatisfiable
 
-    if policy.allow_synthetic:
-        raise InputError(
-            "allow_synthetic is not supported yet: synthetic records would never count "
-            "towards k (SPEC k_subjects), so this version does not add them; turn it off"
-        )
-    xa = np.ascontiguousarray(x, dtype=np.float64)
-    ya = np.ascontiguousarray(y, dtype=np.float64)
-    n = xa.size
-    if n == 0:
-        raise InputError("the input has no records; nothing to release")
     tiling = tiling or Tiling.for_policy(policy)
     _check_halo(tiling, policy)
-    subj = np.arange(n, dtype=np.int64) if subjects is None else subject_codes(subjects, n)
-    ta = None if times is None else np.asarray(times, dtype=np.float64)
-    tb = None if tiebreak is None else np.asarray(tiebreak, dtype=np.uint64)
-    if unit_codes is None:
-        ucodes = np.zeros(n, dtype=np.int64)
-        unames = np.asarray(["all"], dtype=object)
-    else:
-        ucodes = np.asarray(unit_codes, dtype=np.int64)
-        unames = np.asarray(
-            unit_names if unit_names is not None else np.unique(ucodes).astype(str), dtype=object
-        )
-    levels: list[tuple[str, NDArray[np.int64], NDArray[np.object_]]] = [("unit", ucodes, unames)]
-    if parent_codes is not None:
-        pnames = np.asarray(
-            parent_names if parent_names is not None else np.unique(parent_codes).astype(str),
-            dtype=object,
-        )
-        levels.append(("parent", np.asarray(parent_codes, dtype=np.int64), pnames))
-    levels.append(("area", np.zeros(n, dtype=np.int64), np.asarray(["area"], dtype=object)))
-    own_subjects = None if subjects is None else subj
+    from geokanon.disposal import run_core
 
-    say = progress or (lambda _stage: None)
-    say("classify pass 1 (tiles)")
-    first = classify_tiled(
-        xa, ya, policy, subjects=own_subjects, times=ta, tiling=tiling, client=client
-    )
-    first_labels = first.labels
-    final_labels = first_labels.copy()
-    active = np.flatnonzero(first_labels <= Label.MERGE)
-    passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
-    group_id = np.full(n, -1, dtype=np.int64)
-    gx = np.zeros(0)
-    gy = np.zeros(0)
-    changed_any = True
-    for number in range(2, MAX_PASSES + 2):
-        if number == 2:
-            say("group pass 1 (tiles)")
-            grouping = group_tiled(
-                xa[active], ya[active], subj[active], policy, None if tb is None else tb[active],
-                tiling=tiling, client=client,
-            )  # fmt: skip
-            group_id[:] = -1
-            group_id[active[grouping.group_id >= 0]] = grouping.group_id[grouping.group_id >= 0]
-            gx, gy = grouping.rep_x, grouping.rep_y
-        else:
-            say(f"group pass {number - 1} (groups that lost members)")
-            group_id, gx, gy = _regroup(active, group_id, gx, gy, xa, ya, subj, tb, policy)
-        placed = group_id[active] >= 0
-        kept = active[placed]
-        if number > MAX_PASSES:
-            break
-        if np.unique(subj[kept]).size >= policy.k:
-            say(f"classify pass {number} (tiles)")
-            labels = classify_tiled(
-                xa[kept], ya[kept], policy,
-                subjects=None if own_subjects is None else subj[kept],
-                times=None if ta is None else ta[kept], tiling=tiling, client=client,
-            ).labels  # fmt: skip
-        else:
-            labels = np.full(kept.size, Label.SUPPRESS, dtype=np.uint8)
-        changed = int((labels != final_labels[kept]).sum()) + int((~placed).sum())
-        final_labels[kept] = labels
-        passes.append(
-            PassRecord(
-                number,
-                int(kept.size),
-                {lab.text: int((labels == lab).sum()) for lab in Label},
-                changed,
-            )
-        )
-        if changed == 0:
-            changed_any = False
-            break
-        active = kept[labels <= Label.MERGE]
-    if changed_any:
-        last = passes[-1]
-        raise Unsatisfiable(
-            f"the classification did not settle within {MAX_PASSES} passes "
-            f"({last.changed} labels changed in pass {last.number}: "
-            f"{', '.join(f'{v} {k}' for k, v in last.labels.items())}); the parameters are "
-            "unsatisfiable: raise r_max_m or lower k",
-            {"passes": [p.to_dict() for p in passes]},
-        )
+    def classifier(x: ArrayLike, y: ArrayLike, pol: OutlierPolicy, **kw: Any) -> Classification:
+        return classify_tiled(x, y, pol, tiling=tiling, client=client, **kw)
 
-    say("generalise and suppress")
-    at_group = group_id >= 0
-    suppress_label = (final_labels == Label.SUPPRESS) & ~at_group
-    pool = ~at_group & ~suppress_label
-    if policy.membership_sensitive:
-        pool |= suppress_label
-    class_id, class_level, class_unit, left = _generalise_with_sensitivity(
-        pool, suppress_label, subj, levels, policy
-    )
-    suppressed = (suppress_label & (class_id < 0)) | left
-    if policy.membership_sensitive and suppressed.any():
-        warnings.warn(
-            f"{int(suppressed.sum())} records could not be generalised into any class of "
-            f"{policy.k} subjects and are suppressed although membership is sensitive",
-            PrivacyRiskWarning,
-            stacklevel=2,
-        )
-    disposal = np.full(n, Disposal.SUPPRESSED, dtype=np.uint8)
-    disposal[at_group & (final_labels == Label.OK)] = Disposal.GROUPED
-    disposal[at_group & (final_labels == Label.MERGE)] = Disposal.MERGED
-    disposal[class_id >= 0] = Disposal.GENERALISED
-    units = unit_table(suppressed, ucodes, unames, own_subjects)
-    verdict = cap_verdict(
-        suppressed, first_labels != Label.OK, units, policy, own_subjects, warn=False
-    )
-    result = CoreResult(
-        first_labels=first_labels,
-        iota=first.iota,
-        final_labels=final_labels,
-        disposal=disposal,
-        group_id=group_id,
-        group_x=gx,
-        group_y=gy,
-        class_id=class_id,
-        class_level=tuple(class_level),
-        class_unit=tuple(class_unit),
-        passes=tuple(passes),
-        units=units,
-        verdict=verdict,
-        subjects=subj,
-    )
-    if enforce_caps and not (verdict.passes_global_cap and verdict.passes_unit_cap):
-        raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, ucodes, unames))
-    return result
+    def grouper(*args: Any) -> Grouping:
+        return group_tiled(*args, tiling=tiling, client=client)
+
+    return run_core(
+        x, y, policy, subjects=subjects, times=times, unit_codes=unit_codes,
+        unit_names=unit_names, parent_codes=parent_codes, parent_names=parent_names,
+        tiebreak=tiebreak, enforce_caps=enforce_caps, progress=progress,
+        classifier=classifier, grouper=grouper,
+    )  # fmt: skip
 
 
 def _tiebreak(table: PointTable) -> NDArray[np.uint64] | None:
