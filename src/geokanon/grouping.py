@@ -402,6 +402,9 @@ class _Members:
     def add(self, g: int, atom: int) -> None:
         self.get(g).append(atom)
 
+    def remove(self, g: int, atom: int) -> None:
+        self.get(g).remove(atom)
+
     def new(self, atoms: list[int]) -> None:
         self._lists[self._n] = atoms
         self._n += 1
@@ -727,3 +730,86 @@ def _place_leftovers(
         members.new([int(a) for a in mem])
         atom_group[mem] = g
         free[chosen] = False
+    # 3. What is still left may borrow members from groups that have more than k subjects.
+    _borrow(leftovers, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step)
+
+
+def _borrow(
+    leftovers: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    members: _Members,
+    reps_x: list[float],
+    reps_y: list[float],
+    k: int,
+    r_max: float,
+    step: float,
+) -> None:
+    """Form groups around leftover atoms with the nearest atoms that can be spared.
+
+    An atom can be spared when it is free, or when its group would keep at least k
+    distinct subjects without it (taking members away never moves the rest farther
+    from their representative). Groups that lose members keep their representative;
+    exact-centroid coincidences are mended afterwards.
+    """
+    rest = leftovers[atom_group[leftovers] < 0]
+    if rest.size == 0 or not reps_x:
+        return
+    tree = cKDTree(np.c_[ax, ay])
+    n_groups = len(reps_x)
+    placed = atom_group >= 0
+    n_subj = int(asub.max()) + 1
+    pairs, pair_count = np.unique(atom_group[placed] * n_subj + asub[placed], return_counts=True)
+    # Atoms per (group, subject), and distinct subjects per group.
+    per_pair = dict(zip(pairs.tolist(), pair_count.tolist(), strict=True))
+    distinct = np.bincount(pairs // n_subj, minlength=n_groups).astype(np.int64).tolist()
+    for p in rest:
+        if atom_group[p] >= 0:
+            continue
+        near = tree.query_ball_point([ax[p], ay[p]], r=2 * r_max)
+        near = sorted(near, key=lambda j: ((ax[j] - ax[p]) ** 2 + (ay[j] - ay[p]) ** 2, j))
+        chosen = [int(p)]
+        seen = {int(asub[p])}
+        taken: dict[int, dict[int, int]] = {}
+        for j in near:
+            if j == p or int(asub[j]) in seen:
+                continue
+            g = int(atom_group[j])
+            if g >= 0:
+                key = g * n_subj + int(asub[j])
+                already = taken.get(g, {})
+                last_of_subject = per_pair[key] - already.get(int(asub[j]), 0) == 1
+                lost = sum(1 for v in already.values() if v)
+                if last_of_subject and distinct[g] - lost - 1 < k:
+                    continue
+                already[int(asub[j])] = already.get(int(asub[j]), 0) + 1
+                taken[g] = already
+            chosen.append(int(j))
+            seen.add(int(asub[j]))
+            if len(seen) >= k:
+                break
+        if len(seen) < k:
+            continue
+        mem = np.asarray(chosen, dtype=np.int64)
+        rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
+        if rep is None:
+            continue
+        new = len(reps_x)
+        reps_x.append(rep[0])
+        reps_y.append(rep[1])
+        for j in chosen:
+            g = int(atom_group[j])
+            if g >= 0:
+                members.remove(g, j)
+                key = g * n_subj + int(asub[j])
+                per_pair[key] -= 1
+                if per_pair[key] == 0:
+                    distinct[g] -= 1
+            atom_group[j] = new
+        members.new(chosen)
+        distinct.append(len(seen))
+        for j in chosen:
+            per_pair[new * n_subj + int(asub[j])] = per_pair.get(new * n_subj + int(asub[j]), 0) + 1
