@@ -84,9 +84,7 @@ from geokanon.classify import (
     CapVerdict,
     Classification,
     UnitTable,
-    cap_verdict,
     classify,
-    unit_table,
 )
 from geokanon.disposal import (
     CoreResult,
@@ -757,14 +755,6 @@ def run_core_distributed(
     )  # fmt: skip
 
 
-def _tiebreak(table: PointTable) -> NDArray[np.uint64] | None:
-    if len(table.attributes.columns):
-        return np.asarray(
-            pd.util.hash_pandas_object(table.attributes, index=False).to_numpy(), dtype=np.uint64
-        )
-    return None
-
-
 def run_core_on_distributed(
     table: PointTable,
     policy: OutlierPolicy,
@@ -775,11 +765,13 @@ def run_core_on_distributed(
     progress: Callable[[str], None] | None = None,
 ) -> CoreResult:
     """:func:`run_core_distributed` on a point table (as :func:`geokanon.pipeline.run_core_on`)."""
+    from geokanon.pipeline import record_tiebreak
+
     return run_core_distributed(
         table.x, table.y, policy,
         subjects=table.subjects, times=table.times,
         unit_codes=table.unit_codes, unit_names=table.unit_names,
-        tiebreak=_tiebreak(table), enforce_caps=enforce_caps,
+        tiebreak=record_tiebreak(table), enforce_caps=enforce_caps,
         tiling=tiling, client=client, progress=progress,
     )  # fmt: skip
 
@@ -852,26 +844,14 @@ def classify_points_distributed(
     geokanon.pipeline.ClassifyResult
         The same object, figures and verdicts as the single-machine function.
     """
-    from geokanon.pipeline import ClassifyResult
+    from geokanon.pipeline import summarise_classification
 
     with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
         cls = classify_tiled(
             table.x, table.y, policy, subjects=table.subjects, times=table.times,
             tiling=tiling, client=c,
         )  # fmt: skip
-    suppressed = cls.labels == Label.SUPPRESS
-    units = unit_table(suppressed, table.unit_codes, table.unit_names, table.subjects)
-    verdict = cap_verdict(
-        suppressed, cls.labels != Label.OK, units, policy, table.subjects, warn=True
-    )
-    return ClassifyResult(
-        policy=policy,
-        classification=cls,
-        units=units,
-        verdict=verdict,
-        n_records=len(table),
-        n_subjects=table.n_subjects,
-    )
+    return summarise_classification(table, policy, cls)
 
 
 # ----------------------------------------------------------------------------

@@ -106,6 +106,13 @@ def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
     1
     """
     cls = classify(table.x, table.y, policy, subjects=table.subjects, times=table.times)
+    return summarise_classification(table, policy, cls)
+
+
+def summarise_classification(
+    table: PointTable, policy: OutlierPolicy, cls: Classification
+) -> ClassifyResult:
+    """Per-unit suppression and cap verdicts of a first-pass classification of ``table``."""
     suppressed = cls.labels == Label.SUPPRESS
     units = unit_table(suppressed, table.unit_codes, table.unit_names, table.subjects)
     verdict = cap_verdict(
@@ -157,15 +164,21 @@ def run_core_on(
     -------
     CoreResult
     """
-    tiebreak = None
-    if len(table.attributes.columns):
-        tiebreak = pd.util.hash_pandas_object(table.attributes, index=False).to_numpy()
     return run_core(
         table.x, table.y, policy,
         subjects=table.subjects, times=table.times,
         unit_codes=table.unit_codes, unit_names=table.unit_names,
-        tiebreak=tiebreak, enforce_caps=enforce_caps, progress=progress,
+        tiebreak=record_tiebreak(table), enforce_caps=enforce_caps, progress=progress,
     )  # fmt: skip
+
+
+def record_tiebreak(table: PointTable) -> np.ndarray | None:
+    """A hash of each record's attributes: orders records at one place independently of rows."""
+    if len(table.attributes.columns):
+        return np.asarray(
+            pd.util.hash_pandas_object(table.attributes, index=False).to_numpy(), dtype=np.uint64
+        )
+    return None
 
 
 def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray) -> bool:
