@@ -282,9 +282,10 @@ def release_points(
 
         if progress is not None:
             progress("mask (classification and checks run on the masked coordinates)")
-        mx, my = apply_mask(
-            table.x, table.y, options.mask, seed=policy.seed, subjects=table.subjects
-        )
+        # Noise is keyed by the raw subject ids (their hash) where known, so adding
+        # subjects to a later release draws no fresh noise for anyone already in it.
+        keys = table.subject_keys if table.subject_keys is not None else table.subjects
+        mx, my = apply_mask(table.x, table.y, options.mask, seed=policy.seed, subjects=keys)
         mask_risk = mask_anonymity(table.x, table.y, mx, my, policy.k)
         table = dataclasses.replace(table, x=mx, y=my)
     runner = core_runner or run_core_on
@@ -303,6 +304,7 @@ def release_points(
             x=table.x[perm],
             y=table.y[perm],
             subjects=None if table.subjects is None else table.subjects[perm],
+            subject_keys=None if table.subject_keys is None else table.subject_keys[perm],
             times=None if table.times is None else table.times[perm],
             unit_codes=table.unit_codes[perm],
             unit_names=table.unit_names,

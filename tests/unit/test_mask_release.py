@@ -47,3 +47,36 @@ def test_mask_that_isolates_a_member_redisposes_it(tmp_path):
     assert not np.allclose(audit["x_m"].to_numpy(), table.x)
     report = (tmp_path / "masked" / "release" / "report.html").read_text()
     assert "The mask" in report and "Re-identification check after masking" in report
+
+
+def test_mask_noise_keyed_by_raw_ids_survives_new_subjects(tmp_path):
+    from geokanon.io import read_points
+
+    rng = np.random.default_rng(5)
+    n = 60
+    frame = pd.DataFrame(
+        {
+            "x": (155_000 + rng.normal(0, 30, n)).round(2),
+            "y": (463_000 + rng.normal(0, 30, n)).round(2),
+            "person": [f"P{i:03d}" for i in range(n)],
+        }
+    )
+    grown = pd.concat(
+        [pd.DataFrame({"x": [155_010.0], "y": [463_010.0], "person": ["A000"]}), frame],
+        ignore_index=True,
+    )
+    frame.to_csv(tmp_path / "a.csv", index=False)
+    grown.to_csv(tmp_path / "b.csv", index=False)
+    policy = OutlierPolicy(k=3, r_max_m=200.0, tau=0.5, unit_cap=1.0, seed=11)
+    mask = MaskSpec.jitter(sd_m=20.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ta = read_points(tmp_path / "a.csv", subject="person", crs="EPSG:28992")
+        tb = read_points(tmp_path / "b.csv", subject="person", crs="EPSG:28992")
+    # The new subject sorts first, so every dense subject code shifts by one.
+    assert (tb.subjects[1:] == ta.subjects + 1).all()
+    release_points(ta, policy, tmp_path / "ra", ReleaseOptions(mask=mask))
+    release_points(tb, policy, tmp_path / "rb", ReleaseOptions(mask=mask))
+    xa = pd.read_parquet(tmp_path / "ra" / "audit" / "assignment.parquet")["x_m"].to_numpy()
+    xb = pd.read_parquet(tmp_path / "rb" / "audit" / "assignment.parquet")["x_m"].to_numpy()
+    np.testing.assert_array_equal(xa, xb[1:])

@@ -127,6 +127,7 @@ class PointTable:
     coord_scale: float = 1.0
     n_unassigned: int = 0
     notes: tuple[str, ...] = ()
+    subject_keys: NDArray[np.uint64] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -1107,8 +1108,14 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
             working = crs_to_string(choose_metric_crs(lon, lat))
         x, y = Projection(source_crs=source, working_crs=working).to_metric(a, b)
     subjects = None
+    subject_keys = None
     if opts.subject is not None:
-        subjects = _subjects(_series(got.subject), opts.subject, notes)
+        raw_subjects = _series(got.subject)
+        subjects = _subjects(raw_subjects, opts.subject, notes)
+        # A hash of each raw id's text: keys that do not shift when subjects are added.
+        subject_keys = np.asarray(
+            pd.util.hash_array(raw_subjects.astype(str).to_numpy(dtype=object)), dtype=np.uint64
+        )
     times = None
     if opts.time is not None:
         times = _times(_series(got.time), opts.time, opts.timezone, notes)
@@ -1151,6 +1158,7 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         x=np.ascontiguousarray(x, dtype=np.float64),
         y=np.ascontiguousarray(y, dtype=np.float64),
         subjects=subjects,
+        subject_keys=subject_keys,
         times=times,
         unit_codes=unit_codes,
         unit_names=unit_names,
