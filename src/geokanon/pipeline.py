@@ -286,7 +286,7 @@ def release_points(
         # subjects to a later release draws no fresh noise for anyone already in it.
         keys = table.subject_keys if table.subject_keys is not None else table.subjects
         mx, my = apply_mask(table.x, table.y, options.mask, seed=policy.seed, subjects=keys)
-        mask_risk = mask_anonymity(table.x, table.y, mx, my, policy.k)
+        mask_risk = summarise_mask_anonymity(table, mx, my, options.mask, policy.k)
         table = dataclasses.replace(table, x=mx, y=my)
     runner = core_runner or run_core_on
     try:
@@ -325,36 +325,33 @@ def release_points(
     return ReleaseResult(out=out, core=core, manifest=manifest)
 
 
-def mask_anonymity(
-    x: np.ndarray, y: np.ndarray, mx: np.ndarray, my: np.ndarray, k: int
+def summarise_mask_anonymity(
+    table: PointTable, mx: np.ndarray, my: np.ndarray, mask: Any, k: int
 ) -> dict[str, Any]:
-    """Spatial k-anonymity of a geomask, summarised (no per-record figure leaves).
+    """The mask's spatial k-anonymity for the manifest (aggregates only).
 
-    For every masked record, the number of other records whose true location is
-    closer to its masked location than its own true location is (the measure of
-    the geomasking literature). A record with fewer than ``k - 1`` such records
-    could be re-identified by an adversary who knows everyone's true address.
+    Per record, :func:`geokanon.risk.mask_anonymity` counts the distinct subjects
+    (the record's own included) at least as close to its masked location as its
+    true location is, and the count left to an adversary who also knows the mask.
 
     Returns
     -------
     dict
-        ``records``, ``share_below_k``, ``min``, ``median``, ``p5``.
+        ``records``; ``share_below_k`` and ``worst_case_share_below_k`` (counts
+        below k); ``min``, ``p5``, ``median`` of the other subjects that close.
     """
-    from scipy.spatial import cKDTree
+    from geokanon.risk import mask_anonymity
 
-    d = np.hypot(mx - x, my - y)
-    tree = cKDTree(np.c_[x, y])
-    # Records strictly closer than the true one (the record itself is at distance d).
-    closer = tree.query_ball_point(
-        np.c_[mx, my], r=np.nextafter(d, 0), return_length=True, workers=-1
-    )
-    closer = np.asarray(closer, dtype=np.int64)
+    m = mask_anonymity(table.x, table.y, mx, my, table.subjects, mask=mask)
+    others = m.nearest - 1
+    n = int(others.size)
     return {
-        "records": int(closer.size),
-        "share_below_k": float((closer < k - 1).mean()) if closer.size else 0.0,
-        "min": int(closer.min()) if closer.size else 0,
-        "p5": float(np.percentile(closer, 5)) if closer.size else 0.0,
-        "median": float(np.median(closer)) if closer.size else 0.0,
+        "records": n,
+        "share_below_k": float((m.nearest < k).mean()) if n else 0.0,
+        "worst_case_share_below_k": float((m.worst_case < k).mean()) if n else 0.0,
+        "min": int(others.min()) if n else 0,
+        "p5": float(np.percentile(others, 5)) if n else 0.0,
+        "median": float(np.median(others)) if n else 0.0,
     }
 
 

@@ -1005,8 +1005,8 @@ def _mask_section(manifest: Mapping[str, Any]) -> list[str]:
         "<h2>The mask</h2>",
         f"<p>Every record was displaced by {html.escape(what)} ({kind}) before classification; "
         "grouping and every check used the masked locations. Re-identification check after "
-        "masking: for each record, the number of other records whose true location is closer "
-        "to its masked location than its own true location is. "
+        "masking: for each record, the number of other subjects whose true location is as "
+        "close to its masked location as its own true location is, or closer. "
         f"{share:.1%} of records have fewer than k-1 = {k - 1} such records (median "
         f"{float(risk.get('median', 0)):g}); an adversary who knew everyone else's true "
         "address could single those out from the mask alone. The published groups add the "
