@@ -366,7 +366,14 @@ def cmd_release(args: argparse.Namespace) -> int:
         f"release written to {args.out}/release ({m['records_published']:,} records: "
         f"{c['grouped'] + c['merged']:,} in {m['groups']:,} groups, {c['generalised']:,} "
         f"generalised; {c['suppressed']:,} suppressed, published as "
-        f"{m['counts']['suppressed']!s}); audit (custodian only) in {args.out}/audit"
+        f"{m['counts']['suppressed']!s}"
+        + (
+            f"; {len(result.core.synthetic):,} synthetic stand-ins, published as "
+            f"{m['counts']['synthetic']!s}"
+            if m["synthetic"].get("allowed")
+            else ""
+        )
+        + f"); audit (custodian only) in {args.out}/audit"
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
@@ -744,6 +751,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="replace suppression by generalisation to the whole area",
+    )
+    p.add_argument(
+        "--allow-synthetic",
+        action="store_true",
+        default=None,
+        help="stand in for each suppressed subject with one synthetic record in a class of "
+        "its unit (counted in the manifest and units.csv; never towards k)",
     )
     p.set_defaults(func=cmd_release)
 

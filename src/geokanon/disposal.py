@@ -12,7 +12,12 @@ One pass:
    area pool of fewer than k subjects is suppressed;
 4. ``suppress`` records are removed (with ``membership_sensitive`` they join the
    area pool instead, because a missing dot tells a lone valley-dweller that
-   they are in the data).
+   they are in the data);
+5. with ``allow_synthetic``, every suppressed subject is stood in for, in each
+   unit where it was suppressed, by one synthetic record placed in a published
+   class of that unit (see :func:`synthesise`), so the unit's released count has
+   no hole where the person was. Synthetic records never count towards k and
+   never change a cap figure: the suppressed subjects stay suppressed.
 
 The next pass re-classifies the records published at group level, among
 themselves (removing records changes the neighbour structure). Passes repeat
@@ -25,7 +30,7 @@ global cap ``tau`` and the per-unit cap; a breach raises
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +50,15 @@ from geokanon.grouping import Grouping, group_records, repair_groups
 from geokanon.neighbours import subject_codes
 from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
 
-__all__ = ["CoreResult", "PassRecord", "diagnose", "run_core"]
+__all__ = [
+    "CoreResult",
+    "PassRecord",
+    "Synthesis",
+    "diagnose",
+    "group_units",
+    "run_core",
+    "synthesise",
+]
 
 #: Class levels of generalised records.
 LEVELS = ("unit", "parent", "area")
@@ -68,6 +81,157 @@ class PassRecord:
             "labels": dict(self.labels),
             "changed": self.changed,
         }
+
+
+@dataclass(frozen=True, eq=False)
+class Synthesis:
+    """Synthetic records: each stands in for one suppressed subject in one unit.
+
+    Attributes
+    ----------
+    group_id
+        Group that publishes the synthetic record, else -1.
+    class_id
+        Generalised (``unit``-level) class that publishes it, else -1.
+    unit
+        Unit code of the suppressed subject it stands in for (the unit whose
+        released count it is part of).
+    stands_for
+        Index of one suppressed record of that subject in that unit (audit only).
+    """
+
+    group_id: NDArray[np.int64]
+    class_id: NDArray[np.int64]
+    unit: NDArray[np.int64]
+    stands_for: NDArray[np.int64]
+
+    @classmethod
+    def empty(cls) -> Synthesis:
+        """No synthetic records."""
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z.copy(), z.copy(), z.copy())
+
+    def __len__(self) -> int:
+        return int(self.unit.size)
+
+
+def group_units(
+    group_id: NDArray[np.int64], unit_codes: NDArray[np.int64], n_groups: int
+) -> NDArray[np.int64]:
+    """Unit holding most of each group's members (ties: the lowest unit code).
+
+    A group is counted whole in that unit in every per-unit figure, so no
+    per-unit count splits a group into parts smaller than k.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> group_units(np.array([0, 0, 0, 1, 1, -1]), np.array([2, 1, 2, 3, 0, 5]), 2).tolist()
+    [2, 0]
+    """
+    out = np.zeros(n_groups, dtype=np.int64)
+    m = group_id >= 0
+    if n_groups == 0 or not m.any():
+        return out
+    g = group_id[m]
+    u = np.asarray(unit_codes, dtype=np.int64)[m]
+    nu = int(u.max()) + 1
+    keys, counts = np.unique(g * nu + u, return_counts=True)
+    pg, pu = keys // nu, keys % nu
+    # Per group: the largest count first, then the lowest unit code.
+    order = np.lexsort((pu, -counts, pg))
+    first = np.r_[True, pg[order][1:] != pg[order][:-1]]
+    pick = order[first]
+    out[pg[pick]] = pu[pick]
+    return out
+
+
+def synthesise(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    ucodes: NDArray[np.int64],
+    unames: NDArray[np.object_],
+    disposal: NDArray[np.uint8],
+    group_id: NDArray[np.int64],
+    group_x: NDArray[np.float64],
+    group_y: NDArray[np.float64],
+    class_level: Sequence[str],
+    class_unit: Sequence[str],
+    tiebreak: NDArray[np.uint64] | None = None,
+) -> Synthesis:
+    """One synthetic record per suppressed subject and unit, in a class of that unit.
+
+    The suppressed subject's data stay suppressed (they count as suppressed in
+    every cap figure); the synthetic record only keeps the unit's released count
+    free of a hole shaped like the person. It is placed, in order of preference:
+
+    1. in the unit's own generalised class (``unit`` level), if there is one: the
+       suppressed record's plausible stand-in is "somewhere in this unit";
+    2. else in the group counted in that unit (:func:`group_units`) whose
+       representative is nearest to the suppressed record (ties: lowest group id);
+    3. else nowhere: a unit with no published class of its own gets no synthetic
+       record, because any other placement would move its mass into another unit.
+
+    Synthetic records are placed only in classes that already hold >= k distinct
+    real subjects, never count towards k, and are indistinguishable in the release;
+    their number is published globally and per unit. The result is ordered by unit
+    code, then by the stand-in record's coordinates: never by the input's row order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.r_[np.arange(5.0), 9_000.0]
+    >>> units = np.zeros(6, dtype=np.int64)
+    >>> disposal = np.array([0, 0, 0, 0, 0, 3], dtype=np.uint8)
+    >>> groups = np.r_[np.zeros(5, dtype=np.int64), -1]
+    >>> syn = synthesise(
+    ...     x, np.zeros(6), np.arange(6), units, np.array(["u"], dtype=object), disposal,
+    ...     groups, np.array([2.05]), np.array([0.05]), (), (),
+    ... )
+    >>> syn.group_id.tolist(), syn.stands_for.tolist()
+    ([0], [5])
+    """
+    sup = np.flatnonzero(disposal == Disposal.SUPPRESSED)
+    if sup.size == 0:
+        return Synthesis.empty()
+    # One stand-in record per (unit, subject): the one first in coordinate order.
+    keys = [np.zeros(sup.size, dtype=np.uint64) if tiebreak is None else tiebreak[sup]]
+    order = np.lexsort((*keys, y[sup], x[sup], subj[sup], ucodes[sup]))
+    s = sup[order]
+    first = np.r_[True, (ucodes[s][1:] != ucodes[s][:-1]) | (subj[s][1:] != subj[s][:-1])]
+    stand = s[first]
+    # The published order: by unit, then by the stand-in's coordinates (subject codes
+    # are row numbers when there is no subject column).
+    tb_stand = [np.zeros(stand.size, dtype=np.uint64) if tiebreak is None else tiebreak[stand]]
+    stand = stand[np.lexsort((*tb_stand, y[stand], x[stand], ucodes[stand]))]
+    unit = ucodes[stand]
+    n_groups = group_x.size
+    gid = np.full(stand.size, -1, dtype=np.int64)
+    cid = np.full(stand.size, -1, dtype=np.int64)
+    name_of_unit_class = {
+        str(u): c
+        for c, (lvl, u) in enumerate(zip(class_level, class_unit, strict=True))
+        if lvl == "unit"
+    }
+    unit_class = np.array(
+        [name_of_unit_class.get(str(unames[u]), -1) for u in range(unames.size)], dtype=np.int64
+    )
+    cid[:] = unit_class[unit]
+    need = np.flatnonzero(cid < 0)
+    if need.size and n_groups:
+        gu = group_units(group_id, ucodes, n_groups)
+        by_unit = np.argsort(gu, kind="stable")
+        starts = np.searchsorted(gu[by_unit], np.arange(unames.size + 1))
+        for i in need:
+            u = int(unit[i])
+            cand = by_unit[starts[u] : starts[u + 1]]
+            if cand.size == 0:
+                continue
+            d = np.hypot(group_x[cand] - x[stand[i]], group_y[cand] - y[stand[i]])
+            gid[i] = int(cand[np.argmin(d)])  # argmin: the first (lowest id) of equal ones
+    placed = (gid >= 0) | (cid >= 0)
+    return Synthesis(gid[placed], cid[placed], unit[placed], stand[placed])
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +264,8 @@ class CoreResult:
         Cap verdicts of the final outcome.
     subjects
         Subject code per record.
+    synthetic
+        The synthetic records (empty unless ``allow_synthetic``).
     """
 
     first_labels: NDArray[np.uint8]
@@ -116,6 +282,7 @@ class CoreResult:
     units: UnitTable
     verdict: CapVerdict
     subjects: NDArray[np.int64] = field(repr=False)
+    synthetic: Synthesis = field(default_factory=lambda: Synthesis.empty(), repr=False)
 
     def counts(self) -> dict[str, int]:
         """Records per final disposal."""
@@ -277,12 +444,6 @@ def run_core(
     >>> res.counts()
     {'grouped': 10, 'merged': 0, 'generalised': 0, 'suppressed': 1}
     """
-    if policy.allow_synthetic:
-        raise InputError(
-            "allow_synthetic is not supported yet: synthetic records would never count "
-            "towards k (SPEC k_subjects), so this version does not add them; "
-            "turn it off"
-        )
     xa = np.ascontiguousarray(x, dtype=np.float64)
     ya = np.ascontiguousarray(y, dtype=np.float64)
     n = xa.size
@@ -406,6 +567,12 @@ def run_core(
         suppressed, first_labels != Label.OK, units, policy,
         None if subjects is None else subj, warn=False,
     )  # fmt: skip
+    synthetic = Synthesis.empty()
+    if policy.allow_synthetic:
+        say("synthesise")
+        synthetic = synthesise(
+            xa, ya, subj, ucodes, unames, disposal, group_id, gx, gy, class_level, class_unit, tb
+        )
     result = CoreResult(
         first_labels=first_labels,
         iota=first.iota,
@@ -421,6 +588,7 @@ def run_core(
         units=units,
         verdict=verdict,
         subjects=subj,
+        synthetic=synthetic,
     )
     if enforce_caps and not (verdict.passes_global_cap and verdict.passes_unit_cap):
         raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, ucodes, unames))

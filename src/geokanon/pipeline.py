@@ -417,7 +417,9 @@ class Plan:
             f"{p.disposal_warning_share:.0%} disposals",
             f"  time: t_max {p.t_max_s:g} s, {p.time_mode}" if p.t_max_s else "  time: not used",
             f"  representatives snapped to {p.snap_step_m:g} m cell centres; seed {p.seed}",
-            f"  membership-sensitive: {'yes' if p.membership_sensitive else 'no'}",
+            f"  membership-sensitive: {'yes' if p.membership_sensitive else 'no'}; "
+            f"synthetic stand-ins for suppressed subjects: "
+            f"{'yes' if p.allow_synthetic else 'no'}",
         ]
         if self.release is not None:
             r = self.release

@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from geokanon.disposal import CoreResult
+from geokanon.disposal import CoreResult, group_units
 from geokanon.errors import InputError, VerificationFailed
 from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
@@ -50,6 +50,12 @@ TOTALS_MODES = ("released", "complementary", "withhold")
 LT_K = "<k"
 WITHHELD = "withheld"
 FORMAT = "geokanon-release/1"
+#: How synthetic records are placed (stated in the manifest; the verifier's holes check
+#: uses it: a unit's synthetic count equals its suppressed subjects wherever it is not 0).
+SYNTHESIS_RULE = (
+    "one synthetic record per suppressed subject and unit, placed in that unit's own "
+    "generalised class, else in the nearest group counted in that unit, else not at all"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,16 +258,41 @@ def _output_coordinates(
     return np.asarray(ox), np.asarray(oy), target
 
 
-def _group_units(result: CoreResult, unit_codes: np.ndarray, n_units: int) -> np.ndarray:
-    """Majority source unit of every group (ties: lowest unit code)."""
-    g = result.group_id
-    m = g >= 0
-    ng = result.group_x.size
-    if ng == 0:
-        return np.zeros(0, dtype=np.int64)
-    counts = np.zeros((ng, n_units), dtype=np.int64)
-    np.add.at(counts, (g[m], unit_codes[m]), 1)
-    return counts.argmax(axis=1)
+def _mix64(values: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: a well-spread ``uint64`` hash of integers."""
+    z = values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _with_synthetic(
+    frame: pd.DataFrame, result: CoreResult, seed: int
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Append one copy of a real published row per synthetic record, in its class.
+
+    The copied row (its published values only: group or class, representative,
+    time bin, kept attributes) is a real member of the same group or class,
+    chosen by a hash of the seed and the synthetic record's ordinal, so the
+    synthetic row is indistinguishable from the release's real rows. ``frame``
+    must be sorted by group, then class. Returns the rows and, per synthetic
+    record, the position of the row it copies.
+    """
+    syn = result.synthetic
+    n_groups = result.group_x.size
+    fg = frame["group_id"].fillna(-1).to_numpy(dtype=np.int64)
+    fc = frame["class_id"].fillna(-1).to_numpy(dtype=np.int64)
+    key = np.where(fg >= 0, fg, n_groups + fc)
+    want = np.where(syn.group_id >= 0, syn.group_id, n_groups + syn.class_id)
+    if key.size > 1 and (np.diff(key) < 0).any():
+        raise AssertionError("published rows are not sorted by group, then class")
+    lo = np.searchsorted(key, want, side="left")
+    hi = np.searchsorted(key, want, side="right")
+    if (hi <= lo).any():
+        raise AssertionError("a synthetic record's class has no real published row")
+    ordinal = np.arange(want.size, dtype=np.uint64) + np.uint64(seed) * np.uint64(1 << 32)
+    donor = lo + (_mix64(ordinal) % (hi - lo).astype(np.uint64)).astype(np.int64)
+    return frame.iloc[donor].reset_index(drop=True), donor
 
 
 def _crs_projjson(crs: str | None) -> dict[str, Any] | None:
@@ -302,7 +333,7 @@ def build_release_files(
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
     gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)
-    group_unit = _group_units(result, ucodes, unames.size)
+    group_unit = group_units(result.group_id, ucodes, result.group_x.size)
     g = result.group_id
     c = result.class_id
     at_group = g >= 0
@@ -341,9 +372,17 @@ def build_release_files(
     frame = (
         frame.assign(_rank=level_rank)
         .sort_values(sort_cols, kind="stable", na_position="first")
-        .drop(columns="_rank")
         .reset_index(drop=True)
     )
+    syn = result.synthetic
+    if len(syn):
+        copies, _ = _with_synthetic(frame, result, policy.seed)
+        frame = (
+            pd.concat([frame, copies], ignore_index=True)
+            .sort_values(sort_cols, kind="stable", na_position="first")
+            .reset_index(drop=True)
+        )
+    frame = frame.drop(columns="_rank")
     frame.to_csv(rel / "records.csv", index=False, lineterminator="\n")
     import shapely
 
@@ -365,7 +404,9 @@ def build_release_files(
 
     # --- groups and classes.
     n_groups = result.group_x.size
-    group_sizes = np.bincount(g[at_group], minlength=n_groups)
+    syn_g = syn.group_id[syn.group_id >= 0]
+    syn_c = syn.class_id[syn.class_id >= 0]
+    group_sizes = np.bincount(np.r_[g[at_group], syn_g], minlength=n_groups)
     groups = pd.DataFrame(
         {
             "group_id": np.arange(n_groups, dtype=np.int64),
@@ -383,7 +424,9 @@ def build_release_files(
             "class_id": np.arange(n_classes, dtype=np.int64),
             "level": list(result.class_level),
             "unit": list(result.class_unit),
-            "n_records": np.bincount(c[generalised], minlength=n_classes).astype(np.int64),
+            "n_records": np.bincount(np.r_[c[generalised], syn_c], minlength=n_classes).astype(
+                np.int64
+            ),
         }
     )
     _write_parquet(classes, rel / "classes.parquet")
@@ -417,6 +460,15 @@ def build_release_files(
             "suppressed": sup_shown,
         }
     )
+    # Synthetic records per unit: each stands in for one suppressed subject of the unit
+    # and is counted in its released figure; shown like the suppressed subjects.
+    syn_u = np.bincount(syn.unit, minlength=nu)
+    syn_shown = [mask_small(int(syn_u[i]), k) for i in order]
+    syn_total: int | str = int(syn_u.sum())
+    if any(v == LT_K for v in syn_shown):
+        syn_total = WITHHELD  # a total over hidden per-unit values would narrow them
+    if policy.allow_synthetic:
+        units["synthetic"] = syn_shown
     total_sup_subjects = int(np.unique(subj[suppressed]).size)
     total_subjects = int(np.unique(subj).size)
     global_shown: int | str = mask_small(total_sup_subjects, k)
@@ -459,13 +511,25 @@ def build_release_files(
     assignment.loc[~at_group, "group_id"] = pd.NA
     assignment.loc[~generalised, "class_id"] = pd.NA
     _write_parquet(assignment, aud / "assignment.parquet")
+    stands_for = syn.stands_for
+    synthetic_audit = pd.DataFrame(
+        {
+            "group_id": pd.array(np.where(syn.group_id >= 0, syn.group_id, 0), dtype="Int64"),
+            "class_id": pd.array(np.where(syn.class_id >= 0, syn.class_id, 0), dtype="Int64"),
+            "unit": unames[syn.unit].astype(str) if len(syn) else np.zeros(0, dtype=str),
+            "stands_for_row": stands_for.astype(np.int64),
+        }
+    )
+    synthetic_audit.loc[syn.group_id < 0, "group_id"] = pd.NA
+    synthetic_audit.loc[syn.class_id < 0, "class_id"] = pd.NA
+    _write_parquet(synthetic_audit, aud / "synthetic.parquet")
     counts_exact = result.counts()
     counts: dict[str, int | str] = dict(counts_exact)
     # Suppressed records, shown only where the suppressed subjects are shown.
     counts["suppressed"] = (
         counts_exact["suppressed"] if isinstance(global_shown, int) else global_shown
     )
-    counts["synthetic"] = 0
+    counts["synthetic"] = syn_total
     published_passes = [_published_pass(p.to_dict(), k) for p in result.passes]
     share: float | str = (
         total_sup_subjects / total_subjects if isinstance(global_shown, int) else global_shown
@@ -502,7 +566,15 @@ def build_release_files(
         "classes": int(n_classes),
         "counts": counts,
         "suppressed_share": share,
-        "synthetic": {"total": 0, "per_unit": {}},
+        "synthetic": {
+            "allowed": policy.allow_synthetic,
+            "total": syn_total,
+            "per_unit": {
+                str(u): v for u, v in zip(units["unit"], syn_shown, strict=True) if v != 0
+            },
+            "pooled": 0,
+            "rule": SYNTHESIS_RULE,
+        },
         "mask": None if options.mask is None else options.mask.to_dict(),
         "mask_risk": mask_risk,
         "passes": published_passes,

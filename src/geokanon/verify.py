@@ -421,6 +421,7 @@ def hidden_ranges(
     own_subjects: bool,
     pooled_records: int = 0,
     pooled_synthetic_max: int = 0,
+    synthetic_total: int | None = None,
     record_bound: int | None = None,
     groups_by_majority_unit: bool = False,
     total_records: int | None = None,
@@ -448,7 +449,10 @@ def hidden_ranges(
     Identities:
 
     * ``T_u = released_u - synthetic_u + d_u + r_u + p_u`` for every unit with a
-      ``source_total`` column;
+      ``source_total`` column, where a unit's ``synthetic_u`` published as ``<k`` is
+      its suppressed subjects ``s_u`` (the manifest's placement rule: one synthetic
+      record per suppressed subject of a unit that has a class of its own);
+    * ``sum_u synthetic_u = synthetic_total`` when that total is published;
     * ``pooled_records - pooled_synthetic_max <= sum_u p_u <= pooled_records``;
     * ``sum_u r_u = R`` when the global suppressed record count ``R`` is a number,
       and ``sum_u r_u = N - released`` when the input's record count ``N`` and the
@@ -464,7 +468,7 @@ def hidden_ranges(
         One mapping per unit with ``unit`` (id), ``released`` (int),
         ``suppressed`` (int, ``"<k"`` or ``"withheld"``) and optional
         ``generalised_up`` (int or ``"<k"``), ``source_total`` (int or
-        ``"withheld"``), ``synthetic`` (int) and ``class_records`` (``C_u``, the
+        ``"withheld"``), ``synthetic`` (int or ``"<k"``) and ``class_records`` (``C_u``, the
         records of the unit's own class included in ``released``).
     k
         The release's k.
@@ -476,6 +480,8 @@ def hidden_ranges(
         Records in classes above unit level (parent and area classes).
     pooled_synthetic_max
         Upper bound of synthetic records among those.
+    synthetic_total
+        The published number of synthetic records, when it is a number.
     record_bound
         An upper bound of records per unit (``N`` above); default: unbounded.
     groups_by_majority_unit
@@ -561,12 +567,20 @@ def hidden_ranges(
     p_idx: list[int] = []
     d_idx: list[int] = []
     t_idx: list[int] = []
+    syn_row: dict[int, float] = {}
+    syn_const = 0
     for u in units:
         uid = str(u["unit"])
         si = subject_cell(f"unit {uid} suppressed", u["suppressed"])
         s_idx.append(si)
         ri = records_of(f"unit {uid} suppressed records", si)
         r_idx.append(ri)
+        syn_v = u.get("synthetic", 0)
+        syn_hidden = syn_v == LESS_THAN_K
+        if syn_hidden:
+            _add(syn_row, si, 1.0)  # a hidden synthetic count is the unit's s_u
+        else:
+            syn_const += int(syn_v or 0)
         pi: int | None = None
         g = u.get("generalised_up")
         if g is not None:
@@ -597,11 +611,18 @@ def hidden_ranges(
             di = var(f"unit {uid} group shift", -float(max(group_part, 0)), math.inf)
             d_idx.append(di)
             _add(row, di, -1.0)
+        if syn_hidden:
+            _add(row, si, 1.0)  # T_u - ... + s_u = released_u
+            eq_rhs.append(float(released))
+        else:
+            eq_rhs.append(float(released - int(syn_v or 0)))
         eq_rows.append(row)
-        eq_rhs.append(float(released - int(u.get("synthetic", 0) or 0)))
     if d_idx:
         eq_rows.append(dict.fromkeys(d_idx, 1.0))
         eq_rhs.append(0.0)
+    if synthetic_total is not None and syn_row:
+        eq_rows.append(syn_row)
+        eq_rhs.append(float(synthetic_total - syn_const))
     if p_idx:
         ub_rows.append(dict.fromkeys(p_idx, 1.0))
         ub_rhs.append(float(pooled_records))
@@ -1337,6 +1358,17 @@ def _unit_class_records(rel: _Release) -> dict[str, int]:
     return out
 
 
+def _synthetic_cell(row: pd.Series, per_unit: Mapping[str, Any]) -> int | str:
+    """A unit's published synthetic count (units.csv ``synthetic``, else the manifest)."""
+    raw = row["synthetic"] if "synthetic" in row.index else per_unit.get(str(row["unit"]), 0)
+    value = _cell_value(raw)
+    if value is None:
+        return 0
+    if value == WITHHELD:
+        raise _Unreadable("a unit's synthetic count must be an integer or '<k'")
+    return value
+
+
 def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
     t = rel.units_table
     syn = rel.manifest.get("synthetic") or {}
@@ -1362,7 +1394,7 @@ def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
                 "suppressed": sup,
                 "generalised_up": up,
                 "source_total": total,
-                "synthetic": int(per_unit.get(str(r["unit"]), 0) or 0),
+                "synthetic": _synthetic_cell(r, per_unit),
                 "class_records": class_records.get(str(r["unit"]), 0),
             }
         )
@@ -1399,7 +1431,14 @@ def _check_holes(rel: _Release) -> CheckResult:
         up = classes["level"].astype(str) != "unit"
         pooled = int(pd.to_numeric(classes.loc[up, "n_records"]).sum())
     syn = rel.manifest.get("synthetic") or {}
-    syn_total = int(syn.get("total", 0) or 0) if isinstance(syn, Mapping) else 0
+    syn = syn if isinstance(syn, Mapping) else {}
+    raw_total = _cell_value(syn.get("total", 0))
+    syn_total = raw_total if isinstance(raw_total, int) else None
+    raw_pooled = _cell_value(syn.get("pooled"))
+    # Synthetic records above unit level: as published, else at most all of them.
+    pooled_syn = (
+        raw_pooled if isinstance(raw_pooled, int) else (pooled if syn_total is None else syn_total)
+    )
     total, released = _published_input_size(rel.manifest)
     try:
         ranges = hidden_ranges(
@@ -1408,7 +1447,8 @@ def _check_holes(rel: _Release) -> CheckResult:
             global_suppressed=g,
             own_subjects=rel.own_subjects,
             pooled_records=pooled,
-            pooled_synthetic_max=min(syn_total, pooled),
+            pooled_synthetic_max=min(pooled_syn, pooled),
+            synthetic_total=syn_total,
             record_bound=len(rel.assignment),
             groups_by_majority_unit="unit" in rel.groups.columns,
             total_records=total,
@@ -1933,8 +1973,28 @@ def _check_counts(rel: _Release) -> CheckResult:
         elif sup != n_sup:
             what = " (it is the subject count; counts are records)" if sup == s_subj else ""
             problems.append(f"manifest counts.suppressed differs from the audit{what}")
-        if "synthetic" in counts and counts.get("synthetic") != n_syn:
-            problems.append("manifest counts.synthetic differs from the audit")
+        syn_m = rel.manifest.get("synthetic")
+        syn_m = syn_m if isinstance(syn_m, Mapping) else {}
+        for where, value in (("counts.synthetic", counts.get("synthetic")),
+                             ("synthetic.total", syn_m.get("total"))):  # fmt: skip
+            if value is None or value == WITHHELD:
+                continue
+            if value == LESS_THAN_K:
+                if not 0 < n_syn < k:
+                    problems.append(f"manifest {where} reads '<k' but is 0 or >= k")
+            elif value != n_syn:
+                problems.append(f"manifest {where} differs from the audit")
+        if "pooled" in syn_m:
+            classes = rel.classes
+            unit_ids = (
+                _ids(classes.loc[classes["level"].astype(str) == "unit", "class_id"], "class id")
+                if len(classes) and "level" in classes
+                else np.zeros(0, dtype=np.int64)
+            )
+            syn_c = rel.syn_cid
+            n_up = int(((syn_c >= 0) & ~np.isin(syn_c, unit_ids)).sum())
+            if syn_m.get("pooled") != n_up:
+                problems.append("manifest synthetic.pooled differs from the audit")
         share = rel.manifest.get("suppressed_share")
         if share == WITHHELD:
             pass
@@ -2036,7 +2096,14 @@ def _unit_count_problems(rel: _Release) -> list[str]:
         problems.append(f"{len(missing)} units of the audit are absent from units.csv")
     if extra:
         problems.append(f"{len(extra)} units in units.csv have no audit records")
-    bad_rel = bad_sup = bad_tot = bad_up = 0
+    bad_rel = bad_sup = bad_tot = bad_up = bad_syn = 0
+    syn_per_unit = {str(u): int(c) for u, c in pd.Series(syn_unit).value_counts().items()}
+    syn_m = rel.manifest.get("synthetic")
+    per_unit_m = syn_m.get("per_unit") if isinstance(syn_m, Mapping) else None
+    if "synthetic" in rel.units_table.columns and isinstance(per_unit_m, Mapping):
+        shown = {str(r["unit"]): r["synthetic"] for r in rows if r["synthetic"] != 0}
+        if shown != {str(u): _cell_value(v) for u, v in per_unit_m.items() if v != 0}:
+            problems.append("units.csv synthetic differs from the manifest's synthetic.per_unit")
 
     def wrong(published_value: object, true: int) -> bool:
         if published_value == LESS_THAN_K:
@@ -2049,6 +2116,7 @@ def _unit_count_problems(rel: _Release) -> list[str]:
             bad_rel += 1
         bad_sup += wrong(r["suppressed"], int(sup_subj.get(u, 0)))
         bad_up += wrong(r["generalised_up"], int(up_subj.get(u, 0)))
+        bad_syn += wrong(r["synthetic"], int(syn_per_unit.get(u, 0)))
         t_pub = r["source_total"]
         if isinstance(t_pub, int) and t_pub != int(totals[u]):
             bad_tot += 1
@@ -2058,6 +2126,8 @@ def _unit_count_problems(rel: _Release) -> list[str]:
         problems.append(f"{bad_sup} units publish a wrong suppressed count")
     if bad_up:
         problems.append(f"{bad_up} units publish a wrong generalised_up count")
+    if bad_syn:
+        problems.append(f"{bad_syn} units publish a wrong synthetic count")
     if bad_tot:
         problems.append(f"{bad_tot} units publish a wrong source_total")
     return problems

@@ -7,7 +7,6 @@ import pytest
 
 from geokanon import Disposal, OutlierPolicy, ReleaseRefused
 from geokanon.disposal import run_core
-from geokanon.errors import InputError
 
 
 def town(cx, n, spacing=5.0):
@@ -74,13 +73,6 @@ def test_global_cap_refusal():
     x = np.r_[town(0.0, 20), np.arange(1, 4) * 1e6]
     with pytest.raises(ReleaseRefused, match="tau"):
         run_core(x, np.zeros(23), OutlierPolicy(k=3, r_max_m=100.0, unit_cap=1.0))
-
-
-def test_synthesis_is_refused_clearly():
-    with pytest.raises(InputError, match="allow_synthetic"):
-        run_core(
-            np.arange(10.0), np.zeros(10), OutlierPolicy(k=3, r_max_m=10, allow_synthetic=True)
-        )
 
 
 def test_household_disposed_together():

@@ -1055,6 +1055,12 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
     ]
 
 
+SYNTHETIC_CARD = (
+    "synthetic records standing in for suppressed subjects (in the released counts; "
+    "never towards k)"
+)
+
+
 def report_html(
     directory: str | os.PathLike[str],
     *,
@@ -1092,6 +1098,7 @@ def report_html(
     cap = float(manifest["unit_cap"])
     tau = float(manifest["tau"])
     counts = manifest.get("counts") or {}
+    syn = manifest.get("synthetic") or {}
     working = audit.get("working_crs") or manifest.get("crs")
     output = audit.get("output_crs") or manifest.get("crs")
 
@@ -1163,6 +1170,7 @@ def report_html(
         _card(counts.get("generalised", 0), "records generalised to a unit or the whole area"),
         _card(sup, "suppressed subjects (published figure)"),
         _card(share_text, f"suppressed share (cap {100 * tau:g} %)"),
+        *([_card(syn.get("total", 0), SYNTHETIC_CARD)] if syn.get("allowed") else []),
         "</div>",
         "<h2>Checks</h2>",
         _checks_table(results),

@@ -65,6 +65,19 @@ def release_notes(
         f"(figures below {k} read `<k`; `withheld` means the figure would reveal a smaller one)",
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
         "never a member's own location",
+    ]
+    syn = manifest.get("synthetic") or {}
+    if syn.get("allowed"):
+        lines += [
+            f"- **synthetic records: {_fmt_count(syn.get('total', 0))}.** Each stands in for "
+            "one suppressed person in their own unit (in that unit's generalised class, or "
+            "else its nearest group), so the unit's count has no hole where they were. They "
+            "look like every other record and are included in `released`; subtract the "
+            "`synthetic` column of `units.csv` to get real counts. They never count towards "
+            f"the {k} people behind a group or class, and the people they stand for are still "
+            "counted as suppressed.",
+        ]
+    lines += [
         "",
         "## What is missing, and where",
         "",
@@ -78,10 +91,12 @@ def release_notes(
             "records, not as absent people or absent demand:"
         )
         lines.append("")
-        lines.append("| unit | released | suppressed |")
-        lines.append("| --- | ---: | ---: |")
+        has_syn = "synthetic" in lt.columns
+        lines.append("| unit | released | suppressed |" + (" synthetic |" if has_syn else ""))
+        lines.append("| --- | ---: | ---: |" + (" ---: |" if has_syn else ""))
         for row in lt.itertuples(index=False):
-            lines.append(f"| {row.unit} | {row.released:,} | {row.suppressed} |")
+            extra = f" {row.synthetic} |" if has_syn else ""
+            lines.append(f"| {row.unit} | {row.released:,} | {row.suppressed} |{extra}")
     lines += [
         "",
         "## Who is missing",

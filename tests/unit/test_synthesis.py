@@ -1,0 +1,212 @@
+"""Opt-in synthesis: one stand-in per suppressed subject and unit, in a class of its unit."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from geokanon.disposal import group_units, run_core
+from geokanon.io.read import table_from_frame
+from geokanon.pipeline import release_points
+from geokanon.policy import Disposal, OutlierPolicy
+from geokanon.verify import format_report, verify_release
+from tests.release_fixtures import edit_csv, edit_manifest, edit_parquet
+
+POLICY = OutlierPolicy(k=5, r_max_m=500.0, tau=0.2, unit_cap=1.0, allow_synthetic=True)
+
+
+def _scene() -> pd.DataFrame:
+    """Unit a: a town and a far farm; b: a village and a farm; c: only a farm;
+    d: a scattered hamlet that can only be generalised (its own class) and a farm."""
+    rng = np.random.default_rng(3)
+    town = rng.normal(0, 120, (60, 2))
+    village = rng.normal(0, 60, (12, 2)) + np.array([8000.0, 0.0])
+    hamlet = np.array([[0, 0], [900, 0], [0, 900], [900, 900], [450, 450], [1800, 0.0]])
+    hamlet += [0, 30_000]
+    farms = np.array([[20000.0, 0], [8000, 9000], [-30000, 100], [0, 40000.0]])
+    xy = np.r_[town, village, hamlet, farms]
+    unit = ["a"] * 60 + ["b"] * 12 + ["d"] * 6 + ["a", "b", "c", "d"]
+    ages = rng.integers(1, 90, len(xy))
+    return pd.DataFrame(
+        {"x": xy[:, 0] + 500_000, "y": xy[:, 1] + 5_000_000, "unit": unit, "age": ages}
+    )
+
+
+def _table(frame: pd.DataFrame | None = None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return table_from_frame(_scene() if frame is None else frame, unit="unit",
+                                crs="EPSG:32631")  # fmt: skip
+
+
+def _core(policy: OutlierPolicy = POLICY):
+    t = _table()
+    return t, run_core(t.x, t.y, policy, unit_codes=t.unit_codes, unit_names=t.unit_names)
+
+
+def test_group_units_majority_and_ties():
+    g = np.array([0, 0, 0, 1, 1, 2, -1])
+    u = np.array([4, 1, 4, 2, 1, 3, 0])
+    assert group_units(g, u, 4).tolist() == [4, 1, 3, 0]
+
+
+def test_one_stand_in_per_suppressed_subject_in_a_class_of_its_unit():
+    t, res = _core()
+    names = np.asarray(t.unit_names, dtype=str)
+    sup = np.flatnonzero(res.disposal == Disposal.SUPPRESSED)
+    assert sup.size == 4  # the four farms
+    syn = res.synthetic
+    # c has no published class of its own: its farm gets no stand-in.
+    assert sorted(names[syn.unit]) == ["a", "b", "d"]
+    assert set(syn.stands_for.tolist()) <= set(sup.tolist())
+    gu = group_units(res.group_id, t.unit_codes, res.group_x.size)
+    for gid, cid, unit in zip(syn.group_id, syn.class_id, syn.unit, strict=True):
+        if cid >= 0:
+            assert res.class_level[cid] == "unit" and res.class_unit[cid] == names[unit]
+        else:
+            assert gu[gid] == unit
+    # d's hamlet forms a unit-level class: the stand-in goes there, not to a group.
+    d = int(np.flatnonzero(names == "d")[0])
+    assert syn.class_id[syn.unit == d][0] >= 0
+    # a's stand-in joins the group nearest the farm.
+    a = int(np.flatnonzero(names == "a")[0])
+    farm = syn.stands_for[syn.unit == a][0]
+    ga = np.flatnonzero(gu == a)
+    dist = np.hypot(res.group_x[ga] - t.x[farm], res.group_y[ga] - t.y[farm])
+    assert syn.group_id[syn.unit == a][0] == ga[np.argmin(dist)]
+
+
+def test_synthesis_changes_no_disposal_and_no_cap_figure():
+    _, with_syn = _core()
+    _, without = _core(OutlierPolicy(k=5, r_max_m=500.0, tau=0.2, unit_cap=1.0))
+    assert np.array_equal(with_syn.disposal, without.disposal)
+    assert np.array_equal(with_syn.group_id, without.group_id)
+    assert with_syn.units.rows() == without.units.rows()
+    assert len(without.synthetic) == 0
+
+
+def test_no_synthesis_without_suppression():
+    x = np.arange(20.0) * 10
+    res = run_core(x, np.zeros(20), POLICY)
+    assert len(res.synthetic) == 0
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("syn") / "out"
+    from geokanon.release import ReleaseOptions
+
+    release_points(_table(), POLICY, out, ReleaseOptions(keep=("age",)))
+    return out
+
+
+def test_release_publishes_stand_ins_and_verifies(released: Path):
+    manifest = json.loads((released / "release" / "manifest.json").read_text())
+    assert all(manifest["verification"].values())
+    syn = pd.read_parquet(released / "audit" / "synthetic.parquet")
+    assert len(syn) == 3 and sorted(syn["unit"]) == ["a", "b", "d"]
+    records = pd.read_parquet(released / "release" / "records.parquet")
+    assignment = pd.read_parquet(released / "audit" / "assignment.parquet")
+    assert len(records) == int((assignment["disposal"] != "suppressed").sum()) + 3
+    units = pd.read_csv(released / "release" / "units.csv", dtype=str)
+    assert "synthetic" in units.columns
+    # Every per-unit synthetic figure is 0 or hidden like the suppressed figure beside it.
+    assert set(units["synthetic"]) <= {"0", "<k"}
+    hidden = units["synthetic"] == "<k"
+    assert (units.loc[hidden, "suppressed"] == "<k").all()
+    assert manifest["synthetic"]["allowed"] is True
+    assert manifest["counts"]["synthetic"] == "withheld"  # a sum of hidden cells
+    # A synthetic row copies a real row of its class: no row is unlike the real ones.
+    real = records.drop(columns="geometry").astype(str).drop_duplicates()
+    assert len(real.merge(records.drop(columns="geometry").astype(str))) >= len(records)
+    notes = (released / "release" / "RELEASE_NOTES.md").read_text()
+    assert "synthetic records" in notes
+
+
+def test_release_with_synthesis_is_independent_of_row_order(tmp_path: Path):
+    frame = _scene()
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    release_points(_table(frame), POLICY, a)
+    release_points(_table(frame.sample(frac=1.0, random_state=7).reset_index(drop=True)),
+                   POLICY, b)  # fmt: skip
+    for name in ("records.parquet", "records.csv", "groups.parquet", "classes.parquet",
+                 "units.csv"):  # fmt: skip
+        assert (a / "release" / name).read_bytes() == (b / "release" / name).read_bytes(), name
+
+
+def _copy(released: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(released, root)
+    return root
+
+
+def test_counting_synthetic_records_towards_k_is_caught(released: Path, tmp_path: Path):
+    # Mark real members of a group as synthetic in the audit: the group keeps its
+    # published size but no longer has k real subjects.
+    root = _copy(released, tmp_path)
+    assignment = pd.read_parquet(root / "audit" / "assignment.parquet")
+    g = int(assignment["group_id"].dropna().astype(int).value_counts().idxmin())
+    members = assignment.index[assignment["group_id"] == g]
+    syn = pd.read_parquet(root / "audit" / "synthetic.parquet")
+    extra = pd.DataFrame({"group_id": pd.array([g], dtype="Int64"),
+                          "class_id": pd.array([None], dtype="Int64"),
+                          "unit": [str(assignment.loc[members[0], "unit"])],
+                          "stands_for_row": [0]})  # fmt: skip
+    pd.concat([syn, extra]).to_parquet(root / "audit" / "synthetic.parquet", index=False)
+    assignment.loc[members[:1], ["group_id", "disposal"]] = [pd.NA, "suppressed"]
+    assignment.to_parquet(root / "audit" / "assignment.parquet", index=False)
+    report = verify_release(root, source=_table())
+    assert not report["k_subjects"].passed, format_report(report)
+
+
+def test_wrong_per_unit_synthetic_count_fails_counts(released: Path, tmp_path: Path):
+    root = _copy(released, tmp_path)
+
+    def zero(f: pd.DataFrame) -> pd.DataFrame:
+        f["synthetic"] = "0"
+        return f
+
+    edit_csv(root, "units.csv", zero)
+    edit_manifest(root, lambda m: m["synthetic"].update(per_unit={}))
+    report = verify_release(root, source=_table())
+    assert not report["counts"].passed
+    assert "wrong synthetic count" in report["counts"].detail
+
+
+def test_published_synthetic_total_that_pins_hidden_units_fails_holes(
+    released: Path, tmp_path: Path
+):
+    # Three hidden units of one stand-in each, and their exact total 3: each pinned to 1.
+    root = _copy(released, tmp_path)
+    edit_manifest(root, lambda m: (m["counts"].update(synthetic=3),
+                                   m["synthetic"].update(total=3)))  # fmt: skip
+    report = verify_release(root, source=_table())
+    assert not report["holes"].passed, format_report(report)
+
+
+def test_synthetic_rows_in_records_must_match_the_audit(released: Path, tmp_path: Path):
+    root = _copy(released, tmp_path)
+    edit_parquet(root, "records.parquet", lambda f: f.iloc[:-1])
+    report = verify_release(root, source=_table())
+    assert not report["counts"].passed
+
+
+def test_cli_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from geokanon.cli import main
+
+    csv = tmp_path / "in.csv"
+    _scene().to_csv(csv, index=False)
+    code = main(["--quiet", "release", str(csv), "--k", "5", "--r-max", "500", "--unit", "unit",
+                 "--crs", "EPSG:32631", "--tau", "0.2", "--unit-cap", "1", "--allow-synthetic",
+                 "--out", str(tmp_path / "out")])  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "3 synthetic stand-ins" in out
