@@ -490,19 +490,33 @@ def run_core(
     group_id[active] = grouping.group_id
     gx, gy = grouping.rep_x, grouping.rep_y
     changed_any = True
+    # The records the last classification ran over (pass 1: all of them).
+    last_set = np.ones(n, dtype=bool)
     for number in range(2, MAX_PASSES + 1):
-        # Re-classify the group-level records among themselves.
-        kept = np.flatnonzero(group_id >= 0)
-        if np.unique(subj[kept]).size >= policy.k:
-            say(f"classify pass {number}")
-            cls = classify_(
-                xa[kept], ya[kept], policy,
-                subjects=None if subjects is None else subj[kept],
-                times=None if ta is None else ta[kept],
-            )  # fmt: skip
-            labels = cls.labels
-        else:
-            labels = np.full(kept.size, Label.SUPPRESS, dtype=np.uint8)
+        # Re-classify the group-level records among themselves. A label depends only on
+        # the records within the search radius (see geokanon.distributed), so only the
+        # records near one that left since the last classification can change: they are
+        # re-classified with their neighbourhood as context; the others keep their label.
+        kept_mask = group_id >= 0
+        kept = np.flatnonzero(kept_mask)
+        labels = final_labels[kept].copy()
+        removed = last_set & ~kept_mask
+        if (kept_mask & ~last_set).any():
+            removed = np.ones(n, dtype=bool)  # never happens: groups only lose records
+        if removed.any():
+            redo, context = _near_removed(xa, ya, kept, np.flatnonzero(removed), policy)
+            ctx = kept[context]
+            say(f"classify pass {number} ({int(redo.sum()):,} of {kept.size:,} records)")
+            if _distinct_at_least(subj[ctx], policy.k):
+                cls = classify_(
+                    xa[ctx], ya[ctx], policy,
+                    subjects=None if subjects is None else subj[ctx],
+                    times=None if ta is None else ta[ctx],
+                )  # fmt: skip
+                labels[redo] = cls.labels[redo[context]]
+            else:
+                labels[redo] = Label.SUPPRESS
+        last_set = kept_mask
         changed = int((labels != final_labels[kept]).sum())
         final_labels[kept] = labels
         passes.append(
@@ -593,6 +607,54 @@ def run_core(
     if enforce_caps and not (verdict.passes_global_cap and verdict.passes_unit_cap):
         raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, ucodes, unames))
     return result
+
+
+def _distinct_at_least(subjects: NDArray[np.int64], k: int) -> bool:
+    """Whether ``subjects`` (dense non-negative codes) hold at least ``k`` distinct values."""
+    if subjects.size < k:
+        return False
+    return int(np.count_nonzero(np.bincount(subjects))) >= k
+
+
+def _near_removed(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    kept: NDArray[np.int64],
+    removed: NDArray[np.int64],
+    policy: OutlierPolicy,
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Which kept records may change label, and the context that decides them.
+
+    Cells of side slightly above the search radius ``R``: a kept record within ``R``
+    of a removed one lies in the same or an adjacent cell (``redo``, a superset), and
+    every record within ``R`` of a ``redo`` record lies one ring further
+    (``context``). Both are masks over ``kept``.
+    """
+    side = policy.search_radius_m * 1.001
+    ox, oy = float(x[kept].min(initial=0.0)), float(y[kept].min(initial=0.0))
+
+    def cells(idx: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        cx = np.floor((x[idx] - ox) / side).astype(np.int64)
+        cy = np.floor((y[idx] - oy) / side).astype(np.int64)
+        return cx, cy
+
+    def key(cx: NDArray[np.int64], cy: NDArray[np.int64]) -> NDArray[np.int64]:
+        return (cx + (1 << 31)) * (1 << 32) + (cy + (1 << 31))
+
+    rx, ry = cells(removed)
+    seeds = np.unique(key(rx, ry))
+    sx, sy = seeds // (1 << 32) - (1 << 31), seeds % (1 << 32) - (1 << 31)
+
+    def ring(width: int) -> NDArray[np.int64]:
+        d = np.arange(-width, width + 1)
+        dx, dy = np.meshgrid(d, d)
+        return np.unique(
+            key((sx[:, None] + dx.ravel()).ravel(), (sy[:, None] + dy.ravel()).ravel())
+        )
+
+    kx, ky = cells(kept)
+    kk = key(kx, ky)
+    return np.isin(kk, ring(1)), np.isin(kk, ring(2))
 
 
 def _generalise_with_sensitivity(
