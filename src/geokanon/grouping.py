@@ -17,7 +17,14 @@ records are always disposed of together:
    every member within r_max. A run that fails is retried around its minimum
    enclosing circle; what still fails is released into a leftover pool.
 4. Leftover atoms join the nearest group whose disc can be re-centred to cover
-   them and all its members; the rest try to form new groups among themselves.
+   them and all its members; the rest try to form new groups among themselves,
+   then with atoms that groups of more than k subjects can spare.
+5. For each atom still left, an angular sweep finds the disc through it that
+   covers the most atoms near it (the hard records at sparse edges need a disc
+   centred between them and a cluster, not on them); a group is formed there
+   with free atoms, spare atoms, and if need be atoms of groups that then fall
+   below k, whose other members must find another group. A plan is carried out
+   only when it places more records than it displaces.
    Whatever remains cannot be published at group level and is escalated by the
    caller.
 """
@@ -272,20 +279,44 @@ def _covering_rep(
     around the centre of the minimum enclosing circle; every candidate is checked
     exactly on the snapped point.
     """
-    px = np.ascontiguousarray(px, dtype=np.float64)
-    py = np.ascontiguousarray(py, dtype=np.float64)
     ax_, ay_ = avoid if avoid is not None else (np.nan, np.nan)
-    sw = float(w.sum())
-    cx = float((w * px).sum() / sw)
-    cy = float((w * py).sum() / sw)
-    ok, qx, qy = _try_cells(px, py, cx, cy, r_max, step, ax_, ay_)
+    ok, qx, qy = _covering_rep_nb(
+        np.ascontiguousarray(px, dtype=np.float64),
+        np.ascontiguousarray(py, dtype=np.float64),
+        np.ascontiguousarray(w, dtype=np.float64),
+        r_max,
+        step,
+        ax_,
+        ay_,
+    )
+    return (qx, qy) if ok else None
+
+
+@nb.njit(cache=True)
+def _covering_rep_nb(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    w: NDArray[np.float64],
+    r_max: float,
+    step: float,
+    avoid_x: float,
+    avoid_y: float,
+) -> tuple[bool, float, float]:
+    """:func:`_covering_rep` in numba (it is called for every leftover, often)."""
+    sw = 0.0
+    sx = 0.0
+    sy = 0.0
+    for i in range(px.size):
+        sw += w[i]
+        sx += w[i] * px[i]
+        sy += w[i] * py[i]
+    ok, qx, qy = _try_cells(px, py, sx / sw, sy / sw, r_max, step, avoid_x, avoid_y)
     if ok:
-        return qx, qy
+        return ok, qx, qy
     mx, my, mr = _min_enclosing_circle(px, py)
     if mr > r_max:
-        return None
-    ok, qx, qy = _try_cells(px, py, mx, my, r_max, step, ax_, ay_)
-    return (qx, qy) if ok else None
+        return False, 0.0, 0.0
+    return _try_cells(px, py, mx, my, r_max, step, avoid_x, avoid_y)
 
 
 @nb.njit(cache=True)
@@ -377,6 +408,106 @@ def _circumcircle(
     ux = (vy_ * (ux_ * ux_ + uy_ * uy_) - uy_ * (vx_ * vx_ + vy_ * vy_)) / d
     uy = (ux_ * (vx_ * vx_ + vy_ * vy_) - vx_ * (ux_ * ux_ + uy_ * uy_)) / d
     return ux + ax, uy + ay, math.hypot(ux, uy)
+
+
+@nb.njit(cache=True)
+def _sweep_centres(
+    px: float,
+    py: float,
+    qx: NDArray[np.float64],
+    qy: NDArray[np.float64],
+    r: float,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """Per anchor, the disc of radius r through it that covers p and the most points q.
+
+    The centres that cover p form disc(p, r). If some centre covers p and a set T
+    of the points, the centres covering ``{p} + T`` are an intersection of discs,
+    non-empty and convex, so one of them lies on the circle of radius r around some
+    a in ``{p} + T``. Anchor 0 is p, anchor ``1 + i`` is ``q[i]``; for each, the
+    centre ``a + r (cos t, sin t)`` is swept over t (every point within 2 r of a
+    is covered on a closed arc of t, and p's arc must be active) and the deepest
+    position is returned: the number of points q covered (an anchor q counts
+    itself) and the centre. Anchors that cannot cover p get depth -1.
+
+    O(m^2 log m) for m points; callers pass few points.
+    """
+    two_pi = 2.0 * math.pi
+    m = qx.size
+    depth_out = np.full(m + 1, -1, np.int64)
+    cx_out = np.zeros(m + 1)
+    cy_out = np.zeros(m + 1)
+    ang = np.empty(2 * m + 2)
+    who = np.empty(2 * m + 2, np.int64)
+    sel = np.empty(2 * m + 2, np.int64)
+    for a in range(m + 1):
+        if a == 0:
+            ax_, ay_ = px, py
+        else:
+            ax_, ay_ = qx[a - 1], qy[a - 1]
+        depth = 0 if a == 0 else 1
+        p_active = a == 0
+        ne = 0
+        # Points: q[0..m-1] (except the anchor), then p (index m) unless p is the anchor.
+        for t in range(m + 1):
+            if t == a - 1:
+                continue
+            if t == m:
+                if a == 0:
+                    continue
+                bx, by = px, py
+            else:
+                bx, by = qx[t], qy[t]
+            dx = bx - ax_
+            dy = by - ay_
+            d = math.sqrt(dx * dx + dy * dy)
+            if d > 2.0 * r:
+                continue
+            if d == 0.0:
+                if t == m:
+                    p_active = True
+                else:
+                    depth += 1
+                continue
+            alpha = math.acos(min(1.0, d / (2.0 * r)))
+            s = (math.atan2(dy, dx) - alpha) % two_pi
+            e = s + 2.0 * alpha
+            if e >= two_pi:
+                if t == m:
+                    p_active = True
+                else:
+                    depth += 1
+                e -= two_pi
+            ang[ne] = s
+            who[ne] = t
+            ang[m + 1 + ne] = e
+            who[m + 1 + ne] = t
+            ne += 1
+        best = -1
+        best_t = 0.0
+        if p_active:
+            best = depth
+        for t in range(ne):
+            sel[t] = t
+            sel[ne + t] = m + 1 + t
+        order = sel[: 2 * ne][np.argsort(ang[sel[: 2 * ne]], kind="mergesort")]
+        for o in order:
+            if o <= m:  # an arc starts (starts sort before ends at equal angles)
+                if who[o] == m:
+                    p_active = True
+                else:
+                    depth += 1
+                if p_active and depth > best:
+                    best = depth
+                    best_t = ang[o]
+            elif who[o] == m:
+                p_active = False
+            else:
+                depth -= 1
+        depth_out[a] = best
+        if best >= 0:
+            cx_out[a] = ax_ + r * math.cos(best_t)
+            cy_out[a] = ay_ + r * math.sin(best_t)
+    return depth_out, cx_out, cy_out
 
 
 class _Members:
@@ -546,6 +677,7 @@ def group_records(
         )
     rx = np.asarray(reps_x, dtype=np.float64)
     ry = np.asarray(reps_y, dtype=np.float64)
+    atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
     _avoid_exact_centroids(atom_group, ax, ay, aw, members, rx, ry, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
@@ -619,6 +751,7 @@ def repair_groups(
         )
     rx = np.asarray(reps_x, dtype=np.float64)
     ry = np.asarray(reps_y, dtype=np.float64)
+    atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
     _avoid_exact_centroids(atom_group, ax, ay, aw, members, rx, ry, r_max, step)
     return Grouping(atom_group[atom_of], rx, ry)
 
@@ -731,7 +864,16 @@ def _place_leftovers(
         atom_group[mem] = g
         free[chosen] = False
     # 3. What is still left may borrow members from groups that have more than k subjects.
-    _borrow(leftovers, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step)
+    rest = leftovers[atom_group[leftovers] < 0]
+    if rest.size == 0 or not reps_x:
+        return
+    tree = cKDTree(np.c_[ax, ay])
+    _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step, tree)
+    # 4. The rest: a group where the best disc through the atom lies, taking members
+    # from groups only when everyone displaced finds another group.
+    rest = rest[atom_group[rest] < 0]
+    if rest.size:
+        _rescue(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step, tree)
 
 
 def _borrow(
@@ -747,6 +889,7 @@ def _borrow(
     k: int,
     r_max: float,
     step: float,
+    tree: cKDTree,
 ) -> None:
     """Form groups around leftover atoms with the nearest atoms that can be spared.
 
@@ -756,9 +899,6 @@ def _borrow(
     exact-centroid coincidences are mended afterwards.
     """
     rest = leftovers[atom_group[leftovers] < 0]
-    if rest.size == 0 or not reps_x:
-        return
-    tree = cKDTree(np.c_[ax, ay])
     n_groups = len(reps_x)
     placed = atom_group >= 0
     n_subj = int(asub.max()) + 1
@@ -813,3 +953,283 @@ def _borrow(
         distinct.append(len(seen))
         for j in chosen:
             per_pair[new * n_subj + int(asub[j])] = per_pair.get(new * n_subj + int(asub[j]), 0) + 1
+
+
+#: Candidate centres tried per leftover atom by :func:`_rescue`, deepest first.
+RESCUE_TRIES = 1
+#: Nearest atoms within 2 r_max of a leftover that :func:`_rescue` sweeps over.
+RESCUE_NEIGHBOURS = 32
+
+
+def _rescue(
+    rest: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    members: _Members,
+    reps_x: list[float],
+    reps_y: list[float],
+    k: int,
+    r_max: float,
+    step: float,
+    tree: cKDTree,
+) -> None:
+    """Form a group around each leftover atom where the best disc through it lies.
+
+    For a leftover atom p, the discs of radius ``r_max - 0.8 step`` (so that the
+    snapped representative still covers everyone) that cover p and the most other
+    atoms are found by an angular sweep (:func:`_sweep_centres`) over the atoms
+    near p, whatever their group. For each of the deepest few, a plan
+    (:func:`_plan`): the members are p, every free atom in the disc, then atoms
+    their groups can spare (the group keeps k distinct subjects), then, nearest
+    first, atoms of groups that would fall below k; such a group is dissolved and
+    each of its other atoms joins the new group (inside the disc), or another group
+    (re-centred if needed), or is lost. The plan that places the most records net
+    is carried out if it places more records than it loses; lost atoms are tried
+    again later. Every carried-out plan raises the number of records placed, so the
+    loop ends. Emptied groups keep their index until :func:`_compact`.
+    """
+    r_eff = r_max - 0.8 * step
+    # The nearest atoms of every leftover, once (positions never change; groups do).
+    nq = min(RESCUE_NEIGHBOURS + 1, ax.size)
+    _, nbrs = tree.query(np.c_[ax[rest], ay[rest]], k=nq, distance_upper_bound=2 * r_eff)
+    nbrs = nbrs.reshape(rest.size, nq)
+    row = {int(a): t for t, a in enumerate(rest.tolist())}
+    near_cache: dict[int, NDArray[np.int64]] = {}
+    queue = rest.tolist()
+    head = 0
+    while head < len(queue):
+        p = queue[head]
+        head += 1
+        if atom_group[p] >= 0:
+            continue
+        sp = int(asub[p])
+        if p in row:
+            cand_j = nbrs[row[p]]
+            cand_j = cand_j[cand_j < ax.size]
+        else:  # an atom a plan left without a group
+            _, cand_j = tree.query([ax[p], ay[p]], k=nq, distance_upper_bound=2 * r_eff)
+            cand_j = np.atleast_1d(cand_j)
+            cand_j = cand_j[cand_j < ax.size]
+        nb_ = cand_j[asub[cand_j] != sp]
+        if len(set(asub[nb_].tolist())) < k - 1:
+            continue
+        depth, cx, cy = _sweep_centres(float(ax[p]), float(ay[p]), ax[nb_], ay[nb_], r_eff)
+        cand = np.flatnonzero(depth >= k - 1)
+        if cand.size == 0:
+            continue
+        cand = cand[np.lexsort((cand, -depth[cand]))][:RESCUE_TRIES]
+        best: _Plan | None = None
+        for c in cand:
+            plan = _plan(
+                p, float(cx[c]), float(cy[c]), nb_, ax, ay, aw, asub, atom_group, members,
+                reps_x, reps_y, k, r_max, r_eff, step, tree, near_cache,
+            )  # fmt: skip
+            if plan is not None and plan.net > 0 and (best is None or plan.net > best.net):
+                best = plan
+                if not plan.lost:
+                    break
+        if best is not None:
+            queue.extend(_apply(best, atom_group, members, reps_x, reps_y))
+
+
+@dataclass
+class _Plan:
+    """A new group of :func:`_rescue` and what it costs the groups around it."""
+
+    chosen: list[int]
+    rep: tuple[float, float]
+    taken: dict[int, list[int]]
+    adds: dict[int, list[int]]
+    new_reps: dict[int, tuple[float, float]]
+    lost: list[int]
+    net: float
+
+
+def _subjects_of(atoms: list[int], asub: NDArray[np.int64]) -> set[int]:
+    return {int(asub[a]) for a in atoms}
+
+
+def _plan(
+    p: int,
+    cx: float,
+    cy: float,
+    near: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    members: _Members,
+    reps_x: list[float],
+    reps_y: list[float],
+    k: int,
+    r_max: float,
+    r_eff: float,
+    step: float,
+    tree: cKDTree,
+    near_cache: dict[int, NDArray[np.int64]],
+) -> _Plan | None:
+    """The group of :func:`_rescue` around centre (cx, cy), or None; changes nothing."""
+    # The sweep's centre lies on the rim of the discs that define it: allow rounding.
+    r_in = r_eff * (1.0 + 1e-9)
+    d2 = (ax[near] - cx) ** 2 + (ay[near] - cy) ** 2
+    hit = d2 <= r_in * r_in
+    inside = near[hit]
+    inside = inside[np.lexsort((inside, d2[hit]))].tolist()
+    chosen = [p] + [j for j in inside if atom_group[j] < 0]
+    gain = float(aw[chosen].sum())
+    seen = _subjects_of(chosen, asub)
+    taken: dict[int, list[int]] = {}
+    # Per touched group: records left per subject once the taken atoms are gone.
+    left: dict[int, dict[int, int]] = {}
+
+    def left_of(g: int) -> dict[int, int]:
+        if g not in left:
+            c: dict[int, int] = {}
+            for a in members.get(g):
+                sa = int(asub[a])
+                c[sa] = c.get(sa, 0) + 1
+            left[g] = c
+        return left[g]
+
+    # Spare atoms first (their group keeps k subjects), then atoms that break a group.
+    for breaking in (False, True):
+        for j in inside:
+            if len(seen) >= k:
+                break
+            g = int(atom_group[j])
+            sj = int(asub[j])
+            if g < 0 or sj in seen or j in taken.get(g, ()):
+                continue
+            c = left_of(g)
+            if not breaking and c[sj] == 1 and len(c) <= k:
+                continue
+            taken.setdefault(g, []).append(j)
+            c[sj] -= 1
+            if c[sj] == 0:
+                del c[sj]
+            chosen.append(j)
+            seen.add(sj)
+    if len(seen) < k:
+        return None
+    broken = [g for g in sorted(taken) if len(left[g]) < k]
+    # The other atoms of a broken group: inside the disc they join the new group,
+    # elsewhere another group, or they are lost.
+    adds: dict[int, list[int]] = {}
+    new_reps: dict[int, tuple[float, float]] = {}
+    lost: list[int] = []
+    donors = set(taken)
+    for g in broken:
+        gone = set(taken[g])
+        for a in members.get(g):
+            if a in gone:
+                continue
+            taken[g].append(a)
+            if (ax[a] - cx) ** 2 + (ay[a] - cy) ** 2 <= r_in * r_in:
+                chosen.append(a)
+                continue
+            nb_a = near_cache.get(a)
+            if nb_a is None:
+                nb_a = tree.query([ax[a], ay[a]], k=min(24, ax.size))[1]
+                near_cache[a] = nb_a
+            homes = sorted({int(g) for g in atom_group[nb_a]} - donors - {-1})
+            h = _rehome(a, ax, ay, aw, members, reps_x, reps_y, r_max, step, homes, adds,
+                        new_reps)  # fmt: skip
+            if h < 0:
+                lost.append(a)
+                if float(aw[lost].sum()) >= gain:
+                    return None  # places no more than it loses
+            else:
+                adds.setdefault(h, []).append(a)
+    net = gain - float(aw[lost].sum()) if lost else gain
+    if net <= 0:
+        return None
+    mem = np.asarray(chosen, dtype=np.int64)
+    rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
+    if rep is None:
+        return None
+    return _Plan(chosen, rep, taken, adds, new_reps, lost, net)
+
+
+def _apply(
+    plan: _Plan,
+    atom_group: NDArray[np.int64],
+    members: _Members,
+    reps_x: list[float],
+    reps_y: list[float],
+) -> list[int]:
+    """Carry out a plan of :func:`_plan`; returns the atoms it left without a group."""
+    for g, atoms in plan.taken.items():
+        for a in atoms:
+            members.remove(g, a)
+    for a in plan.lost:
+        atom_group[a] = -1
+    for h, atoms in plan.adds.items():
+        for a in atoms:
+            members.add(h, a)
+            atom_group[a] = h
+        reps_x[h], reps_y[h] = plan.new_reps.get(h, (reps_x[h], reps_y[h]))
+    new = len(reps_x)
+    reps_x.append(plan.rep[0])
+    reps_y.append(plan.rep[1])
+    members.new(plan.chosen)
+    atom_group[np.asarray(plan.chosen, dtype=np.int64)] = new
+    return plan.lost
+
+
+def _rehome(
+    a: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    members: _Members,
+    reps_x: list[float],
+    reps_y: list[float],
+    r_max: float,
+    step: float,
+    homes: list[int],
+    adds: dict[int, list[int]],
+    new_reps: dict[int, tuple[float, float]],
+) -> int:
+    """A group of ``homes`` (the groups of a's nearest atoms) that atom a can join, or -1.
+
+    Nearest representative first.
+
+    Updates ``new_reps`` with the re-centred representative; the caller records
+    the atom in ``adds``.
+    """
+    cands = []
+    for h in homes:
+        hx, hy = new_reps.get(h, (reps_x[h], reps_y[h]))
+        d2 = (ax[a] - hx) ** 2 + (ay[a] - hy) ** 2
+        if d2 <= 4 * r_max * r_max:
+            cands.append((d2, h, hx, hy))
+    cands.sort()
+    for d2, h, hx, hy in cands[:8]:
+        if math.sqrt(d2) <= r_max and not (ax[a] == hx and ay[a] == hy):
+            return h
+        m = np.asarray([*members.get(h), *adds.get(h, []), a], dtype=np.int64)
+        rep = _covering_rep(ax[m], ay[m], aw[m], r_max, step)
+        if rep is not None:
+            new_reps[h] = rep
+            return h
+    return -1
+
+
+def _compact(
+    atom_group: NDArray[np.int64],
+    rx: NDArray[np.float64],
+    ry: NDArray[np.float64],
+    members: _Members,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], _Members]:
+    """Drop groups left without members (by :func:`_rescue`); the others keep their order."""
+    used = np.bincount(atom_group[atom_group >= 0], minlength=rx.size) > 0
+    if used.all():
+        return atom_group, rx, ry, members
+    new_id = np.cumsum(used) - 1
+    atom_group = np.where(atom_group >= 0, new_id[np.maximum(atom_group, 0)], -1)
+    rx, ry = rx[used], ry[used]
+    return atom_group, rx, ry, _Members(atom_group, rx.size)
