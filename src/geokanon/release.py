@@ -29,7 +29,7 @@ import os
 import shutil
 import signal
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -618,6 +618,7 @@ def write_release(
     deterministic: bool | None = None,
     source: PointTable | None = None,
     mask_risk: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Write the release directory atomically, verified before it appears.
 
@@ -640,6 +641,9 @@ def write_release(
         representation checks search for the true locations.
     mask_risk
         Summary of the mask's spatial k-anonymity, for the manifest.
+    progress
+        Called with a short stage name as each stage starts (``build``, ``verify``,
+        ``report``, ``reverify``, ``rename``).
 
     Returns
     -------
@@ -655,12 +659,18 @@ def write_release(
     """
     from geokanon.verify import verify_release
 
+    def stage(name: str) -> None:
+        if progress is not None:
+            progress(name)
+
     with _atomic_directory(Path(out), options.force) as tmp:
+        stage("build")
         manifest = build_release_files(
             tmp, table, result, policy, options, version=version, mask_risk=mask_risk
         )
         finish_manifest(tmp, manifest)
         truth = source if source is not None else table
+        stage("verify")
         report = verify_release(tmp, source=truth)
         checks = report.as_dict()
         if deterministic is not None:
@@ -676,8 +686,10 @@ def write_release(
         # The report shows these results; the checks that read it run again with it in place.
         from geokanon.report.html import RECHECKED, build_report
 
+        stage("report")
         build_report(tmp, verification=checks)
         finish_manifest(tmp, manifest)
+        stage("reverify")
         again = verify_release(tmp, source=truth, checks=RECHECKED)
         if not again.passed:
             raise VerificationFailed(
@@ -685,4 +697,5 @@ def write_release(
                 "nothing was written",
                 {**checks, **again.as_dict()},
             )
+        stage("rename")
     return manifest

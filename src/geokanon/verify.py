@@ -271,10 +271,14 @@ class VerificationReport:
         One result per check that was run, in :data:`CHECKS` order.
     skipped
         Checks not run here (``deterministic`` needs a second build).
+    digests
+        Release file -> sha256 as the ``manifest`` check read it from disk (empty
+        when it did not run); a later run can pass them as ``unchanged``.
     """
 
     checks: tuple[CheckResult, ...]
     skipped: tuple[str, ...] = NOT_CHECKED_HERE
+    digests: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -800,6 +804,10 @@ class _Release:
         self.tolerance_m = float(tolerance_m)
         self._source_arg = source
         self._source_file = source_file
+        #: release file -> sha256 of files a previous full run verified, unchanged since
+        self.unchanged: dict[str, str] = {}
+        #: release file -> sha256 as ``manifest`` found it
+        self.digests: dict[str, str] = {}
 
     # ---- raw files -------------------------------------------------------------------
 
@@ -862,8 +870,19 @@ class _Release:
         return _ids(self.assignment["class_id"], "assignment class_id")
 
     @cached_property
+    def _disposal_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+        return _factorize_text(self.assignment["disposal"])
+
+    @cached_property
     def disposal(self) -> NDArray[np.object_]:
-        return self.assignment["disposal"].astype(str).to_numpy(dtype=object)
+        codes, names = self._disposal_codes
+        return names[codes]
+
+    def is_disposal(self, *names: str) -> NDArray[np.bool_]:
+        """Rows whose disposal is one of ``names``."""
+        codes, cats = self._disposal_codes
+        hit = np.array([str(c) in names for c in cats], dtype=bool)
+        return hit[codes]
 
     @cached_property
     def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -921,8 +940,14 @@ class _Release:
         return rows
 
     @cached_property
+    def unit_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+        """(code per assignment row, unit id per code, sorted)."""
+        return _factorize_text(self.assignment["unit"])
+
+    @cached_property
     def units(self) -> NDArray[np.object_]:
-        return self.assignment["unit"].astype(str).to_numpy(dtype=object)
+        codes, names = self.unit_codes
+        return names[codes]
 
     @cached_property
     def synthetic(self) -> pd.DataFrame:
@@ -1004,6 +1029,21 @@ class _Release:
 
     def release_files(self) -> list[Path]:
         return sorted(p for p in self.rel.rglob("*") if p.is_file())
+
+
+def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+    """(code per row, text per code sorted): the column as ``astype(str)`` reads it."""
+    codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
+    names = pd.Index(uniques).astype(str).to_numpy(dtype=object)
+    order = np.argsort(names.astype(str), kind="stable")
+    names = names[order]
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    # equal texts of different values (1 and "1") share one code
+    _, first = np.unique(names.astype(str), return_index=True)
+    same = np.searchsorted(names[first].astype(str), names.astype(str))
+    remap = first[same]
+    return remap[rank[codes]].astype(np.int64), names
 
 
 def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
@@ -1474,23 +1514,42 @@ def _check_holes(rel: _Release) -> CheckResult:
 
 
 # ---- no_leak ---------------------------------------------------------------------------
+#
+# Membership tests sort instead of hashing: the sets of secrets are sorted once, and the
+# values a file holds are sorted and de-duplicated before they are looked up, so each
+# column costs one sort. Text columns are judged value by value on their distinct
+# values (Parquet stores them dictionary-encoded) and weighted by how often each occurs.
 
 
 @dataclass
 class _Secrets:
     """Sensitive values to look for, in comparable form."""
 
-    pairs: NDArray[np.complex128]  # source (x + iy) pairs in the output CRS, exact
-    coords: NDArray[np.float64]  # every source x and y value
-    frac_coords: NDArray[np.float64]  # the non-integral ones
+    px: NDArray[np.float64]  # source (x, y) pairs in the output CRS, exact
+    py: NDArray[np.float64]
+    coords: NDArray[np.float64]  # every source x and y value, sorted
+    frac_coords: NDArray[np.float64]  # the non-integral ones, sorted
     subject_ids: frozenset[str]
     spaced_ids: tuple[str, ...]
-    epoch: NDArray[np.float64]  # source times, epoch seconds
-    wall: NDArray[np.float64]  # source times, wall-clock seconds
+    epoch: NDArray[np.float64]  # source times, epoch seconds, sorted
+    wall: NDArray[np.float64]  # source times, wall-clock seconds, sorted
     bad_names: frozenset[str]
     n_k: int
     near: Any = None  # cKDTree of transformed source pairs when exact ones are unknown
     near_tol: float = 0.0
+
+    @cached_property
+    def times(self) -> NDArray[np.float64]:
+        return np.sort(np.concatenate([self.wall, self.epoch]))
+
+    @cached_property
+    def has_pairs(self) -> bool:
+        return self.px.size > 0 or self.near is not None
+
+
+def _sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    v = np.asarray(values, dtype=np.float64)
+    return np.sort(v[np.isfinite(v)])
 
 
 def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
@@ -1498,20 +1557,27 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     scanned: list[str] = []
     xs_list: list[NDArray[np.float64]] = []
     ys_list: list[NDArray[np.float64]] = []
+
+    def add(x: NDArray[np.float64], y: NDArray[np.float64]) -> None:
+        # the same values twice add nothing to look for
+        for ox, oy in zip(xs_list, ys_list, strict=True):
+            if ox is x and oy is y:
+                return
+            if ox.shape == x.shape and np.array_equal(ox, x) and np.array_equal(oy, y):
+                return
+        xs_list.append(np.asarray(x, dtype=np.float64))
+        ys_list.append(np.asarray(y, dtype=np.float64))
+
     if src.x is not None and src.y is not None:
-        xs_list.append(src.x)
-        ys_list.append(src.y)
+        add(src.x, src.y)
         scanned.append("source coordinates")
     if src.x_work is not None and src.y_work is not None and src.x_work is not src.x:
-        xs_list.append(src.x_work)
-        ys_list.append(src.y_work)
+        add(src.x_work, src.y_work)
         scanned.append("working coordinates")
     near = None
     near_tol = 0.0
     if rel.to_output is None:
-        xm, ym = rel.xy_m
-        xs_list.append(xm)
-        ys_list.append(ym)
+        add(*rel.xy_m)
         if not scanned:
             scanned.append("audit coordinates")
     elif src.x is None:
@@ -1530,23 +1596,17 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     xs = np.concatenate(xs_list) if xs_list else np.array([])
     ys = np.concatenate(ys_list) if ys_list else np.array([])
     ok = np.isfinite(xs) & np.isfinite(ys)
-    xs, ys = xs[ok], ys[ok]
-    pairs = np.empty(0, dtype=np.complex128)
-    coords = np.empty(0)
-    frac = np.empty(0)
-    if xs.size:
-        z = np.empty(xs.size, dtype=np.complex128)
-        z.real, z.imag = xs, ys
-        pairs = pd.unique(z)
-        coords = pd.unique(np.concatenate([xs, ys]))
-        frac = coords[coords != np.floor(coords)]
+    if not ok.all():
+        xs, ys = xs[ok], ys[ok]
+    coords = np.sort(np.concatenate([xs, ys]))
+    frac = coords[coords != np.floor(coords)]
     epoch = np.empty(0)
     wall = np.empty(0)
     if src.epoch_s is not None:
-        epoch = pd.unique(src.epoch_s[np.isfinite(src.epoch_s)])
+        epoch = _sorted_finite(src.epoch_s)
         scanned.append("times")
     if src.wall_s is not None:
-        wall = pd.unique(src.wall_s[np.isfinite(src.wall_s)])
+        wall = _sorted_finite(src.wall_s)
     if src.subject_ids:
         scanned.append("subject ids")
     bad_names = set(_ROW_NAMES) | set(src.id_columns)
@@ -1558,7 +1618,8 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     spaced = tuple(s for s in src.subject_ids if _TOKEN_SPLIT.search(s))
     return (
         _Secrets(
-            pairs=pairs,
+            px=xs,
+            py=ys,
             coords=coords,
             frac_coords=frac,
             subject_ids=src.subject_ids,
@@ -1574,72 +1635,168 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     )
 
 
-def _isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
-    """Hash-based membership of every value in ``table``."""
+def _in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
+    """Exact membership of ``values`` in the sorted array ``table``."""
     if table.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
-    return pd.Series(values).isin(table).to_numpy(dtype=bool)
+    i = np.searchsorted(table, values)
+    np.minimum(i, table.size - 1, out=i)
+    return np.asarray(table[i] == values, dtype=bool)
+
+
+def _distinct(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Sorted distinct finite values."""
+    v = _sorted_finite(values)
+    if v.size > 1:
+        v = v[np.concatenate(([True], v[1:] != v[:-1]))]
+    return v
+
+
+def _isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
+    """Membership of every value in the sorted array ``table`` (NaN is never a member).
+
+    The distinct values are looked up (a sort, then a merge-like search), and only
+    the values found are matched back to the rows.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if table.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if values.size <= 4096:
+        return _in_sorted(table, values)
+    uq = _distinct(values)
+    found = uq[_in_sorted(table, uq)]
+    if found.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    return _in_sorted(found, values)
 
 
 def _sig_at_least(values: NDArray[np.float64], mask: NDArray[np.bool_], n: int = 4) -> int:
     """How many of ``values[mask]`` have >= n significant digits (computed on hits only)."""
-    return sum(1 for v in values[mask] if _sig_digits(repr(float(v))) >= n)
-
-
-def _pair_hits(a: NDArray[np.float64], b: NDArray[np.float64], sec: _Secrets) -> int:
-    """Rows where ``(a, b)`` is a source pair with >= 4 significant digits between them."""
-    if a.size == 0:
+    hits = values[mask]
+    if hits.size == 0:
         return 0
-    ok = np.isfinite(a) & np.isfinite(b)
-    if sec.near is not None and ok.any():
-        dist, _ = sec.near.query(np.column_stack([a[ok], b[ok]]), k=1)
-        return int((dist <= sec.near_tol).sum())
-    if sec.pairs.size == 0:
-        return 0
-    z = np.empty(int(ok.sum()), dtype=np.complex128)
-    z.real, z.imag = a[ok], b[ok]
-    hit = _isin(z, sec.pairs)
-    return sum(
-        1
-        for v in z[hit]
-        if _sig_digits(repr(float(v.real))) + _sig_digits(repr(float(v.imag))) >= 4
+    uq, counts = np.unique(hits, return_counts=True)
+    return int(
+        sum(int(c) for v, c in zip(uq, counts, strict=True) if _sig_digits(repr(float(v))) >= n)
     )
 
 
-def _scan_text(text: str, sec: _Secrets, *, single_values: bool = True) -> list[str]:
+def _pair_hits(
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    sec: _Secrets,
+    a_in: NDArray[np.bool_] | None = None,
+    b_in: NDArray[np.bool_] | None = None,
+) -> int:
+    """Rows where ``(a, b)`` is a source pair with >= 4 significant digits between them.
+
+    ``a_in``/``b_in``: ``a``/``b`` in ``sec.coords``, when already known. A pair can
+    only be a source pair when both values are source coordinates; those rows are
+    then matched against the source pairs exactly.
+    """
+    if a.size == 0:
+        return 0
+    ok = np.isfinite(a) & np.isfinite(b)
+    if sec.near is not None:
+        if not ok.any():
+            return 0
+        dist, _ = sec.near.query(np.column_stack([a[ok], b[ok]]), k=1)
+        return int((dist <= sec.near_tol).sum())
+    if sec.px.size == 0:
+        return 0
+    if a_in is None:
+        a_in = _isin(a, sec.coords)
+    if not a_in.any():
+        return 0
+    if b_in is None:
+        b_in = _isin(b, sec.coords)
+    cand = np.flatnonzero(a_in & b_in & ok)
+    if cand.size == 0:
+        return 0
+    ca, cb = a[cand], b[cand]
+    sel = _isin(sec.px, _distinct(ca)) & _isin(sec.py, _distinct(cb))
+    known = set(zip(sec.px[sel].tolist(), sec.py[sel].tolist(), strict=True))
+    return sum(
+        1
+        for x, y in zip(ca.tolist(), cb.tolist(), strict=True)
+        if (x, y) in known and _sig_digits(repr(x)) + _sig_digits(repr(y)) >= 4
+    )
+
+
+def _number_findings(
+    vals: NDArray[np.float64],
+    sec: _Secrets,
+    *,
+    pairs: bool,
+    single_values: bool,
+    weights: NDArray[np.int64] | None = None,
+) -> list[str]:
+    """Coordinate pairs, coordinate values and epoch times among numbers of a text.
+
+    ``vals`` are the numbers in text order (or, with ``weights``, distinct numbers and
+    how often each occurs; then no pairs).
+    """
     found: list[str] = []
-    toks = _NUMBER.findall(text)
-    if toks:
-        vals = np.array(toks, dtype=str).astype(np.float64)
-        if vals.size > 1:
-            n = _pair_hits(vals[:-1], vals[1:], sec)
-            if n:
-                found.append(f"{n} coordinate pairs")
-        if single_values:
-            n = _sig_at_least(vals, _isin(vals, sec.frac_coords))
-            if n:
-                found.append(f"{n} coordinate values")
-        n = _sig_at_least(vals, _isin(vals, sec.epoch))
+    if vals.size == 0:
+        return found
+    if pairs and vals.size > 1:
+        n = _pair_hits(vals[:-1], vals[1:], sec)
         if n:
-            found.append(f"{n} epoch times")
+            found.append(f"{n} coordinate pairs")
+
+    def count(table: NDArray[np.float64]) -> int:
+        hit = _isin(vals, table)
+        if weights is None:
+            return _sig_at_least(vals, hit)
+        return int(
+            sum(
+                int(w)
+                for v, w in zip(vals[hit], weights[hit], strict=True)
+                if _sig_digits(repr(float(v))) >= 4
+            )
+        )
+
+    if single_values:
+        n = count(sec.frac_coords)
+        if n:
+            found.append(f"{n} coordinate values")
+    n = count(sec.epoch)
+    if n:
+        found.append(f"{n} epoch times")
+    return found
+
+
+def _numbers(tokens: Sequence[str]) -> NDArray[np.float64]:
+    return np.array(tokens, dtype=str).astype(np.float64) if tokens else np.empty(0)
+
+
+def _scan_text(text: str, sec: _Secrets, *, single_values: bool = True) -> list[str]:
+    found = _number_findings(
+        _numbers(_NUMBER.findall(text)), sec, pairs=True, single_values=single_values
+    )
+    found += _stamp_and_id_findings(text, sec)
+    return found
+
+
+def _stamp_and_id_findings(text: str, sec: _Secrets, weight: int = 1) -> list[str]:
+    found: list[str] = []
     if sec.epoch.size or sec.wall.size:
         stamps = _DATETIME.findall(_TIME_BIN.sub(" ", text))
         if stamps:
             n = _timestamp_hits(stamps, sec)
             if n:
-                found.append(f"{n} timestamps")
+                found.append(f"{n * weight} timestamps")
     if sec.subject_ids:
         n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
         n += sum(1 for s in sec.spaced_ids if s in text)
         if n:
-            found.append(f"{n} subject ids")
+            found.append(f"{n * weight} subject ids")
     return found
 
 
 def _timestamp_hits(stamps: Sequence[str], sec: _Secrets) -> int:
     wall, utc = _wallclock_seconds(stamps)
-    known = np.concatenate([sec.wall, sec.epoch])
-    hit = _isin(wall, known) | _isin(utc, known)
+    hit = _isin(wall, sec.times) | _isin(utc, sec.times)
     return int(hit.sum())
 
 
@@ -1647,7 +1804,7 @@ def _numeric_column_hits(name: str, vals: NDArray[np.float64], sec: _Secrets) ->
     found: list[str] = []
     if name.lower() in ("x", "y", "geometry.x", "geometry.y"):
         return found  # published representatives: judged as pairs only
-    uniq = pd.unique(vals[np.isfinite(vals)])
+    uniq = _distinct(vals)
     if uniq.size == 0:
         return found
     n = _sig_at_least(uniq, _isin(uniq, sec.frac_coords))
@@ -1669,19 +1826,240 @@ _NOT_PAIRS = frozenset(
     {"group_id", "class_id", "n_records", "released", "suppressed", "source_total", "radius_m"}
     | {"generalised_up"}
 )
+#: A cell that is exactly one number token as ``_NUMBER`` reads it (ASCII only).
+_WHOLE_NUMBER = r"^[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$"
+_NO_DIGIT = r"^[^0-9]*$"
 
 
-def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
+@dataclass
+class _TextColumn:
+    """A text column as its distinct values: ``texts[codes]`` is the column (-1: null)."""
+
+    texts: NDArray[np.object_]
+    codes: NDArray[np.int64]
+
+    @cached_property
+    def counts(self) -> NDArray[np.int64]:
+        ok = self.codes >= 0
+        return np.bincount(self.codes[ok], minlength=self.texts.size).astype(np.int64)
+
+    @cached_property
+    def arrow(self) -> pa.Array:
+        return pa.array(self.texts.tolist(), type=pa.string())
+
+    @cached_property
+    def ascii(self) -> NDArray[np.bool_]:
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.string_is_ascii(self.arrow))
+
+    @cached_property
+    def whole_number(self) -> NDArray[np.bool_]:
+        """Entries that are exactly one number token (so they read as that number)."""
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.match_substring_regex(self.arrow, _WHOLE_NUMBER)) & self.ascii
+
+    @cached_property
+    def no_digit(self) -> NDArray[np.bool_]:
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.match_substring_regex(self.arrow, _NO_DIGIT)) & self.ascii
+
+    @cached_property
+    def other(self) -> NDArray[np.int64]:
+        """Entries neither empty of digits nor one number: read with the regex."""
+        return np.flatnonzero(~self.no_digit & ~self.whole_number)
+
+    @cached_property
+    def other_tokens(self) -> dict[int, list[str]]:
+        return {int(i): _NUMBER.findall(self.texts[i]) for i in self.other.tolist()}
+
+    @cached_property
+    def parsed(self) -> NDArray[np.float64]:
+        """Each entry that is one number token, as that number (else NaN)."""
+        out = np.full(self.texts.size, np.nan)
+        simple = self.whole_number
+        if simple.any():
+            out[simple] = np.array(self.texts[simple].tolist(), dtype=str).astype(np.float64)
+        return out
+
+    def single_tokens(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
+        """(the token of every entry, whether it has one); None: some entry has several."""
+        value = self.parsed.copy()
+        has = self.whole_number.copy()
+        for i, toks in self.other_tokens.items():
+            if len(toks) > 1:
+                return None
+            if toks:
+                value[i] = float(toks[0])
+                has[i] = True
+        return value, has
+
+    @cached_property
+    def numeric(self) -> NDArray[np.float64]:
+        """Each entry read as a number the way ``pd.to_numeric(errors='coerce')`` does."""
+        out = self.parsed.copy()
+        rest = self.other
+        if rest.size:
+            out[rest] = pd.to_numeric(
+                pd.Series(self.texts[rest].tolist(), dtype=object), errors="coerce"
+            ).to_numpy(dtype=np.float64, na_value=np.nan)
+        # text without digits can read as a number ("inf", "nan") but never a finite one
+        return out
+
+    def matching(self, pattern: str) -> NDArray[np.bool_]:
+        """Entries that may match ``pattern`` (ASCII regex); non-ASCII entries always."""
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.match_substring_regex(self.arrow, pattern)) | ~self.ascii
+
+
+def _np_bool(arr: Any) -> NDArray[np.bool_]:
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _text_column(arr: pa.ChunkedArray | pa.Array) -> _TextColumn:
+    """Distinct values and codes of an Arrow string/binary/dictionary column."""
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        if not pa.types.is_dictionary(arr.type):
+            arr = pc.dictionary_encode(arr)
+        arr = arr.unify_dictionaries() if isinstance(arr, pa.ChunkedArray) else arr
+    if isinstance(arr, pa.Array):
+        if not pa.types.is_dictionary(arr.type):
+            arr = pc.dictionary_encode(arr)
+        chunks = [arr]
+    else:
+        chunks = list(arr.chunks)
+    if not chunks:
+        return _TextColumn(texts=np.array([], dtype=object), codes=np.zeros(0, np.int64))
+    dictionary = chunks[0].dictionary
+    idx = np.concatenate(
+        [c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in chunks]
+    )
+    binary = pa.types.is_binary(dictionary.type) or pa.types.is_large_binary(dictionary.type)
+    if binary:
+        texts = [None if v is None else bytes(v).decode("utf-8", "replace")
+                 for v in dictionary.to_pylist()]  # fmt: skip
+    else:
+        texts = [None if v is None else str(v) for v in dictionary.cast(pa.string()).to_pylist()]
+    null_entries = np.array([t is None for t in texts], dtype=bool)
+    if null_entries.any():
+        idx[(idx >= 0) & null_entries[np.maximum(idx, 0)]] = -1
+    texts_arr = np.array([t if t is not None else "" for t in texts], dtype=object)
+    if binary:  # bytes that decode to the same text share one entry
+        _, first, inverse = np.unique(texts_arr.astype(str), return_index=True, return_inverse=True)
+        if first.size != texts_arr.size:
+            texts_arr = texts_arr[first]
+            idx = np.where(idx >= 0, inverse.reshape(-1)[np.maximum(idx, 0)], -1)
+    return _TextColumn(texts=texts_arr, codes=idx)
+
+
+_DATE_HINT = r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}"
+_SPLIT_CHARS = r"[\s,;|<>\"'=(){}\[\]]"
+
+
+def _text_findings(col: _TextColumn, sec: _Secrets, *, single_values: bool) -> list[str]:
+    """Numbers (no pairs), timestamps and subject ids in every cell, as the joined text reads.
+
+    Counts are per occurrence: an entry's findings count as often as it occurs.
+    """
+    counts = col.counts
+    present = counts > 0
+    one = col.whole_number & present
+    vals = [col.parsed[one]]
+    weights = [counts[one]]
+    for i, toks in col.other_tokens.items():
+        if present[i] and toks:
+            vals.append(_numbers(toks))
+            weights.append(np.full(len(toks), counts[i], dtype=np.int64))
+    found = _number_findings(
+        np.concatenate(vals), sec, pairs=False, single_values=single_values,
+        weights=np.concatenate(weights),
+    )  # fmt: skip
+    n_stamp = n_id = 0
+    if sec.epoch.size or sec.wall.size:
+        for i in np.flatnonzero(present & col.matching(_DATE_HINT)).tolist():
+            stamps = _DATETIME.findall(_TIME_BIN.sub(" ", col.texts[i]))
+            if stamps:
+                n_stamp += _timestamp_hits(stamps, sec) * int(counts[i])
+    if sec.subject_ids:
+        import pyarrow.compute as pc
+
+        split = col.matching(_SPLIT_CHARS)
+        whole = _np_bool(pc.is_in(col.arrow, value_set=pa.array(sorted(sec.subject_ids))))
+        n_id += int(counts[present & ~split & whole].sum())
+        for i in np.flatnonzero(present & split).tolist():
+            text = col.texts[i]
+            n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
+            n_id += n * int(counts[i])
+    if n_stamp:
+        found.append(f"{n_stamp} timestamps")
+    if n_id:
+        found.append(f"{n_id} subject ids")
+    return found
+
+
+def _cell_findings(name: str, col: _TextColumn, sec: _Secrets) -> list[str]:
+    """Subject ids and timestamps as whole (stripped) cells of a text column."""
+    found: list[str] = []
+    counts = col.counts
+    present = counts > 0
+    if sec.subject_ids:
+        import pyarrow.compute as pc
+
+        stripped = pc.utf8_trim_whitespace(col.arrow)
+        whole = _np_bool(pc.is_in(stripped, value_set=pa.array(sorted(sec.subject_ids))))
+        # Python's str.strip() also strips a few characters utf8_trim does not
+        odd = ~col.ascii & present
+        for i in np.flatnonzero(odd).tolist():
+            whole[i] = col.texts[i].strip() in sec.subject_ids
+        n = int(counts[present & whole].sum())
+        if n:
+            found.append(f"column {name!r}: {n} subject ids")
+    if sec.epoch.size or sec.wall.size:
+        hits = 0
+        for i in np.flatnonzero(present & col.matching(_DATE_HINT)).tolist():
+            stamps = _DATETIME.findall(_TIME_BIN.sub(" ", col.texts[i]))
+            if stamps:
+                hits += _timestamp_hits(stamps, sec) * int(counts[i])
+        if hits:
+            found.append(f"column {name!r}: {hits} timestamps")
+    return found
+
+
+def _arrow_numeric(arr: pa.ChunkedArray | pa.Array) -> NDArray[np.float64]:
+    import pyarrow.compute as pc
+
+    if pa.types.is_boolean(arr.type):
+        return np.full(len(arr), np.nan)
+    return (
+        np.asarray(
+            pc.cast(arr, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64
+        ).copy()
+        if len(arr)
+        else np.empty(0)
+    )
+
+
+def _scan_columns(
+    columns: Sequence[tuple[str, pa.ChunkedArray | pa.Array]],
+    sec: _Secrets,
+    *,
+    text_cells: dict[str, _TextColumn] | None = None,
+) -> list[str]:
     """Table-level checks (columns as values); the caller also scans the text."""
     found: list[str] = []
     numeric: dict[str, NDArray[np.float64]] = {}
-    for col in frame.columns:
-        name = str(col)
+    text_cells = text_cells if text_cells is not None else {}
+    for name, arr in columns:
         if name.lower() in sec.bad_names:
             found.append(f"column {name!r} names a source id, subject, time or row number")
-        s = frame[col]
+        t = arr.type
         if name == "geometry":
-            gx, gy = _wkb_xy(s)
+            gx, gy = _wkb_xy(arr)
             same = (
                 "x" in numeric
                 and "y" in numeric
@@ -1691,55 +2069,111 @@ def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
             if gx.size and not same:
                 numeric["geometry.x"], numeric["geometry.y"] = gx, gy
             continue
-        if pd.api.types.is_datetime64_any_dtype(s):
-            secs = _ns_to_s(s)
+        if pa.types.is_timestamp(t) or pa.types.is_date(t):
+            secs = _ns_to_s(pd.Series(arr.to_pandas()))
             if (_isin(secs, sec.epoch) | _isin(secs, sec.wall)).any():
                 found.append(f"column {name!r}: source timestamps")
             continue
-        if pd.api.types.is_bool_dtype(s):
+        if pa.types.is_boolean(t):
             continue
-        if not pd.api.types.is_numeric_dtype(s):
-            text = s.dropna().astype(str)
-            if sec.subject_ids:
-                n = int(text.str.strip().isin(sec.subject_ids).sum())
-                if n:
-                    found.append(f"column {name!r}: {n} subject ids")
-            if sec.epoch.size or sec.wall.size:
-                stamps = [m for v in text for m in _DATETIME.findall(_TIME_BIN.sub(" ", v))]
-                if stamps:
-                    hits = _timestamp_hits(stamps, sec)
-                    if hits:
-                        found.append(f"column {name!r}: {hits} timestamps")
-        vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+            vals = _arrow_numeric(arr)
+        elif pa.types.is_null(t):
+            continue
+        else:
+            col = text_cells.get(name)
+            if col is None:
+                col = _text_column(arr)
+            found += _cell_findings(name, col, sec)
+            per_entry = col.numeric
+            if not np.isfinite(per_entry).any():
+                continue
+            vals = np.where(col.codes >= 0, per_entry[np.maximum(col.codes, 0)], np.nan)
         if np.isnan(vals).all():
             continue
         found += _numeric_column_hits(name, vals, sec)
         if name.lower() not in _NOT_PAIRS:
             numeric[name] = vals
-    if (sec.pairs.size or sec.near is not None) and len(numeric) >= 2:
+    if sec.has_pairs and len(numeric) >= 2:
         names = list(numeric)
+        member = {} if sec.near is not None else {n: _isin(numeric[n], sec.coords) for n in names}
         n_pairs = sum(
-            _pair_hits(numeric[a], numeric[b], sec) for a in names for b in names if a != b
+            _pair_hits(numeric[a], numeric[b], sec, member.get(a), member.get(b))
+            for a in names
+            for b in names
+            if a != b
         )
         if n_pairs:
             found.append(f"{n_pairs} rows hold a source coordinate pair")
     return found
 
 
-def _wkb_xy(s: pd.Series) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
+    """Table-level checks of a pandas frame (columns as values)."""
+    cols: list[tuple[str, pa.Array]] = []
+    for c in frame.columns:
+        s = frame[c]
+        try:
+            arr = pa.array(s, from_pandas=True)
+        except (pa.ArrowException, TypeError, ValueError):
+            arr = pa.array(s.astype(str).tolist(), type=pa.string())
+        cols.append((str(c), arr))
+    return _scan_columns(cols, sec)
+
+
+#: WKB of a 2-D point, little-endian: byte order 1, type 1, x, y.
+_WKB_POINT_LE = b"\x01\x01\x00\x00\x00"
+
+
+def _wkb_xy(
+    arr: pa.ChunkedArray | pa.Array | pd.Series,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Point coordinates of a WKB column (NaN for nulls, empty and non-point geometries).
+
+    Little-endian 2-D points (21 bytes each) are read directly; any other geometry
+    sends the whole column through shapely.
+    """
+    if isinstance(arr, pd.Series):
+        arr = pa.array(
+            [bytes(v) if isinstance(v, bytes | bytearray | memoryview) else None for v in arr],
+            type=pa.binary(),
+        )
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
+        return np.array([]), np.array([])
+    xs = np.full(n, np.nan)
+    ys = np.full(n, np.nan)
+    if n == 0:
+        return xs, ys
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=off_type)[arr.offset : arr.offset + n + 1]
+    data = arr.buffers()[2]
+    data_np = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1].astype(np.int64)
+    fast = bool(((lengths == 21) | ~valid).all())
+    if fast and valid.any():
+        rows = np.flatnonzero(valid)
+        pos = starts[rows][:, None] + np.arange(21)
+        raw = data_np[pos]
+        fast = bool((raw[:, :5] == np.frombuffer(_WKB_POINT_LE, dtype=np.uint8)).all())
+        if fast:
+            xy = np.ascontiguousarray(raw[:, 5:]).view("<f8").reshape(-1, 2)
+            xs[rows], ys[rows] = xy[:, 0], xy[:, 1]
+            return xs, ys
+    if not valid.any():
+        return xs, ys
     import shapely
 
-    raw = np.array(
-        [bytes(v) if isinstance(v, bytes | bytearray | memoryview) else None for v in s],
-        dtype=object,
-    )
+    raw_obj = np.array([v if v is None else bytes(v) for v in arr.to_pylist()], dtype=object)
     try:
-        geoms = shapely.from_wkb(raw, on_invalid="ignore")
+        geoms = shapely.from_wkb(raw_obj, on_invalid="ignore")
     except Exception:  # shapely's GEOSException: not geometries, nothing to compare
         return np.array([]), np.array([])
     empty = shapely.is_missing(geoms) | shapely.is_empty(geoms)
-    xs = np.full(raw.size, np.nan)
-    ys = np.full(raw.size, np.nan)
     points = ~empty & (shapely.get_type_id(geoms) == 0)
     xs[points] = shapely.get_x(geoms[points])
     ys[points] = shapely.get_y(geoms[points])
@@ -1749,11 +2183,19 @@ def _wkb_xy(s: pd.Series) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
 def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
     try:
         pf = pq.ParquetFile(path)
-        table = pf.read()
+        schema = pf.schema_arrow
+        text_cols = [
+            f.name
+            for f in schema
+            if pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)
+            or (pa.types.is_binary(f.type) and f.name != "geometry")
+        ]
+        table = pq.read_table(path, read_dictionary=text_cols or None)
     except (OSError, pa.ArrowException) as exc:
         raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
     found: list[str] = []
-    meta = pf.schema_arrow.metadata or {}
+    meta = schema.metadata or {}
     for key, value in meta.items():
         text = value.decode("utf-8", errors="replace")
         if key == b"pandas":
@@ -1765,44 +2207,191 @@ def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
                 if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
                     found.append("a stored pandas index (row numbers)")
         found += [f"metadata: {f}" for f in _scan_text(text, sec)]
-    frame = table.to_pandas()
-    found += _scan_frame(frame, sec)
-    string_cols = [c for c in frame.columns if frame[c].dtype == object and c != "geometry"]
-    if string_cols:
-        text = "\n".join(" ".join(map(str, frame[c].dropna().tolist())) for c in string_cols)
-        found += [f"text: {f}" for f in _scan_text(text, sec) if "pairs" not in f]
+    names = [str(n) for n in table.column_names]
+    cells = {
+        n: _text_column(table.column(i))
+        for i, n in enumerate(names)
+        if n != "geometry"
+        and (
+            pa.types.is_dictionary(table.column(i).type)
+            or pa.types.is_string(table.column(i).type)
+            or pa.types.is_large_string(table.column(i).type)
+        )
+    }
+    found += _scan_columns(
+        [(n, table.column(i)) for i, n in enumerate(names)], sec, text_cells=cells
+    )
+    # the text of every string column: numbers, timestamps and subject ids in free text
+    text_found: list[str] = []
+    for col in cells.values():
+        text_found += _text_findings(col, sec, single_values=True)
+    found += [f"text: {f}" for f in _merge_counts(text_found)]
+    return found
+
+
+def _merge_counts(findings: list[str]) -> list[str]:
+    """``["2 subject ids", "3 subject ids"]`` -> ``["5 subject ids"]`` (order kept)."""
+    totals: dict[str, int] = {}
+    for f in findings:
+        n, what = f.split(" ", 1)
+        totals[what] = totals.get(what, 0) + int(n)
+    return [f"{n} {what}" for what, n in totals.items()]
+
+
+def _csv_table(path: Path) -> tuple[list[str], list[_TextColumn]] | None:
+    """A CSV file's header and every column as text (None: not a regular CSV)."""
+    import pyarrow.csv as pacsv
+
+    try:
+        with pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 16)) as reader:
+            names = [str(n) for n in reader.schema.names]
+        if len(set(names)) != len(names) or not names:
+            return None
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.dictionary(pa.int32(), pa.string()) for n in names},
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (OSError, pa.ArrowException, ValueError):
+        return None
+    return names, [_text_column(table.column(i)) for i in range(table.num_columns)]
+
+
+#: pandas' default missing-value markers (``read_csv(keep_default_na=True)``).
+_CSV_NA = frozenset(
+    {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+     "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
+)  # fmt: skip
+
+
+def _scan_csv(path: Path, sec: _Secrets) -> list[str] | None:
+    """A CSV file, cell by cell: as text (pairs across the whole text) and as a table.
+
+    Every cell's number tokens are those ``_NUMBER`` finds in the raw text (cells are
+    separated by characters no token contains), so the token stream of the file is
+    the header's then every row's, cell by cell. None: the file needs the raw scan.
+    """
+    parsed = _csv_table(path)
+    if parsed is None:
+        return None
+    names, cols = parsed
+    found: list[str] = []
+    if sec.spaced_ids:
+        return None  # an id with separators may span cells: search the raw text
+    n_rows = cols[0].codes.size if cols else 0
+    # one token at most per cell, or the raw scan
+    per_cell: list[tuple[NDArray[np.float64], NDArray[np.bool_]]] = []
+    for col in cols:
+        single = col.single_tokens()
+        if single is None:
+            return None
+        per_cell.append(single)
+    head = _numbers(_NUMBER.findall(",".join(names)))
+    # the token stream, row-major, and each token's membership in the source coordinates
+    entry_in = [_isin(v, sec.coords) for v, _ in per_cell] if sec.near is None else None
+    n_pairs = 0
+    prev_val: NDArray[np.float64] = head
+    prev_in: NDArray[np.bool_] = _isin(head, sec.coords)
+    chunk = 1 << 20
+    for start in range(0, max(n_rows, 1), chunk):
+        stop = min(n_rows, start + chunk)
+        vals_m = np.full((stop - start, len(cols)), np.nan)
+        has_m = np.zeros((stop - start, len(cols)), dtype=bool)
+        in_m = np.zeros((stop - start, len(cols)), dtype=bool)
+        for j, (col, (value, has)) in enumerate(zip(cols, per_cell, strict=True)):
+            codes = col.codes[start:stop]
+            safe = np.maximum(codes, 0)
+            vals_m[:, j] = value[safe]
+            has_m[:, j] = has[safe] & (codes >= 0)
+            if entry_in is not None:
+                in_m[:, j] = entry_in[j][safe]
+        flat = has_m.ravel()
+        vals = np.concatenate([prev_val[-1:], vals_m.ravel()[flat]])
+        ins = np.concatenate([prev_in[-1:], in_m.ravel()[flat]])
+        if start == 0 and head.size > 1:
+            n_pairs += _pair_hits(head[:-1], head[1:], sec)
+        if vals.size > 1:
+            n_pairs += _pair_hits(
+                vals[:-1], vals[1:], sec, None if entry_in is None else ins[:-1],
+                None if entry_in is None else ins[1:],
+            )  # fmt: skip
+        if vals.size:
+            prev_val, prev_in = vals, ins
+    if n_pairs:
+        found.append(f"{n_pairs} coordinate pairs")
+    # numbers as text (epoch times only: single values are judged per column below)
+    text_found: list[str] = _number_findings(head, sec, pairs=False, single_values=False)
+    text_found += _stamp_and_id_findings(",".join(names), sec)
+    for col in cols:
+        text_found += _text_findings(col, sec, single_values=False)
+    found += _merge_counts(text_found)
+    # as a table (pandas' reading: default missing-value markers are empty)
+    table_cols: list[tuple[str, pa.Array]] = []
+    cells: dict[str, _TextColumn] = {}
+    for name, col in zip(names, cols, strict=True):
+        na = np.array([t in _CSV_NA for t in col.texts.tolist()], dtype=bool)
+        codes = np.where((col.codes >= 0) & ~na[np.maximum(col.codes, 0)], col.codes, -1)
+        cells[name] = _TextColumn(texts=col.texts, codes=codes)
+        table_cols.append((name, pa.array([], type=pa.string())))
+    found += _scan_columns(table_cols, sec, text_cells=cells)
     return found
 
 
 def _check_no_leak(rel: _Release) -> CheckResult:
     sec, scanned = _secrets(rel)
-    files = rel.release_files()
+    all_files = rel.release_files()
+    # files a previous full run scanned, unchanged since (their sha256 is checked by
+    # ``manifest``): not scanned again
+    files = [p for p in all_files if p.relative_to(rel.rel).as_posix() not in rel.unchanged]
     leaks: list[str] = []
     for path in files:
         rel_name = path.relative_to(rel.rel).as_posix()
         suffix = path.suffix.lower()
-        found: list[str] = []
+        found: list[str] | None = []
         if suffix in (".parquet", ".pq"):
             found = _scan_parquet(path, sec)
-        elif suffix in (".csv", ".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
+        elif suffix == ".csv":
+            found = _scan_csv(path, sec)
+            if found is None:
+                found = _scan_csv_raw(path, sec)
+        elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
             text = path.read_text(encoding="utf-8", errors="replace")
-            # a CSV's single values are judged column by column (published x, y may
-            # coincide with one source ordinate); pairs, ids and times in its text too
-            found = _scan_text(text, sec, single_values=suffix != ".csv")
-            if suffix == ".csv":
-                try:
-                    frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
-                except (ValueError, pd.errors.ParserError):
-                    frame = None
-                if frame is not None:
-                    found += _scan_frame(frame, sec)
+            found = _scan_text(text, sec)
         if found:
             leaks.append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
     if leaks:
         return CheckResult("no_leak", False, "; ".join(leaks))
-    return CheckResult(
-        "no_leak", True, f"{len(files)} files scanned for {', '.join(scanned) or 'nothing'}"
+    again = (
+        f" ({len(all_files) - len(files)} unchanged since the previous run)"
+        if (len(files) != len(all_files))
+        else ""
     )
+    return CheckResult(
+        "no_leak",
+        True,
+        f"{len(files)} files scanned for {', '.join(scanned) or 'nothing'}{again}",
+    )
+
+
+def _scan_csv_raw(path: Path, sec: _Secrets) -> list[str]:
+    """A CSV file as raw text, then as a table read by pandas (any CSV, slowly)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    # a CSV's single values are judged column by column (published x, y may
+    # coincide with one source ordinate); pairs, ids and times in its text too
+    found = _scan_text(text, sec, single_values=False)
+    try:
+        frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
+    except (ValueError, pd.errors.ParserError):
+        frame = None
+    if frame is not None:
+        found += _scan_frame(frame, sec)
+    return found
 
 
 def _check_representation(rel: _Release) -> CheckResult:
@@ -2319,10 +2908,13 @@ def _check_manifest(rel: _Release) -> CheckResult:
     }
     unlisted = sorted(set(on_disk) - set(files))
     missing = sorted(set(files) - set(on_disk))
+    digests = {
+        name: rel.unchanged[name] if name in rel.unchanged else _sha256(path)
+        for name, path in sorted(on_disk.items())
+    }
+    rel.digests.update(digests)
     wrong = sorted(
-        name
-        for name in set(on_disk) & set(files)
-        if str(files[name]).lower() != _sha256(on_disk[name])
+        name for name in set(on_disk) & set(files) if str(files[name]).lower() != digests[name]
     )
     problems: list[str] = []
     if unlisted:
@@ -2337,7 +2929,9 @@ def _check_manifest(rel: _Release) -> CheckResult:
     if problems:
         return CheckResult("manifest", False, "; ".join(problems))
     extra = " and the input checksum" if src_sha else ""
-    return CheckResult("manifest", True, f"{len(on_disk)} files match their sha256{extra}")
+    n_same = len(set(on_disk) & set(rel.unchanged))
+    same = f" ({n_same} unchanged since the previous run)" if n_same else ""
+    return CheckResult("manifest", True, f"{len(on_disk)} files match their sha256{extra}{same}")
 
 
 def _sha256(path: Path) -> str:
@@ -2388,6 +2982,7 @@ def verify_release(
     source_file: str | os.PathLike[str] | None = None,
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
+    unchanged: Mapping[str, str] | None = None,
 ) -> VerificationReport:
     """Re-read a written release and run every check by name.
 
@@ -2413,6 +3008,13 @@ def verify_release(
         ``representation``.
     checks
         Run only these checks (default: all of :data:`CHECKS`).
+    unchanged
+        Release files (path relative to ``release/`` -> sha256) that an earlier run
+        of every check over the same release verified and that the caller has not
+        changed since (the release writer's second run, after it wrote only the
+        report): ``no_leak`` does not scan them again and ``manifest`` compares the
+        manifest's checksums with these instead of reading them again. Every other
+        file is checked in full.
 
     Returns
     -------
@@ -2462,9 +3064,11 @@ def verify_release(
     if raw is not None and src is None:
         src, raw = raw, None
     rel = _Release(root, src, tolerance_m, raw)
+    rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
     if isinstance(src, Path) or raw is not None:
         try:
             _ = rel.source  # a bad source file is an input error, raised here
         except _Unreadable:
             pass
-    return VerificationReport(tuple(_run(n, rel) for n in CHECKS if n in names))
+    results = tuple(_run(n, rel) for n in CHECKS if n in names)
+    return VerificationReport(results, digests=dict(rel.digests))

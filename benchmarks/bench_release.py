@@ -1,0 +1,148 @@
+"""Release writing and verification: seconds and peak memory per stage (issue 8).
+
+Runs the release core once on clustered synthetic points (the ``bench_scale``
+generator: towns plus ~5 % rural scatter, 10 km grid units), then times
+:func:`geokanon.release.write_release` stage by stage: ``build`` (the release and
+audit files), ``verify`` (every independent check), ``report`` (the HTML report),
+``reverify`` (the checks the report can change) and ``rename`` (fsync and the
+atomic rename). Peak memory is the resident set of this process during the stage
+(sampled every 0.05 s), which includes the source table and the core's result held
+throughout.
+
+Usage::
+
+    python benchmarks/bench_release.py --n 1e6
+    python benchmarks/bench_release.py --n 1e7
+    python benchmarks/bench_release.py --quick          # toy size (CI)
+    python benchmarks/bench_release.py --n 1e6 --subjects --keep   # subject ids, kept column
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench_scale import SyntheticPartitions  # noqa: E402
+
+
+class StageMemory:
+    """Peak resident memory of this process, per stage, sampled in a thread."""
+
+    def __init__(self, interval_s: float = 0.05) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self._interval = interval_s
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def rss(self) -> int:
+        return int(self._proc.memory_info().rss)
+
+    def reset(self) -> int:
+        """Start a new stage; return the peak of the previous one."""
+        old, self.peak = self.peak, self.rss()
+        return max(old, self.peak)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.rss())
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> StageMemory:
+        self.peak = self.rss()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.rss())
+
+
+def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str, float, float]]:
+    from geokanon import OutlierPolicy, __version__
+    from geokanon.io.read import table_from_frame
+    from geokanon.pipeline import run_core_on
+    from geokanon.release import ReleaseOptions, write_release
+
+    rows: list[tuple[str, float, float]] = []
+    with StageMemory() as mem:
+        t0 = time.perf_counter()
+        frame = SyntheticPartitions(n, max(1, n // 1_000_000)).whole()
+        rng = np.random.default_rng(1)
+        if subjects:
+            # ~1.25 records per subject, ids of 8 characters
+            ids = rng.integers(0, max(1, int(n / 1.25)), n)
+            frame["patient"] = np.char.add("P", np.char.zfill(ids.astype(str), 7))
+        if keep:
+            frame["age"] = rng.integers(0, 100, n)
+        table = table_from_frame(
+            frame, x="x", y="y", subject="patient" if subjects else None, unit_grid_m=20000.0
+        )
+        del frame
+        rows.append(("input", time.perf_counter() - t0, mem.reset() / 2**30))
+        policy = OutlierPolicy(k=5, r_max_m=300.0, unit_cap=1.0, tau=0.05)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            core = run_core_on(table, policy)
+        rows.append(("core", time.perf_counter() - t0, mem.reset() / 2**30))
+        out = out_dir / f"release{n}"
+        shutil.rmtree(out, ignore_errors=True)
+        marks: list[tuple[str, float]] = []
+
+        def progress(name: str) -> None:
+            now = time.perf_counter()
+            if marks:
+                rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))
+            else:
+                mem.reset()
+            marks.append((name, now))
+
+        t_all = time.perf_counter()
+        options = ReleaseOptions(keep=("age",) if keep else ())
+        write_release(
+            out, table, core, policy, options, version=__version__, progress=progress
+        )
+        now = time.perf_counter()
+        rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))
+        rows.append(("write_release total", now - t_all, max(r[2] for r in rows[2:])))
+        shutil.rmtree(out, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", default="1e6", help="records (e.g. 1e6, 1e7)")
+    ap.add_argument("--subjects", action="store_true", help="a subject id column")
+    ap.add_argument("--keep", action="store_true", help="publish one attribute column")
+    ap.add_argument("--out", default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--quick", action="store_true", help="toy size (CI)")
+    args = ap.parse_args()
+    n = 20_000 if args.quick else int(float(args.n))
+    if args.quick:
+        args.subjects = args.keep = True
+    with tempfile.TemporaryDirectory(dir=args.out) as tmp:
+        rows = run(n, subjects=args.subjects, keep=args.keep, out_dir=Path(tmp))
+    print(f"records {n:,}; subjects {'yes' if args.subjects else 'no'}; "
+          f"kept column {'yes' if args.keep else 'no'}; cores {os.cpu_count()}")  # fmt: skip
+    print(f"{'stage':<22} {'seconds':>8} {'peak GB':>8}")
+    for name, sec, peak in rows:
+        print(f"{name:<22} {sec:>8.2f} {peak:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
