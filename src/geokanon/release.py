@@ -233,12 +233,90 @@ def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path, geo: dict[str, Any] | None = None) -> None:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    _write_arrow_parquet(pa.Table.from_pandas(frame, preserve_index=False), path, geo)
+
+
+def _write_arrow_parquet(table: pa.Table, path: Path, geo: dict[str, Any] | None = None) -> None:
     if geo is not None:
         meta = dict(table.schema.metadata or {})
         meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
         table = table.replace_schema_metadata(meta)
     pq.write_table(table, path, compression="zstd", write_statistics=False)
+
+
+def _wkb_points(x: np.ndarray, y: np.ndarray) -> pa.Array:
+    """2-D points as little-endian WKB (21 bytes each; null where x is NaN).
+
+    The bytes are those of ``shapely.to_wkb(shapely.points(x, y))``.
+    """
+    n = x.size
+    valid = ~np.isnan(x)
+    rows = np.flatnonzero(valid)
+    raw = np.empty((rows.size, 21), dtype=np.uint8)
+    raw[:, 0] = 1
+    raw[:, 1:5] = np.frombuffer(np.uint32(1).astype("<u4").tobytes(), dtype=np.uint8)
+    raw[:, 5:13] = x[rows].astype("<f8").view(np.uint8).reshape(-1, 8)
+    raw[:, 13:21] = y[rows].astype("<f8").view(np.uint8).reshape(-1, 8)
+    lengths = np.where(valid, 21, 0).astype(np.int32)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    bitmap = pa.array(valid).buffers()[1]
+    return pa.Array.from_buffers(
+        pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(raw.tobytes())],
+        null_count=int(n - rows.size),
+    )  # fmt: skip
+
+
+def _records_frame(
+    pub: np.ndarray,
+    result: CoreResult,
+    gx: np.ndarray,
+    gy: np.ndarray,
+    at_group: np.ndarray,
+    generalised: np.ndarray,
+) -> pd.DataFrame:
+    """The published columns of the records ``pub`` (in that order)."""
+    g = result.group_id[pub]
+    c = result.class_id[pub]
+    grp = at_group[pub]
+    gen = generalised[pub]
+    n_classes = len(result.class_level)
+    level_names = ["group", *map(str, result.class_level)]
+    level_code = np.where(grp, 0, np.where(gen, 1 + np.maximum(c, 0), -1)).astype(np.int32)
+    level = pa.DictionaryArray.from_arrays(
+        pa.array(level_code, mask=level_code < 0), pa.array(level_names, type=pa.string())
+    ).cast(pa.string())
+    unit_code = np.where(gen, np.maximum(c, 0), -1).astype(np.int32)
+    unit = pa.DictionaryArray.from_arrays(
+        pa.array(unit_code, mask=unit_code < 0),
+        pa.array([str(u) for u in result.class_unit] if n_classes else [], type=pa.string()),
+    ).cast(pa.string())
+    safe_g = np.maximum(g, 0)
+    return pd.DataFrame(
+        {
+            "group_id": pd.arrays.IntegerArray(np.where(grp, g, 0).astype(np.int64), ~grp),
+            "class_id": pd.arrays.IntegerArray(np.where(gen, c, 0).astype(np.int64), ~gen),
+            "level": pd.Series(level.to_pandas(), dtype="str"),
+            "unit": pd.Series(unit.to_pandas(), dtype="string"),
+            "x": np.where(grp, gx[safe_g] if gx.size else np.nan, np.nan),
+            "y": np.where(grp, gy[safe_g] if gy.size else np.nan, np.nan),
+        }
+    )
+
+
+def _write_csv(table: pa.Table, frame: pd.DataFrame, path: Path) -> None:
+    """``records.csv``: with pyarrow (strings quoted, numbers in shortest round-trip form).
+
+    Columns pyarrow cannot write as text (rare attribute types) fall back to pandas.
+    """
+    import pyarrow.csv as pacsv
+
+    try:
+        pacsv.write_csv(
+            table, path, pacsv.WriteOptions(include_header=True, quoting_style="needed")
+        )
+    except (pa.ArrowException, TypeError, ValueError):
+        frame.to_csv(path, index=False, lineterminator="\n")
 
 
 def _output_coordinates(
@@ -340,21 +418,25 @@ def build_release_files(
     generalised = c >= 0
 
     # --- records: group-level then generalised, sorted by published values only.
-    levels = np.asarray((*result.class_level, ""), dtype=object)
-    units_of_class = np.asarray((*result.class_unit, ""), dtype=object)
-    pub = np.flatnonzero(at_group | generalised)
-    frame = pd.DataFrame(
-        {
-            "group_id": pd.array(np.where(at_group[pub], g[pub], 0), dtype="Int64"),
-            "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
-            "level": np.where(at_group[pub], "group", levels[c[pub]]),
-            "unit": pd.Series(units_of_class[c[pub]], dtype="string").where(generalised[pub]),
-            "x": np.where(at_group[pub], gx[np.maximum(g[pub], 0)] if gx.size else np.nan, np.nan),
-            "y": np.where(at_group[pub], gy[np.maximum(g[pub], 0)] if gy.size else np.nan, np.nan),
-        }
+    # One integer key orders them as (level rank, group id, class id) would: group-level
+    # records by group id, then generalised ones by the level rank and id of their class.
+    n_groups = result.group_x.size
+    n_classes = len(result.class_level)
+    rank_of = {"group": 0, "unit": 1, "parent": 2, "area": 3}
+    class_rank = np.array([rank_of.get(str(v), -1) for v in result.class_level], dtype=np.int64)
+    class_pos = np.empty(n_classes, dtype=np.int64)
+    class_order = np.lexsort((np.arange(n_classes), class_rank))
+    class_pos[class_order] = np.arange(n_classes)
+    unknown = class_rank < 0  # an unknown level sorts first, as a missing rank would
+    safe_c = np.maximum(c, 0)
+    cp = class_pos[safe_c] if n_classes else np.zeros(c.size, dtype=np.int64)
+    unk = unknown[safe_c] if n_classes else np.zeros(c.size, dtype=bool)
+    sort_key = np.where(
+        at_group,
+        n_classes + g,
+        np.where(generalised, np.where(unk, cp, n_classes + n_groups + cp), -1),
     )
-    frame.loc[~at_group[pub], "group_id"] = pd.NA
-    frame.loc[~generalised[pub], "class_id"] = pd.NA
+    pub = np.flatnonzero(at_group | generalised)
     time_bin = None
     if table.times is not None:
         from geokanon.timebins import bin_labels, time_bins
@@ -363,32 +445,40 @@ def build_release_files(
         tod = str(policy.time_mode) == "time_of_day"
         width, index = time_bins(key, table.times, result.subjects, k, time_of_day=tod)
         time_bin = bin_labels(width, index, time_of_day=tod)
+    if time_bin is None and not options.keep:
+        pub = pub[np.argsort(sort_key[pub], kind="stable")]
+    else:
+        ties = pd.DataFrame({"_key": sort_key[pub]})
+        if time_bin is not None:
+            ties["time_bin"] = pd.array(time_bin[pub], dtype="string")
+        for col in options.keep:
+            ties[col] = table.attributes[col].to_numpy()[pub]
+        ties = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
+        pub = pub[ties.index.to_numpy()]
+    frame = _records_frame(pub, result, gx, gy, at_group, generalised)
+    if time_bin is not None:
         frame["time_bin"] = pd.array(time_bin[pub], dtype="string")
     for col in options.keep:
         frame[col] = table.attributes[col].to_numpy()[pub]
-    level_rank = frame["level"].map({"group": 0, "unit": 1, "parent": 2, "area": 3})
-    sort_cols = ["_rank", "group_id", "class_id", *(["time_bin"] if time_bin is not None else []),
-                 *options.keep]  # fmt: skip
-    frame = (
-        frame.assign(_rank=level_rank)
-        .sort_values(sort_cols, kind="stable", na_position="first")
-        .reset_index(drop=True)
-    )
     syn = result.synthetic
     if len(syn):
-        copies, _ = _with_synthetic(frame, result, policy.seed)
-        frame = (
-            pd.concat([frame, copies], ignore_index=True)
-            .sort_values(sort_cols, kind="stable", na_position="first")
-            .reset_index(drop=True)
-        )
-    frame = frame.drop(columns="_rank")
-    frame.to_csv(rel / "records.csv", index=False, lineterminator="\n")
-    import shapely
-
-    pts = shapely.points(frame["x"].to_numpy(), frame["y"].to_numpy())
-    pts[frame["x"].isna().to_numpy()] = None
-    geo_frame = frame.assign(geometry=shapely.to_wkb(pts))
+        copies, donor = _with_synthetic(frame, result, policy.seed)
+        keys = np.concatenate([sort_key[pub], sort_key[pub][donor]])
+        frame = pd.concat([frame, copies], ignore_index=True)
+        if time_bin is None and not options.keep:
+            order = np.argsort(keys, kind="stable")
+        else:
+            ties = pd.DataFrame({"_key": keys})
+            for col in [*(["time_bin"] if time_bin is not None else []), *options.keep]:
+                ties[col] = frame[col].to_numpy()
+            ties = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
+            order = ties.index.to_numpy()
+        frame = frame.iloc[order].reset_index(drop=True)
+    records = pa.Table.from_pandas(frame, preserve_index=False)
+    _write_csv(records, frame, rel / "records.csv")
+    px = frame["x"].to_numpy(dtype=np.float64, na_value=np.nan)
+    py = frame["y"].to_numpy(dtype=np.float64, na_value=np.nan)
+    records = records.append_column("geometry", _wkb_points(px, py))
     geo = {
         "version": "1.0.0",
         "primary_column": "geometry",
@@ -400,10 +490,9 @@ def build_release_files(
             }
         },
     }
-    _write_parquet(geo_frame, rel / "records.parquet", geo)
+    _write_arrow_parquet(records, rel / "records.parquet", geo)
 
     # --- groups and classes.
-    n_groups = result.group_x.size
     syn_g = syn.group_id[syn.group_id >= 0]
     syn_c = syn.class_id[syn.class_id >= 0]
     group_sizes = np.bincount(np.r_[g[at_group], syn_g], minlength=n_groups)
@@ -418,7 +507,6 @@ def build_release_files(
         }
     )
     _write_parquet(groups, rel / "groups.parquet")
-    n_classes = len(result.class_level)
     classes = pd.DataFrame(
         {
             "class_id": np.arange(n_classes, dtype=np.int64),
@@ -690,7 +778,11 @@ def write_release(
         build_report(tmp, verification=checks)
         finish_manifest(tmp, manifest)
         stage("reverify")
-        again = verify_release(tmp, source=truth, checks=RECHECKED)
+        # Only the report and the manifest changed since the full run: the other files
+        # are checked against the checksums that run read from disk.
+        changed = {"report.html", "manifest.json"}
+        unchanged = {f: d for f, d in report.digests.items() if f not in changed}
+        again = verify_release(tmp, source=truth, checks=RECHECKED, unchanged=unchanged)
         if not again.passed:
             raise VerificationFailed(
                 f"the release report failed the independent checks {list(again.failed)}; "
