@@ -114,9 +114,7 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
 
         t_all = time.perf_counter()
         options = ReleaseOptions(keep=("age",) if keep else ())
-        write_release(
-            out, table, core, policy, options, version=__version__, progress=progress
-        )
+        write_release(out, table, core, policy, options, version=__version__, progress=progress)
         now = time.perf_counter()
         rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))
         rows.append(("write_release total", now - t_all, max(r[2] for r in rows[2:])))

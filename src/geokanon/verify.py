@@ -2517,7 +2517,10 @@ def _check_counts(rel: _Release) -> CheckResult:
     if not rec_path.is_file():
         problems.append("release/records.parquet is missing")
     else:
-        rec = pq.read_table(rec_path).to_pandas()
+        names = pq.ParquetFile(rec_path).schema_arrow.names
+        rec = pq.read_table(
+            rec_path, columns=[c for c in ("group_id", "class_id") if c in names] or None
+        ).to_pandas()
         if len(rec) != n_released + n_syn:
             problems.append(
                 f"records.parquet has {len(rec)} rows, the audit releases {n_released + n_syn}"
@@ -2536,7 +2539,7 @@ def _check_counts(rel: _Release) -> CheckResult:
                 problems.append(f"records.parquet rows per {what} differ from the audit")
         csv_path = rel.rel / "records.csv"
         if csv_path.is_file():
-            n_csv = len(pd.read_csv(csv_path, dtype=str, keep_default_na=False))
+            n_csv = _csv_rows(csv_path)
             if n_csv != len(rec):
                 problems.append(f"records.csv has {n_csv} rows, records.parquet {len(rec)}")
         else:
@@ -2606,6 +2609,25 @@ def _check_counts(rel: _Release) -> CheckResult:
     )
 
 
+def _csv_rows(path: Path) -> int:
+    """Data rows of a CSV file (blank lines skipped), as pandas counts them."""
+    import pyarrow.csv as pacsv
+
+    try:
+        with pacsv.open_csv(path) as reader:
+            first = reader.schema.names[0]
+        t = pacsv.read_csv(
+            path,
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=[first], column_types={first: pa.string()}
+            ),
+        )
+        return t.num_rows
+    except (OSError, pa.ArrowException, ValueError, IndexError):
+        return len(pd.read_csv(path, dtype=str, keep_default_na=False))
+
+
 def _unit_count_problems(rel: _Release) -> list[str]:
     k = rel.k
     problems: list[str] = []
@@ -2655,15 +2677,25 @@ def _unit_count_problems(rel: _Release) -> list[str]:
         wrong_unit = sum(1 for g, u in majority.items() if pub_units.get(g, u) != u)
         if wrong_unit:
             problems.append(f"{wrong_unit} groups name a unit other than their members' majority")
-        add_counts(np.array([majority.get(int(g), "") for g in rel.gid[at_group]], dtype=object))
+        top = max([int(rel.gid.max()) if rel.gid.size else -1, *majority, 0]) + 1
+        top = max(top, int(rel.syn_gid.max()) + 1 if rel.syn_gid.size else 0)
+        major = np.full(top, "", dtype=object)
+        for g, u in majority.items():
+            major[g] = u
+        add_counts(major[rel.gid[at_group]])
         syn_g = rel.syn_gid >= 0
-        add_counts(np.array([majority.get(int(g), "") for g in rel.syn_gid[syn_g]], dtype=object))
+        add_counts(major[rel.syn_gid[syn_g]])
     else:
         add_counts(units[at_group])
         add_counts(syn_unit[rel.syn_gid >= 0])
-    cls_unit = np.array([unit_class.get(int(c), "") for c in rel.cid], dtype=object)
+    top_c = max([int(rel.cid.max()) if rel.cid.size else -1, *unit_class, 0]) + 1
+    top_c = max(top_c, int(rel.syn_cid.max()) + 1 if rel.syn_cid.size else 0)
+    class_unit = np.full(top_c + 1, "", dtype=object)  # the last: no class
+    for cid_, u in unit_class.items():
+        class_unit[cid_] = u
+    cls_unit = class_unit[np.where(rel.cid >= 0, rel.cid, top_c)]
     add_counts(cls_unit[(rel.cid >= 0) & (cls_unit != "")])
-    syn_cls_unit = np.array([unit_class.get(int(c), "") for c in rel.syn_cid], dtype=object)
+    syn_cls_unit = class_unit[np.where(rel.syn_cid >= 0, rel.syn_cid, top_c)]
     add_counts(syn_cls_unit[(rel.syn_cid >= 0) & (syn_cls_unit != "")])
     expected_released.pop("", None)
     up = (rel.cid >= 0) & (cls_unit == "")

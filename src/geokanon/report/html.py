@@ -166,9 +166,15 @@ def masked_histogram(
     out: list[tuple[int, int]] = []  # (first bin, last bin) of each published bin
     i = 0
 
+    # the distinct (bin, subject) pairs, by bin: a run of bins is a slice of them
+    n_subj = int(s.max()) + 1 if s.size else 1
+    pairs = np.unique(idx.astype(np.int64) * n_subj + s.astype(np.int64))
+    pair_subj = pairs % n_subj
+    bin_start = np.searchsorted(pairs // n_subj, np.arange(nb + 1))
+
     def subjects_in(a: int, b: int) -> int:
-        m = (idx >= a) & (idx <= b)
-        return int(np.unique(s[m]).size)
+        sl = pair_subj[bin_start[a] : bin_start[b + 1]]
+        return int(sl.size if a == b else np.unique(sl).size)
 
     while i < nb:
         if recs[i] == 0:
@@ -680,12 +686,25 @@ def _group_diameters(
     present = np.unique(g)
     coords, index = shapely.get_coordinates(hulls, return_index=True)
     starts = np.searchsorted(index, np.arange(len(hulls) + 1))
-    for j, grp in enumerate(present):
-        c = coords[starts[j] : starts[j + 1]]
-        if len(c) < 2:
-            continue
-        d = c[:, None, :] - c[None, :, :]
-        out[grp] = float(np.sqrt((d * d).sum(axis=2)).max())
+    sizes = np.diff(starts)
+    # every pair of hull vertices within a group, a block of groups at a time
+    block = 1 << 22
+    j0 = 0
+    while j0 < present.size:
+        pairs = np.cumsum(sizes[j0:] ** 2)
+        j1 = j0 + max(1, int(np.searchsorted(pairs, block, side="right")))
+        h = sizes[j0:j1]
+        first = np.repeat(np.arange(j0, j1), h * h)
+        within = np.arange(first.size) - np.repeat(np.cumsum(h * h) - h * h, h * h)
+        hh = np.repeat(h, h * h)
+        a = starts[first] + within // hh
+        b = starts[first] + within % hh
+        d = coords[a] - coords[b]
+        dist = np.sqrt((d * d).sum(axis=1))
+        best = np.zeros(j1 - j0)
+        np.maximum.at(best, first - j0, dist)
+        out[present[j0:j1]] = best
+        j0 = j1
     return out
 
 
