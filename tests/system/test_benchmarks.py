@@ -14,6 +14,7 @@ CASES = {
     "grouping": (["bench_grouping.py", "--quick"], "mean displacement"),
     "sweep": (["bench_sweep.py", "--n", "20000", "--repeat", "1"], "every sweep cell equals"),
     "scale": (["bench_scale.py", "--quick"], "release core"),
+    "release": (["bench_release.py", "--quick"], "write_release total"),
 }
 
 
