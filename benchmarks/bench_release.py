@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_scale import SyntheticPartitions  # noqa: E402
+from benchmarks.bench_scale import SyntheticPartitions
 
 
 class StageMemory:
