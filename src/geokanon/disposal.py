@@ -116,18 +116,26 @@ class Synthesis:
 
 
 def group_units(
-    group_id: NDArray[np.int64], unit_codes: NDArray[np.int64], n_groups: int
+    group_id: NDArray[np.int64],
+    unit_codes: NDArray[np.int64],
+    n_groups: int,
+    unit_names: ArrayLike | None = None,
 ) -> NDArray[np.int64]:
-    """Unit holding most of each group's members (ties: the lowest unit code).
+    """Unit holding most of each group's members (ties: the first unit id in sort order).
 
     A group is counted whole in that unit in every per-unit figure, so no
-    per-unit count splits a group into parts smaller than k.
+    per-unit count splits a group into parts smaller than k. Ties go to the unit
+    whose id (``unit_names[code]`` as text) sorts first, which is what the release
+    format documents and the verifier recomputes; without names, to the lowest code.
 
     Examples
     --------
     >>> import numpy as np
     >>> group_units(np.array([0, 0, 0, 1, 1, -1]), np.array([2, 1, 2, 3, 0, 5]), 2).tolist()
     [2, 0]
+    >>> names = np.array(["b", "a", "c", "d"], dtype=object)
+    >>> group_units(np.array([0, 0]), np.array([0, 1]), 1, names).tolist()
+    [1]
     """
     out = np.zeros(n_groups, dtype=np.int64)
     m = group_id >= 0
@@ -135,14 +143,21 @@ def group_units(
         return out
     g = group_id[m]
     u = np.asarray(unit_codes, dtype=np.int64)[m]
+    back = None
+    if unit_names is not None:
+        names = np.asarray(unit_names, dtype=object).astype(str)
+        back = np.argsort(names, kind="stable")  # rank -> code
+        rank = np.empty(back.size, dtype=np.int64)
+        rank[back] = np.arange(back.size)
+        u = rank[u]
     nu = int(u.max()) + 1
     keys, counts = np.unique(g * nu + u, return_counts=True)
     pg, pu = keys // nu, keys % nu
-    # Per group: the largest count first, then the lowest unit code.
+    # Per group: the largest count first, then the lowest unit code (or rank).
     order = np.lexsort((pu, -counts, pg))
     first = np.r_[True, pg[order][1:] != pg[order][:-1]]
     pick = order[first]
-    out[pg[pick]] = pu[pick]
+    out[pg[pick]] = pu[pick] if back is None else back[pu[pick]]
     return out
 
 
@@ -220,7 +235,7 @@ def synthesise(
     cid[:] = unit_class[unit]
     need = np.flatnonzero(cid < 0)
     if need.size and n_groups:
-        gu = group_units(group_id, ucodes, n_groups)
+        gu = group_units(group_id, ucodes, n_groups, unames)
         by_unit = np.argsort(gu, kind="stable")
         starts = np.searchsorted(gu[by_unit], np.arange(unames.size + 1))
         for i in need:

@@ -411,15 +411,8 @@ def build_release_files(
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
     gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)
-    # ties go to the first unit id in sort order (as documented), not the lowest code
-    name_order = np.argsort(unames.astype(str), kind="stable")
-    name_rank = np.empty(name_order.size, dtype=np.int64)
-    name_rank[name_order] = np.arange(name_order.size)
-    group_unit = (
-        name_order[group_units(result.group_id, name_rank[ucodes], result.group_x.size)]
-        if unames.size
-        else np.zeros(result.group_x.size, dtype=np.int64)
-    )
+    # ties go to the first unit id in sort order (as documented and verified)
+    group_unit = group_units(result.group_id, ucodes, result.group_x.size, unames)
     g = result.group_id
     c = result.class_id
     at_group = g >= 0

@@ -28,7 +28,7 @@ def test_one_stand_in_per_suppressed_subject_in_a_class_of_its_unit(scene, k, n_
     np.testing.assert_array_equal(res.group_id, plain.group_id)
     syn = res.synthetic
     sup = res.disposal == Disposal.SUPPRESSED
-    gu = group_units(res.group_id, units, res.group_x.size)
+    gu = group_units(res.group_id, units, res.group_x.size, names)
     unit_class = {
         res.class_unit[c]: c for c in range(len(res.class_level)) if res.class_level[c] == "unit"
     }

@@ -53,6 +53,10 @@ def test_group_units_majority_and_ties():
     g = np.array([0, 0, 0, 1, 1, 2, -1])
     u = np.array([4, 1, 4, 2, 1, 3, 0])
     assert group_units(g, u, 4).tolist() == [4, 1, 3, 0]
+    # With names, a tie goes to the id first in sort order, not the lowest code:
+    # group 1 ties between codes 2 ("a") and 1 ("b").
+    names = np.array(["z", "b", "a", "c", "y"], dtype=object)
+    assert group_units(g, u, 4, names).tolist() == [4, 2, 3, 0]
 
 
 def test_one_stand_in_per_suppressed_subject_in_a_class_of_its_unit():
@@ -64,7 +68,7 @@ def test_one_stand_in_per_suppressed_subject_in_a_class_of_its_unit():
     # c has no published class of its own: its farm gets no stand-in.
     assert sorted(names[syn.unit]) == ["a", "b", "d"]
     assert set(syn.stands_for.tolist()) <= set(sup.tolist())
-    gu = group_units(res.group_id, t.unit_codes, res.group_x.size)
+    gu = group_units(res.group_id, t.unit_codes, res.group_x.size, t.unit_names)
     for gid, cid, unit in zip(syn.group_id, syn.class_id, syn.unit, strict=True):
         if cid >= 0:
             assert res.class_level[cid] == "unit" and res.class_unit[cid] == names[unit]
