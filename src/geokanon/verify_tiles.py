@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon import verify as V
+import geokanon.verify as V
 from geokanon.errors import InputError
 from geokanon.policy import MAX_PASSES
 
