@@ -225,9 +225,7 @@ def _full_policy(policy: Any) -> Any:
     return dataclasses.replace(policy, tau=0.5, unit_cap=1.0)
 
 
-def run_dask_full(
-    n: int, policy: Any, client: Any, workers: int, tile_m: float, parts: int
-) -> Row:
+def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float, parts: int) -> Row:
     from geokanon.distributed import Tiling, release_partitions
 
     src = SyntheticPartitions(n, parts)

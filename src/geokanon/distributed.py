@@ -949,9 +949,7 @@ class ParquetPartitions:
         names = set(pq.read_schema(path).names)
         missing = [c for c in columns if c not in names]
         if missing:
-            raise InputError(
-                f"--keep names columns that are not in {Path(path).name!r}: {missing}"
-            )
+            raise InputError(f"--keep names columns that are not in {Path(path).name!r}: {missing}")
         return pq.read_table(path, columns=list(columns)).to_pandas()
 
     def other_columns(self, i: int) -> tuple[str, ...]:

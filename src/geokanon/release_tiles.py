@@ -347,7 +347,9 @@ def _write_source_part(
     return {"n": n, "published": int(pub.size), "bias": bias}
 
 
-def _assemble_part(piece_dir: str, out_file: str, keep: tuple[str, ...], geo: dict[str, Any]) -> int:
+def _assemble_part(
+    piece_dir: str, out_file: str, keep: tuple[str, ...], geo: dict[str, Any]
+) -> int:
     """Sort one part's pieces by published values and write ``records/part-NNNNN.parquet``."""
     import shapely
 
@@ -791,7 +793,7 @@ def _write_all(
         "mask": None,
         "mask_risk": None,
         "partitioned": {
-            "source_parts": int(len(g.sizes)),
+            "source_parts": len(g.sizes),
             "rows_per_source_part": [int(s) for s in g.sizes],
             "tiling": {
                 "tile_m": tiling.tile_m,

@@ -253,9 +253,7 @@ def _source_task(
         okp = (p >= 0) & (key <= hi[np.maximum(p, 0)])
         sel = np.flatnonzero(okp)
         index = np.asarray(route["group"]["index"], dtype=np.int64)
-        _write_pieces(
-            scratch, index[p[sel]], f"c{i:06d}", pd.DataFrame({"x": x[sel], "y": y[sel]})
-        )
+        _write_pieces(scratch, index[p[sel]], f"c{i:06d}", pd.DataFrame({"x": x[sel], "y": y[sel]}))
     return out
 
 
@@ -361,7 +359,7 @@ def _part_task(
     if not np.array_equal(size, n_mem.to_numpy()):
         bad = int((size != n_mem.to_numpy()).sum())
         probs["counts"].append(f"{bad} {kind} sizes in {table} differ from the audit ({name})")
-    rid = pd.to_numeric(records.get(id_col), errors="coerce") if id_col in records else None
+    rid = pd.to_numeric(records[id_col], errors="coerce") if id_col in records else None
     if rid is None:
         probs["counts"].append(f"{name} has no {id_col} column")
     else:
@@ -518,7 +516,9 @@ def verify_partitioned(
     root = Path(directory)
     rel, aud = root / "release", root / "audit"
     if not rel.is_dir() or not aud.is_dir():
-        raise InputError(f"{str(root)!r} is not a release directory: it must hold release/ and audit/")
+        raise InputError(
+            f"{str(root)!r} is not a release directory: it must hold release/ and audit/"
+        )
     names = tuple(V.CHECKS if checks is None else checks)
     unknown = [c for c in names if c not in V.CHECKS]
     if unknown:
@@ -695,7 +695,9 @@ class _Reduced:
         sup = self.unit_sup.reindex(self.unit_subjects.index, fill_value=0)
         breaches = [
             str(u)
-            for u, s, n in zip(sup.index, sup.to_numpy(), self.unit_subjects.to_numpy(), strict=True)
+            for u, s, n in zip(
+                sup.index, sup.to_numpy(), self.unit_subjects.to_numpy(), strict=True
+            )
             if n and Fraction(int(s), int(n)) > cap
         ]
         if breaches:
@@ -703,7 +705,9 @@ class _Reduced:
                 "unit_cap", False, f"{len(breaches)} of {len(sup)} units above the unit cap "
                 f"{float(cap):g}: " + ", ".join(breaches[:10]),
             )  # fmt: skip
-        return V.CheckResult("unit_cap", True, f"{len(sup)} units within the unit cap {float(cap):g}")
+        return V.CheckResult(
+            "unit_cap", True, f"{len(sup)} units within the unit cap {float(cap):g}"
+        )
 
     def _unit_rows(self) -> list[dict[str, Any]]:
         t = self.units_table
@@ -802,7 +806,9 @@ class _Reduced:
         group_rows = len(pd.read_parquet(self.rel / "groups.parquet", columns=["group_id"]))
         if n_groups != group_rows or m.get("groups") != group_rows:
             problems.append("groups.parquet rows are not all covered by the parts")
-        class_rows = sum(r["rows"] for j, r in enumerate(self.r2) if self.parts[j]["kind"] == "class")
+        class_rows = sum(
+            r["rows"] for j, r in enumerate(self.r2) if self.parts[j]["kind"] == "class"
+        )
         if class_rows != len(self.classes) or m.get("classes") != len(self.classes):
             problems.append("classes.parquet rows are not all covered by the parts")
         # units.csv
@@ -946,4 +952,3 @@ class _Reduced:
                 problems.append("input_sha256 differs from the source partitions' checksums")
         extra = " and the input checksum" if checked_input else ""
         return _result("manifest", problems, f"{len(on_disk)} files match their sha256{extra}")
-
