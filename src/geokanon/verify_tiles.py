@@ -229,7 +229,8 @@ def _source_task(
     if route is None:
         return out
     # route members and coordinates to the release parts
-    own = subj if subj is not None else np.asarray([f"#{offset + j}" for j in range(n)], object)
+    # without a subject column every record is its own subject: its row number stands for it
+    own = subj if subj is not None else offset + np.arange(n, dtype=np.int64)
     for kind, ids_, mask in (("group", gid, at_group), ("class", cid, generalised)):
         sel = np.flatnonzero(mask & (ids_ >= 0))
         first = np.asarray(route[kind]["first"], dtype=np.int64)
