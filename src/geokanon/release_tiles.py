@@ -33,7 +33,8 @@ directory of Parquet files, a Dask DataFrame, or any object with ``__len__`` and
    into place only when every check passed (all or nothing).
 
 Not supported yet (refused with a clear message): masks, times (``t_max_s`` or
-published time bins), an output CRS other than the input's.
+published time bins), synthetic records (``allow_synthetic``), an output CRS other
+than the input's.
 """
 
 from __future__ import annotations
@@ -558,6 +559,11 @@ def release_partitions(
         source = frame_source(source, roles or {})
     if options.mask is not None:
         raise InputError("the partitioned release does not apply masks yet; mask the input first")
+    if getattr(policy, "allow_synthetic", False):
+        raise InputError(
+            "the partitioned release does not synthesise records yet; drop allow_synthetic, "
+            "or release one file with --backend local"
+        )
     if policy.uses_time or getattr(source, "time", None) is not None:
         raise InputError(
             "the partitioned release does not handle times yet (t_max_s, published time bins); "

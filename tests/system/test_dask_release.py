@@ -296,6 +296,11 @@ def test_refused_options(client, towns_dir, tmp_path):
     timed = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit", time="score")
     with pytest.raises(InputError, match="times"):
         release_partitions(timed, TOWNS_POLICY, tmp_path / "t", client=client)
+    with pytest.raises(InputError, match="synthesise"):
+        release_partitions(
+            src, dataclasses.replace(TOWNS_POLICY, allow_synthetic=True), tmp_path / "s",
+            client=client,
+        )  # fmt: skip
     with pytest.raises(InputError, match="not in"):
         release_partitions(
             src, TOWNS_POLICY, tmp_path / "k", ReleaseOptions(keep=("nope",)), client=client
