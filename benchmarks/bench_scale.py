@@ -237,6 +237,9 @@ def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float,
             res = release_partitions(
                 src, pol, os.path.join(tmp, "out"), tiling=Tiling.for_policy(pol, tile_m=tile_m),
                 client=client, scratch_dir=tmp, check_determinism=False,
+                progress=lambda stage: print(
+                    f"    {time.perf_counter() - t0:7.1f} s  {stage}", flush=True
+                ),
             )  # fmt: skip
             dt = time.perf_counter() - t0
         size = sum(

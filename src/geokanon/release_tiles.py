@@ -492,15 +492,26 @@ def _report(
     shutil.copyfile(root / "audit" / "audit.json", work / "audit" / "audit.json")
     take = np.ones(n, dtype=bool)
     note = "every record"
+    sample_gid = gid
     if n > REPORT_SAMPLE_MAX:
         m = max(2, n // REPORT_SAMPLE_MAX)
-        group_pick = (gid >= 0) & ((gid * 2654435761) % m == 0)
-        take = group_pick | ((gid < 0) & (_mix(g.x, g.y) % np.uint64(m) == 0))
+        ng = core.group_x.size
+        picked = np.flatnonzero(np.arange(ng) % m == 0)
+        take = ((gid >= 0) & (gid % m == 0)) | ((gid < 0) & (_mix(g.x, g.y) % np.uint64(m) == 0))
+        # the sampled groups, numbered 0.. in the report's own copy of groups.parquet
+        renumber = np.full(ng, -1, dtype=np.int64)
+        renumber[picked] = np.arange(picked.size)
+        sample_gid = np.where(gid >= 0, renumber[np.maximum(gid, 0)], -1)
+        groups = pd.read_parquet(root / "release" / "groups.parquet").iloc[picked]
+        groups = groups.assign(group_id=np.arange(picked.size, dtype=np.int64))
+        _write_parquet(groups.reset_index(drop=True), work / "release" / "groups.parquet")
         note = (
             f"a deterministic sample of {int(take.sum()):,} of {n:,} records (every member of "
             f"1 in {m} groups, chosen by group id, and 1 in {m} other records, chosen by a hash "
-            "of the coordinates); record counts in the histograms are the sample's"
+            "of the coordinates; the map shows the sampled groups); record counts in the "
+            "histograms are the sample's"
         )
+    gid = sample_gid
     frame = pd.DataFrame(
         {
             "group_id": pd.array(np.where(gid[take] >= 0, gid[take], 0), dtype="Int64"),
@@ -517,7 +528,7 @@ def _report(
     para = (
         '<p class="mute" id="partitioned-note">This release was written in parts on a Dask '
         f"cluster. The distributions below are computed from {note}, held as compact arrays "
-        "by the driver; the per-unit table, the counts and the map use every record.</p>"
+        "by the driver; the per-unit table and the counts use every record.</p>"
     )
     text = text.replace("<h2>Distributions</h2>", para + "<h2>Distributions</h2>", 1)
     (root / "release" / "report.html").write_text(text, encoding="utf-8")

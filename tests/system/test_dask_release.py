@@ -338,3 +338,20 @@ def test_cli_release_and_verify_a_directory(client, towns_dir, tmp_path, capsys)
     assert "k_subjects" in text and "extent" in text
     # without --backend dask, a directory is refused with what to do
     assert main([a for a in args if a not in ("--backend", "dask")][:-2]) == 2
+
+
+def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_path, monkeypatch):
+    import geokanon.release_tiles as rt
+
+    monkeypatch.setattr(rt, "REPORT_SAMPLE_MAX", 3_000)
+    monkeypatch.setattr(rt, "BIAS_SAMPLE_MAX", 3_000)
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    result = release_partitions(
+        src, TOWNS_POLICY, tmp_path / "out", ReleaseOptions(keep=("score",)),
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        check_determinism=False,
+    )  # fmt: skip
+    assert all(result.manifest["verification"].values())
+    assert "sample" in result.manifest["bias_sample"]
+    page = (tmp_path / "out" / "release" / "report.html").read_text()
+    assert "deterministic sample of" in page
