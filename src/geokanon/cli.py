@@ -327,11 +327,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         read_options=_read_options(args),
         mask=_release_mask(args),
     )
-    if args.backend == "dask" and args.input.is_dir():
-        raise InputError(
-            "release --backend dask reads one input file; the release of a directory of "
-            "partitions is not implemented yet (classify --backend dask reads directories)"
-        )
+    if args.input.is_dir():
+        return _release_partitions(args, policy, options)
     table = _read_input(args)
     if args.dry_run:
         from geokanon.pipeline import Plan
@@ -380,6 +377,66 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options: Any) -> int:
+    """``release DIR_OF_PARQUET --backend dask``: the partitioned release (docs/dask.md)."""
+    if args.backend != "dask":
+        raise InputError(
+            "a directory of Parquet partitions is released with --backend dask "
+            "(or concatenate the files and release one file)"
+        )
+    if args.lon or args.lat:
+        raise InputError(
+            "a directory input needs projected x/y columns in metres; project lon/lat first"
+        )
+    if args.dry_run:
+        raise InputError("--dry-run reads the whole input; it is not available for a directory")
+    from geokanon.distributed import ParquetPartitions, release_partitions
+
+    source = ParquetPartitions.from_path(
+        args.input, x=args.x, y=args.y, subject=args.subject, time=args.time, unit=args.unit
+    )
+    progress = _progress(args)
+    try:
+        result = release_partitions(
+            source, policy, args.out, options, tiling=_dask_tiling(args, policy),
+            scheduler=args.scheduler, n_workers=args.workers, crs=args.crs, progress=progress,
+        )  # fmt: skip
+    except ReleaseRefused as exc:
+        for note in getattr(exc, "__notes__", []):
+            print(f"geokanon: {note}", file=sys.stderr)
+        raise
+    finally:
+        if progress is not None:
+            progress.close()
+    m = result.manifest
+    c = result.counts
+    print(
+        f"release written to {args.out}/release in {m['record_parts']} parts "
+        f"({m['records_published']:,} records: {c['grouped'] + c['merged']:,} in "
+        f"{m['groups']:,} groups, {c['generalised']:,} generalised; {c['suppressed']:,} "
+        f"suppressed, published as {m['counts']['suppressed']!s}); audit (custodian only) in "
+        f"{args.out}/audit"
+    )
+    print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
+                                       m["verification"].items()))  # fmt: skip
+    return 0
+
+
+def _verify_partitioned(args: argparse.Namespace, audit: dict[str, Any]) -> int:
+    """``verify DIR --source DIR_OF_PARQUET``: the partitioned verifier on a Dask cluster."""
+    from geokanon.distributed import ParquetPartitions, dask_client
+    from geokanon.verify import format_report
+    from geokanon.verify_tiles import verify_partitioned
+
+    opts = audit.get("read_options", {})
+    roles = {r: opts.get(r) for r in ("x", "y", "subject", "time", "unit") if opts.get(r)}
+    source = ParquetPartitions.from_path(args.source, **roles)
+    with dask_client(None, scheduler=args.scheduler, n_workers=args.workers) as client:
+        report = verify_partitioned(args.dir, source=source, client=client)
+    print(format_report(report))
+    return 0 if report.passed else 4
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     from geokanon.pipeline import Plan
 
@@ -397,7 +454,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     audit = args.dir / "audit" / "audit.json"
     if not audit.exists():
         raise InputError(f"{str(args.dir)!r} is not a geokanon release directory (no audit/)")
-    opts = json.loads(audit.read_text()).get("read_options", {})
+    audit_doc = json.loads(audit.read_text())
+    if "partitioned" in audit_doc:
+        return _verify_partitioned(args, audit_doc)
+    if getattr(args, "backend", "local") == "dask":
+        raise InputError(
+            "verify --backend dask checks a partitioned release (written by release "
+            "--backend dask from a directory); this release was written whole: drop --backend"
+        )
+    opts = audit_doc.get("read_options", {})
     kwargs = dict(opts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -778,6 +843,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
     p.add_argument("--source", type=Path, required=True, help="the source file of the release")
+    g = p.add_argument_group("backend (see docs/dask.md)")
+    g.add_argument(
+        "--backend", choices=["local", "dask"], default="local",
+        help="dask: the partitioned verifier (automatic for a partitioned release)",
+    )  # fmt: skip
+    g.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address")
+    g.add_argument("--workers", type=int, help="workers of the local Dask cluster")
     p.set_defaults(func=cmd_verify)
     # -- sweep command (sweep helper) --
     p = sub.add_parser(

@@ -107,7 +107,9 @@ __all__ = [
     "classify_tile",
     "classify_tiled",
     "dask_client",
+    "frame_source",
     "release_distributed",
+    "release_partitions",
     "run_core_distributed",
 ]
 
@@ -938,6 +940,179 @@ class ParquetPartitions:
         if self.unit is not None:
             out["unit"] = frame[self.unit].astype(str).to_numpy()
         return out
+
+    def load_attributes(self, i: int, columns: Sequence[str]) -> pd.DataFrame:
+        """Columns ``columns`` of partition ``i`` as they are (the ``--keep`` attributes)."""
+        import pyarrow.parquet as pq
+
+        path = self.paths[i]
+        names = set(pq.read_schema(path).names)
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise InputError(f"--keep names columns that are not in {Path(path).name!r}: {missing}")
+        return pq.read_table(path, columns=list(columns)).to_pandas()
+
+    def other_columns(self, i: int) -> tuple[str, ...]:
+        """The attribute columns of partition ``i`` (not a coordinate, subject, time or unit)."""
+        import pyarrow.parquet as pq
+
+        roles = {self.x, self.y, self.subject, self.time, self.unit, "geometry"}
+        return tuple(c for c in pq.read_schema(self.paths[i]).names if c not in roles)
+
+    def file_sha256(self, i: int) -> str:
+        """sha256 of partition ``i``'s file (the release's ``input_sha256`` combines them)."""
+        from geokanon.io.read import sha256_file
+
+        return sha256_file(self.paths[i])
+
+    def roles(self) -> dict[str, Any]:
+        """Column names and files, for the audit (``geokanon verify`` re-reads with them)."""
+        return {
+            "x": self.x, "y": self.y, "subject": self.subject, "time": self.time,
+            "unit": self.unit, "partitions": len(self.paths),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DaskFrameSource:
+    """A Dask DataFrame seen as partitions with canonical columns (see :func:`frame_source`)."""
+
+    frame: Any
+    x: str = "x"
+    y: str = "y"
+    subject: str | None = None
+    time: str | None = None
+    unit: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.frame.npartitions)
+
+    def _part(self, i: int, columns: list[str]) -> pd.DataFrame:
+        part = self.frame.get_partition(i)[columns].compute(scheduler="sync")
+        return part.reset_index(drop=True)
+
+    def load(self, i: int) -> pd.DataFrame:
+        """Partition ``i`` with canonical column names."""
+        roles = {"x": self.x, "y": self.y, "subject": self.subject, "time": self.time,
+                 "unit": self.unit}  # fmt: skip
+        cols = [c for c in roles.values() if c is not None]
+        part = self._part(i, list(dict.fromkeys(cols)))
+        out = pd.DataFrame(index=pd.RangeIndex(len(part)))
+        out["x"] = pd.to_numeric(part[self.x], errors="coerce").to_numpy(dtype=np.float64)
+        out["y"] = pd.to_numeric(part[self.y], errors="coerce").to_numpy(dtype=np.float64)
+        if self.subject is not None:
+            out["subject"] = part[self.subject].to_numpy()
+        if self.time is not None:
+            out["time"] = _seconds(part[self.time])
+        if self.unit is not None:
+            out["unit"] = part[self.unit].astype(str).to_numpy()
+        return out
+
+    def load_attributes(self, i: int, columns: Sequence[str]) -> pd.DataFrame:
+        """Columns ``columns`` of partition ``i`` as they are."""
+        missing = [c for c in columns if c not in self.frame.columns]
+        if missing:
+            raise InputError(f"--keep names columns that are not in the frame: {missing}")
+        return self._part(i, list(columns))
+
+    def other_columns(self, i: int) -> tuple[str, ...]:
+        """The attribute columns (not a coordinate, subject, time or unit)."""
+        roles = {self.x, self.y, self.subject, self.time, self.unit}
+        return tuple(str(c) for c in self.frame.columns if c not in roles)
+
+    def roles(self) -> dict[str, Any]:
+        """Column names, for the audit."""
+        return {"x": self.x, "y": self.y, "subject": self.subject, "time": self.time,
+                "unit": self.unit, "partitions": len(self)}  # fmt: skip
+
+
+def frame_source(frame: Any, roles: dict[str, str | None]) -> DaskFrameSource:
+    """A Dask DataFrame as a partitioned source; ``roles`` names x, y, subject, time, unit."""
+    clean = {k: v for k, v in roles.items() if v is not None and k in
+             ("x", "y", "subject", "time", "unit")}  # fmt: skip
+    return DaskFrameSource(frame=frame, **clean)
+
+
+def release_partitions(
+    source: Any,
+    policy: OutlierPolicy,
+    out: str | Path,
+    options: ReleaseOptions | None = None,
+    *,
+    tiling: Tiling | None = None,
+    client: Any = None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    roles: dict[str, str | None] | None = None,
+    crs: str | None = None,
+    scratch_dir: str | Path | None = None,
+    records_per_part: int = 500_000,
+    check_determinism: bool | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Any:
+    """The whole release of a partitioned source, never held in one process.
+
+    The driver holds compact per-record arrays (coordinates, subject and unit
+    codes, decisions: about 60 bytes a record), never a frame of the records;
+    reading, writing and verifying run as tasks, one per source partition or per
+    release part. See :mod:`geokanon.release_tiles` for the stages and
+    ``docs/release-format.md`` ("Partitioned layout") for the files.
+
+    Parameters
+    ----------
+    source
+        A :class:`ParquetPartitions`, a Dask DataFrame (with ``roles``), or any
+        object with ``__len__``, ``load(i)`` (a DataFrame with ``x``, ``y`` and
+        optionally ``subject``, ``unit``) and, with ``options.keep``,
+        ``load_attributes(i, columns)``.
+    policy
+        The outlier policy.
+    out
+        Output directory ``DIR``: ``DIR/release`` (publishable), ``DIR/audit``.
+    options
+        :class:`geokanon.release.ReleaseOptions` (keep, totals, force); masks and
+        another output CRS are refused.
+    tiling
+        The tiles (default :meth:`Tiling.for_policy`).
+    client, scheduler, n_workers
+        See :func:`dask_client`.
+    roles
+        For a Dask DataFrame: column names ``x``, ``y``, ``subject``, ``unit``.
+    crs
+        The CRS of the coordinates (recorded in the manifest; default unnamed).
+    scratch_dir
+        Where the routed pieces go (every worker must read and write it);
+        removed afterwards, also on failure.
+    records_per_part
+        About this many published records per ``records/part-NNNNN.parquet``.
+    check_determinism
+        Re-run the core on shuffled rows and require the same decisions
+        (default: on up to 250,000 records).
+    progress
+        Called with a short stage name as each stage starts.
+
+    Returns
+    -------
+    geokanon.release_tiles.PartitionedRelease
+        ``out``, ``core`` (the decisions), ``manifest``.
+
+    Raises
+    ------
+    ReleaseRefused
+        A cap is breached or no fixed point; nothing is written but the refusal report.
+    VerificationFailed
+        A check of :func:`geokanon.verify_tiles.verify_partitioned` failed; nothing is written.
+    DistributedError
+        The cluster failed; nothing is written.
+    """
+    from geokanon.release_tiles import release_partitions as run
+
+    return run(
+        source, policy, out, options, tiling=tiling, client=client, scheduler=scheduler,
+        n_workers=n_workers, roles=roles, crs=crs, scratch_dir=scratch_dir,
+        records_per_part=records_per_part, check_determinism=check_determinism,
+        progress=progress,
+    )  # fmt: skip
 
 
 def _seconds(values: pd.Series) -> NDArray[np.float64]:

@@ -268,7 +268,7 @@ def test_cli_release_backend_dask(client, tmp_path, capsys):
     assert main(args) == 0
     assert "release written" in capsys.readouterr().out
     assert main(["verify", str(out), "--source", str(src)]) == 0
-    # A directory is refused for release, with a message that says what to do.
+    # A directory without files to read is refused, with a message that says what to do.
     assert main([*args[:1], str(tmp_path), *args[2:]]) == 2
 
 

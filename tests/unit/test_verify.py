@@ -93,16 +93,35 @@ def test_missing_file_fails_the_checks_that_need_it(valid: Written) -> None:
     assert "groups.parquet is missing" in report["extent"].detail
 
 
-def test_verify_imports_no_algorithm_module() -> None:
-    tree = ast.parse((ROOT / "src" / "geokanon" / "verify.py").read_text(encoding="utf-8"))
+def _geokanon_imports(module: str) -> set[str]:
+    tree = ast.parse((ROOT / "src" / "geokanon" / module).read_text(encoding="utf-8"))
     modules = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             modules.add(node.module)
+            if node.module == "geokanon":  # from geokanon import verify
+                modules |= {f"geokanon.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
             modules |= {a.name for a in node.names}
-    ours = {m for m in modules if m.startswith("geokanon")}
-    assert ours <= {"geokanon.errors", "geokanon.policy", "geokanon.io.read"}
+    return {m for m in modules if m.startswith("geokanon") and m != "geokanon"}
+
+
+def test_verify_imports_no_algorithm_module() -> None:
+    assert _geokanon_imports("verify.py") <= {
+        "geokanon.errors",
+        "geokanon.policy",
+        "geokanon.io.read",
+    }
+
+
+def test_partitioned_verifier_imports_no_algorithm_module() -> None:
+    # grouping, disposal, classify and distributed must never be imported by the checker
+    assert _geokanon_imports("verify_tiles.py") <= {
+        "geokanon.errors",
+        "geokanon.policy",
+        "geokanon.neighbours",
+        "geokanon.verify",
+    }
 
 
 # ---- one mutant per check ------------------------------------------------------------

@@ -1,0 +1,861 @@
+"""The partitioned release on Dask: no process ever holds a frame of all records.
+
+:func:`release_partitions` runs the whole release over a partitioned source (a
+directory of Parquet files, a Dask DataFrame, or any object with ``__len__`` and
+``load(i)``, see :class:`geokanon.distributed.ParquetPartitions`):
+
+1. *Gather* (one task per source partition): each task reads its partition and
+   sends back compact per-record arrays only: ``x``, ``y`` (float64), a 64-bit
+   hash of the subject id, the unit codes of the partition and their names, and a
+   hash of the kept attributes (the tiebreak). Row ids are implicit: partitions
+   are concatenated in their order, so a record's ``source_row`` is its
+   partition's offset plus its position.
+2. *Core*: :func:`geokanon.distributed.run_core_distributed` on those arrays
+   (neighbour searches and grouping as tile tasks, the passes and caps on the
+   driver).
+3. *Write* (two rounds of tasks). Groups are numbered by the tile of their
+   published representative; the published records are cut into parts: every
+   part holds whole groups of a contiguous run of tiles (about
+   ``records_per_part`` records), or whole generalised classes. Each source
+   partition task gets only its slice of the decisions, writes
+   ``audit/assignment/part-NNNNN.parquet`` (one per source partition, input
+   order) and sends its published rows (with the kept columns) to scratch pieces
+   of their part; each part task sorts its pieces and writes
+   ``release/records/part-NNNNN.parquet``. The part a record lands in depends on
+   published values only (its group's representative, or its class), never on
+   where the record is. The small files (``groups.parquet``,
+   ``classes.parquet``, ``units.csv``, ``manifest.json``, ``RELEASE_NOTES.md``,
+   ``report.html``) are written by the driver from arrays of one entry per
+   group, class or unit.
+4. *Verify*: :func:`geokanon.verify_tiles.verify_partitioned`, which re-reads
+   the source partitions and the written parts and shares no code with the
+   algorithm. Everything is built in a hidden sibling directory and renamed
+   into place only when every check passed (all or nothing).
+
+Not supported yet (refused with a clear message): masks, times (``t_max_s`` or
+published time bins), synthetic records (``allow_synthetic``), an output CRS other
+than the input's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import tempfile
+import types
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from geokanon.disposal import CoreResult
+from geokanon.distributed import (
+    Tiling,
+    _check_halo,
+    _run,
+    _single_thread_numba,
+    dask_client,
+    run_core_distributed,
+)
+from geokanon.errors import InputError, ReleaseRefused, VerificationFailed
+from geokanon.policy import Disposal, Label, OutlierPolicy
+from geokanon.release import (
+    FORMAT,
+    LT_K,
+    WITHHELD,
+    ReleaseOptions,
+    _atomic_directory,
+    _crs_projjson,
+    _hidden_cells_safe,
+    _published_pass,
+    _write_parquet,
+    finish_manifest,
+    mask_small,
+)
+
+__all__ = ["PartitionedRelease", "release_partitions"]
+
+#: Inputs up to this size get the determinism check (the core re-run on shuffled rows).
+DETERMINISM_CHECK_MAX = 250_000
+#: Records of a release part (whole tiles of groups, or whole classes, per part).
+RECORDS_PER_PART = 500_000
+#: Up to this many records the report's distributions use every record; above, a sample.
+REPORT_SAMPLE_MAX = 2_000_000
+#: Up to this many records the bias comparison uses every retained record; above, a sample.
+BIAS_SAMPLE_MAX = 1_000_000
+LEVELS = ("group", "unit", "parent", "area")
+
+
+@dataclass(frozen=True)
+class PartitionedRelease:
+    """A written partitioned release: where it is, the core's decisions, the manifest."""
+
+    out: Path
+    core: CoreResult
+    manifest: dict[str, Any]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Records per final disposal (exact, for the custodian)."""
+        return self.core.counts()
+
+
+def _mix(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.uint64]:
+    """A hash of each record's coordinates: a sample independent of rows and partitions."""
+    with np.errstate(over="ignore"):
+        a = np.ascontiguousarray(x, dtype=np.float64).view(np.uint64)
+        b = np.ascontiguousarray(y, dtype=np.float64).view(np.uint64)
+        h = a * np.uint64(0x9E3779B97F4A7C15) ^ (b + np.uint64(0x632BE59BD9B4E019))
+        h ^= h >> np.uint64(31)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(29)
+    return h
+
+
+# ----------------------------------------------------------------------------
+# 1. Gather compact arrays
+# ----------------------------------------------------------------------------
+
+
+def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
+    """Compact arrays of source partition ``i`` (never a subject id, only its hash)."""
+    _single_thread_numba()
+    f = source.load(i)
+    n = len(f)
+    x = f["x"].to_numpy(dtype=np.float64)
+    y = f["y"].to_numpy(dtype=np.float64)
+    bad = ~(np.isfinite(x) & np.isfinite(y))
+    if bad.any():
+        raise InputError(
+            f"{int(bad.sum())} records of partition {i} have missing, NaN or infinite "
+            "coordinates; drop or fix them"
+        )
+    subj = None
+    if "subject" in f.columns:
+        raw = f["subject"]
+        if raw.isna().any():
+            raise InputError(
+                f"{int(raw.isna().sum())} records of partition {i} have no subject id; "
+                "fill them or drop the subject column"
+            )
+        subj = pd.util.hash_array(raw.astype(str).to_numpy(dtype=object))
+    if "unit" in f.columns:
+        names, codes = np.unique(f["unit"].astype(str).to_numpy(dtype=object), return_inverse=True)
+    else:
+        names, codes = np.asarray(["all"], dtype=object), np.zeros(n, dtype=np.int64)
+    tiebreak = None
+    # Records at one place are ordered by a hash of their attributes (as on one machine),
+    # so the outcome never depends on the order of rows or partitions.
+    others = source.other_columns(i) if hasattr(source, "other_columns") else keep
+    if keep and not set(keep) <= set(others):
+        source.load_attributes(i, keep)  # raises InputError naming the missing columns
+    if others:
+        attrs = source.load_attributes(i, tuple(others))
+        tiebreak = pd.util.hash_pandas_object(attrs, index=False).to_numpy(dtype=np.uint64)
+    sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
+    return {
+        "n": n, "x": x, "y": y, "subject": subj, "unit_names": names.astype(object),
+        "unit_codes": codes.astype(np.int32), "tiebreak": tiebreak, "sha256": sha,
+    }  # fmt: skip
+
+
+@dataclass
+class _Gathered:
+    sizes: NDArray[np.int64]
+    x: NDArray[np.float64]
+    y: NDArray[np.float64]
+    subjects: NDArray[np.int64] | None
+    unit_codes: NDArray[np.int64]
+    unit_names: NDArray[np.object_]
+    tiebreak: NDArray[np.uint64] | None
+    fingerprint: str | None
+
+
+def _combine(parts: list[dict[str, Any]]) -> _Gathered:
+    import hashlib
+
+    sizes = np.asarray([p["n"] for p in parts], dtype=np.int64)
+    if int(sizes.sum()) == 0:
+        raise InputError("the input has no records; nothing to release")
+    x = np.concatenate([p["x"] for p in parts])
+    y = np.concatenate([p["y"] for p in parts])
+    names = np.unique(np.concatenate([p["unit_names"] for p in parts]).astype(str)).astype(object)
+    codes = np.concatenate(
+        [np.searchsorted(names, p["unit_names"].astype(str))[p["unit_codes"]] for p in parts]
+    ).astype(np.int64)
+    with_subject = [p["subject"] is not None for p in parts]
+    if any(with_subject) and not all(with_subject):
+        raise InputError("some partitions have the subject column and some do not")
+    subjects = None
+    if all(with_subject):
+        _, subjects = np.unique(np.concatenate([p["subject"] for p in parts]), return_inverse=True)
+        subjects = subjects.astype(np.int64)
+    tb = None
+    if parts[0]["tiebreak"] is not None:
+        tb = np.concatenate([p["tiebreak"] for p in parts])
+    fingerprint = None
+    if all(p["sha256"] for p in parts):
+        fingerprint = hashlib.sha256("\n".join(p["sha256"] for p in parts).encode()).hexdigest()
+    return _Gathered(sizes, x, y, subjects, codes, names, tb, fingerprint)
+
+
+# ----------------------------------------------------------------------------
+# 3. The layout: groups numbered by the tile of their representative
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Layout:
+    new_of_old: NDArray[np.int64]  # old group id -> published group id
+    order: NDArray[np.int64]  # published group id -> old group id
+    parts: list[dict[str, Any]]
+    group_starts: NDArray[np.int64]  # first group id of every group part
+    class_starts: NDArray[np.int64]  # first class id of every class part
+
+
+def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Layout:
+    ng = core.group_x.size
+    tkey = tiling.tile_keys(core.group_x, core.group_y) if ng else np.zeros(0, np.int64)
+    order = np.lexsort((np.arange(ng), tkey)).astype(np.int64)
+    new_of_old = np.empty(ng, dtype=np.int64)
+    new_of_old[order] = np.arange(ng, dtype=np.int64)
+    tkey = tkey[order]
+    g = core.group_id
+    sizes = np.bincount(new_of_old[g[g >= 0]], minlength=ng) if ng else np.zeros(0, np.int64)
+    parts: list[dict[str, Any]] = []
+    if ng:
+        ukeys, start = np.unique(tkey, return_index=True)
+        bounds = np.r_[start, ng]
+        per_tile = np.add.reduceat(sizes, start) if start.size else np.zeros(0, np.int64)
+        first_t = 0
+        acc = 0
+        for t in range(ukeys.size):
+            acc += int(per_tile[t])
+            if acc >= records_per_part or t == ukeys.size - 1:
+                parts.append({
+                    "kind": "group", "first": int(bounds[first_t]), "end": int(bounds[t + 1]),
+                    "tile_lo": int(ukeys[first_t]), "tile_hi": int(ukeys[t]), "records": acc,
+                })  # fmt: skip
+                first_t, acc = t + 1, 0
+    c = core.class_id
+    nc = len(core.class_level)
+    csizes = np.bincount(c[c >= 0], minlength=nc)
+    first_c, acc = 0, 0
+    for j in range(nc):
+        acc += int(csizes[j])
+        if acc >= records_per_part or j == nc - 1:
+            parts.append({"kind": "class", "first": first_c, "end": j + 1, "records": acc})
+            first_c, acc = j + 1, 0
+    for i, p in enumerate(parts):
+        p["file"] = f"records/part-{i:05d}.parquet"
+    return _Layout(
+        new_of_old=new_of_old,
+        order=order,
+        parts=parts,
+        group_starts=np.asarray([p["first"] for p in parts if p["kind"] == "group"], np.int64),
+        class_starts=np.asarray([p["first"] for p in parts if p["kind"] == "class"], np.int64),
+    )
+
+
+def _write_source_part(
+    source: Any,
+    i: int,
+    offset: int,
+    sl: dict[str, NDArray[Any]],
+    meta: dict[str, Any],
+    scratch: str,
+    audit_dir: str,
+) -> dict[str, Any]:
+    """Audit part ``i`` and the published rows of source partition ``i``, as scratch pieces."""
+    _single_thread_numba()
+    f = source.load(i)
+    n = len(f)
+    if n != sl["disposal"].size:
+        raise InputError(f"partition {i} changed while the release ran; run it again")
+    x = f["x"].to_numpy(dtype=np.float64)
+    y = f["y"].to_numpy(dtype=np.float64)
+    g, c = sl["group_id"], sl["class_id"]
+    at_group, generalised = g >= 0, c >= 0
+    unames = meta["unit_names"]
+    first_text = np.asarray([lab.text for lab in Label], dtype=object)
+    disp_text = np.asarray([d.text for d in Disposal], dtype=object)
+    assignment = pd.DataFrame(
+        {
+            "source_row": offset + np.arange(n, dtype=np.int64),
+            "label": first_text[sl["first_labels"]],
+            "disposal": disp_text[sl["disposal"]],
+            "group_id": pd.array(np.where(at_group, g, 0), dtype="Int64"),
+            "class_id": pd.array(np.where(generalised, c, 0), dtype="Int64"),
+            "unit": unames[sl["unit_codes"]].astype(str),
+            "subject": sl["subjects"],
+            "x_m": x,
+            "y_m": y,
+            "iota": sl["iota"],
+        }
+    )
+    assignment.loc[~at_group, "group_id"] = pd.NA
+    assignment.loc[~generalised, "class_id"] = pd.NA
+    _write_parquet(assignment, Path(audit_dir) / f"part-{i:05d}.parquet")
+    keep: tuple[str, ...] = meta["keep"]
+    attrs = source.load_attributes(i, keep) if keep else None
+    pub = np.flatnonzero(at_group | generalised)
+    levels = np.asarray((*meta["class_level"], ""), dtype=object)
+    cunits = np.asarray((*meta["class_unit"], ""), dtype=object)
+    frame = pd.DataFrame(
+        {
+            "group_id": pd.array(np.where(at_group[pub], g[pub], 0), dtype="Int64"),
+            "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
+            "level": np.where(at_group[pub], "group", levels[c[pub]]),
+            "unit": pd.Series(cunits[c[pub]], dtype="string").where(generalised[pub]),
+            "x": np.where(at_group[pub], sl["pub_x"][pub], np.nan),
+            "y": np.where(at_group[pub], sl["pub_y"][pub], np.nan),
+        }
+    )
+    frame.loc[~at_group[pub], "group_id"] = pd.NA
+    frame.loc[~generalised[pub], "class_id"] = pd.NA
+    if attrs is not None:
+        for col in keep:
+            frame[col] = attrs[col].to_numpy()[pub]
+    gs, cs = meta["group_starts"], meta["class_starts"]
+    part = np.where(
+        at_group[pub],
+        np.searchsorted(gs, g[pub], side="right") - 1,
+        gs.size + np.searchsorted(cs, c[pub], side="right") - 1,
+    )
+    if pub.size:
+        order = np.argsort(part, kind="stable")
+        up, start = np.unique(part[order], return_index=True)
+        bounds = np.r_[start, order.size]
+        for t, p in enumerate(up):
+            d = Path(scratch) / f"r{int(p):05d}"
+            d.mkdir(parents=True, exist_ok=True)
+            rows = frame.iloc[order[bounds[t] : bounds[t + 1]]].reset_index(drop=True)
+            _write_parquet(rows, d / f"s{i:06d}.parquet")
+    bias = None
+    if attrs is not None:
+        sup = sl["disposal"] == Disposal.SUPPRESSED
+        take = sup | (_mix(x, y) % np.uint64(meta["bias_modulus"]) == 0)
+        bias = attrs.loc[take].reset_index(drop=True)
+        bias["_sup"] = sup[take]
+        bias["_subject"] = sl["subjects"][take]
+        bias["_unit"] = unames[sl["unit_codes"][take]].astype(str)
+    return {"n": n, "published": int(pub.size), "bias": bias}
+
+
+def _assemble_part(
+    piece_dir: str, out_file: str, keep: tuple[str, ...], geo: dict[str, Any]
+) -> int:
+    """Sort one part's pieces by published values and write ``records/part-NNNNN.parquet``."""
+    import shapely
+
+    _single_thread_numba()
+    pieces = sorted(Path(piece_dir).glob("s*.parquet"))
+    frame = pd.concat([pd.read_parquet(p) for p in pieces], ignore_index=True)
+    rank = frame["level"].map({lv: i for i, lv in enumerate(LEVELS)})
+    frame = (
+        frame.assign(_rank=rank)
+        .sort_values(["_rank", "group_id", "class_id", *keep], kind="stable", na_position="first")
+        .drop(columns="_rank")
+        .reset_index(drop=True)
+    )
+    pts = shapely.points(frame["x"].to_numpy(), frame["y"].to_numpy())
+    pts[frame["x"].isna().to_numpy()] = None
+    geo_frame = frame.assign(geometry=shapely.to_wkb(pts))
+    Path(out_file).parent.mkdir(parents=True, exist_ok=True)
+    _write_parquet(geo_frame, Path(out_file), geo)
+    return len(frame)
+
+
+# ----------------------------------------------------------------------------
+# The small files, on the driver (one entry per group, class or unit)
+# ----------------------------------------------------------------------------
+
+
+def _group_units(gid: NDArray[np.int64], ucodes: NDArray[np.int64], ng: int) -> NDArray[np.int64]:
+    """Majority unit code of every group (ties: the lowest code, i.e. the first unit id)."""
+    out = np.zeros(ng, dtype=np.int64)
+    m = gid >= 0
+    if not m.any():
+        return out
+    nu = int(ucodes.max()) + 1
+    pairs, counts = np.unique(gid[m] * nu + ucodes[m], return_counts=True)
+    pg, pu = pairs // nu, pairs % nu
+    order = np.lexsort((pu, -counts, pg))
+    first = np.r_[True, pg[order][1:] != pg[order][:-1]]
+    out[pg[order][first]] = pu[order][first]
+    return out
+
+
+def _units_frame(
+    g: _Gathered,
+    core: CoreResult,
+    group_unit: NDArray[np.int64],
+    group_sizes: NDArray[np.int64],
+    classes: pd.DataFrame,
+    policy: OutlierPolicy,
+    totals: str,
+) -> tuple[pd.DataFrame, int | str, int, int]:
+    """``units.csv`` (as the single-machine writer), the global figure, and subject totals."""
+    k = policy.k
+    unames, ucodes = g.unit_names, g.unit_codes
+    nu = unames.size
+    released = np.bincount(group_unit, weights=group_sizes, minlength=nu).astype(np.int64)
+    unit_index = {str(u): i for i, u in enumerate(unames)}
+    unit_level = classes[classes["level"] == "unit"]
+    for u, size in zip(unit_level["unit"], unit_level["n_records"], strict=True):
+        released[unit_index[u]] += int(size)
+    subj = core.subjects
+    suppressed = core.disposal == Disposal.SUPPRESSED
+    n_subj = int(subj.max()) + 1
+
+    def distinct(mask: NDArray[np.bool_]) -> NDArray[np.int64]:
+        pairs = np.unique(ucodes[mask] * n_subj + subj[mask])
+        return np.bincount(pairs // n_subj, minlength=nu)
+
+    sup_u = distinct(suppressed)
+    present = np.bincount(ucodes, minlength=nu) > 0
+    order = np.argsort(unames.astype(str), kind="stable")
+    order = order[present[order]]
+    sup_shown = [mask_small(int(sup_u[i]), k) for i in order]
+    units = pd.DataFrame(
+        {"unit": unames[order].astype(str), "released": released[order], "suppressed": sup_shown}
+    )
+    total_sup = int(np.unique(subj[suppressed]).size)
+    total_subjects = int(np.unique(subj).size)
+    global_shown: int | str = mask_small(total_sup, k)
+    n_hidden = sum(v == LT_K for v in sup_shown)
+    if (
+        totals == "withhold"
+        or (global_shown != LT_K and not _hidden_cells_safe(int(global_shown), sup_shown, k))
+        or (global_shown == LT_K and n_hidden >= 2)
+    ):
+        global_shown = WITHHELD
+    if totals == "complementary":
+        src = np.bincount(ucodes, minlength=nu)
+        unit_subjects = distinct(np.ones(ucodes.size, dtype=bool))
+        units["source_total"] = [
+            int(src[i]) if sup_shown[j] != LT_K and unit_subjects[i] >= k else WITHHELD
+            for j, i in enumerate(order)
+        ]
+    return units, global_shown, total_sup, total_subjects
+
+
+def _bias(
+    frames: Sequence[pd.DataFrame | None], keep: tuple[str, ...], k: int, n: int
+) -> tuple[list[Any], str | None]:
+    from geokanon.bias import compare_suppressed
+
+    got = [f for f in frames if f is not None and len(f)]
+    if not keep or not got:
+        return [], None
+    sample = pd.concat(got, ignore_index=True)
+    findings = compare_suppressed(
+        sample[list(keep)],
+        sample["_sup"].to_numpy(dtype=bool),
+        sample["_subject"].to_numpy(dtype=np.int64),
+        sample["_unit"].to_numpy(dtype=object),
+        k,
+    )
+    note = None
+    if n > BIAS_SAMPLE_MAX:
+        note = (
+            "every suppressed record against a deterministic sample of the retained records "
+            f"(1 in {max(1, n // BIAS_SAMPLE_MAX)}, chosen by a hash of the coordinates)"
+        )
+    return findings, note
+
+
+def _report(
+    root: Path,
+    g: _Gathered,
+    core: CoreResult,
+    gid: NDArray[np.int64],
+    checks: dict[str, bool],
+    scratch: Path,
+) -> None:
+    """``report.html`` from compact arrays held by the driver (a deterministic sample above
+    :data:`REPORT_SAMPLE_MAX` records), with :func:`geokanon.report.html.build_report`."""
+    from geokanon.report.html import build_report
+
+    n = g.x.size
+    work = scratch / "report"
+    (work / "release").mkdir(parents=True)
+    (work / "audit").mkdir()
+    for name in ("manifest.json", "units.csv", "groups.parquet", "classes.parquet"):
+        shutil.copyfile(root / "release" / name, work / "release" / name)
+    shutil.copyfile(root / "audit" / "audit.json", work / "audit" / "audit.json")
+    take = np.ones(n, dtype=bool)
+    note = "every record"
+    sample_gid = gid
+    if n > REPORT_SAMPLE_MAX:
+        m = max(2, n // REPORT_SAMPLE_MAX)
+        ng = core.group_x.size
+        picked = np.flatnonzero(np.arange(ng) % m == 0)
+        take = ((gid >= 0) & (gid % m == 0)) | ((gid < 0) & (_mix(g.x, g.y) % np.uint64(m) == 0))
+        # the sampled groups, numbered 0.. in the report's own copy of groups.parquet
+        renumber = np.full(ng, -1, dtype=np.int64)
+        renumber[picked] = np.arange(picked.size)
+        sample_gid = np.where(gid >= 0, renumber[np.maximum(gid, 0)], -1)
+        groups = pd.read_parquet(root / "release" / "groups.parquet").iloc[picked]
+        groups = groups.assign(group_id=np.arange(picked.size, dtype=np.int64))
+        _write_parquet(groups.reset_index(drop=True), work / "release" / "groups.parquet")
+        note = (
+            f"a deterministic sample of {int(take.sum()):,} of {n:,} records (every member of "
+            f"1 in {m} groups, chosen by group id, and 1 in {m} other records, chosen by a hash "
+            "of the coordinates; the map shows the sampled groups); record counts in the "
+            "histograms are the sample's"
+        )
+    gid = sample_gid
+    frame = pd.DataFrame(
+        {
+            "group_id": pd.array(np.where(gid[take] >= 0, gid[take], 0), dtype="Int64"),
+            "subject": core.subjects[take],
+            "x_m": g.x[take],
+            "y_m": g.y[take],
+            "iota": core.iota[take],
+        }
+    )
+    frame.loc[gid[take] < 0, "group_id"] = pd.NA
+    _write_parquet(frame, work / "audit" / "assignment.parquet")
+    path = build_report(work, verification=checks)
+    text = path.read_text(encoding="utf-8")
+    para = (
+        '<p class="mute" id="partitioned-note">This release was written in parts on a Dask '
+        f"cluster. The distributions below are computed from {note}, held as compact arrays "
+        "by the driver; the per-unit table and the counts use every record.</p>"
+    )
+    text = text.replace("<h2>Distributions</h2>", para + "<h2>Distributions</h2>", 1)
+    (root / "release" / "report.html").write_text(text, encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------
+# The whole release
+# ----------------------------------------------------------------------------
+
+
+def release_partitions(
+    source: Any,
+    policy: OutlierPolicy,
+    out: str | Path,
+    options: ReleaseOptions | None = None,
+    *,
+    tiling: Tiling | None = None,
+    client: Any = None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    roles: dict[str, str | None] | None = None,
+    crs: str | None = None,
+    scratch_dir: str | Path | None = None,
+    records_per_part: int = RECORDS_PER_PART,
+    check_determinism: bool | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PartitionedRelease:
+    """See :func:`geokanon.distributed.release_partitions` (the documented entry point)."""
+    from geokanon import __version__
+    from geokanon.distributed import _is_dask_frame, frame_source
+    from geokanon.pipeline import _same_decisions, _write_refusal
+    from geokanon.report.notes import release_notes
+    from geokanon.verify_tiles import SCOPE, verify_partitioned
+
+    say = progress or (lambda _stage: None)
+    options = options or ReleaseOptions()
+    out = Path(out)
+    if _is_dask_frame(source):
+        source = frame_source(source, roles or {})
+    if options.mask is not None:
+        raise InputError("the partitioned release does not apply masks yet; mask the input first")
+    if getattr(policy, "allow_synthetic", False):
+        raise InputError(
+            "the partitioned release does not synthesise records yet; drop allow_synthetic, "
+            "or release one file with --backend local"
+        )
+    if policy.uses_time or getattr(source, "time", None) is not None:
+        raise InputError(
+            "the partitioned release does not handle times yet (t_max_s, published time bins); "
+            "drop the time column, or release one file with --backend local"
+        )
+    if options.output_crs is not None and options.output_crs != crs:
+        raise InputError("the partitioned release publishes in the input's CRS; drop --output-crs")
+    if isinstance(records_per_part, bool) or records_per_part < 1:
+        raise InputError(f"records_per_part must be >= 1, got {records_per_part!r}")
+    if out.exists() and not options.force:
+        raise InputError(
+            f"output directory {out.name!r} already exists; choose another --out or pass --force"
+        )
+    tiling = tiling or Tiling.for_policy(policy)
+    _check_halo(tiling, policy)
+    keep = tuple(options.keep)
+    base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
+    scratch = base / f"geokanon-release-{uuid.uuid4().hex[:12]}"
+    scratch.mkdir(parents=True)
+    try:
+        with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
+            say(f"gather compact arrays from {len(source)} partitions")
+            g = _combine(_run(c, _gather_task, [(source, i, keep) for i in range(len(source))]))
+            n = g.x.size
+            say("release core on tiles")
+            try:
+                core = run_core_distributed(
+                    g.x, g.y, policy, subjects=g.subjects, unit_codes=g.unit_codes,
+                    unit_names=g.unit_names, tiebreak=g.tiebreak, tiling=tiling, client=c,
+                    progress=progress,
+                )  # fmt: skip
+            except ReleaseRefused as exc:
+                _write_refusal(out, exc, types.SimpleNamespace(source_sha256=g.fingerprint), policy)  # type: ignore[arg-type]
+                raise
+            deterministic = None
+            if check_determinism is None:
+                check_determinism = n <= DETERMINISM_CHECK_MAX
+            if check_determinism:
+                say("determinism check (core on shuffled rows)")
+                perm = np.random.default_rng(policy.seed).permutation(n)
+                again = run_core_distributed(
+                    g.x[perm], g.y[perm], policy,
+                    subjects=None if g.subjects is None else g.subjects[perm],
+                    unit_codes=g.unit_codes[perm], unit_names=g.unit_names,
+                    tiebreak=None if g.tiebreak is None else g.tiebreak[perm],
+                    tiling=tiling, client=c,
+                )  # fmt: skip
+                deterministic = _same_decisions(core, again, perm)
+                del again
+            layout = _plan_parts(core, tiling, records_per_part)
+            with _atomic_directory(out, options.force) as tmp:
+                manifest, gid = _write_all(
+                    tmp, c, source, g, core, layout, policy, options, tiling, scratch,
+                    crs=crs, version=__version__, say=say, notes=release_notes,
+                )  # fmt: skip
+                say("verify the parts against the source partitions")
+                report = verify_partitioned(tmp, source=source, client=c, scratch_dir=scratch)
+                checks = report.as_dict()
+                if deterministic is not None:
+                    checks["deterministic"] = bool(deterministic)
+                if not all(checks.values()):
+                    failed = [name for name, ok in checks.items() if not ok]
+                    details = "; ".join(
+                        f"{r.name}: {r.detail}" for r in report.checks if not r.passed
+                    )
+                    raise VerificationFailed(
+                        f"the release failed the independent checks {failed}; nothing was "
+                        f"written ({details})",
+                        checks,
+                    )
+                manifest["verification"] = checks
+                manifest["verification_scope"] = dict(SCOPE)
+                if deterministic is None:
+                    manifest["verification_not_run"] = {
+                        "deterministic": f"the input has {n:,} records, more than "
+                        f"{DETERMINISM_CHECK_MAX:,}: the second core run on shuffled rows is "
+                        "skipped (pass check_determinism=True to run it)"
+                    }
+                finish_manifest(tmp, manifest)
+                say("report")
+                _report(tmp, g, core, gid, checks, scratch)
+                finish_manifest(tmp, manifest)
+                from geokanon.report.html import RECHECKED
+
+                again_report = verify_partitioned(
+                    tmp, source=source, client=c, scratch_dir=scratch, checks=RECHECKED,
+                    leak_files=("report.html",),
+                )  # fmt: skip
+                if not again_report.passed:
+                    raise VerificationFailed(
+                        f"the release report failed the independent checks "
+                        f"{list(again_report.failed)}; nothing was written",
+                        {**checks, **again_report.as_dict()},
+                    )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    with contextlib.suppress(Exception):
+        from geokanon.pipeline import _remove_refusal
+
+        _remove_refusal(out)
+    return PartitionedRelease(out=out, core=core, manifest=manifest)
+
+
+def _write_all(
+    root: Path,
+    c: Any,
+    source: Any,
+    g: _Gathered,
+    core: CoreResult,
+    layout: _Layout,
+    policy: OutlierPolicy,
+    options: ReleaseOptions,
+    tiling: Tiling,
+    scratch: Path,
+    *,
+    crs: str | None,
+    version: str,
+    say: Callable[[str], None],
+    notes: Callable[..., str],
+) -> tuple[dict[str, Any], NDArray[np.int64]]:
+    """Every file of the release under ``root`` (a hidden build directory)."""
+    k = policy.k
+    keep = tuple(options.keep)
+    rel, aud = root / "release", root / "audit"
+    (rel / "records").mkdir(parents=True)
+    (aud / "assignment").mkdir(parents=True)
+    n = g.x.size
+    old = core.group_id
+    gid = np.full(old.size, -1, dtype=np.int64)
+    if layout.new_of_old.size:
+        gid[old >= 0] = layout.new_of_old[old[old >= 0]]
+    gx = core.group_x[layout.order]
+    gy = core.group_y[layout.order]
+    ng = gx.size
+    subjects = core.subjects
+    offsets = np.r_[0, np.cumsum(g.sizes)]
+    meta = {
+        "unit_names": g.unit_names,
+        "class_level": tuple(core.class_level),
+        "class_unit": tuple(core.class_unit),
+        "group_starts": layout.group_starts,
+        "class_starts": layout.class_starts,
+        "keep": keep,
+        "bias_modulus": max(1, n // BIAS_SAMPLE_MAX),
+    }
+    pieces = scratch / "pieces"
+    payloads = []
+    for i in range(len(g.sizes)):
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        gi = gid[a:b]
+        sl = {
+            "first_labels": core.first_labels[a:b],
+            "disposal": core.disposal[a:b],
+            "group_id": gi,
+            "class_id": core.class_id[a:b],
+            "iota": core.iota[a:b],
+            "subjects": subjects[a:b],
+            "unit_codes": g.unit_codes[a:b],
+            "pub_x": np.where(gi >= 0, gx[np.maximum(gi, 0)] if ng else np.nan, np.nan),
+            "pub_y": np.where(gi >= 0, gy[np.maximum(gi, 0)] if ng else np.nan, np.nan),
+        }
+        payloads.append((source, i, a, sl, meta, str(pieces), str(aud / "assignment")))
+    say(f"write {len(payloads)} audit parts and route published records")
+    written = _run(c, _write_source_part, payloads)
+    geo = {
+        "version": "1.0.0",
+        "primary_column": "geometry",
+        "columns": {
+            "geometry": {"encoding": "WKB", "geometry_types": ["Point"], "crs": _crs_projjson(crs)}
+        },
+    }
+    say(f"write {len(layout.parts)} record parts")
+    part_rows = _run(
+        c,
+        _assemble_part,
+        [(str(pieces / f"r{j:05d}"), str(rel / p["file"]), keep, geo)
+         for j, p in enumerate(layout.parts)],
+    )  # fmt: skip
+    shutil.rmtree(pieces, ignore_errors=True)
+
+    # groups and classes
+    at_group = gid >= 0
+    group_sizes = np.bincount(gid[at_group], minlength=ng).astype(np.int64)
+    group_unit = _group_units(gid, g.unit_codes, ng)
+    groups = pd.DataFrame(
+        {
+            "group_id": np.arange(ng, dtype=np.int64),
+            "n_records": group_sizes,
+            "x": gx,
+            "y": gy,
+            "radius_m": np.full(ng, policy.r_max_m),
+            "unit": g.unit_names[group_unit].astype(str) if ng else np.zeros(0, dtype=str),
+        }
+    )
+    _write_parquet(groups, rel / "groups.parquet")
+    cid = core.class_id
+    nc = len(core.class_level)
+    classes = pd.DataFrame(
+        {
+            "class_id": np.arange(nc, dtype=np.int64),
+            "level": list(core.class_level),
+            "unit": list(core.class_unit),
+            "n_records": np.bincount(cid[cid >= 0], minlength=nc).astype(np.int64),
+        }
+    )
+    _write_parquet(classes, rel / "classes.parquet")
+    units, global_shown, total_sup, total_subjects = _units_frame(
+        g, core, group_unit, group_sizes, classes, policy, options.totals
+    )
+    units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
+
+    counts_exact = core.counts()
+    counts: dict[str, int | str] = dict(counts_exact)
+    counts["suppressed"] = (
+        counts_exact["suppressed"] if isinstance(global_shown, int) else global_shown
+    )
+    counts["synthetic"] = 0
+    published_passes = [_published_pass(p.to_dict(), k) for p in core.passes]
+    share: float | str = (
+        total_sup / total_subjects if isinstance(global_shown, int) else global_shown
+    )
+    roles = dict(getattr(source, "roles", lambda: {})())
+    audit = {
+        "working_crs": crs,
+        "output_crs": crs,
+        "read_options": {**roles, **({"crs": crs} if crs else {})},
+        "counts": counts_exact,
+        "suppressed_subjects": total_sup,
+        "subjects": total_subjects,
+        "per_unit": core.units.rows(),
+        "passes": published_passes,
+        "passes_exact": [p.to_dict() for p in core.passes],
+        "mask": None,
+        "mask_risk": None,
+        "partitioned": {
+            "source_parts": len(g.sizes),
+            "rows_per_source_part": [int(s) for s in g.sizes],
+            "tiling": {
+                "tile_m": tiling.tile_m,
+                "halo_m": tiling.halo_m,
+                "origin_x": tiling.origin_x,
+                "origin_y": tiling.origin_y,
+            },
+            "parts": layout.parts,
+        },
+    }
+    (aud / "audit.json").write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
+    findings, bias_note = _bias([w["bias"] for w in written], keep, k, n)
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "layout": "partitioned",
+        "version": version,
+        "k": k,
+        "r_max_m": policy.r_max_m,
+        "tau": policy.tau,
+        "unit_cap": policy.unit_cap,
+        "policy": policy.to_dict(),
+        "seed": policy.seed,
+        "crs": crs,
+        "input_sha256": g.fingerprint,
+        "totals": options.totals,
+        "keep": list(keep),
+        "records_published": int(sum(part_rows)),
+        "record_parts": len(layout.parts),
+        "groups": int(ng),
+        "classes": int(nc),
+        "counts": counts,
+        "suppressed_share": share,
+        "synthetic": {"total": 0, "per_unit": {}},
+        "mask": None,
+        "mask_risk": None,
+        "passes": published_passes,
+        "verification": {},
+        "bias": [f.to_dict() for f in findings],
+    }
+    if bias_note is not None:
+        manifest["bias_sample"] = bias_note
+    sentences = [f.sentence for f in findings if f.significant]
+    if keep and not sentences:
+        overall = [f.sentence for f in findings if f.stratum == "all"]
+        sentences = overall or ["No attribute was compared."]
+    (rel / "RELEASE_NOTES.md").write_text(notes(manifest, units, policy, sentences))
+    finish_manifest(root, manifest)
+    return manifest, gid

@@ -1,0 +1,357 @@
+"""The partitioned release on a local Dask cluster: written in parts, verified in parts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+from geokanon.distributed import (  # noqa: E402
+    ParquetPartitions,
+    Tiling,
+    release_partitions,
+    run_core_distributed,
+)
+from geokanon.errors import InputError, VerificationFailed  # noqa: E402
+from geokanon.policy import OutlierPolicy  # noqa: E402
+from geokanon.release import ReleaseOptions, finish_manifest  # noqa: E402
+from geokanon.verify_tiles import verify_partitioned  # noqa: E402
+
+#: Documented tolerance (docs/dask.md): per final disposal, the partitioned release and
+#: the driver-held Dask release core differ by at most this share of the records.
+TOLERANCE = 0.005
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, memory_limit="2GiB",
+        dashboard_address=None,
+    )  # fmt: skip
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _split(frame: pd.DataFrame, d: Path, parts: int, seed: int = 1) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    shuffled = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    for i, idx in enumerate(np.array_split(np.arange(len(shuffled)), parts)):
+        shuffled.iloc[idx].to_parquet(d / f"part-{i}.parquet", index=False)
+    return d
+
+
+@pytest.fixture(scope="module")
+def dwellings_dir(tmp_path_factory):
+    from tests.conftest import data_file
+
+    frame = pd.read_csv(data_file("sdcspatial_dwellings", "dwellings.csv"))
+    return _split(frame, tmp_path_factory.mktemp("dwellings"), 3)
+
+
+def towns(n: int, tile_m: float, seed: int = 3) -> pd.DataFrame:
+    """Dense towns centred on tile corners and edges, rural scatter, repeat visitors."""
+    rng = np.random.default_rng(seed)
+    centres = np.array(
+        [[tile_m, tile_m], [2 * tile_m, tile_m], [tile_m, 2 * tile_m], [1.5 * tile_m, 2 * tile_m]]
+    )
+    n_rural = n // 10
+    which = rng.integers(0, len(centres), n - n_rural)
+    x = np.r_[centres[which, 0] + rng.normal(0, 0.15 * tile_m, which.size),
+              rng.uniform(0, 3 * tile_m, n_rural)]  # fmt: skip
+    y = np.r_[centres[which, 1] + rng.normal(0, 0.15 * tile_m, which.size),
+              rng.uniform(0, 3 * tile_m, n_rural)]  # fmt: skip
+    subject = np.char.add("person-", rng.integers(0, int(n * 0.7), n).astype(str))
+    unit = (np.floor(x / (0.7 * tile_m)) * 10 + np.floor(y / (0.7 * tile_m))).astype(int)
+    score = rng.normal(50, 10, n).round(1)
+    return pd.DataFrame({"x": x.round(1), "y": y.round(1), "subject": subject,
+                         "unit": unit.astype(str), "score": score})  # fmt: skip
+
+
+TILE = 2000.0
+TOWNS_POLICY = OutlierPolicy(k=4, r_max_m=TILE / 8, tau=0.05, unit_cap=0.5)
+
+
+@pytest.fixture(scope="module")
+def towns_dir(tmp_path_factory):
+    return _split(towns(12_000, TILE, seed=11), tmp_path_factory.mktemp("towns"), 2)
+
+
+@pytest.fixture(scope="module")
+def towns_release(client, towns_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("towns-out") / "out"
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    result = release_partitions(
+        src, TOWNS_POLICY, out, ReleaseOptions(keep=("score",)),
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        records_per_part=3_000,
+    )  # fmt: skip
+    return src, result
+
+
+def _driver_counts(src: ParquetPartitions, policy: OutlierPolicy, tiling: Tiling, client) -> dict:
+    """Counts per disposal of the driver-held Dask release core on the same records."""
+    frame = pd.concat([src.load(i) for i in range(len(src))], ignore_index=True)
+    units, codes = np.unique(frame["unit"].astype(str), return_inverse=True)
+    core = run_core_distributed(
+        frame["x"], frame["y"], policy,
+        subjects=frame["subject"] if "subject" in frame else None,
+        unit_codes=codes, unit_names=units, tiling=tiling, client=client,
+    )  # fmt: skip
+    return core.counts()
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_towns_release_verifies_in_parts(client, towns_release):
+    src, result = towns_release
+    m = result.manifest
+    assert m["layout"] == "partitioned"
+    assert all(m["verification"].values()) and len(m["verification"]) == 12
+    assert m["verification"]["deterministic"] is True
+    assert "no_leak" in m["verification_scope"]
+    out = result.out
+    parts = sorted((out / "release" / "records").glob("part-*.parquet"))
+    assert len(parts) == m["record_parts"] >= 3
+    assert len(list((out / "audit" / "assignment").glob("part-*.parquet"))) == 2
+    assert not (out / "release" / "records.parquet").exists()
+    assert set(m["files"]) >= {p.relative_to(out / "release").as_posix() for p in parts}
+    rows = pd.concat([pd.read_parquet(p) for p in parts])
+    assert len(rows) == m["records_published"]
+    assert list(rows.columns) == ["group_id", "class_id", "level", "unit", "x", "y", "score",
+                                  "geometry"]  # fmt: skip
+    # every group whole in one part, groups numbered along the parts
+    per = rows.dropna(subset=["group_id"]).groupby("group_id").size()
+    groups = pd.read_parquet(out / "release" / "groups.parquet")
+    assert per.reindex(groups["group_id"]).to_numpy().tolist() == groups["n_records"].tolist()
+    # a second, independent run of the partitioned verifier agrees
+    report = verify_partitioned(out, source=src, client=client)
+    assert report.passed, [(c.name, c.detail) for c in report.checks if not c.passed]
+    report_html = (out / "release" / "report.html").read_text()
+    assert 'id="partitioned-note"' in report_html
+    counts = _driver_counts(src, TOWNS_POLICY, Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client)
+    n = sum(counts.values())
+    for d, v in result.counts.items():
+        assert abs(v - counts[d]) <= TOLERANCE * n, (d, v, counts[d])
+
+
+def test_dwellings_release_matches_driver_path_and_is_byte_identical(
+    client, dwellings_dir, tmp_path
+):
+    pol = OutlierPolicy(k=5, r_max_m=300.0)
+    tiling = Tiling.for_policy(pol, tile_m=5000.0)
+    src = ParquetPartitions.from_path(dwellings_dir, unit="gm_code")
+    first = release_partitions(
+        src, pol, tmp_path / "a", tiling=tiling, client=client, crs="EPSG:28992",
+        records_per_part=30_000,
+    )  # fmt: skip
+    assert all(first.manifest["verification"].values())
+    counts = _driver_counts(src, pol, tiling, client)
+    n = sum(counts.values())
+    assert n == 90_603
+    for d, v in first.counts.items():
+        assert abs(v - counts[d]) <= TOLERANCE * n, (d, v, counts[d])
+    again = release_partitions(
+        src, pol, tmp_path / "b", tiling=tiling, client=client, crs="EPSG:28992",
+        records_per_part=30_000, check_determinism=False,
+    )  # fmt: skip
+    assert again.manifest["verification_not_run"]
+    a = _files(tmp_path / "a" / "release")
+    b = _files(tmp_path / "b" / "release")
+    # identical but for the manifest, which records that the determinism check was not rerun
+    assert a.keys() == b.keys()
+    assert [f for f in a if a[f] != b[f]] == ["manifest.json"] or all(
+        a[f] == b[f] for f in a if f not in ("manifest.json", "report.html")
+    )
+    assert _files(tmp_path / "a" / "audit") == _files(tmp_path / "b" / "audit")
+    for f in a:
+        if f.startswith("records/") or f in ("groups.parquet", "classes.parquet", "units.csv"):
+            assert a[f] == b[f], f
+
+
+def test_partition_order_does_not_change_the_published_records(client, towns_dir, tmp_path):
+    # The same files under other names: the partitions come in the reverse order.
+    files = sorted(towns_dir.glob("*.parquet"))
+    d = tmp_path / "reversed"
+    d.mkdir()
+    for i, f in enumerate(reversed(files)):
+        shutil.copyfile(f, d / f"part-{i}.parquet")
+    outs = []
+    for name, src_dir in (("fwd", towns_dir), ("rev", d)):
+        src = ParquetPartitions.from_path(src_dir, subject="subject", unit="unit")
+        release_partitions(
+            src, TOWNS_POLICY, tmp_path / name, tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE),
+            client=client, crs="EPSG:28992", records_per_part=3_000, check_determinism=False,
+        )  # fmt: skip
+        outs.append(_files(tmp_path / name / "release"))
+    fwd, rev = outs
+    assert fwd.keys() == rev.keys()
+    for f in fwd:
+        if f.startswith("records/") or f in ("groups.parquet", "classes.parquet", "units.csv"):
+            assert fwd[f] == rev[f], f
+
+
+def _mutable_copy(towns_release, tmp_path: Path) -> tuple[ParquetPartitions, Path]:
+    src, result = towns_release
+    out = tmp_path / "copy"
+    shutil.copytree(result.out, out)
+    return src, out
+
+
+def _refresh(out: Path) -> None:
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    finish_manifest(out, manifest)
+
+
+def test_moved_representative_fails_extent(client, towns_release, tmp_path):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    g0 = int(groups["group_id"].iloc[0])
+    groups.loc[groups["group_id"] == g0, "x"] += 3 * TOWNS_POLICY.r_max_m
+    groups.to_parquet(gpath, index=False)
+    # the record part publishes the moved representative too, so only the geometry is wrong
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    rows.loc[rows["group_id"] == g0, "x"] += 3 * TOWNS_POLICY.r_max_m
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "extent" in report.failed
+    assert "1 groups in records/part-00000.parquet have members beyond r_max" in (
+        report["extent"].detail
+    )
+    assert {"k_subjects", "tau", "unit_cap", "fixed_point", "manifest"}.isdisjoint(report.failed)
+
+
+def test_group_below_k_in_an_audit_part_fails_k_subjects(client, towns_release, tmp_path):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    paths = sorted((out / "audit" / "assignment").glob("part-*.parquet"))
+    g = int(pd.read_parquet(paths[0])["group_id"].dropna().iloc[0])
+    kept = False
+    for apath in paths:
+        # all but one member leave the group (suppressed, as the audit now says)
+        a = pd.read_parquet(apath)
+        members = a.index[a["group_id"] == g]
+        drop = members if kept else members[1:]
+        kept = kept or len(members) > 0
+        a.loc[drop, "group_id"] = pd.NA
+        a.loc[drop, "disposal"] = "suppressed"
+        a.to_parquet(apath, index=False)
+    report = verify_partitioned(out, source=src, client=client)
+    assert {"k_subjects", "counts"} <= set(report.failed)
+
+
+def test_changed_part_fails_manifest(client, towns_release, tmp_path):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00001.parquet"
+    rows = pd.read_parquet(part)
+    rows.iloc[:-1].to_parquet(part, index=False)  # one record fewer, checksums not refreshed
+    report = verify_partitioned(out, source=src, client=client)
+    assert {"manifest", "counts"} <= set(report.failed)
+
+
+def test_bad_group_writes_nothing(client, towns_dir, tmp_path, monkeypatch):
+    import geokanon.release_tiles as rt
+
+    real = rt.run_core_distributed
+
+    def bad_core(*args, **kwargs):
+        core = real(*args, **kwargs)
+        gx = core.group_x.copy()
+        gx[0] += 5 * TOWNS_POLICY.r_max_m  # one group published far from its members
+        return dataclasses.replace(core, group_x=gx)
+
+    monkeypatch.setattr(rt, "run_core_distributed", bad_core)
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    out = tmp_path / "out"
+    with pytest.raises(VerificationFailed, match="extent"):
+        release_partitions(
+            src, TOWNS_POLICY, out, tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE),
+            client=client, crs="EPSG:28992", check_determinism=False,
+        )  # fmt: skip
+    assert list(tmp_path.iterdir()) == []  # no release, no hidden build directory
+
+
+def test_refused_options(client, towns_dir, tmp_path):
+    from geokanon.mask import MaskSpec
+
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    with pytest.raises(InputError, match="masks"):
+        release_partitions(
+            src, TOWNS_POLICY, tmp_path / "m", ReleaseOptions(mask=MaskSpec.jitter(sd_m=10.0)),
+            client=client,
+        )  # fmt: skip
+    timed = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit", time="score")
+    with pytest.raises(InputError, match="times"):
+        release_partitions(timed, TOWNS_POLICY, tmp_path / "t", client=client)
+    with pytest.raises(InputError, match="synthesise"):
+        release_partitions(
+            src, dataclasses.replace(TOWNS_POLICY, allow_synthetic=True), tmp_path / "s",
+            client=client,
+        )  # fmt: skip
+    with pytest.raises(InputError, match="not in"):
+        release_partitions(
+            src, TOWNS_POLICY, tmp_path / "k", ReleaseOptions(keep=("nope",)), client=client
+        )
+    assert not any(tmp_path.iterdir())
+
+
+def test_dask_dataframe_source(client, tmp_path):
+    dd = pytest.importorskip("dask.dataframe")
+    frame = towns(6_000, TILE, seed=5).rename(columns={"x": "east", "y": "north"})
+    ddf = dd.from_pandas(frame, npartitions=3)
+    result = release_partitions(
+        ddf, TOWNS_POLICY, tmp_path / "out", roles={"x": "east", "y": "north",
+        "subject": "subject", "unit": "unit"}, tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE),
+        client=client,
+    )  # fmt: skip
+    assert all(result.manifest["verification"].values())
+    assert result.manifest["input_sha256"] is None  # no files to take a checksum of
+
+
+def test_cli_release_and_verify_a_directory(client, towns_dir, tmp_path, capsys):
+    from geokanon.cli import main
+
+    out = tmp_path / "out"
+    args = ["release", str(towns_dir), "--k", "4", "--r-max", "250", "--subject", "subject",
+            "--unit", "unit", "--crs", "EPSG:28992", "--tau", "0.05", "--unit-cap", "0.5",
+            "--keep", "score", "--out", str(out), "--backend", "dask",
+            "--scheduler", client.scheduler.address, "--tile", "2000"]  # fmt: skip
+    assert main(args) == 0
+    assert "parts" in capsys.readouterr().out
+    verify = ["verify", str(out), "--source", str(towns_dir), "--backend", "dask",
+              "--scheduler", client.scheduler.address]  # fmt: skip
+    assert main(verify) == 0
+    text = capsys.readouterr().out
+    assert "k_subjects" in text and "extent" in text
+    # without --backend dask, a directory is refused with what to do
+    assert main([a for a in args if a not in ("--backend", "dask")][:-2]) == 2
+
+
+def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_path, monkeypatch):
+    import geokanon.release_tiles as rt
+
+    monkeypatch.setattr(rt, "REPORT_SAMPLE_MAX", 3_000)
+    monkeypatch.setattr(rt, "BIAS_SAMPLE_MAX", 3_000)
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    result = release_partitions(
+        src, TOWNS_POLICY, tmp_path / "out", ReleaseOptions(keep=("score",)),
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        check_determinism=False,
+    )  # fmt: skip
+    assert all(result.manifest["verification"].values())
+    assert "sample" in result.manifest["bias_sample"]
+    page = (tmp_path / "out" / "release" / "report.html").read_text()
+    assert "deterministic sample of" in page
