@@ -114,18 +114,15 @@ def _secrets(
 ) -> Any:
     """What to look for in published files: these coordinates and subject ids."""
     ok = np.isfinite(x) & np.isfinite(y)
-    xs, ys = x[ok], y[ok]
-    z = np.empty(xs.size, dtype=np.complex128)
-    z.real, z.imag = xs, ys
-    pairs = pd.unique(z) if xs.size else np.empty(0, dtype=np.complex128)
-    coords = pd.unique(np.concatenate([xs, ys])) if xs.size else np.empty(0)
+    xs, ys = np.asarray(x[ok], dtype=np.float64), np.asarray(y[ok], dtype=np.float64)
+    coords = np.unique(np.concatenate([xs, ys])) if xs.size else np.empty(0)  # sorted
     frac = coords[coords != np.floor(coords)]
     ids: frozenset[str] = frozenset()
     if subject_ids is not None and subject_ids.size:
         ids = frozenset(s.strip() for s in pd.unique(subject_ids) if len(str(s).strip()) >= 4)
     spaced = tuple(s for s in ids if V._TOKEN_SPLIT.search(s))
     return V._Secrets(
-        pairs=pairs, coords=coords, frac_coords=frac, subject_ids=ids, spaced_ids=spaced,
+        px=xs, py=ys, coords=coords, frac_coords=frac, subject_ids=ids, spaced_ids=spaced,
         epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k,
     )  # fmt: skip
 
@@ -138,15 +135,12 @@ def _scan_file(path: Path, sec: Any, label: str) -> list[str]:
     elif suffix in (".parquet", ".pq"):
         found = V._scan_parquet(path, sec)
     else:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        found = V._scan_text(text, sec, single_values=suffix != ".csv")
         if suffix == ".csv":
-            try:
-                frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
-            except (ValueError, pd.errors.ParserError):
-                frame = None
-            if frame is not None:
-                found += V._scan_frame(frame, sec)
+            # as the single-machine verifier: the parsed table, else the raw text
+            parsed = V._scan_csv(path, sec)
+            found = parsed if parsed is not None else V._scan_csv_raw(path, sec)
+        else:
+            found = V._scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
     return found
 
 
