@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numba as nb
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
 from geokanon.policy import OutlierPolicy
@@ -563,6 +564,112 @@ class Grouping:
         return int(self.rep_x.size)
 
 
+def _canonical_order(
+    h: NDArray[np.int64],
+    tb: NDArray[np.uint64],
+    subj: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+) -> NDArray[np.int64]:
+    """``np.lexsort((y, x, subj, tb, h))``, by one integer sort plus a sort of the ties.
+
+    Records sharing a Hilbert key are few (the grid is 2**21 cells wide), so only
+    they are ordered by the remaining keys; the result is the lexicographic order.
+    """
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    tie = np.r_[False, hs[1:] == hs[:-1]]
+    tie[:-1] |= tie[1:]
+    pos = np.flatnonzero(tie)
+    if pos.size:
+        idx = order[pos]
+        sub = np.lexsort((y[idx], x[idx], subj[idx], tb[idx], hs[pos]))
+        order[pos] = idx[sub]
+    return order
+
+
+class _LocalTree:
+    """A k-d tree over the atoms near some points, answering in global atom indices.
+
+    Holds the atoms in the cells (side ``2 r_max``) within 3 cells of a seed atom.
+    A query around a point whose cell lies within 2 cells of a seed sees every atom
+    within ``2 r_max`` of it, so radius queries up to ``2 r_max`` (and the feasible
+    groups among nearest neighbours) are those of a tree over all atoms; a query
+    anywhere else is answered by a tree over all atoms, built on first need.
+    """
+
+    def __init__(
+        self, ax: NDArray[np.float64], ay: NDArray[np.float64], seeds: NDArray[np.int64],
+        r_max: float,
+    ) -> None:  # fmt: skip
+        self._ax, self._ay = ax, ay
+        self._side = 2.0 * r_max * 1.001
+        self._ox, self._oy = float(ax.min()), float(ay.min())
+        sx, sy = self._cells(ax[seeds], ay[seeds])
+        seed_keys = np.unique(self._key(sx, sy))
+        cx, cy = seed_keys // (1 << 32) - (1 << 31), seed_keys % (1 << 32) - (1 << 31)
+        self._safe = self._ring(cx, cy, 2)
+        held = self._ring(cx, cy, 3)
+        kx, ky = self._cells(ax, ay)
+        self._idx = np.flatnonzero(np.isin(self._key(kx, ky), held))
+        self._tree = cKDTree(np.c_[ax[self._idx], ay[self._idx]])
+        self._full: cKDTree | None = None
+
+    def _cells(
+        self, x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        return (
+            np.floor((x - self._ox) / self._side).astype(np.int64),
+            np.floor((y - self._oy) / self._side).astype(np.int64),
+        )
+
+    @staticmethod
+    def _key(cx: NDArray[np.int64], cy: NDArray[np.int64]) -> NDArray[np.int64]:
+        return (cx + (1 << 31)) * (1 << 32) + (cy + (1 << 31))
+
+    def _ring(self, cx: NDArray[np.int64], cy: NDArray[np.int64], w: int) -> NDArray[np.int64]:
+        d = np.arange(-w, w + 1)
+        dx, dy = np.meshgrid(d, d)
+        return np.unique(self._key((cx[:, None] + dx.ravel()).ravel(),
+                                   (cy[:, None] + dy.ravel()).ravel()))  # fmt: skip
+
+    def _covered(self, pts: NDArray[np.float64]) -> bool:
+        cx, cy = self._cells(pts[:, 0], pts[:, 1])
+        keys = self._key(cx, cy)
+        i = np.minimum(np.searchsorted(self._safe, keys), self._safe.size - 1)
+        return bool((self._safe[i] == keys).all())  # _safe is sorted (np.unique)
+
+    def _whole(self) -> cKDTree:
+        if self._full is None:
+            self._full = cKDTree(np.c_[self._ax, self._ay])
+        return self._full
+
+    def query_ball_point(self, pt: list[float], r: float) -> list[int]:
+        """Indices of the atoms within ``r <= 2 r_max`` of ``pt``."""
+        if not self._covered(np.asarray([pt], dtype=np.float64)):
+            return list(self._whole().query_ball_point(pt, r=r))
+        return self._idx[np.asarray(self._tree.query_ball_point(pt, r=r), dtype=np.int64)].tolist()
+
+    def query(self, pts: ArrayLike, k: int, distance_upper_bound: float = math.inf) -> Any:
+        """As ``cKDTree.query``; a missing neighbour is ``len(ax)``, as on the whole tree."""
+        p = np.atleast_2d(np.asarray(pts, dtype=np.float64))
+        single = np.asarray(pts).ndim == 1
+        if not self._covered(p):
+            return self._whole().query(pts, k=k, distance_upper_bound=distance_upper_bound)
+        kk = min(k, self._idx.size)
+        d, i = self._tree.query(p, k=kk, distance_upper_bound=distance_upper_bound)
+        d = np.asarray(d).reshape(p.shape[0], kk)
+        i = np.asarray(i).reshape(p.shape[0], kk)
+        if kk < k:
+            d = np.c_[d, np.full((p.shape[0], k - kk), math.inf)]
+            i = np.c_[i, np.full((p.shape[0], k - kk), self._idx.size)]
+        out = np.where(i < self._idx.size, self._idx[np.minimum(i, self._idx.size - 1)],
+                       self._ax.size)  # fmt: skip
+        if k == 1:
+            d, out = d[:, 0], out[:, 0]
+        return (d[0], out[0]) if single else (d, out)
+
+
 def _atoms(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
@@ -584,7 +691,7 @@ def _atoms(
     """
     h = hilbert_keys(x, y)
     tb = np.zeros(x.size, dtype=np.uint64) if tiebreak is None else tiebreak
-    order = np.lexsort((y, x, subj, tb, h))
+    order = _canonical_order(h, tb, subj, x, y)
     hs, ss, xs, ys = h[order], subj[order], x[order], y[order]
     new = np.r_[True, (ss[1:] != ss[:-1]) | (xs[1:] != xs[:-1]) | (ys[1:] != ys[:-1])]
     atom_sorted = np.cumsum(new) - 1
@@ -867,7 +974,7 @@ def _place_leftovers(
     rest = leftovers[atom_group[leftovers] < 0]
     if rest.size == 0 or not reps_x:
         return
-    tree = cKDTree(np.c_[ax, ay])
+    tree = _LocalTree(ax, ay, rest, r_max)
     _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step, tree)
     # 4. The rest: a group where the best disc through the atom lies, taking members
     # from groups only when everyone displaced finds another group.
@@ -889,7 +996,7 @@ def _borrow(
     k: int,
     r_max: float,
     step: float,
-    tree: cKDTree,
+    tree: _LocalTree,
 ) -> None:
     """Form groups around leftover atoms with the nearest atoms that can be spared.
 
@@ -899,13 +1006,18 @@ def _borrow(
     exact-centroid coincidences are mended afterwards.
     """
     rest = leftovers[atom_group[leftovers] < 0]
-    n_groups = len(reps_x)
-    placed = atom_group >= 0
-    n_subj = int(asub.max()) + 1
-    pairs, pair_count = np.unique(atom_group[placed] * n_subj + asub[placed], return_counts=True)
-    # Atoms per (group, subject), and distinct subjects per group.
-    per_pair = dict(zip(pairs.tolist(), pair_count.tolist(), strict=True))
-    distinct = np.bincount(pairs // n_subj, minlength=n_groups).astype(np.int64).tolist()
+    # Atoms per subject of every group touched, counted on first touch.
+    subjects_of: dict[int, dict[int, int]] = {}
+
+    def tally(g: int) -> dict[int, int]:
+        c = subjects_of.get(g)
+        if c is None:
+            c = {}
+            for a in members.get(g):
+                c[int(asub[a])] = c.get(int(asub[a]), 0) + 1
+            subjects_of[g] = c
+        return c
+
     for p in rest:
         if atom_group[p] >= 0:
             continue
@@ -919,11 +1031,11 @@ def _borrow(
                 continue
             g = int(atom_group[j])
             if g >= 0:
-                key = g * n_subj + int(asub[j])
+                counts = tally(g)
                 already = taken.get(g, {})
-                last_of_subject = per_pair[key] - already.get(int(asub[j]), 0) == 1
+                last_of_subject = counts[int(asub[j])] - already.get(int(asub[j]), 0) == 1
                 lost = sum(1 for v in already.values() if v)
-                if last_of_subject and distinct[g] - lost - 1 < k:
+                if last_of_subject and len(counts) - lost - 1 < k:
                     continue
                 already[int(asub[j])] = already.get(int(asub[j]), 0) + 1
                 taken[g] = already
@@ -944,15 +1056,13 @@ def _borrow(
             g = int(atom_group[j])
             if g >= 0:
                 members.remove(g, j)
-                key = g * n_subj + int(asub[j])
-                per_pair[key] -= 1
-                if per_pair[key] == 0:
-                    distinct[g] -= 1
+                counts = tally(g)
+                counts[int(asub[j])] -= 1
+                if counts[int(asub[j])] == 0:
+                    del counts[int(asub[j])]
             atom_group[j] = new
         members.new(chosen)
-        distinct.append(len(seen))
-        for j in chosen:
-            per_pair[new * n_subj + int(asub[j])] = per_pair.get(new * n_subj + int(asub[j]), 0) + 1
+        tally(new)
 
 
 #: Candidate centres tried per leftover atom by :func:`_rescue`, deepest first.
@@ -974,7 +1084,7 @@ def _rescue(
     k: int,
     r_max: float,
     step: float,
-    tree: cKDTree,
+    tree: _LocalTree,
 ) -> None:
     """Form a group around each leftover atom where the best disc through it lies.
 
@@ -1069,7 +1179,7 @@ def _plan(
     r_max: float,
     r_eff: float,
     step: float,
-    tree: cKDTree,
+    tree: _LocalTree,
     near_cache: dict[int, NDArray[np.int64]],
 ) -> _Plan | None:
     """The group of :func:`_rescue` around centre (cx, cy), or None; changes nothing."""
@@ -1133,7 +1243,8 @@ def _plan(
                 continue
             nb_a = near_cache.get(a)
             if nb_a is None:
-                nb_a = tree.query([ax[a], ay[a]], k=min(24, ax.size))[1]
+                nb_a = np.atleast_1d(tree.query([ax[a], ay[a]], k=min(24, ax.size))[1])
+                nb_a = nb_a[nb_a < ax.size]  # a local tree may hold fewer than 24
                 near_cache[a] = nb_a
             homes = sorted({int(g) for g in atom_group[nb_a]} - donors - {-1})
             h = _rehome(a, ax, ay, aw, members, reps_x, reps_y, r_max, step, homes, adds,

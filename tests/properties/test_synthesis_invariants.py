@@ -17,7 +17,7 @@ def test_one_stand_in_per_suppressed_subject_in_a_class_of_its_unit(scene, k, n_
     x, y, subj = scene
     if np.unique(subj).size < k:
         return
-    units = np.minimum((x // (3000.0 / n_units)).astype(np.int64), n_units - 1)
+    units = np.clip((x // (3000.0 / n_units)).astype(np.int64), 0, n_units - 1)
     names = np.array([f"u{i}" for i in range(n_units)], dtype=object)
     kw = {"subjects": subj, "unit_codes": units, "unit_names": names, "enforce_caps": False}
     policy = OutlierPolicy(k=k, r_max_m=R_MAX, tau=0.99, unit_cap=1.0, allow_synthetic=True)
