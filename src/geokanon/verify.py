@@ -855,7 +855,13 @@ class _Release:
         return float(r)
 
     @cached_property
-    def assignment(self) -> pa.Table:
+    def assignment(self) -> pd.DataFrame:
+        """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
+        self.audit_table  # noqa: B018  (raises _Unreadable as the checks would)
+        return self._parquet(self.aud / "assignment.parquet")
+
+    @cached_property
+    def audit_table(self) -> pa.Table:
         """The audit's columns the checks use (read with pyarrow, nothing else)."""
         path = self.aud / "assignment.parquet"
         if not path.is_file():
@@ -873,10 +879,10 @@ class _Release:
 
     @cached_property
     def n_audit(self) -> int:
-        return int(self.assignment.num_rows)
+        return int(self.audit_table.num_rows)
 
     def audit_column(self, name: str) -> pa.ChunkedArray:
-        return self.assignment.column(name)
+        return self.audit_table.column(name)
 
     def audit_numbers(self, name: str, dtype: Any) -> NDArray[Any]:
         """A numeric audit column as a numpy array (nulls: an error)."""
@@ -969,6 +975,12 @@ class _Release:
     def unit_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
         """(code per assignment row, unit id per code, sorted)."""
         return _factorize_arrow(self.audit_column("unit"))
+
+    @cached_property
+    def units(self) -> NDArray[np.object_]:
+        """Unit id per audit row (for other readers; the checks use :attr:`unit_codes`)."""
+        codes, names = self.unit_codes
+        return names[codes]
 
     @cached_property
     def synthetic(self) -> pd.DataFrame:
@@ -1148,12 +1160,11 @@ def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[n
 
 def _text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[np.int64]:
     """Code of each text in the sorted ``names`` (-1: not there)."""
-    arr = np.array([str(t) for t in texts], dtype=str)
+    arr = pd.Series(texts if isinstance(texts, pd.Series) else list(texts), dtype=object)
     if arr.size == 0 or names.size == 0:
         return np.full(arr.size, -1, dtype=np.int64)
-    table = names.astype(str)
-    at = np.minimum(np.searchsorted(table, arr), table.size - 1)
-    return np.where(table[at] == arr, at, -1).astype(np.int64)
+    look = pd.Index([str(n) for n in names.tolist()])
+    return np.asarray(look.get_indexer(arr.astype(str)), dtype=np.int64)
 
 
 def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
@@ -1316,9 +1327,24 @@ def _is_id(col: pd.Series) -> bool:
 
 def _members(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(row indices of group members sorted by group, their group ids)."""
-    idx = np.flatnonzero(rel.gid >= 0)
-    order = idx[np.argsort(rel.gid[idx], kind="stable")]
-    return order, rel.gid[order]
+    cached = rel.__dict__.get("_members")
+    if cached is None:
+        idx = np.flatnonzero(rel.gid >= 0)
+        order = idx[np.argsort(rel.gid[idx], kind="stable")]
+        cached = rel.__dict__["_members"] = (order, rel.gid[order])
+    return cached
+
+
+def _distinct_per(ids: NDArray[np.int64], subjects: NDArray[np.int64]) -> dict[int, int]:
+    """Distinct subjects per id (ids < 0 ignored), as a dict (for :mod:`geokanon.testing`)."""
+    ok = ids >= 0
+    code, m = _dense(ids[ok])
+    full = np.full(ids.size, -1, dtype=np.int64)
+    full[ok] = code
+    counts = _distinct_counts(full, subjects, m)
+    uniq = np.zeros(m, dtype=np.int64)
+    uniq[code] = ids[ok]
+    return dict(zip(uniq.tolist(), counts.tolist(), strict=True))
 
 
 def _check_k_subjects(rel: _Release) -> CheckResult:
@@ -1344,7 +1370,7 @@ def _check_k_subjects(rel: _Release) -> CheckResult:
             mn = int(distinct[small].min())
             worst = mn if worst is None else min(worst, mn)
             bad.append(f"{int(small.sum())} of {m} {what} have < k={k} distinct subjects")
-    a = rel.assignment
+    a = rel.audit_table
     if "time_bin" in a.column_names:
         tb_codes, _ = _factorize_arrow(a.column("time_bin").cast(pa.string()).fill_null(""))
         n_tb = int(tb_codes.max()) + 1 if tb_codes.size else 1
