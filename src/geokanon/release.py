@@ -616,20 +616,24 @@ def build_release_files(
     }
     if time_bin is not None:
         columns["time_bin"] = pa.array(pd.array(time_bin, dtype="string"))
-    like = pd.DataFrame(
-        {
-            name: (
-                pd.array([1], dtype="Int64")
-                if name in ("group_id", "class_id")
-                else pd.array(["a"], dtype="string")
-                if name == "time_bin"
-                else np.array(["a"], dtype=object)
-                if pa.types.is_string(arr.type)
-                else arr.slice(0, 1).to_numpy(zero_copy_only=False)
-            )
-            for name, arr in columns.items()
-        }
-    ) if n else None
+    like = (
+        pd.DataFrame(
+            {
+                name: (
+                    pd.array([1], dtype="Int64")
+                    if name in ("group_id", "class_id")
+                    else pd.array(["a"], dtype="string")
+                    if name == "time_bin"
+                    else np.array(["a"], dtype=object)
+                    if pa.types.is_string(arr.type)
+                    else arr.slice(0, 1).to_numpy(zero_copy_only=False)
+                )
+                for name, arr in columns.items()
+            }
+        )
+        if n
+        else None
+    )
     audit_table = pa.table(columns)
     if like is not None:
         meta = pa.Table.from_pandas(like, preserve_index=False).schema.metadata

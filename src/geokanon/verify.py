@@ -1164,7 +1164,7 @@ def _text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[
     if arr.size == 0 or names.size == 0:
         return np.full(arr.size, -1, dtype=np.int64)
     look = pd.Index([str(n) for n in names.tolist()])
-    return np.asarray(look.get_indexer(arr.astype(str)), dtype=np.int64)
+    return np.asarray(look.get_indexer(pd.Index(arr.astype(str))), dtype=np.int64)
 
 
 def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
@@ -2562,9 +2562,7 @@ def _check_representation(rel: _Release) -> CheckResult:
         equal |= np.sqrt(dx * dx + dy * dy) <= rel.tolerance_m
     problems: list[str] = []
     if equal.any():
-        problems.append(
-            f"{_nunique(gi[equal])} group representatives equal a member's coordinate"
-        )
+        problems.append(f"{_nunique(gi[equal])} group representatives equal a member's coordinate")
     # the exact centroid of the members (groups without synthetic records)
     n_centroid = 0
     if rows.size:
