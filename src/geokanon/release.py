@@ -47,6 +47,8 @@ from geokanon.policy import Disposal, Label, OutlierPolicy
 __all__ = ["TOTALS_MODES", "ReleaseOptions", "mask_small", "write_release"]
 
 TOTALS_MODES = ("released", "complementary", "withhold")
+#: Release files the report stage may write (their checksums are taken again after it).
+_REPORT_WRITES = frozenset({"report.html", "RELEASE_NOTES.md"})
 LT_K = "<k"
 WITHHELD = "withheld"
 FORMAT = "geokanon-release/1"
@@ -152,6 +154,23 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy's hashing unique is far slower on large arrays)."""
+    v = np.sort(values)
+    if v.size:
+        keep = np.ones(v.size, dtype=bool)
+        keep[1:] = v[1:] != v[:-1]
+        v = v[keep]
+    return v
+
+
+def _coded_text(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
+    """Text per row from integer codes into ``names``, as a plain Arrow string column."""
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.asarray(codes).astype(np.int32)), pa.array(list(names), type=pa.string())
+    ).cast(pa.string())
 
 
 def _fsync_tree(root: Path) -> None:
@@ -532,7 +551,7 @@ def build_release_files(
     n_subj = int(subj.max()) + 1
 
     def distinct(mask: np.ndarray) -> np.ndarray:
-        pairs = np.unique(ucodes[mask] * n_subj + subj[mask])
+        pairs = _sorted_unique(ucodes[mask] * n_subj + subj[mask])
         return np.bincount(pairs // n_subj, minlength=nu)
 
     sup_u = distinct(suppressed)
@@ -558,8 +577,8 @@ def build_release_files(
         syn_total = WITHHELD  # a total over hidden per-unit values would narrow them
     if policy.allow_synthetic:
         units["synthetic"] = syn_shown
-    total_sup_subjects = int(np.unique(subj[suppressed]).size)
-    total_subjects = int(np.unique(subj).size)
+    total_sup_subjects = int(_sorted_unique(subj[suppressed]).size)
+    total_subjects = int(_sorted_unique(subj).size)
     global_shown: int | str = mask_small(total_sup_subjects, k)
     n_hidden_units = sum(v == LT_K for v in sup_shown)
     if (
@@ -579,27 +598,49 @@ def build_release_files(
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
     # --- audit (custodian only).
-    first_text = np.asarray([lab.text for lab in Label], dtype=object)
-    disp_text = np.asarray([d.text for d in Disposal], dtype=object)
-    assignment = pd.DataFrame(
-        {
-            "source_row": np.arange(n, dtype=np.int64),
-            "label": first_text[result.first_labels],
-            "disposal": disp_text[result.disposal],
-            "group_id": pd.array(np.where(at_group, g, 0), dtype="Int64"),
-            "class_id": pd.array(np.where(generalised, c, 0), dtype="Int64"),
-            "unit": unames[ucodes].astype(str),
-            "subject": subj,
-            "x_m": table.x,
-            "y_m": table.y,
-            "iota": result.iota,
-        }
-    )
+    # Built as Arrow columns (text from integer codes, no per-row Python objects); the
+    # pandas metadata is that of the equivalent frame, so pandas reads the same dtypes.
+    first_names = [lab.text for lab in Label]
+    disp_names = [d.text for d in Disposal]
+    columns: dict[str, pa.Array] = {
+        "source_row": pa.array(np.arange(n, dtype=np.int64)),
+        "label": _coded_text(np.asarray(result.first_labels), first_names),
+        "disposal": _coded_text(np.asarray(result.disposal), disp_names),
+        "group_id": pa.array(np.where(at_group, g, 0).astype(np.int64), mask=~at_group),
+        "class_id": pa.array(np.where(generalised, c, 0).astype(np.int64), mask=~generalised),
+        "unit": _coded_text(ucodes, [str(u) for u in unames]),
+        "subject": pa.array(np.asarray(subj, dtype=np.int64)),
+        "x_m": pa.array(np.asarray(table.x, dtype=np.float64)),
+        "y_m": pa.array(np.asarray(table.y, dtype=np.float64)),
+        "iota": pa.array(np.asarray(result.iota)),
+    }
     if time_bin is not None:
-        assignment["time_bin"] = pd.array(time_bin, dtype="string")
-    assignment.loc[~at_group, "group_id"] = pd.NA
-    assignment.loc[~generalised, "class_id"] = pd.NA
-    _write_parquet(assignment, aud / "assignment.parquet")
+        columns["time_bin"] = pa.array(pd.array(time_bin, dtype="string"))
+    like = (
+        pd.DataFrame(
+            {
+                name: (
+                    pd.array([1], dtype="Int64")
+                    if name in ("group_id", "class_id")
+                    else pd.array(["a"], dtype="string")
+                    if name == "time_bin"
+                    else np.array(["a"], dtype=object)
+                    if pa.types.is_string(arr.type)
+                    else arr.slice(0, 1).to_numpy(zero_copy_only=False)
+                )
+                for name, arr in columns.items()
+            }
+        )
+        if n
+        else None
+    )
+    audit_table = pa.table(columns)
+    if like is not None:
+        meta = pa.Table.from_pandas(like, preserve_index=False).schema.metadata
+        audit_table = audit_table.replace_schema_metadata(meta)
+    del columns
+    _write_arrow_parquet(audit_table, aud / "assignment.parquet")
+    del audit_table
     stands_for = syn.stands_for
     synthetic_audit = pd.DataFrame(
         {
@@ -684,16 +725,25 @@ def build_release_files(
     return manifest
 
 
-def finish_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    """Add the checksum of every release file and write ``manifest.json``."""
+def finish_manifest(
+    root: Path, manifest: dict[str, Any], unchanged: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Add the checksum of every release file and write ``manifest.json``.
+
+    ``unchanged`` maps release files (relative paths) not written since their sha256 was
+    taken to that sha256; they are not read again. Returns the checksums.
+    """
     rel = root / "release"
-    files = {
-        p.relative_to(rel).as_posix(): _sha256(p)
-        for p in sorted(rel.rglob("*"))
-        if p.is_file() and p.name != "manifest.json"
-    }
+    known = unchanged or {}
+    files: dict[str, str] = {}
+    for p in sorted(rel.rglob("*")):
+        if not p.is_file() or p.name == "manifest.json":
+            continue
+        name = p.relative_to(rel).as_posix()
+        files[name] = known[name] if name in known else _sha256(p)
     manifest["files"] = files
     (rel / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return dict(files)
 
 
 def write_release(
@@ -757,7 +807,7 @@ def write_release(
         manifest = build_release_files(
             tmp, table, result, policy, options, version=version, mask_risk=mask_risk
         )
-        finish_manifest(tmp, manifest)
+        digests = finish_manifest(tmp, manifest)
         truth = source if source is not None else table
         stage("verify")
         report = verify_release(tmp, source=truth)
@@ -771,13 +821,19 @@ def write_release(
                 checks,
             )
         manifest["verification"] = checks
-        finish_manifest(tmp, manifest)
+        # only manifest.json was written since the checksums were taken
+        digests = finish_manifest(tmp, manifest, unchanged=digests)
         # The report shows these results; the checks that read it run again with it in place.
         from geokanon.report.html import RECHECKED, build_report
 
         stage("report")
         build_report(tmp, verification=checks)
-        finish_manifest(tmp, manifest)
+        # the report writes report.html (and the notes may be rewritten): hash those again
+        finish_manifest(
+            tmp,
+            manifest,
+            unchanged={f: d for f, d in digests.items() if f not in _REPORT_WRITES},
+        )
         stage("reverify")
         # Only the report and the manifest changed since the full run: the other files
         # are checked against the checksums that run read from disk.

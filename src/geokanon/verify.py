@@ -753,6 +753,8 @@ class _Source:
     y_work: NDArray[np.float64] | None = None
     subjects: NDArray[np.int64] | None = None
     units: NDArray[np.object_] | None = None
+    unit_codes: NDArray[np.int64] | None = None  # with unit_names: the units, compactly
+    unit_names: NDArray[np.object_] | None = None
     subject_ids: frozenset[str] = frozenset()
     subject_column: str | None = None
     time_column: str | None = None
@@ -854,24 +856,55 @@ class _Release:
 
     @cached_property
     def assignment(self) -> pd.DataFrame:
-        a = self._parquet(self.aud / "assignment.parquet")
+        """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
+        self.audit_table  # noqa: B018  (raises _Unreadable as the checks would)
+        return self._parquet(self.aud / "assignment.parquet")
+
+    @cached_property
+    def audit_table(self) -> pa.Table:
+        """The audit's columns the checks use (read with pyarrow, nothing else)."""
+        path = self.aud / "assignment.parquet"
+        if not path.is_file():
+            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
         need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
-        missing = [c for c in need if c not in a.columns]
-        if missing:
-            raise _Unreadable(f"assignment.parquet lacks columns {missing}")
-        return a
+        try:
+            names = pq.ParquetFile(path).schema_arrow.names
+            missing = [c for c in need if c not in names]
+            if missing:
+                raise _Unreadable(f"assignment.parquet lacks columns {missing}")
+            cols = need + (["time_bin"] if "time_bin" in names else [])
+            return pq.read_table(path, columns=cols)
+        except (OSError, pa.ArrowException) as exc:
+            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+
+    @cached_property
+    def n_audit(self) -> int:
+        return int(self.audit_table.num_rows)
+
+    def audit_column(self, name: str) -> pa.ChunkedArray:
+        return self.audit_table.column(name)
+
+    def audit_numbers(self, name: str, dtype: Any) -> NDArray[Any]:
+        """A numeric audit column as a numpy array (nulls: an error)."""
+        col = self.audit_column(name)
+        try:
+            if col.null_count:
+                raise _Unreadable(f"assignment {name} has nulls")
+            return np.asarray(col.to_numpy(), dtype=dtype)
+        except (pa.ArrowException, TypeError, ValueError):
+            return pd.to_numeric(col.to_pandas()).to_numpy(dtype=dtype)
 
     @cached_property
     def gid(self) -> NDArray[np.int64]:
-        return _ids(self.assignment["group_id"], "assignment group_id")
+        return _arrow_ids(self.audit_column("group_id"), "assignment group_id")
 
     @cached_property
     def cid(self) -> NDArray[np.int64]:
-        return _ids(self.assignment["class_id"], "assignment class_id")
+        return _arrow_ids(self.audit_column("class_id"), "assignment class_id")
 
     @cached_property
     def _disposal_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
-        return _factorize_text(self.assignment["disposal"])
+        return _factorize_arrow(self.audit_column("disposal"))
 
     @cached_property
     def disposal(self) -> NDArray[np.object_]:
@@ -882,15 +915,11 @@ class _Release:
         """Rows whose disposal is one of ``names``."""
         codes, cats = self._disposal_codes
         hit = np.array([str(c) in names for c in cats], dtype=bool)
-        return hit[codes]
+        return hit[codes] if hit.size else np.zeros(codes.size, dtype=bool)
 
     @cached_property
     def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        a = self.assignment
-        return (
-            pd.to_numeric(a["x_m"]).to_numpy(dtype=np.float64),
-            pd.to_numeric(a["y_m"]).to_numpy(dtype=np.float64),
-        )
+        return self.audit_numbers("x_m", np.float64), self.audit_numbers("y_m", np.float64)
 
     @cached_property
     def source(self) -> _Source:
@@ -919,12 +948,15 @@ class _Release:
     @cached_property
     def subjects(self) -> NDArray[np.int64]:
         """Subject code per assignment row: the source's when it is given and aligned."""
-        audit_subj = pd.to_numeric(self.assignment["subject"]).to_numpy(dtype=np.int64)
         src = self.source
         rows = self.source_rows
         if src.subjects is not None and rows is not None:
             return src.subjects[rows]
-        return audit_subj
+        return self.audit_subjects
+
+    @cached_property
+    def audit_subjects(self) -> NDArray[np.int64]:
+        return self.audit_numbers("subject", np.int64)
 
     @cached_property
     def source_rows(self) -> NDArray[np.int64] | None:
@@ -932,20 +964,21 @@ class _Release:
         n = self.source.n_rows
         if n is None:
             return None
-        rows = pd.to_numeric(self.assignment["source_row"]).to_numpy(dtype=np.int64)
+        rows = self.audit_numbers("source_row", np.int64)
         if rows.size != n or (rows.size and (rows.min() < 0 or rows.max() >= n)):
             return None
-        if pd.unique(rows).size != n:
+        if np.count_nonzero(np.bincount(rows, minlength=n)) != n:
             return None
         return rows
 
     @cached_property
     def unit_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
         """(code per assignment row, unit id per code, sorted)."""
-        return _factorize_text(self.assignment["unit"])
+        return _factorize_arrow(self.audit_column("unit"))
 
     @cached_property
     def units(self) -> NDArray[np.object_]:
+        """Unit id per audit row (for other readers; the checks use :attr:`unit_codes`)."""
         codes, names = self.unit_codes
         return names[codes]
 
@@ -1046,6 +1079,94 @@ def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.ob
     return remap[rank[codes]].astype(np.int64), names
 
 
+def _factorize_arrow(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+    """As :func:`_factorize_text`, for an Arrow column (dictionary-encoded, no Python rows)."""
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+            or pa.types.is_dictionary(col.type)):  # fmt: skip
+        return _factorize_text(col.to_pandas())
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    texts = [str(v) for v in arr.dictionary.to_pylist()]
+    if (idx < 0).any():  # nulls read as pandas' astype(str) reads them
+        idx = np.where(idx < 0, len(texts), idx)
+        texts.append("None")
+    names = np.array(texts, dtype=object)
+    # one code per distinct text, numbered in sorted order
+    uniq, inverse = np.unique(names.astype(str), return_inverse=True)
+    return inverse.reshape(-1)[idx].astype(np.int64), uniq.astype(object)
+
+
+def _arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
+    """An id column as int64, nulls as -1 (as :func:`_ids`, without pandas)."""
+    if not pa.types.is_integer(col.type):
+        return _ids(col.to_pandas(), what)
+    out = np.asarray(col.fill_null(-1).to_numpy(), dtype=np.int64)
+    valid = np.ones(out.size, dtype=bool)
+    if col.null_count:
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if (out[valid] < 0).any():
+        raise _Unreadable(f"{what} has negative ids")
+    return out
+
+
+def _nunique(values: NDArray[Any]) -> int:
+    """Distinct values of an array (by sorting: numpy's hashing unique is slow)."""
+    if values.size == 0:
+        return 0
+    v = np.sort(values, kind="stable" if values.dtype.kind == "O" else None)
+    return int(np.count_nonzero(v[1:] != v[:-1])) + 1
+
+
+def _dense(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
+    """(code per value in 0..m-1, m): values numbered in sorted order."""
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo <= 4 * values.size + 1024:
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[values - lo] = True
+        code = np.cumsum(present) - 1
+        return code[values - lo].astype(np.int64), int(code[-1]) + 1
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), int(uniq.size)
+
+
+def _distinct_counts(
+    ids: NDArray[np.int64], subjects: NDArray[np.int64], size: int
+) -> NDArray[np.int64]:
+    """Distinct subjects per id in ``0..size-1`` (ids < 0 ignored)."""
+    ok = ids >= 0
+    i = ids[ok]
+    if i.size == 0:
+        return np.zeros(size, dtype=np.int64)
+    s, span = _dense(subjects[ok])
+    key = np.sort(i * np.int64(span) + s)
+    first = np.ones(key.size, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    return np.bincount(key[first] // span, minlength=size).astype(np.int64)
+
+
+def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Position of each value in ``table`` (unique ids), -1 where it is absent."""
+    if table.size == 0:
+        return np.full(values.size, -1, dtype=np.int64)
+    order = np.argsort(table, kind="stable")
+    st = table[order]
+    at = np.minimum(np.searchsorted(st, values), st.size - 1)
+    return np.where(st[at] == values, order[at], -1).astype(np.int64)
+
+
+def _text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[np.int64]:
+    """Code of each text in the sorted ``names`` (-1: not there)."""
+    arr = pd.Series(texts if isinstance(texts, pd.Series) else list(texts), dtype=object)
+    if arr.size == 0 or names.size == 0:
+        return np.full(arr.size, -1, dtype=np.int64)
+    look = pd.Index([str(n) for n in names.tolist()])
+    return np.asarray(look.get_indexer(pd.Index(arr.astype(str))), dtype=np.int64)
+
+
 def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
     try:
         v = pd.to_numeric(series, errors="raise").astype("Float64")
@@ -1119,7 +1240,8 @@ def _load_source(
             if raw and _same_crs(working_crs, output_crs):
                 src.x, src.y = arg.x, arg.y
         src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
-        src.units = arg.unit_names[arg.unit_codes]
+        src.unit_codes = np.asarray(arg.unit_codes, dtype=np.int64)
+        src.unit_names = np.asarray(arg.unit_names, dtype=object)
         if arg.times is not None:
             src.epoch_s = arg.times
         return src
@@ -1162,6 +1284,9 @@ def _load_source(
     ucol = opts.get("unit") or audit.get("unit_column")
     if ucol and ucol in raw:
         src.units = raw[ucol].astype(str).to_numpy(dtype=object)
+        codes_u, names_u = pd.factorize(src.units, sort=False)
+        src.unit_codes = codes_u.astype(np.int64)
+        src.unit_names = np.asarray(names_u, dtype=object)
     tcol = opts.get("time") or audit.get("time_column")
     if tcol and tcol in raw:
         src.time_column = str(tcol)
@@ -1202,18 +1327,24 @@ def _is_id(col: pd.Series) -> bool:
 
 def _members(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(row indices of group members sorted by group, their group ids)."""
-    idx = np.flatnonzero(rel.gid >= 0)
-    order = idx[np.argsort(rel.gid[idx], kind="stable")]
-    return order, rel.gid[order]
+    cached = rel.__dict__.get("_members")
+    if cached is None:
+        idx = np.flatnonzero(rel.gid >= 0)
+        order = idx[np.argsort(rel.gid[idx], kind="stable")]
+        cached = rel.__dict__["_members"] = (order, rel.gid[order])
+    return cached
 
 
 def _distinct_per(ids: NDArray[np.int64], subjects: NDArray[np.int64]) -> dict[int, int]:
+    """Distinct subjects per id (ids < 0 ignored), as a dict (for :mod:`geokanon.testing`)."""
     ok = ids >= 0
-    if not ok.any():
-        return {}
-    frame = pd.DataFrame({"id": ids[ok], "subject": subjects[ok]})
-    counts = frame.groupby("id", sort=True)["subject"].nunique()
-    return dict(zip(counts.index.astype(np.int64).tolist(), counts.tolist(), strict=True))
+    code, m = _dense(ids[ok])
+    full = np.full(ids.size, -1, dtype=np.int64)
+    full[ok] = code
+    counts = _distinct_counts(full, subjects, m)
+    uniq = np.zeros(m, dtype=np.int64)
+    uniq[code] = ids[ok]
+    return dict(zip(uniq.tolist(), counts.tolist(), strict=True))
 
 
 def _check_k_subjects(rel: _Release) -> CheckResult:
@@ -1221,37 +1352,45 @@ def _check_k_subjects(rel: _Release) -> CheckResult:
     subj = rel.subjects
     bad: list[str] = []
     worst: int | None = None
+    n_ids: dict[str, int] = {}
     for what, ids, published in (
         ("groups", rel.gid, rel.groups["group_id"]),
         ("classes", rel.cid, rel.classes["class_id"]),
     ):
-        distinct = _distinct_per(ids, subj)
-        pub = set(_ids(published, f"{what} id").tolist())
-        all_ids = pub | set(distinct)
-        small = [i for i in all_ids if distinct.get(i, 0) < k]
-        if small:
-            m = min(distinct.get(i, 0) for i in small)
-            worst = m if worst is None else min(worst, m)
-            bad.append(f"{len(small)} of {len(all_ids)} {what} have < k={k} distinct subjects")
-    a = rel.assignment
-    if "time_bin" in a.columns:
-        tb = a["time_bin"].astype("string").fillna("").to_numpy(dtype=object)
+        pub = _ids(published, f"{what} id")
+        pub = pub[pub >= 0]
+        # every published id and every id the audit names, numbered densely
+        code, m = _dense(np.concatenate([ids[ids >= 0], pub]))
+        member_code = np.full(ids.size, -1, dtype=np.int64)
+        member_code[ids >= 0] = code[: int(np.count_nonzero(ids >= 0))]
+        distinct = _distinct_counts(member_code, subj, m)
+        n_ids[what] = int(np.count_nonzero(np.bincount(member_code[member_code >= 0], minlength=m)))
+        small = distinct < k
+        if small.any():
+            mn = int(distinct[small].min())
+            worst = mn if worst is None else min(worst, mn)
+            bad.append(f"{int(small.sum())} of {m} {what} have < k={k} distinct subjects")
+    a = rel.audit_table
+    if "time_bin" in a.column_names:
+        tb_codes, _ = _factorize_arrow(a.column("time_bin").cast(pa.string()).fill_null(""))
+        n_tb = int(tb_codes.max()) + 1 if tb_codes.size else 1
         for what, ids in (
             ("group x time bin classes", rel.gid),
             ("class x time bin classes", rel.cid),
         ):
             sel = ids >= 0
-            frame = pd.DataFrame({"c": ids[sel], "b": tb[sel], "s": subj[sel]}).drop_duplicates()
-            distinct_tb = frame.groupby(["c", "b"], sort=False).size()
+            code, m = _dense(ids[sel] * np.int64(n_tb) + tb_codes[sel])
+            cell = np.full(ids.size, -1, dtype=np.int64)
+            cell[sel] = code
+            distinct_tb = _distinct_counts(cell, subj, m)
             small_tb = distinct_tb[distinct_tb < k]
             if small_tb.size:
                 m_tb = int(small_tb.min())
                 worst = m_tb if worst is None else min(worst, m_tb)
-                bad.append(f"{small_tb.size} of {distinct_tb.size} {what} have < k={k} subjects")
+                bad.append(f"{small_tb.size} of {m} {what} have < k={k} subjects")
     if bad:
         return CheckResult("k_subjects", False, "; ".join(bad) + f" (smallest {worst})")
-    ng = len(set(rel.gid[rel.gid >= 0].tolist()))
-    nc = len(set(rel.cid[rel.cid >= 0].tolist()))
+    ng, nc = n_ids["groups"], n_ids["classes"]
     return CheckResult(
         "k_subjects", True, f"{ng} groups and {nc} classes, each with >= {k} distinct subjects"
     )
@@ -1262,7 +1401,7 @@ def _rep_arrays(
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
     g = rel.groups
     gids = _ids(g["group_id"], "groups group_id")
-    if (gids < 0).any() or pd.unique(gids).size != gids.size:
+    if (gids < 0).any() or _nunique(gids) != gids.size:
         raise _Unreadable("groups.parquet group_id has nulls or duplicates")
     gx = pd.to_numeric(g["x"]).to_numpy(dtype=np.float64)
     gy = pd.to_numeric(g["y"]).to_numpy(dtype=np.float64)
@@ -1286,12 +1425,11 @@ def _check_extent(rel: _Release) -> CheckResult:
     if rel.to_working is not None:
         wx, wy = rel.to_working(gx, gy)
     rows, mg = _members(rel)
-    pos = {int(g): i for i, g in enumerate(gids.tolist())}
-    orphans = np.array([int(g) not in pos for g in mg], dtype=bool)
+    gi = _positions(gids, mg)
+    orphans = gi < 0
     if orphans.any():
         problems.append(f"{int(orphans.sum())} members belong to no published group")
-    rows, mg = rows[~orphans], mg[~orphans]
-    gi = np.fromiter((pos[int(g)] for g in mg), np.int64, mg.size)
+        rows, gi = rows[~orphans], gi[~orphans]
     coords = [("working", *rel.xy_m)]
     src = rel.source
     if (
@@ -1305,11 +1443,12 @@ def _check_extent(rel: _Release) -> CheckResult:
     n_bad = 0
     bad_groups: set[int] = set()
     for _name, xs, ys in coords:
+        at = rows
         if _name == "source":
             assert rel.source_rows is not None
-            xs, ys = xs[rel.source_rows], ys[rel.source_rows]
-        dx = xs[rows] - wx[gi]
-        dy = ys[rows] - wy[gi]
+            at = rel.source_rows[rows]
+        dx = xs[at] - wx[gi]
+        dy = ys[at] - wy[gi]
         d = np.sqrt(dx * dx + dy * dy)
         allowed = limit[gi] + rel.tolerance_m
         beyond = ~(d <= allowed)
@@ -1334,8 +1473,8 @@ def _check_extent(rel: _Release) -> CheckResult:
 
 def _suppressed_subjects(rel: _Release) -> tuple[int, int]:
     subj = rel.subjects
-    sup = rel.disposal == "suppressed"
-    return int(pd.unique(subj[sup]).size), int(pd.unique(subj).size)
+    sup = rel.is_disposal("suppressed")
+    return _nunique(subj[sup]), _nunique(subj)
 
 
 def _check_tau(rel: _Release) -> CheckResult:
@@ -1358,28 +1497,30 @@ def _share_text(s: int, n: int, k: int) -> str:
 
 def _check_unit_cap(rel: _Release) -> CheckResult:
     cap = _decimal_fraction(rel.manifest.get("unit_cap"), "unit_cap")
-    frame = pd.DataFrame(
-        {"unit": rel.units, "subject": rel.subjects, "sup": rel.disposal == "suppressed"}
-    )
-    per = frame.groupby(["unit", "subject"], sort=True)["sup"].any().reset_index()
-    table = per.groupby("unit", sort=True)["sup"].agg(["size", "sum"])
+    ucode, names = rel.unit_codes
+    nu = names.size
+    sup = rel.is_disposal("suppressed")
+    subj = rel.subjects
+    size = _distinct_counts(ucode, subj, nu)
+    n_sup = _distinct_counts(ucode[sup], subj[sup], nu)
+    present = np.flatnonzero(size > 0)
     breaches = [
-        str(u) for u, row in table.iterrows() if Fraction(int(row["sum"]), int(row["size"])) > cap
+        str(names[u]) for u in present.tolist() if Fraction(int(n_sup[u]), int(size[u])) > cap
     ]
     if breaches:
         return CheckResult(
             "unit_cap",
             False,
-            f"{len(breaches)} of {len(table)} units above the unit cap {float(cap):g}: "
+            f"{len(breaches)} of {present.size} units above the unit cap {float(cap):g}: "
             + ", ".join(breaches[:10])
             + (" ..." if len(breaches) > 10 else ""),
         )
-    shares = (table["sum"] / table["size"]).to_numpy(dtype=np.float64)
+    shares = n_sup[present] / size[present]
     worst = float(shares.max()) if shares.size else 0.0
     return CheckResult(
         "unit_cap",
         True,
-        f"{len(table)} units within the unit cap {float(cap):g} (worst {worst:.4g})",
+        f"{present.size} units within the unit cap {float(cap):g} (worst {worst:.4g})",
     )
 
 
@@ -1489,7 +1630,7 @@ def _check_holes(rel: _Release) -> CheckResult:
             pooled_records=pooled,
             pooled_synthetic_max=min(pooled_syn, pooled),
             synthetic_total=syn_total,
-            record_bound=len(rel.assignment),
+            record_bound=rel.n_audit,
             groups_by_majority_unit="unit" in rel.groups.columns,
             total_records=total,
             released_records=released,
@@ -2396,11 +2537,9 @@ def _scan_csv_raw(path: Path, sec: _Secrets) -> list[str]:
 
 def _check_representation(rel: _Release) -> CheckResult:
     gids, gx, gy = _rep_arrays(rel)
-    pos = {int(g): i for i, g in enumerate(gids.tolist())}
     rows, mg = _members(rel)
-    keep = np.array([int(g) in pos for g in mg], dtype=bool)
-    rows, mg = rows[keep], mg[keep]
-    gi = np.fromiter((pos[int(g)] for g in mg), np.int64, mg.size)
+    gi = _positions(gids, mg)
+    rows, gi = rows[gi >= 0], gi[gi >= 0]
     xm, ym = rel.xy_m
     equal = np.zeros(rows.size, dtype=bool)
     # in the output CRS
@@ -2413,7 +2552,7 @@ def _check_representation(rel: _Release) -> CheckResult:
     src = rel.source
     srows = rel.source_rows
     if srows is not None and src.x is not None and src.y is not None:
-        candidates.append((src.x[srows][rows], src.y[srows][rows]))
+        candidates.append((src.x[srows[rows]], src.y[srows[rows]]))
     for cx, cy in candidates:
         equal |= (cx == gx[gi]) & (cy == gy[gi])
     # within the tolerance, in the working CRS
@@ -2423,23 +2562,22 @@ def _check_representation(rel: _Release) -> CheckResult:
         equal |= np.sqrt(dx * dx + dy * dy) <= rel.tolerance_m
     problems: list[str] = []
     if equal.any():
-        problems.append(
-            f"{len(set(gi[equal].tolist()))} group representatives equal a member's coordinate"
-        )
+        problems.append(f"{_nunique(gi[equal])} group representatives equal a member's coordinate")
     # the exact centroid of the members (groups without synthetic records)
-    syn_groups = set(rel.syn_gid[rel.syn_gid >= 0].tolist())
     n_centroid = 0
     if rows.size:
-        frame = pd.DataFrame({"g": gi, "x": xm[rows], "y": ym[rows]})
-        means = frame.groupby("g", sort=True)[["x", "y"]].mean()
-        for g_i, mx, my in zip(
-            means.index.to_numpy(), means["x"].to_numpy(), means["y"].to_numpy(), strict=True
-        ):
-            if int(gids[g_i]) in syn_groups:
-                continue
-            scale = max(1.0, abs(mx), abs(my))
-            if abs(wx[g_i] - mx) <= 1e-9 * scale and abs(wy[g_i] - my) <= 1e-9 * scale:
-                n_centroid += 1
+        # members' mean offset from the representative (exact mean: offset 0)
+        cnt = np.bincount(gi, minlength=gids.size)
+        mx = np.bincount(gi, weights=xm[rows] - wx[gi], minlength=gids.size)
+        my = np.bincount(gi, weights=ym[rows] - wy[gi], minlength=gids.size)
+        has = cnt > 0
+        mx = np.where(has, mx / np.maximum(cnt, 1), np.nan)
+        my = np.where(has, my / np.maximum(cnt, 1), np.nan)
+        scale = np.maximum(1.0, np.maximum(np.abs(wx + mx), np.abs(wy + my)))
+        at_mean = has & (np.abs(mx) <= 1e-9 * scale) & (np.abs(my) <= 1e-9 * scale)
+        syn_g = _positions(gids, rel.syn_gid[rel.syn_gid >= 0])
+        at_mean[syn_g[syn_g >= 0]] = False
+        n_centroid = int(np.count_nonzero(at_mean))
     if n_centroid:
         problems.append(f"{n_centroid} representatives are the exact centroid of their members")
     if problems:
@@ -2454,18 +2592,16 @@ def _check_representation(rel: _Release) -> CheckResult:
 def _check_counts(rel: _Release) -> CheckResult:
     k = rel.k
     problems: list[str] = []
-    a = rel.assignment
-    disp = rel.disposal
-    n = len(a)
-    unknown = ~np.isin(disp.astype(str), np.array(_DISPOSALS))
+    n = rel.n_audit
+    unknown = ~rel.is_disposal(*_DISPOSALS)
     if unknown.any():
         problems.append(f"{int(unknown.sum())} audit rows have an unknown disposal")
-    in_group = np.isin(disp.astype(str), np.array(["grouped", "merged"]))
+    in_group = rel.is_disposal("grouped", "merged")
     if ((rel.gid >= 0) != in_group).any():
         problems.append(
             f"{int(((rel.gid >= 0) != in_group).sum())} audit rows: group id and disposal disagree"
         )
-    gen = disp == "generalised"
+    gen = rel.is_disposal("generalised")
     if ((rel.cid >= 0) != gen).any():
         problems.append(
             f"{int(((rel.cid >= 0) != gen).sum())} audit rows: class id and disposal disagree"
@@ -2479,13 +2615,18 @@ def _check_counts(rel: _Release) -> CheckResult:
                 f"{src.n_rows} source records"
             )
         else:
-            audit_subj = pd.to_numeric(a["subject"]).to_numpy(dtype=np.int64)
+            audit_subj = rel.audit_subjects
             if src.subjects is not None:
-                both = pd.DataFrame({"a": audit_subj, "s": rel.subjects}).drop_duplicates()
-                if not (len(both) == pd.unique(audit_subj).size == pd.unique(rel.subjects).size):
+                ca, na = _dense(audit_subj)
+                cs, ns = _dense(rel.subjects)
+                n_pairs = _nunique(ca * np.int64(max(ns, 1)) + cs)
+                if not (n_pairs == na == ns):
                     problems.append("audit subject codes disagree with the source's subjects")
-            if src.units is not None:
-                diff = int((src.units[rel.source_rows].astype(str) != rel.units).sum())
+            if src.unit_codes is not None and src.unit_names is not None:
+                ucode, unames = rel.unit_codes
+                as_audit = _text_codes(src.unit_names, unames)
+                src_code = as_audit[src.unit_codes[rel.source_rows]]
+                diff = int(np.count_nonzero(src_code != ucode))
                 if diff:
                     problems.append(f"{diff} audit rows carry a unit other than the source's")
     # groups and classes
@@ -2493,9 +2634,9 @@ def _check_counts(rel: _Release) -> CheckResult:
         ("group", rel.gid, rel.syn_gid, rel.groups, "group_id"),
         ("class", rel.cid, rel.syn_cid, rel.classes, "class_id"),
     ):
-        expected = pd.Series(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])).value_counts()
+        expected = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
         pub_ids = _ids(table[col], f"{what} id")
-        if pd.unique(pub_ids).size != pub_ids.size:
+        if _nunique(pub_ids) != pub_ids.size:
             problems.append(f"{what} ids repeat in the release")
         published = pd.Series(
             pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64), index=pub_ids
@@ -2512,7 +2653,7 @@ def _check_counts(rel: _Release) -> CheckResult:
             problems.append(f"{wrong} {what}s publish a wrong n_records")
     # records
     n_syn = len(rel.synthetic)
-    n_released = int((disp != "suppressed").sum())
+    n_released = n - int(rel.is_disposal("suppressed").sum())
     rec_path = rel.rel / "records.parquet"
     if not rec_path.is_file():
         problems.append("release/records.parquet is missing")
@@ -2520,7 +2661,7 @@ def _check_counts(rel: _Release) -> CheckResult:
         names = pq.ParquetFile(rec_path).schema_arrow.names
         rec = pq.read_table(
             rec_path, columns=[c for c in ("group_id", "class_id") if c in names] or None
-        ).to_pandas()
+        )
         if len(rec) != n_released + n_syn:
             problems.append(
                 f"records.parquet has {len(rec)} rows, the audit releases {n_released + n_syn}"
@@ -2529,13 +2670,13 @@ def _check_counts(rel: _Release) -> CheckResult:
             ("group", "group_id", rel.gid, rel.syn_gid),
             ("class", "class_id", rel.cid, rel.syn_cid),
         ):
-            if col not in rec:
+            if col not in rec.column_names:
                 problems.append(f"records.parquet lacks {col!r}")
                 continue
-            got = pd.Series(_ids(rec[col], f"records {col}")).value_counts()
+            got = _value_counts(_arrow_ids(rec.column(col), f"records {col}"))
             got = got[got.index >= 0]
-            want = pd.Series(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])).value_counts()
-            if not got.sort_index().equals(want.sort_index()):
+            want = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
+            if not got.equals(want):
                 problems.append(f"records.parquet rows per {what} differ from the audit")
         csv_path = rel.rel / "records.csv"
         if csv_path.is_file():
@@ -2553,10 +2694,10 @@ def _check_counts(rel: _Release) -> CheckResult:
     else:
         s_subj, n_subj = _suppressed_subjects(rel)
         for name in ("grouped", "merged", "generalised"):
-            if counts.get(name) != int((disp == name).sum()):
+            if counts.get(name) != int(rel.is_disposal(name).sum()):
                 problems.append(f"manifest counts.{name} differs from the audit")
         sup = counts.get("suppressed")
-        n_sup = int((disp == "suppressed").sum())
+        n_sup = int(rel.is_disposal("suppressed").sum())
         if sup == LESS_THAN_K:
             if not 0 < s_subj < k:
                 problems.append("manifest counts.suppressed reads '<k' but is 0 or >= k subjects")
@@ -2609,6 +2750,12 @@ def _check_counts(rel: _Release) -> CheckResult:
     )
 
 
+def _value_counts(ids: NDArray[np.int64]) -> pd.Series:
+    """Rows per id (int64 index, sorted), by sorting."""
+    uniq, counts = np.unique(ids.astype(np.int64), return_counts=True)
+    return pd.Series(counts.astype(np.int64), index=pd.Index(uniq.astype(np.int64)))
+
+
 def _csv_rows(path: Path) -> int:
     """Data rows of a CSV file (blank lines skipped), as pandas counts them."""
     import pyarrow.csv as pacsv
@@ -2632,9 +2779,9 @@ def _unit_count_problems(rel: _Release) -> list[str]:
     k = rel.k
     problems: list[str] = []
     rows = _unit_rows(rel)
-    units = rel.units
+    ucode, unames = rel.unit_codes
+    nu = unames.size
     subj = rel.subjects
-    disp = rel.disposal
     classes = rel.classes
     unit_class: dict[int, str] = {}
     if len(classes) and "level" in classes and "unit" in classes:
@@ -2647,66 +2794,76 @@ def _unit_count_problems(rel: _Release) -> list[str]:
             if lvl == "unit":
                 unit_class[cid] = u
     at_group = rel.gid >= 0
-    expected_released: dict[str, int] = {}
+    # records per unit code (the last slot: a unit id the audit does not know)
+    released = np.zeros(nu + 1, dtype=np.int64)
 
-    def add_counts(values: NDArray[np.object_] | pd.Series) -> None:
-        for u, c in pd.Series(values, dtype=object).astype(str).value_counts().items():
-            expected_released[str(u)] = expected_released.get(str(u), 0) + int(c)
+    def add_codes(codes: NDArray[np.int64]) -> None:
+        released[:] += np.bincount(np.where(codes >= 0, codes, nu), minlength=nu + 1)
 
     syn = rel.synthetic
-    syn_unit = (
-        syn["unit"].astype(str).to_numpy(dtype=object)
+    syn_code = (
+        _text_codes(syn["unit"].astype(str), unames)
         if len(syn) and "unit" in syn
-        else np.full(len(syn), "", dtype=object)
+        else np.full(len(syn), -1, dtype=np.int64)
     )
+    syn_known = not len(syn) or "unit" in syn
     if "unit" in rel.groups.columns:
-        # every group counts whole in the unit holding most of its members (ties: first id)
-        majority: dict[int, str] = {}
-        frame_g = pd.DataFrame({"g": rel.gid[at_group], "u": units[at_group].astype(str)})
-        tally = frame_g.groupby(["g", "u"], sort=True).size().reset_index(name="n")
-        tally = tally.sort_values(["g", "n", "u"], ascending=[True, False, True], kind="stable")
-        for g, u in tally.drop_duplicates("g")[["g", "u"]].itertuples(index=False):
-            majority[int(g)] = str(u)
-        pub_units = dict(
-            zip(
-                _ids(rel.groups["group_id"], "groups group_id").tolist(),
-                rel.groups["unit"].astype(str),
-                strict=True,
-            )
-        )
-        wrong_unit = sum(1 for g, u in majority.items() if pub_units.get(g, u) != u)
+        # every group counts whole in the unit holding most of its members (ties: the
+        # first unit id in sort order; unit codes are numbered in that order)
+        gcode, m = _dense(np.concatenate([rel.gid[at_group], rel.syn_gid[rel.syn_gid >= 0]]))
+        n_members = int(np.count_nonzero(at_group))
+        g_members = gcode[:n_members]
+        key = np.sort(g_members * np.int64(nu) + ucode[at_group])
+        first = np.ones(key.size, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        starts = np.flatnonzero(first)
+        tally = np.diff(np.append(starts, key.size))
+        pair = key[starts]
+        pg, pu = pair // nu, pair % nu
+        best = np.lexsort((pu, -tally, pg))
+        lead = np.ones(best.size, dtype=bool)
+        lead[1:] = pg[best][1:] != pg[best][:-1]
+        major = np.full(m, -1, dtype=np.int64)
+        major[pg[best][lead]] = pu[best][lead]
+        gid_of = np.zeros(m, dtype=np.int64)
+        gid_of[gcode] = np.concatenate([rel.gid[at_group], rel.syn_gid[rel.syn_gid >= 0]])
+        pub_g = _ids(rel.groups["group_id"], "groups group_id")
+        pub_u = _text_codes(rel.groups["unit"].astype(str), unames)
+        has_members = np.zeros(m, dtype=bool)
+        has_members[g_members] = True
+        at = _positions(pub_g, gid_of[has_members])
+        named = at >= 0
+        wrong_unit = int(np.count_nonzero(pub_u[at[named]] != major[has_members][named]))
         if wrong_unit:
             problems.append(f"{wrong_unit} groups name a unit other than their members' majority")
-        top = max([int(rel.gid.max()) if rel.gid.size else -1, *majority, 0]) + 1
-        top = max(top, int(rel.syn_gid.max()) + 1 if rel.syn_gid.size else 0)
-        major = np.full(top, "", dtype=object)
-        for g, u in majority.items():
-            major[g] = u
-        add_counts(major[rel.gid[at_group]])
-        syn_g = rel.syn_gid >= 0
-        add_counts(major[rel.syn_gid[syn_g]])
+        add_codes(major[g_members])
+        add_codes(major[gcode[n_members:]])
     else:
-        add_counts(units[at_group])
-        add_counts(syn_unit[rel.syn_gid >= 0])
-    top_c = max([int(rel.cid.max()) if rel.cid.size else -1, *unit_class, 0]) + 1
-    top_c = max(top_c, int(rel.syn_cid.max()) + 1 if rel.syn_cid.size else 0)
-    class_unit = np.full(top_c + 1, "", dtype=object)  # the last: no class
-    for cid_, u in unit_class.items():
-        class_unit[cid_] = u
-    cls_unit = class_unit[np.where(rel.cid >= 0, rel.cid, top_c)]
-    add_counts(cls_unit[(rel.cid >= 0) & (cls_unit != "")])
-    syn_cls_unit = class_unit[np.where(rel.syn_cid >= 0, rel.syn_cid, top_c)]
-    add_counts(syn_cls_unit[(rel.syn_cid >= 0) & (syn_cls_unit != "")])
-    expected_released.pop("", None)
-    up = (rel.cid >= 0) & (cls_unit == "")
-    up_frame = pd.DataFrame({"unit": units[up], "subject": subj[up]})
-    up_subj = {str(u): int(c) for u, c in up_frame.groupby("unit")["subject"].nunique().items()}
-    sup = disp == "suppressed"
-    frame = pd.DataFrame({"unit": units, "subject": subj, "sup": sup})
-    sup_subj = {
-        str(u): int(c) for u, c in frame[frame["sup"]].groupby("unit")["subject"].nunique().items()
-    }
-    totals = {str(u): int(c) for u, c in frame.groupby("unit").size().items()}
+        add_codes(np.where(at_group, ucode, -1)[at_group])
+        add_codes(syn_code[rel.syn_gid >= 0])
+    # records of the unit-level classes, in the class's unit
+    cls_known = np.array(list(unit_class), dtype=np.int64)
+    cls_unit_code = _text_codes(list(unit_class.values()), unames)
+    # unknown: dropped (the last entry: no unit-level class)
+    cls_unit_code = np.append(np.where(cls_unit_code >= 0, cls_unit_code, nu), nu)
+    at_c = _positions(cls_known, rel.cid) if cls_known.size else np.full(rel.cid.size, -1)
+    at_c = np.where(rel.cid >= 0, at_c, -1)
+    add_codes(cls_unit_code[at_c[at_c >= 0]])
+    syn_at = _positions(cls_known, rel.syn_cid) if cls_known.size else np.full(rel.syn_cid.size, -1)
+    syn_at = np.where(rel.syn_cid >= 0, syn_at, -1)
+    add_codes(cls_unit_code[syn_at[syn_at >= 0]])
+    up = (rel.cid >= 0) & (at_c < 0)
+    up_subj_c = _distinct_counts(np.where(up, ucode, -1), subj, nu)
+    sup = rel.is_disposal("suppressed")
+    sup_subj_c = _distinct_counts(np.where(sup, ucode, -1), subj, nu)
+    totals_c = np.bincount(ucode, minlength=nu)
+    syn_per_c = np.bincount(np.where(syn_code >= 0, syn_code, nu), minlength=nu + 1)
+    names_l = [str(u) for u in unames.tolist()]
+    expected_released = {names_l[i]: int(released[i]) for i in range(nu)}
+    up_subj = {names_l[i]: int(up_subj_c[i]) for i in range(nu)}
+    sup_subj = {names_l[i]: int(sup_subj_c[i]) for i in range(nu)}
+    totals = {names_l[i]: int(totals_c[i]) for i in range(nu) if totals_c[i]}
+    syn_per_unit = {names_l[i]: int(syn_per_c[i]) for i in range(nu)} if syn_known else {}
     published = {str(r["unit"]): r for r in rows}
     audit_units = set(totals)
     if len(published) != len(rows):
@@ -2718,7 +2875,6 @@ def _unit_count_problems(rel: _Release) -> list[str]:
     if extra:
         problems.append(f"{len(extra)} units in units.csv have no audit records")
     bad_rel = bad_sup = bad_tot = bad_up = bad_syn = 0
-    syn_per_unit = {str(u): int(c) for u, c in pd.Series(syn_unit).value_counts().items()}
     syn_m = rel.manifest.get("synthetic")
     per_unit_m = syn_m.get("per_unit") if isinstance(syn_m, Mapping) else None
     if "synthetic" in rel.units_table.columns and isinstance(per_unit_m, Mapping):
@@ -2890,9 +3046,9 @@ def _check_report_safety(rel: _Release) -> CheckResult:
             if n_units:
                 problems.append(f"units.csv: {n_units} units publish 1..k-1 {col} subjects")
     if "source_total" in units.columns:
-        frame = pd.DataFrame({"unit": rel.units, "subject": rel.subjects})
-        subjects = frame.groupby("unit")["subject"].nunique()
-        small_units = {str(u) for u, n in subjects.items() if 0 < int(n) < k}
+        ucode, unames = rel.unit_codes
+        subjects = _distinct_counts(ucode, rel.subjects, unames.size)
+        small_units = {str(unames[i]) for i in np.flatnonzero((subjects > 0) & (subjects < k))}
         n_small = sum(
             1
             for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
