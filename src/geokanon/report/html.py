@@ -158,23 +158,39 @@ def masked_histogram(
     [(0.0, 2.0, 3), (2.0, 3.0, 3)]
     """
     e = np.asarray(edges, dtype=np.float64)
-    ok = ~np.isnan(values)
-    v, s = values[ok], subjects[ok]
-    idx = np.clip(np.searchsorted(e, v, side="right") - 1, 0, e.size - 2)
     nb = e.size - 1
+    ok = ~np.isnan(values)
+    idx = np.searchsorted(e, values[ok], side="right") - 1
+    np.clip(idx, 0, nb - 1, out=idx)
+    s = _dense_codes(subjects[ok])
+    del ok
     recs = np.bincount(idx, minlength=nb)
     out: list[tuple[int, int]] = []  # (first bin, last bin) of each published bin
     i = 0
 
-    # the distinct (bin, subject) pairs, by bin: a run of bins is a slice of them
-    n_subj = int(s.max()) + 1 if s.size else 1
-    pairs = np.unique(idx.astype(np.int64) * n_subj + s.astype(np.int64))
-    pair_subj = pairs % n_subj
-    bin_start = np.searchsorted(pairs // n_subj, np.arange(nb + 1))
+    # Subjects with one counted record count once in its bin; only the records of
+    # subjects with more than one need the distinct (bin, subject) pairs, by bin (a
+    # run of bins is a slice of them).
+    per_subject = np.bincount(s) if s.size else np.zeros(1, dtype=np.int64)
+    multi = per_subject[s] > 1 if int(per_subject.max()) > 1 else None
+    del per_subject
+    if multi is None:
+        single_cum = np.concatenate([[0], np.cumsum(recs)])
+        pair_subj = np.zeros(0, dtype=np.int64)
+        bin_start = np.zeros(nb + 1, dtype=np.int64)
+    else:
+        single_cum = np.concatenate([[0], np.cumsum(np.bincount(idx[~multi], minlength=nb))])
+        n_subj = int(s.max()) + 1
+        pairs = np.unique(idx[multi].astype(np.int64) * n_subj + s[multi].astype(np.int64))
+        pair_subj = pairs % n_subj
+        bin_start = np.searchsorted(pairs // n_subj, np.arange(nb + 1))
+        del pairs
+    del idx, s, multi
 
     def subjects_in(a: int, b: int) -> int:
         sl = pair_subj[bin_start[a] : bin_start[b + 1]]
-        return int(sl.size if a == b else np.unique(sl).size)
+        once = int(single_cum[b + 1] - single_cum[a])
+        return once + int(sl.size if a == b else np.unique(sl).size)
 
     while i < nb:
         if recs[i] == 0:
@@ -195,6 +211,16 @@ def masked_histogram(
         out.append((i, j))
         i = j + 1
     return [Bin(float(e[a]), float(e[b + 1]), int(recs[a : b + 1].sum())) for a, b in out]
+
+
+def _dense_codes(s: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Subject codes as small non-negative integers (the same partition of records)."""
+    if not s.size:
+        return s.astype(np.int64)
+    lo, hi = int(s.min()), int(s.max())
+    if lo >= 0 and hi <= 4 * s.size + 1024:
+        return s
+    return np.unique(s, return_inverse=True)[1].astype(np.int64).reshape(-1)
 
 
 def share_band(suppressed: object, share: float, cap: float) -> tuple[int, str]:
@@ -410,8 +436,10 @@ def _displacement_summary(
     d: NDArray[np.float64], subj: NDArray[np.int64], r_max: float, k: int
 ) -> str:
     ok = ~np.isnan(d)
-    if np.unique(subj[ok]).size < k:
+    s = _dense_codes(subj[ok])
+    if s.size < k or np.count_nonzero(np.bincount(s)) < k:
         return "Too few records at group level to summarise (&lt;k)."
+    del s
     v = d[ok]
     return (
         f"Mean {v.mean():.0f} m, median {np.median(v):.0f} m; "
@@ -543,39 +571,122 @@ def _extent(
     return x0 - pad, x1 + pad, y0 - pad, y1 + pad
 
 
+#: Above this many groups the map bins the representatives into square cells (a
+#: raster) instead of drawing one dot per group.
+RASTER_MIN_GROUPS = 5000
+#: About this many raster cells across the map (each cell a few screen pixels wide,
+#: so none is lost when the image is drawn).
+RASTER_CELLS = 200
+
+
+def _nice_length(x: float) -> float:
+    """The smallest of 1, 2, 5 x 10^n that is at least ``x``."""
+    p = 10.0 ** math.floor(math.log10(x))
+    return next(s * p for s in (1.0, 2.0, 5.0, 10.0) if s * p >= x)
+
+
+def _length_text(v: float) -> str:
+    return f"{v / 1000:g} km" if v >= 1000 else f"{v:g} m"
+
+
 def _groups_map(
     gx: NDArray[np.float64], gy: NDArray[np.float64], n: NDArray[np.int64], outlines: Any, k: int
-) -> str:
+) -> tuple[str, str]:
+    """The map of the published groups and the page's sentence on what it draws.
+
+    Up to :data:`RASTER_MIN_GROUPS` groups: one dot per representative, its area
+    proportional to the group's records. More: the representatives binned into
+    square cells, each cell coloured by the records of the groups whose
+    representative lies in it (a sum of published counts; computed with numpy).
+    """
     ext = _extent(gx, gy, outlines)
     fig = _map_figure(ext)
     ax = fig.subplots()
     if outlines is not None:
         outlines.boundary.plot(ax=ax, color="#666666", lw=0.6)
-    if gx.size:
-        order = np.argsort(-n, kind="stable")
-        size = 1.5 + 6.0 * (n[order] / max(k, 1)) ** 0.5
-        ax.scatter(gx[order], gy[order], s=size, color=GROUP_COLOUR, alpha=0.45, lw=0)
-        for v in sorted({k, int(np.median(n)), int(n.max())}):
-            ax.scatter(
-                [],
-                [],
-                s=1.5 + 6.0 * (v / max(k, 1)) ** 0.5,
-                color=GROUP_COLOUR,
-                alpha=0.6,
-                lw=0,
-                label=f"{v} records",
+    if gx.size > RASTER_MIN_GROUPS:
+        x0, x1, y0, y1 = ext
+        cell = _nice_length(max(x1 - x0, y1 - y0, 1.0) / RASTER_CELLS)
+        nx = max(1, math.ceil((x1 - x0) / cell))
+        ny = max(1, math.ceil((y1 - y0) / cell))
+        ix = np.clip(((gx - x0) // cell).astype(np.int64), 0, nx - 1)
+        iy = np.clip(((gy - y0) // cell).astype(np.int64), 0, ny - 1)
+        grid = np.bincount(iy * nx + ix, weights=n, minlength=nx * ny).reshape(ny, nx)
+        shown = np.ma.masked_equal(grid, 0.0)
+        _raster(ax, fig, shown, (x0, x0 + nx * cell, y0, y0 + ny * cell), cell)
+        title = f"published groups: records per {_length_text(cell)} cell"
+        alt = (
+            "map of the published group representatives binned into square cells, "
+            "coloured by the records of their groups"
+        )
+        note = (
+            f"The map bins the {gx.size:,} published group representatives into square cells "
+            f"of {_length_text(cell)} (more than {RASTER_MIN_GROUPS:,} groups would not read "
+            "as dots): a cell's colour is the sum of the records of the groups whose "
+            "representative (the centre of a grid cell, never a member's location) lies in "
+            "it; a white cell holds no representative."
+        )
+    else:
+        if gx.size:
+            order = np.argsort(-n, kind="stable")
+            size = 1.5 + 6.0 * (n[order] / max(k, 1)) ** 0.5
+            ax.scatter(gx[order], gy[order], s=size, color=GROUP_COLOUR, alpha=0.45, lw=0)
+            for v in sorted({k, int(np.median(n)), int(n.max())}):
+                ax.scatter(
+                    [],
+                    [],
+                    s=1.5 + 6.0 * (v / max(k, 1)) ** 0.5,
+                    color=GROUP_COLOUR,
+                    alpha=0.6,
+                    lw=0,
+                    label=f"{v} records",
+                )
+            ax.legend(
+                fontsize=7,
+                loc="upper right",
+                frameon=True,
+                framealpha=0.85,
+                title="group of",
+                title_fontsize=7,
             )
-        ax.legend(
-            fontsize=7,
-            loc="upper right",
-            frameon=True,
-            framealpha=0.85,
-            title="group of",
-            title_fontsize=7,
+        title = "published groups (representatives, sized by records)"
+        alt = "map of the published group representatives, sized by their record counts"
+        note = (
+            "Each dot is a published group representative (the centre of a grid cell, "
+            "never a member's location)."
         )
     _map_axes(ax, *ext)
-    ax.set_title("published groups (representatives, sized by records)", fontsize=9)
-    return _png(fig, "map of the published group representatives, sized by their record counts")
+    ax.set_title(title, fontsize=9)
+    return _png(fig, alt), note
+
+
+def _raster(
+    ax: Axes,
+    fig: Figure,
+    grid: np.ma.MaskedArray[Any, Any],
+    extent: tuple[float, float, float, float],
+    cell: float,
+) -> None:
+    """Draw binned record counts (masked where 0) on a log colour scale, with a colour bar."""
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap, LogNorm
+
+    cmap = ListedColormap(colormaps["YlGnBu"](np.linspace(0.3, 1.0, 256)))
+    cmap.set_bad(alpha=0.0)
+    lo = float(grid.min())
+    hi = max(float(grid.max()), lo * 1.01)
+    image = ax.imshow(
+        grid,
+        origin="lower",
+        extent=extent,
+        cmap=cmap,
+        norm=LogNorm(vmin=lo, vmax=hi),
+        interpolation="nearest",
+        zorder=0,
+    )
+    bar = fig.colorbar(image, ax=ax, shrink=0.6, pad=0.01)
+    bar.set_label(f"records per {_length_text(cell)} cell", fontsize=7)
+    bar.ax.tick_params(labelsize=7)
 
 
 def _choropleth(
@@ -669,28 +780,72 @@ def _transformer(src: str | None, dst: str | None) -> Any:
     return Transformer.from_crs(a, b, always_xy=True)
 
 
+#: Groups of up to this many members get their diameter from all pairs of members
+#: (vectorised over the groups of one size); larger ones from their convex hull.
+_PAIRWISE_MAX = 16
+
+
 def _group_diameters(
     gid: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], n_groups: int
 ) -> NDArray[np.float64]:
-    """Largest distance between two members of every group (convex hull, then all pairs)."""
+    """Largest distance between two members of every group.
+
+    Small groups: every pair of members, vectorised over the groups of each size;
+    groups larger than :data:`_PAIRWISE_MAX`: the pairs of their convex hull's
+    vertices. Both give the exact largest pairwise distance.
+    """
+    out = np.zeros(n_groups)
+    rows = np.flatnonzero(gid >= 0)
+    if not rows.size:
+        return out
+    g = gid[rows]
+    order = np.argsort(g)  # any order within a group will do: a maximum is order-free
+    rows = rows[order]
+    g = g[order]
+    del order
+    first = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
+    present = g[first]
+    del g
+    sizes = np.diff(np.append(first, rows.size))
+    for size in range(2, _PAIRWISE_MAX + 1):
+        sel = np.flatnonzero(sizes == size)
+        if not sel.size:
+            continue
+        members = rows[first[sel][:, None] + np.arange(size)]
+        xs, ys = x[members], y[members]
+        best = np.zeros(sel.size)
+        for i in range(size - 1):
+            for j in range(i + 1, size):
+                dx = xs[:, i] - xs[:, j]
+                dy = ys[:, i] - ys[:, j]
+                np.maximum(best, dx * dx + dy * dy, out=best)
+        out[present[sel]] = np.sqrt(best)
+    big = np.flatnonzero(sizes > _PAIRWISE_MAX)
+    if big.size:
+        owner = np.repeat(np.arange(big.size), sizes[big])
+        offset = np.cumsum(sizes[big]) - sizes[big]
+        members = rows[np.repeat(first[big], sizes[big]) + np.arange(owner.size) - offset[owner]]
+        out[present[big]] = _hull_diameters(owner, x[members], y[members])
+    return out
+
+
+def _hull_diameters(
+    g: NDArray[np.int64], xs: NDArray[np.float64], ys: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Largest distance between two points of each of the groups ``0..g.max()`` (``g``
+    sorted; every group present): all pairs of its convex hull's vertices."""
     import shapely
 
-    out = np.zeros(n_groups)
-    m = gid >= 0
-    if not m.any():
-        return out
-    g, xs, ys = gid[m], x[m], y[m]
-    order = np.argsort(g, kind="stable")
-    g, xs, ys = g[order], xs[order], ys[order]
+    n = int(g[-1]) + 1
     hulls = shapely.convex_hull(shapely.multipoints(np.column_stack([xs, ys]), indices=g))
-    present = np.unique(g)
     coords, index = shapely.get_coordinates(hulls, return_index=True)
-    starts = np.searchsorted(index, np.arange(len(hulls) + 1))
+    starts = np.searchsorted(index, np.arange(n + 1))
     sizes = np.diff(starts)
+    out = np.zeros(n)
     # every pair of hull vertices within a group, a block of groups at a time
     block = 1 << 22
     j0 = 0
-    while j0 < present.size:
+    while j0 < n:
         pairs = np.cumsum(sizes[j0:] ** 2)
         j1 = j0 + max(1, int(np.searchsorted(pairs, block, side="right")))
         h = sizes[j0:j1]
@@ -703,8 +858,25 @@ def _group_diameters(
         dist = np.sqrt((d * d).sum(axis=1))
         best = np.zeros(j1 - j0)
         np.maximum.at(best, first - j0, dist)
-        out[present[j0:j1]] = best
+        out[j0:j1] = best
         j0 = j1
+    return out
+
+
+def _read_columns(path: Path, columns: list[str]) -> dict[str, NDArray[Any]]:
+    """Columns of a parquet file as numpy arrays (nulls of an integer column read -1),
+    read one column at a time with pyarrow (no pandas frame, no other column)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    out: dict[str, NDArray[Any]] = {}
+    for name in columns:
+        col = pf.read(columns=[name]).column(0)
+        if col.null_count and pa.types.is_integer(col.type):
+            col = col.fill_null(-1)
+        out[name] = col.to_numpy()
+        del col
     return out
 
 
@@ -1108,9 +1280,9 @@ def report_html(
     manifest = json.loads((rel / "manifest.json").read_text(encoding="utf-8"))
     audit = json.loads((aud / "audit.json").read_text(encoding="utf-8"))
     units = pd.read_csv(rel / "units.csv", dtype=str, keep_default_na=False)
-    groups = pd.read_parquet(rel / "groups.parquet")
-    assignment = pd.read_parquet(
-        aud / "assignment.parquet", columns=["group_id", "subject", "x_m", "y_m", "iota"]
+    groups = _read_columns(rel / "groups.parquet", ["group_id", "n_records", "x", "y"])
+    audit_cols = _read_columns(
+        aud / "assignment.parquet", ["group_id", "subject", "x_m", "y_m", "iota"]
     )
     k = int(manifest["k"])
     r_max = float(manifest["r_max_m"])
@@ -1122,30 +1294,37 @@ def report_html(
     output = audit.get("output_crs") or manifest.get("crs")
 
     # Working-CRS positions of the representatives (maps and displacement are in metres).
-    gx = groups["x"].to_numpy(dtype=np.float64)
-    gy = groups["y"].to_numpy(dtype=np.float64)
+    gx = groups["x"].astype(np.float64, copy=False)
+    gy = groups["y"].astype(np.float64, copy=False)
     tr = _transformer(output, working)
     if tr is not None and gx.size:
         gx, gy = (np.asarray(a, dtype=np.float64) for a in tr.transform(gx, gy))
-    n_rec = groups["n_records"].to_numpy(dtype=np.int64)
-    gid = assignment["group_id"].fillna(-1).to_numpy(dtype=np.int64)
-    subj = assignment["subject"].to_numpy(dtype=np.int64)
-    xm = assignment["x_m"].to_numpy(dtype=np.float64)
-    ym = assignment["y_m"].to_numpy(dtype=np.float64)
-    iota = assignment["iota"].to_numpy(dtype=np.float64)
-    pos = {int(g): i for i, g in enumerate(groups["group_id"].to_numpy(dtype=np.int64))}
-    at = gid >= 0
-    gi = np.array([pos.get(int(g), -1) for g in gid[at]], dtype=np.int64)
-    disp = np.full(gid.size, np.nan)
-    ok_gi = gi >= 0
-    idx = np.flatnonzero(at)[ok_gi]
-    dx, dy = xm[idx] - gx[gi[ok_gi]], ym[idx] - gy[gi[ok_gi]]
-    disp[idx] = np.sqrt(dx * dx + dy * dy)
-    published_ids = groups["group_id"].to_numpy(dtype=np.int64)
+    n_rec = groups["n_records"].astype(np.int64, copy=False)
+    published_ids = groups["group_id"].astype(np.int64, copy=False)
+    gid = audit_cols.pop("group_id").astype(np.int64, copy=False)
+    subj = audit_cols.pop("subject").astype(np.int64, copy=False)
+    xm = audit_cols.pop("x_m").astype(np.float64, copy=False)
+    ym = audit_cols.pop("y_m").astype(np.float64, copy=False)
+    iota = audit_cols.pop("iota").astype(np.float64, copy=False)
     n_ids = max(
-        int(gid.max()) + 1 if at.any() else 0, int(published_ids.max()) + 1 if len(groups) else 0
+        int(gid.max()) + 1 if gid.size else 0,
+        int(published_ids.max()) + 1 if published_ids.size else 0,
     )
-    diam = _group_diameters(np.where(at, gid, -1), xm, ym, n_ids)[published_ids]
+    # position of each group id in groups.parquet (-1: not published)
+    pos = np.full(n_ids, -1, dtype=np.int64)
+    pos[published_ids] = np.arange(published_ids.size)
+    gi = np.where(gid >= 0, pos[np.maximum(gid, 0)], -1)
+    del pos
+    disp = np.full(gid.size, np.nan)
+    idx = np.flatnonzero(gi >= 0)
+    gi = gi[idx]
+    dx = xm[idx] - gx[gi]
+    dy = ym[idx] - gy[gi]
+    del gi
+    disp[idx] = np.sqrt(dx * dx + dy * dy)
+    del dx, dy, idx
+    diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
+    del gid, xm, ym
 
     results = _check_results(manifest, verification, deterministic)
     all_ok = all(ok for _, ok in results if ok is not None) and all(
@@ -1161,6 +1340,8 @@ def report_html(
             box = shapely.box(*mine.total_bounds)
             outlines = outlines[outlines.intersects(box)]
             outlines = outlines.clip(box) if len(outlines) > len(mine) else outlines
+    groups_map, groups_note = _groups_map(gx, gy, n_rec, outlines, k)
+    del gx, gy, n_rec
     sup = counts.get("suppressed", 0)
     share = manifest.get("suppressed_share")
     share_text = f"{100 * share:.2f} %" if isinstance(share, int | float) else str(share)
@@ -1200,7 +1381,7 @@ def report_html(
         + " ran again with this page in place (the release is not written otherwise).</p>",
         "<h2>Map</h2>",
         '<div class="grid2">',
-        f'<div class="panel" id="map-groups">{_groups_map(gx, gy, n_rec, outlines, k)}</div>',
+        f'<div class="panel" id="map-groups">{groups_map}</div>',
     ]
     if outlines is not None and id_col is not None:
         body.append(
@@ -1214,8 +1395,7 @@ def report_html(
     n_gen = counts.get("generalised", 0)
     body += [
         "</div>",
-        f'<p class="mute">{html.escape(outline_note)} Each dot is a published group '
-        "representative (the centre of a grid cell, never a member's location). "
+        f'<p class="mute">{html.escape(outline_note)} {html.escape(groups_note)} '
         f"Generalised records ({_esc(n_gen)}) are published only as counts of their unit or "
         "the whole area and suppressed records are not published: neither is drawn "
         "anywhere. Shares are shown as bands of the unit cap, and only where the unit's "
