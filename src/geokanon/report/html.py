@@ -159,33 +159,40 @@ def masked_histogram(
     """
     e = np.asarray(edges, dtype=np.float64)
     nb = e.size - 1
-    ok = ~np.isnan(values)
-    idx = np.searchsorted(e, values[ok], side="right") - 1
-    np.clip(idx, 0, nb - 1, out=idx)
-    s = _dense_codes(subjects[ok])
-    del ok
-    recs = np.bincount(idx, minlength=nb)
+    # bin of every record (-1: NaN, not counted), a block at a time, in small integers
+    idx = np.empty(values.size, dtype=np.int16 if nb < 2**15 else np.int64)
+    step = 1 << 20
+    for a in range(0, values.size, step):
+        v = values[a : a + step]
+        at = np.searchsorted(e, v, side="right") - 1
+        np.clip(at, 0, nb - 1, out=at)
+        at[np.isnan(v)] = -1
+        idx[a : a + step] = at
+    counted = idx >= 0
+    recs = np.bincount(idx[counted], minlength=nb)
     out: list[tuple[int, int]] = []  # (first bin, last bin) of each published bin
     i = 0
 
     # Subjects with one counted record count once in its bin; only the records of
     # subjects with more than one need the distinct (bin, subject) pairs, by bin (a
     # run of bins is a slice of them).
-    per_subject = np.bincount(s) if s.size else np.zeros(1, dtype=np.int64)
-    multi = per_subject[s] > 1 if int(per_subject.max()) > 1 else None
-    del per_subject
-    if multi is None:
+    s = _dense_codes(subjects)
+    per_subject = np.bincount(s[counted]) if s.size else np.zeros(1, dtype=np.int64)
+    if int(per_subject.max(initial=0)) <= 1:
         single_cum = np.concatenate([[0], np.cumsum(recs)])
         pair_subj = np.zeros(0, dtype=np.int64)
         bin_start = np.zeros(nb + 1, dtype=np.int64)
     else:
-        single_cum = np.concatenate([[0], np.cumsum(np.bincount(idx[~multi], minlength=nb))])
+        multi = counted & (per_subject[np.where(counted, s, 0)] > 1)
+        single = counted & ~multi
+        single_cum = np.concatenate([[0], np.cumsum(np.bincount(idx[single], minlength=nb))])
+        del single
         n_subj = int(s.max()) + 1
         pairs = np.unique(idx[multi].astype(np.int64) * n_subj + s[multi].astype(np.int64))
         pair_subj = pairs % n_subj
         bin_start = np.searchsorted(pairs // n_subj, np.arange(nb + 1))
-        del pairs
-    del idx, s, multi
+        del pairs, multi
+    del idx, s, counted, per_subject
 
     def subjects_in(a: int, b: int) -> int:
         sl = pair_subj[bin_start[a] : bin_start[b + 1]]
@@ -671,8 +678,9 @@ def _raster(
     from matplotlib import colormaps
     from matplotlib.colors import ListedColormap, LogNorm
 
-    cmap = ListedColormap(colormaps["YlGnBu"](np.linspace(0.3, 1.0, 256)))
-    cmap.set_bad(alpha=0.0)
+    cmap = ListedColormap(colormaps["YlGnBu"](np.linspace(0.3, 1.0, 256))).with_extremes(
+        bad=(0.0, 0.0, 0.0, 0.0)
+    )
     lo = float(grid.min())
     hi = max(float(grid.max()), lo * 1.01)
     image = ax.imshow(
@@ -799,6 +807,8 @@ def _group_diameters(
     if not rows.size:
         return out
     g = gid[rows]
+    if n_groups < 2**31:
+        g = g.astype(np.int32)  # a faster sort, half the memory
     order = np.argsort(g)  # any order within a group will do: a maximum is order-free
     rows = rows[order]
     g = g[order]
@@ -811,14 +821,20 @@ def _group_diameters(
         sel = np.flatnonzero(sizes == size)
         if not sel.size:
             continue
-        members = rows[first[sel][:, None] + np.arange(size)]
+        members = rows[np.arange(size)[:, None] + first[sel]]  # one row per member slot
         xs, ys = x[members], y[members]
+        del members
         best = np.zeros(sel.size)
+        dx = np.empty(sel.size)
+        dy = np.empty(sel.size)
         for i in range(size - 1):
             for j in range(i + 1, size):
-                dx = xs[:, i] - xs[:, j]
-                dy = ys[:, i] - ys[:, j]
-                np.maximum(best, dx * dx + dy * dy, out=best)
+                np.subtract(xs[i], xs[j], out=dx)
+                np.subtract(ys[i], ys[j], out=dy)
+                dx *= dx
+                dy *= dy
+                dx += dy
+                np.maximum(best, dx, out=best)
         out[present[sel]] = np.sqrt(best)
     big = np.flatnonzero(sizes > _PAIRWISE_MAX)
     if big.size:
@@ -863,6 +879,32 @@ def _hull_diameters(
     return out
 
 
+def _displacements(
+    gid: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    gx: NDArray[np.float64],
+    gy: NDArray[np.float64],
+    published_ids: NDArray[np.int64],
+    n_ids: int,
+) -> NDArray[np.float64]:
+    """Distance from each record to its group's published representative (NaN: the
+    record is in no published group), a block of records at a time."""
+    pos = np.full(n_ids + 1, -1, dtype=np.int64)  # position in groups.parquet; last: none
+    pos[published_ids] = np.arange(published_ids.size)
+    out = np.full(gid.size, np.nan)
+    step = 1 << 20
+    for a in range(0, gid.size, step):
+        g = gid[a : a + step]
+        gi = pos[np.where(g >= 0, g, n_ids)]
+        at = np.flatnonzero(gi >= 0)
+        gi = gi[at]
+        dx = x[a : a + step][at] - gx[gi]
+        dy = y[a : a + step][at] - gy[gi]
+        out[a + at] = np.sqrt(dx * dx + dy * dy)
+    return out
+
+
 def _read_columns(path: Path, columns: list[str]) -> dict[str, NDArray[Any]]:
     """Columns of a parquet file as numpy arrays (nulls of an integer column read -1),
     read one column at a time with pyarrow (no pandas frame, no other column)."""
@@ -874,10 +916,22 @@ def _read_columns(path: Path, columns: list[str]) -> dict[str, NDArray[Any]]:
     for name in columns:
         col = pf.read(columns=[name]).column(0)
         if col.null_count and pa.types.is_integer(col.type):
-            col = col.fill_null(-1)
-        out[name] = col.to_numpy()
+            out[name] = _fill_null(col.combine_chunks(), -1)
+        else:
+            out[name] = col.to_numpy()
         del col
     return out
+
+
+def _fill_null(arr: Any, fill: int) -> NDArray[Any]:
+    """An integer arrow array as numpy with ``fill`` where null (from its buffers: the
+    values and the validity bitmap, without a pass through pyarrow's compute)."""
+    validity, data = arr.buffers()[:2]
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    values = np.frombuffer(data, dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
+    bits = np.frombuffer(validity, dtype=np.uint8)
+    valid = np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")[arr.offset :]
+    return np.where(valid.view(bool), values.astype(np.int64, copy=False), fill)
 
 
 def _unit_outlines(audit: Mapping[str, Any], crs: str | None) -> tuple[Any, str | None, str]:
@@ -1281,9 +1335,7 @@ def report_html(
     audit = json.loads((aud / "audit.json").read_text(encoding="utf-8"))
     units = pd.read_csv(rel / "units.csv", dtype=str, keep_default_na=False)
     groups = _read_columns(rel / "groups.parquet", ["group_id", "n_records", "x", "y"])
-    audit_cols = _read_columns(
-        aud / "assignment.parquet", ["group_id", "subject", "x_m", "y_m", "iota"]
-    )
+    assignment = aud / "assignment.parquet"
     k = int(manifest["k"])
     r_max = float(manifest["r_max_m"])
     cap = float(manifest["unit_cap"])
@@ -1301,30 +1353,19 @@ def report_html(
         gx, gy = (np.asarray(a, dtype=np.float64) for a in tr.transform(gx, gy))
     n_rec = groups["n_records"].astype(np.int64, copy=False)
     published_ids = groups["group_id"].astype(np.int64, copy=False)
-    gid = audit_cols.pop("group_id").astype(np.int64, copy=False)
-    subj = audit_cols.pop("subject").astype(np.int64, copy=False)
-    xm = audit_cols.pop("x_m").astype(np.float64, copy=False)
-    ym = audit_cols.pop("y_m").astype(np.float64, copy=False)
-    iota = audit_cols.pop("iota").astype(np.float64, copy=False)
+    # The audit's columns are read one at a time, each when it is needed.
+    gid = _read_columns(assignment, ["group_id"])["group_id"].astype(np.int64, copy=False)
+    xm = _read_columns(assignment, ["x_m"])["x_m"].astype(np.float64, copy=False)
+    ym = _read_columns(assignment, ["y_m"])["y_m"].astype(np.float64, copy=False)
     n_ids = max(
         int(gid.max()) + 1 if gid.size else 0,
         int(published_ids.max()) + 1 if published_ids.size else 0,
     )
-    # position of each group id in groups.parquet (-1: not published)
-    pos = np.full(n_ids, -1, dtype=np.int64)
-    pos[published_ids] = np.arange(published_ids.size)
-    gi = np.where(gid >= 0, pos[np.maximum(gid, 0)], -1)
-    del pos
-    disp = np.full(gid.size, np.nan)
-    idx = np.flatnonzero(gi >= 0)
-    gi = gi[idx]
-    dx = xm[idx] - gx[gi]
-    dy = ym[idx] - gy[gi]
-    del gi
-    disp[idx] = np.sqrt(dx * dx + dy * dy)
-    del dx, dy, idx
+    disp = _displacements(gid, xm, ym, gx, gy, published_ids, n_ids)
     diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
     del gid, xm, ym
+    subj = _read_columns(assignment, ["subject"])["subject"].astype(np.int64, copy=False)
+    iota = _read_columns(assignment, ["iota"])["iota"].astype(np.float64, copy=False)
 
     results = _check_results(manifest, verification, deterministic)
     all_ok = all(ok for _, ok in results if ok is not None) and all(
