@@ -160,11 +160,13 @@ def masked_histogram(
     e = np.asarray(edges, dtype=np.float64)
     nb = e.size - 1
     # bin of every record (-1: NaN, not counted), a block at a time, in small integers
-    idx = np.empty(values.size, dtype=np.int16 if nb < 2**15 else np.int64)
+    idx: NDArray[np.signedinteger[Any]] = np.empty(
+        values.size, dtype=np.int16 if nb < 2**15 else np.int64
+    )
     step = 1 << 20
     for a in range(0, values.size, step):
         v = values[a : a + step]
-        at = np.searchsorted(e, v, side="right") - 1
+        at: NDArray[np.int64] = np.searchsorted(e, v, side="right").astype(np.int64) - 1
         np.clip(at, 0, nb - 1, out=at)
         at[np.isnan(v)] = -1
         idx[a : a + step] = at
