@@ -323,11 +323,15 @@ def grid_units(x: NDArray[np.float64], y: NDArray[np.float64], cell_m: float) ->
         raise InputError(f"--unit-grid must be a finite cell size > 0 in metres, got {cell_m}")
     ix = np.floor(np.asarray(x) / cell_m).astype(np.int64)
     iy = np.floor(np.asarray(y) / cell_m).astype(np.int64)
-    pairs = pd.MultiIndex.from_arrays([ix, iy])
-    codes, uniq = pd.factorize(pairs, sort=True)
-    names = np.asarray(
-        [f"E{i * cell_m:.0f}_N{j * cell_m:.0f}" for i, j in uniq.tolist()], dtype=object
-    )
+    if ix.size == 0:
+        return UnitAssignment(codes=np.zeros(0, dtype=np.int64), names=np.zeros(0, dtype=object))
+    # One integer per cell, ordered as (ix, iy): factorised without tuples.
+    x0, y0 = int(ix.min()), int(iy.min())
+    span = int(iy.max()) - y0 + 1
+    codes, uniq = pd.factorize((ix - x0) * span + (iy - y0), sort=True)
+    ux, uy = uniq // span + x0, uniq % span + y0
+    cells = zip(ux.tolist(), uy.tolist(), strict=True)
+    names = np.asarray([f"E{i * cell_m:.0f}_N{j * cell_m:.0f}" for i, j in cells], dtype=object)
     return UnitAssignment(codes=codes.astype(np.int64), names=names)
 
 
