@@ -355,3 +355,56 @@ def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_
     assert "sample" in result.manifest["bias_sample"]
     page = (tmp_path / "out" / "release" / "report.html").read_text()
     assert "deterministic sample of" in page
+
+
+def test_worker_killed_mid_partitioned_release(towns_dir, tmp_path):
+    """Kill a worker process while the partitioned release runs: all of it, or nothing."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from geokanon.distributed import DistributedError
+
+    out = tmp_path / "out"
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, memory_limit="2GiB",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):  # fmt: skip
+        pids = list(c.run(os.getpid).values())
+        killed: list[bool] = []
+
+        def kill_one() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # wait until tasks are running, then kill
+                if any(c.processing().values()):
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(True)
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_one)
+        killer.start()
+        try:
+            release_partitions(
+                src, TOWNS_POLICY, out, ReleaseOptions(),
+                tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=c, crs="EPSG:28992",
+                records_per_part=3_000,
+            )  # fmt: skip
+            completed = True
+        except DistributedError:
+            completed = False
+        finally:
+            killer.join()
+        print(f"worker killed mid-run: release {'completed' if completed else 'refused cleanly'}")
+        assert killed  # a worker really died while tasks were running
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+        if completed:
+            report = verify_partitioned(out, source=src, client=c)
+            assert report.passed, [(x.name, x.detail) for x in report.checks if not x.passed]
+        else:
+            assert not (out / "release").exists()
