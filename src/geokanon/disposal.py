@@ -47,7 +47,7 @@ from geokanon.classify import (
 )
 from geokanon.errors import InputError, PrivacyRiskWarning, ReleaseRefused, Unsatisfiable
 from geokanon.grouping import Grouping, group_records, repair_groups
-from geokanon.neighbours import subject_codes
+from geokanon.neighbours import cells_around, pack_key, subject_codes
 from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
 
 __all__ = [
@@ -648,28 +648,12 @@ def _near_removed(
     side = policy.search_radius_m * 1.001
     ox, oy = float(x[kept].min(initial=0.0)), float(y[kept].min(initial=0.0))
 
-    def cells(idx: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        cx = np.floor((x[idx] - ox) / side).astype(np.int64)
-        cy = np.floor((y[idx] - oy) / side).astype(np.int64)
-        return cx, cy
+    def cells(idx: NDArray[np.int64]) -> NDArray[np.int64]:
+        return pack_key(np.floor((x[idx] - ox) / side), np.floor((y[idx] - oy) / side))
 
-    def key(cx: NDArray[np.int64], cy: NDArray[np.int64]) -> NDArray[np.int64]:
-        return (cx + (1 << 31)) * (1 << 32) + (cy + (1 << 31))
-
-    rx, ry = cells(removed)
-    seeds = np.unique(key(rx, ry))
-    sx, sy = seeds // (1 << 32) - (1 << 31), seeds % (1 << 32) - (1 << 31)
-
-    def ring(width: int) -> NDArray[np.int64]:
-        d = np.arange(-width, width + 1)
-        dx, dy = np.meshgrid(d, d)
-        return np.unique(
-            key((sx[:, None] + dx.ravel()).ravel(), (sy[:, None] + dy.ravel()).ravel())
-        )
-
-    kx, ky = cells(kept)
-    kk = key(kx, ky)
-    return np.isin(kk, ring(1)), np.isin(kk, ring(2))
+    seeds = cells(removed)
+    kk = cells(kept)
+    return np.isin(kk, cells_around(seeds, 1)), np.isin(kk, cells_around(seeds, 2))
 
 
 def _generalise_with_sensitivity(

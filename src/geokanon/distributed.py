@@ -91,7 +91,7 @@ from geokanon.disposal import (
 )
 from geokanon.errors import GeokanonError, InputError
 from geokanon.grouping import Grouping, group_records
-from geokanon.neighbours import subject_codes
+from geokanon.neighbours import pack_key, subject_codes, unpack_key
 from geokanon.policy import Label, OutlierPolicy
 
 if TYPE_CHECKING:
@@ -113,8 +113,6 @@ __all__ = [
     "run_core_distributed",
 ]
 
-#: Offset that keeps tile indices non-negative in the packed tile key.
-_KEY_BIAS = 1 << 30
 #: A row id is ``partition << _ROW_BITS | position`` in the partitioned path.
 _ROW_BITS = 40
 
@@ -260,23 +258,6 @@ class Tiling:
             a, b = np.searchsorted(hkey, [key, key + 1])
             out.append((int(key), order[ostart[t] : ostart[t + 1]], hrec[a:b]))
         return out
-
-
-def pack_key(ix: NDArray[np.int64], iy: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Pack tile column and row (each in ``[-2**30, 2**30)``) into one int64 key.
-
-    Examples
-    --------
-    >>> unpack_key(pack_key(np.array([-3]), np.array([7])))
-    (array([-3]), array([7]))
-    """
-    return ((np.asarray(ix, np.int64) + _KEY_BIAS) << 31) | (np.asarray(iy, np.int64) + _KEY_BIAS)
-
-
-def unpack_key(key: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Inverse of :func:`pack_key`."""
-    k = np.asarray(key, np.int64)
-    return (k >> 31) - _KEY_BIAS, (k & ((1 << 31) - 1)) - _KEY_BIAS
 
 
 # ----------------------------------------------------------------------------

@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
+from geokanon.neighbours import cells_around, pack_key
 from geokanon.policy import OutlierPolicy
 
 __all__ = ["Grouping", "group_records", "hilbert_keys", "repair_groups", "snap"]
@@ -605,37 +606,19 @@ class _LocalTree:
         self._ax, self._ay = ax, ay
         self._side = 2.0 * r_max * 1.001
         self._ox, self._oy = float(ax.min()), float(ay.min())
-        sx, sy = self._cells(ax[seeds], ay[seeds])
-        seed_keys = np.unique(self._key(sx, sy))
-        cx, cy = seed_keys // (1 << 32) - (1 << 31), seed_keys % (1 << 32) - (1 << 31)
-        self._safe = self._ring(cx, cy, 2)
-        held = self._ring(cx, cy, 3)
-        kx, ky = self._cells(ax, ay)
-        self._idx = np.flatnonzero(np.isin(self._key(kx, ky), held))
+        seed_keys = self._cells(ax[seeds], ay[seeds])
+        self._safe = cells_around(seed_keys, 2)
+        self._idx = np.flatnonzero(np.isin(self._cells(ax, ay), cells_around(seed_keys, 3)))
         self._tree = cKDTree(np.c_[ax[self._idx], ay[self._idx]])
         self._full: cKDTree | None = None
 
-    def _cells(
-        self, x: NDArray[np.float64], y: NDArray[np.float64]
-    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        return (
-            np.floor((x - self._ox) / self._side).astype(np.int64),
-            np.floor((y - self._oy) / self._side).astype(np.int64),
+    def _cells(self, x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.int64]:
+        return pack_key(
+            np.floor((x - self._ox) / self._side), np.floor((y - self._oy) / self._side)
         )
 
-    @staticmethod
-    def _key(cx: NDArray[np.int64], cy: NDArray[np.int64]) -> NDArray[np.int64]:
-        return (cx + (1 << 31)) * (1 << 32) + (cy + (1 << 31))
-
-    def _ring(self, cx: NDArray[np.int64], cy: NDArray[np.int64], w: int) -> NDArray[np.int64]:
-        d = np.arange(-w, w + 1)
-        dx, dy = np.meshgrid(d, d)
-        return np.unique(self._key((cx[:, None] + dx.ravel()).ravel(),
-                                   (cy[:, None] + dy.ravel()).ravel()))  # fmt: skip
-
     def _covered(self, pts: NDArray[np.float64]) -> bool:
-        cx, cy = self._cells(pts[:, 0], pts[:, 1])
-        keys = self._key(cx, cy)
+        keys = self._cells(pts[:, 0], pts[:, 1])
         i = np.minimum(np.searchsorted(self._safe, keys), self._safe.size - 1)
         return bool((self._safe[i] == keys).all())  # _safe is sorted (np.unique)
 

@@ -33,7 +33,51 @@ from numpy.typing import ArrayLike, NDArray
 
 from geokanon.errors import InputError
 
-__all__ = ["subject_codes", "subject_neighbour_distances", "subject_time_gaps"]
+__all__ = [
+    "cells_around",
+    "pack_key",
+    "subject_codes",
+    "subject_neighbour_distances",
+    "subject_time_gaps",
+    "unpack_key",
+]
+
+#: Offset that keeps cell indices non-negative in a packed cell key.
+_KEY_BIAS = 1 << 30
+
+
+def pack_key(ix: ArrayLike, iy: ArrayLike) -> NDArray[np.int64]:
+    """Pack a cell's column and row (each in ``[-2**30, 2**30)``) into one int64 key.
+
+    Examples
+    --------
+    >>> unpack_key(pack_key(np.array([-3]), np.array([7])))
+    (array([-3]), array([7]))
+    """
+    return ((np.asarray(ix, np.int64) + _KEY_BIAS) << 31) | (np.asarray(iy, np.int64) + _KEY_BIAS)
+
+
+def unpack_key(key: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Inverse of :func:`pack_key`."""
+    k = np.asarray(key, np.int64)
+    return (k >> 31) - _KEY_BIAS, (k & ((1 << 31) - 1)) - _KEY_BIAS
+
+
+def cells_around(keys: ArrayLike, width: int) -> NDArray[np.int64]:
+    """Sorted distinct keys of every cell within ``width`` cells (in x and y) of ``keys``.
+
+    Examples
+    --------
+    >>> k = cells_around(pack_key(np.array([0]), np.array([0])), 1)
+    >>> k.size, sorted(unpack_key(k)[0].tolist())[:3]
+    (9, [-1, -1, -1])
+    """
+    cx, cy = unpack_key(np.unique(np.asarray(keys, np.int64)))
+    d = np.arange(-width, width + 1)
+    dx, dy = np.meshgrid(d, d)
+    return np.unique(
+        pack_key((cx[:, None] + dx.ravel()).ravel(), (cy[:, None] + dy.ravel()).ravel())
+    )
 
 
 def _dense_integer_codes(arr: NDArray[np.integer]) -> NDArray[np.int64]:

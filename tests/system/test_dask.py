@@ -297,6 +297,30 @@ def test_release_written_and_verified(client, tmp_path):
 
 
 @pytest.mark.slow
+def kill_a_worker_when_busy(client) -> tuple[threading.Thread, list[bool]]:
+    """Start a thread that SIGKILLs one worker process as soon as tasks are running.
+
+    Returns the thread (join it) and a list that holds ``True`` once a worker died.
+    """
+    import signal
+
+    pids = list(client.run(os.getpid).values())
+    killed: list[bool] = []
+
+    def kill_one() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # wait until tasks are running, then kill
+            if any(client.processing().values()):
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(True)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    return killer, killed
+
+
 def test_worker_killed_mid_run_completes_or_fails_cleanly(tmp_path):
     """Kill a worker process while the core runs: a complete verified release, or none."""
     from geokanon.release import ReleaseOptions
@@ -313,23 +337,7 @@ def test_worker_killed_mid_run_completes_or_fails_cleanly(tmp_path):
         ) as cluster,
         distributed.Client(cluster) as c,
     ):  # fmt: skip
-        pids = list(c.run(os.getpid).values())
-
-        killed = []
-
-        def kill_one() -> None:
-            import signal
-
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # wait until tasks are running, then kill
-                if any(c.processing().values()):
-                    os.kill(pids[0], signal.SIGKILL)
-                    killed.append(True)
-                    return
-                time.sleep(0.05)
-
-        killer = threading.Thread(target=kill_one)
-        killer.start()
+        killer, killed = kill_a_worker_when_busy(c)
         try:
             release_distributed(
                 table, pol, out, ReleaseOptions(),

@@ -305,6 +305,11 @@ def test_refused_options(client, towns_dir, tmp_path):
         release_partitions(
             src, TOWNS_POLICY, tmp_path / "k", ReleaseOptions(keep=("nope",)), client=client
         )
+    with pytest.raises(InputError, match="publishes in the input's CRS"):
+        release_partitions(
+            src, TOWNS_POLICY, tmp_path / "c", ReleaseOptions(output_crs="EPSG:4326"),
+            client=client, crs="EPSG:28992",
+        )  # fmt: skip
     assert not any(tmp_path.iterdir())
 
 
@@ -359,12 +364,8 @@ def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_
 
 def test_worker_killed_mid_partitioned_release(towns_dir, tmp_path):
     """Kill a worker process while the partitioned release runs: all of it, or nothing."""
-    import os
-    import signal
-    import threading
-    import time
-
     from geokanon.distributed import DistributedError
+    from tests.system.test_dask import kill_a_worker_when_busy
 
     out = tmp_path / "out"
     src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
@@ -375,20 +376,7 @@ def test_worker_killed_mid_partitioned_release(towns_dir, tmp_path):
         ) as cluster,
         distributed.Client(cluster) as c,
     ):  # fmt: skip
-        pids = list(c.run(os.getpid).values())
-        killed: list[bool] = []
-
-        def kill_one() -> None:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # wait until tasks are running, then kill
-                if any(c.processing().values()):
-                    os.kill(pids[0], signal.SIGKILL)
-                    killed.append(True)
-                    return
-                time.sleep(0.05)
-
-        killer = threading.Thread(target=kill_one)
-        killer.start()
+        killer, killed = kill_a_worker_when_busy(c)
         try:
             release_partitions(
                 src, TOWNS_POLICY, out, ReleaseOptions(),
