@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from geokanon.disposal import CoreResult
@@ -74,6 +75,8 @@ from geokanon.release import (
     _crs_projjson,
     _hidden_cells_safe,
     _published_pass,
+    _wkb_points,
+    _write_arrow_parquet,
     _write_parquet,
     finish_manifest,
     mask_small,
@@ -329,14 +332,17 @@ def _write_source_part(
         gs.size + np.searchsorted(cs, c[pub], side="right") - 1,
     )
     if pub.size:
+        import pyarrow.feather as feather
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
         order = np.argsort(part, kind="stable")
         up, start = np.unique(part[order], return_index=True)
         bounds = np.r_[start, order.size]
         for t, p in enumerate(up):
             d = Path(scratch) / f"r{int(p):05d}"
             d.mkdir(parents=True, exist_ok=True)
-            rows = frame.iloc[order[bounds[t] : bounds[t + 1]]].reset_index(drop=True)
-            _write_parquet(rows, d / f"s{i:06d}.parquet")
+            rows = table.take(order[bounds[t] : bounds[t + 1]])
+            feather.write_feather(rows, d / f"s{i:06d}.arrow", compression="uncompressed")
     bias = None
     if attrs is not None:
         sup = sl["disposal"] == Disposal.SUPPRESSED
@@ -352,23 +358,35 @@ def _assemble_part(
     piece_dir: str, out_file: str, keep: tuple[str, ...], geo: dict[str, Any]
 ) -> int:
     """Sort one part's pieces by published values and write ``records/part-NNNNN.parquet``."""
-    import shapely
-
     _single_thread_numba()
-    pieces = sorted(Path(piece_dir).glob("s*.parquet"))
-    frame = pd.concat([pd.read_parquet(p) for p in pieces], ignore_index=True)
-    rank = frame["level"].map({lv: i for i, lv in enumerate(LEVELS)})
-    frame = (
-        frame.assign(_rank=rank)
-        .sort_values(["_rank", "group_id", "class_id", *keep], kind="stable", na_position="first")
-        .drop(columns="_rank")
-        .reset_index(drop=True)
+    import pyarrow.feather as feather
+
+    pieces = sorted(Path(piece_dir).glob("s*.arrow"))
+    frame = pa.concat_tables([feather.read_table(p) for p in pieces]).to_pandas()
+    level = frame["level"].to_numpy(dtype=object)
+    rank = np.zeros(len(frame), dtype=np.int8)
+    for i, lv in enumerate(LEVELS):
+        rank[level == lv] = i
+    # Missing ids sort first (as na_position="first"): ids are >= 0.
+    gid = frame["group_id"].to_numpy(dtype=np.int64, na_value=-1)
+    cid = frame["class_id"].to_numpy(dtype=np.int64, na_value=-1)
+    if keep:
+        keys = pd.DataFrame({"_rank": rank, "_g": gid, "_c": cid})
+        for col in keep:
+            keys[col] = frame[col].to_numpy()
+        order = keys.sort_values(
+            ["_rank", "_g", "_c", *keep], kind="stable", na_position="first"
+        ).index.to_numpy()
+    else:
+        order = np.lexsort((cid, gid, rank))
+    frame = frame.take(order).reset_index(drop=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.append_column(
+        "geometry",
+        _wkb_points(frame["x"].to_numpy(dtype=np.float64), frame["y"].to_numpy(dtype=np.float64)),
     )
-    pts = shapely.points(frame["x"].to_numpy(), frame["y"].to_numpy())
-    pts[frame["x"].isna().to_numpy()] = None
-    geo_frame = frame.assign(geometry=shapely.to_wkb(pts))
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
-    _write_parquet(geo_frame, Path(out_file), geo)
+    _write_arrow_parquet(table, Path(out_file), geo)
     return len(frame)
 
 

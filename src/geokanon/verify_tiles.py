@@ -202,22 +202,31 @@ def _source_task(
     ym = a["y_m"].to_numpy(dtype=np.float64)
     if not (np.array_equal(xm, x) and np.array_equal(ym, y)):
         problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
-    disp = a["disposal"].astype(str).to_numpy(dtype=object)
-    bad = ~pd.Series(disp).isin(_DISPOSALS).to_numpy()
+    dcode, dnames = pd.factorize(a["disposal"].astype(str).to_numpy(dtype=object))
+    dnames = np.asarray(dnames, dtype=object)
+    bad = ~np.isin(dnames, _DISPOSALS)[dcode] if dcode.size else np.zeros(0, dtype=bool)
     if bad.any():
         problems.append(f"audit part {i}: {int(bad.sum())} rows with an unknown disposal")
     gid, cid = _ids(a["group_id"]), _ids(a["class_id"])
-    at_group = (disp == "grouped") | (disp == "merged")
-    generalised = disp == "generalised"
+
+    def is_disposal(*names: str) -> NDArray[np.bool_]:
+        return np.isin(dnames, names)[dcode] if dcode.size else np.zeros(0, dtype=bool)
+
+    at_group = is_disposal("grouped", "merged")
+    generalised = is_disposal("generalised")
     if ((gid >= 0) != at_group).any() or ((cid >= 0) != generalised).any():
         problems.append(
             f"audit part {i}: a group id must be set exactly for grouped/merged rows and a "
             "class id exactly for generalised rows"
         )
-    sup = disp == "suppressed"
-    out["disposals"] = {d: int((disp == d).sum()) for d in _DISPOSALS}
-    out["unit_records"] = pd.Series(unit).value_counts()
-    out["unit_suppressed_records"] = pd.Series(unit[sup]).value_counts()
+    sup = is_disposal("suppressed")
+    per_code = np.bincount(dcode, minlength=dnames.size)
+    out["disposals"] = {d: int(per_code[dnames == d].sum()) for d in _DISPOSALS}
+    ucode, unames = pd.factorize(unit)
+    unames = np.asarray(unames, dtype=object)
+    out["unit_records"] = pd.Series(np.bincount(ucode, minlength=unames.size), index=unames)
+    sup_u = np.bincount(ucode[sup], minlength=unames.size)
+    out["unit_suppressed_records"] = pd.Series(sup_u[sup_u > 0], index=unames[sup_u > 0])
     if has_subject:
         out["triples"] = pd.DataFrame({"unit": unit, "subject": subj, "sup": sup}).drop_duplicates()
     if route is None:
@@ -254,21 +263,19 @@ def _source_task(
 
 def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.DataFrame) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow.feather as feather
 
     if not part.size:
         return
+    table = pa.Table.from_pandas(frame, preserve_index=False)
     order = np.argsort(part, kind="stable")
     up, start = np.unique(part[order], return_index=True)
     bounds = np.r_[start, order.size]
     for t, p in enumerate(up):
         d = Path(scratch) / f"v{int(p):05d}"
         d.mkdir(parents=True, exist_ok=True)
-        rows = frame.iloc[order[bounds[t] : bounds[t + 1]]]
-        pq.write_table(
-            pa.Table.from_pandas(rows, preserve_index=False), d / f"{name}.parquet",
-            compression="none",
-        )  # fmt: skip
+        rows = table.take(order[bounds[t] : bounds[t + 1]])
+        feather.write_feather(rows, d / f"{name}.arrow", compression="uncompressed")
 
 
 # ----------------------------------------------------------------------------
@@ -277,10 +284,13 @@ def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.Da
 
 
 def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
-    files = sorted(d.glob(f"{prefix}*.parquet")) if d.is_dir() else []
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    files = sorted(d.glob(f"{prefix}*.arrow")) if d.is_dir() else []
     if not files:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-    return pd.concat([pd.read_parquet(p) for p in files], ignore_index=True)
+    return pa.concat_tables([feather.read_table(p) for p in files]).to_pandas()
 
 
 def _majority_unit(members: pd.DataFrame) -> pd.Series:
