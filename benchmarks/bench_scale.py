@@ -326,15 +326,11 @@ def main() -> None:
     for n in full_single:
         rows.append(run_single_full(n, policy))
         print(f"  single full release {n:,}: {rows[-1].seconds:.1f} s", flush=True)
-    import distributed
 
-    with (
-        distributed.LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, processes=True,
-            memory_limit=args.memory_limit, dashboard_address=None,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):  # fmt: skip
+    from geokanon.distributed import dask_client
+
+    # The library's own local cluster (one thread per worker, Dask's message log off).
+    with dask_client(None, n_workers=args.workers, memory_limit=args.memory_limit) as client:
         # Warm up the workers (numba caches) so the first size is not charged for it.
         run_dask(20_000, policy, client, args.workers, args.tile, 2)
         for n in core:

@@ -490,7 +490,8 @@ def run_core(
     group_ = grouper or group_records
     say("classify pass 1")
     first = classify_(xa, ya, policy, subjects=None if subjects is None else subj, times=ta)
-    first_labels = first.labels
+    first_labels, first_iota = first.labels, first.iota
+    del first  # the other per-record arrays of the classification are not needed
     final_labels = first_labels.copy()
     active = np.flatnonzero(first_labels <= Label.MERGE)
     passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
@@ -504,6 +505,7 @@ def run_core(
     )
     group_id[active] = grouping.group_id
     gx, gy = grouping.rep_x, grouping.rep_y
+    del grouping, active
     changed_any = True
     # The records the last classification ran over (pass 1: all of them).
     last_set = np.ones(n, dtype=bool)
@@ -604,7 +606,7 @@ def run_core(
         )
     result = CoreResult(
         first_labels=first_labels,
-        iota=first.iota,
+        iota=first_iota,
         final_labels=final_labels,
         disposal=disposal,
         group_id=group_id,

@@ -71,7 +71,7 @@ import shutil
 import tempfile
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,6 +115,8 @@ __all__ = [
 
 #: A row id is ``partition << _ROW_BITS | position`` in the partitioned path.
 _ROW_BITS = 40
+#: Records per chunk of the driver's whole-array steps (bounds their temporaries).
+_CHUNK = 4_000_000
 
 
 class DistributedError(GeokanonError, RuntimeError):
@@ -126,6 +128,11 @@ class DistributedError(GeokanonError, RuntimeError):
 # ----------------------------------------------------------------------------
 # Tiles and halos
 # ----------------------------------------------------------------------------
+
+
+def _largest_abs(v: NDArray[np.float64]) -> float:
+    """``max |v|`` without a temporary array."""
+    return max(abs(float(v.min())), abs(float(v.max())))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,12 +208,16 @@ class Tiling:
         ix, iy = self.tile_index(x, y)
         return pack_key(ix, iy)
 
-    def halo_pairs(self, x: ArrayLike, y: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    def halo_pairs(
+        self, x: ArrayLike, y: ArrayLike, *, extent: float | None = None
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """``(record index, tile key)`` for every neighbouring tile whose halo holds a record.
 
         A record is in the halo of a tile other than its own when its distance to
         that tile's square is at most ``halo_m`` (plus a margin for rounding, which
-        only adds records and never changes a label).
+        only adds records and never changes a label). ``extent`` (default: the
+        largest ``|x| + |y|`` given) scales that margin, so that chunks of one
+        input get the same margin.
         """
         xa = np.asarray(x, dtype=np.float64)
         ya = np.asarray(y, dtype=np.float64)
@@ -215,8 +226,9 @@ class Tiling:
         fx = xa - (self.origin_x + ix * self.tile_m)
         fy = ya - (self.origin_y + iy * self.tile_m)
         margin = 1e-6 + 1e-9 * (abs(self.origin_x) + abs(self.origin_y) + self.tile_m)
-        if xa.size:
-            margin += 1e-9 * float(np.abs(xa).max() + np.abs(ya).max())
+        if extent is None and xa.size:
+            extent = _largest_abs(xa) + _largest_abs(ya)
+        margin += 1e-9 * (extent or 0.0)
         reach = self.halo_m + margin
         gap_x = {-1: fx, 0: np.zeros_like(fx), 1: self.tile_m - fx}
         gap_y = {-1: fy, 0: np.zeros_like(fy), 1: self.tile_m - fy}
@@ -246,8 +258,22 @@ class Tiling:
         >>> [(o.tolist(), h.tolist()) for _, o, h in t.contexts([1.0, 9.0, 11.0], [5, 5, 5])]
         [([0, 1], [2]), ([2], [1])]
         """
-        own = self.tile_keys(x, y)
-        hrec, hkey = self.halo_pairs(x, y)
+        xa = np.asarray(x, dtype=np.float64)
+        ya = np.asarray(y, dtype=np.float64)
+        own = np.empty(xa.size, dtype=np.int64)
+        recs: list[NDArray[np.int64]] = []
+        hkeys: list[NDArray[np.int64]] = []
+        extent = _largest_abs(xa) + _largest_abs(ya) if xa.size else 0.0
+        # In chunks: the temporaries of the halo test stay bounded whatever the size.
+        for a in range(0, xa.size, _CHUNK):
+            b = min(a + _CHUNK, xa.size)
+            own[a:b] = self.tile_keys(xa[a:b], ya[a:b])
+            r, k = self.halo_pairs(xa[a:b], ya[a:b], extent=extent)
+            recs.append(r + a)
+            hkeys.append(k)
+        hrec = np.concatenate(recs) if recs else np.zeros(0, np.int64)
+        hkey = np.concatenate(hkeys) if hkeys else np.zeros(0, np.int64)
+        del recs, hkeys
         order = np.argsort(own, kind="stable")
         okeys, ostart = np.unique(own[order], return_index=True)
         ostart = np.r_[ostart, own.size]
@@ -387,15 +413,21 @@ def dask_client(
         yield client
         return
     try:
+        import dask
         from distributed import Client, LocalCluster
     except ImportError:
         raise InputError("the dask backend needs Dask: pip install 'geokanon[dask]'") from None
+    # Dask keeps the last 1,000 messages of every connection for debugging, and a
+    # message that submits a task holds the task's arguments (a tile's arrays): at
+    # national scale that log alone would hold a large share of the input.
+    quiet_log = dask.config.set({"distributed.admin.low-level-log-length": 0})
     if scheduler is not None:
-        with Client(scheduler) as c:
+        with quiet_log, Client(scheduler) as c:
             yield c
         return
     workers = n_workers or max(1, os.cpu_count() or 1)
     with (
+        quiet_log,
         LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
@@ -493,11 +525,11 @@ def classify_tiled(
     tiling = tiling or Tiling.for_policy(policy)
     _check_halo(tiling, policy)
     ctx = tiling.contexts(xa, ya)
-    payloads = []
-    for _, owned, halo in ctx:
-        idx = np.concatenate([owned, halo])
-        payloads.append(
-            (
+
+    def payloads() -> Iterator[tuple[Any, ...]]:
+        for _, owned, halo in ctx:
+            idx = np.concatenate([owned, halo])
+            yield (
                 xa[idx],
                 ya[idx],
                 owned.size,
@@ -505,18 +537,21 @@ def classify_tiled(
                 None if subj is None else subj[idx],
                 None if ta is None else ta[idx],
             )
-        )
-    results = _run(client, _classify_task, payloads)
+
     labels = np.empty(n, dtype=np.uint8)
     iota = np.empty(n)
     iota_space = np.empty(n)
     iota_time = np.empty(n) if policy.uses_time else None
-    for (_, owned, _), cls in zip(ctx, results, strict=True):
+
+    def consume(t: int, cls: Classification) -> None:
+        owned = ctx[t][1]
         labels[owned] = cls.labels
         iota[owned] = cls.iota
         iota_space[owned] = cls.iota_space
         if iota_time is not None and cls.iota_time is not None:
             iota_time[owned] = cls.iota_time
+
+    _run(client, _classify_task, payloads(), consume=consume)
     return Classification(labels=labels, iota=iota, iota_space=iota_space, iota_time=iota_time)
 
 
@@ -529,16 +564,63 @@ def _check_halo(tiling: Tiling, policy: OutlierPolicy) -> None:
         )
 
 
-def _run(client: Any, func: Callable[..., Any], payloads: list[tuple[Any, ...]]) -> list[Any]:
-    """``func(*payload)`` for every payload: on the cluster, or here when ``client`` is None."""
+def _run(
+    client: Any,
+    func: Callable[..., Any],
+    payloads: Iterable[tuple[Any, ...]],
+    window: int | None = None,
+    consume: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
+    """``func(*payload)`` for every payload, results in payload order.
+
+    With ``consume``, each result is handed to ``consume(i, result)`` as it
+    arrives (in any order) and not kept: the list returned is empty.
+
+    On a cluster, at most ``window`` tasks (default: two per worker, plus two) are
+    in flight, and ``payloads`` is consumed lazily: a payload (a copy of one tile's
+    arrays, say) is built only when its task is submitted and dropped once its
+    result is back, so the driver never holds every tile's payload at once. Without
+    a client the tasks run here, one after the other.
+    """
+    results: dict[int, Any] = {}
+
+    def take(i: int, result: Any) -> None:
+        if consume is None:
+            results[i] = result
+        else:
+            consume(i, result)
+
     if client is None:
-        return [func(*p) for p in payloads]
-    futures = [client.submit(func, *p, pure=False) for p in payloads]
+        for i, p in enumerate(payloads):
+            take(i, func(*p))
+        return [results[i] for i in range(len(results))]
+    from distributed import as_completed
+
+    if window is None:
+        window = 2 * max(1, len(client.scheduler_info().get("workers", {}))) + 2
+    todo = iter(enumerate(payloads))
+    index: dict[str, int] = {}
+    running = as_completed(loop=client.loop)
+
+    def submit_next() -> None:
+        nxt = next(todo, None)
+        if nxt is not None:
+            fut = client.submit(func, *nxt[1], pure=False)
+            index[fut.key] = nxt[0]
+            running.add(fut)
+
+    for _ in range(window):
+        submit_next()
     try:
-        return _gather(client, futures)
+        for fut in running:
+            take(index.pop(fut.key), _gather(client, [fut])[0])
+            fut.release()
+            submit_next()
     finally:
-        for f in futures:
-            f.release()
+        left = list(running.futures)
+        if left:
+            client.cancel(left)
+    return [results[i] for i in range(len(results))]
 
 
 def group_tiled(
@@ -572,19 +654,26 @@ def group_tiled(
     _, start = np.unique(keys[order], return_index=True)
     bounds = np.r_[start, n]
     parts = [order[bounds[t] : bounds[t + 1]] for t in range(start.size)]
-    payloads = [
+    payloads = (
         (x[i], y[i], subjects[i], policy, None if tiebreak is None else tiebreak[i]) for i in parts
-    ]
-    results = _run(client, _group_task, payloads)
+    )
+    reps: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+
+    def consume(t: int, g: Grouping) -> None:
+        group_id[parts[t]] = g.group_id  # tile-local ids for now
+        reps[t] = (g.rep_x, g.rep_y)
+
+    _run(client, _group_task, payloads, consume=consume)
     rx: list[NDArray[np.float64]] = []
     ry: list[NDArray[np.float64]] = []
     offset = 0
-    for idx, g in zip(parts, results, strict=True):
-        placed = g.group_id >= 0
-        group_id[idx[placed]] = g.group_id[placed] + offset
-        rx.append(g.rep_x)
-        ry.append(g.rep_y)
-        offset += g.n_groups
+    for t, idx in enumerate(parts):
+        if offset:
+            local = group_id[idx]
+            group_id[idx] = np.where(local >= 0, local + offset, -1)
+        rx.append(reps[t][0])
+        ry.append(reps[t][1])
+        offset += reps[t][0].size
     reps_x = np.concatenate(rx) if rx else np.zeros(0)
     reps_y = np.concatenate(ry) if ry else np.zeros(0)
     rest = np.flatnonzero(group_id < 0)

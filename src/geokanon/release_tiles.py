@@ -186,22 +186,34 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     sizes = np.asarray([p["n"] for p in parts], dtype=np.int64)
     if int(sizes.sum()) == 0:
         raise InputError("the input has no records; nothing to release")
-    x = np.concatenate([p["x"] for p in parts])
-    y = np.concatenate([p["y"] for p in parts])
+
+    def joined(name: str) -> NDArray[Any]:
+        # One field at a time, each part's copy dropped as soon as it is joined.
+        out = np.concatenate([p[name] for p in parts])
+        for p in parts:
+            p[name] = None
+        return out
+
+    x = joined("x")
+    y = joined("y")
     names = np.unique(np.concatenate([p["unit_names"] for p in parts]).astype(str)).astype(object)
-    codes = np.concatenate(
-        [np.searchsorted(names, p["unit_names"].astype(str))[p["unit_codes"]] for p in parts]
-    ).astype(np.int64)
+    codes = np.empty(x.size, dtype=np.int64)
+    at = 0
+    for p in parts:
+        to_global = np.searchsorted(names, p["unit_names"].astype(str))
+        codes[at : at + p["n"]] = to_global[p["unit_codes"]]
+        at += p["n"]
+        p["unit_codes"] = None
     with_subject = [p["subject"] is not None for p in parts]
     if any(with_subject) and not all(with_subject):
         raise InputError("some partitions have the subject column and some do not")
     subjects = None
     if all(with_subject):
-        _, subjects = np.unique(np.concatenate([p["subject"] for p in parts]), return_inverse=True)
+        _, subjects = np.unique(joined("subject"), return_inverse=True)
         subjects = subjects.astype(np.int64)
     tb = None
     if parts[0]["tiebreak"] is not None:
-        tb = np.concatenate([p["tiebreak"] for p in parts])
+        tb = joined("tiebreak")
     fingerprint = None
     if all(p["sha256"] for p in parts):
         fingerprint = hashlib.sha256("\n".join(p["sha256"] for p in parts).encode()).hexdigest()
@@ -739,8 +751,9 @@ def _write_all(
         "bias_modulus": max(1, n // BIAS_SAMPLE_MAX),
     }
     pieces = scratch / "pieces"
-    payloads = []
-    for i in range(len(g.sizes)):
+
+    def payload(i: int) -> tuple[Any, ...]:
+        # Built when its task is submitted: the driver never holds every partition's slice.
         a, b = int(offsets[i]), int(offsets[i + 1])
         gi = gid[a:b]
         sl = {
@@ -754,9 +767,10 @@ def _write_all(
             "pub_x": np.where(gi >= 0, gx[np.maximum(gi, 0)] if ng else np.nan, np.nan),
             "pub_y": np.where(gi >= 0, gy[np.maximum(gi, 0)] if ng else np.nan, np.nan),
         }
-        payloads.append((source, i, a, sl, meta, str(pieces), str(aud / "assignment")))
-    say(f"write {len(payloads)} audit parts and route published records")
-    written = _run(c, _write_source_part, payloads)
+        return (source, i, a, sl, meta, str(pieces), str(aud / "assignment"))
+
+    say(f"write {len(g.sizes)} audit parts and route published records")
+    written = _run(c, _write_source_part, (payload(i) for i in range(len(g.sizes))))
     geo = {
         "version": "1.0.0",
         "primary_column": "geometry",
