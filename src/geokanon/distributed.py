@@ -116,7 +116,7 @@ __all__ = [
 #: A row id is ``partition << _ROW_BITS | position`` in the partitioned path.
 _ROW_BITS = 40
 #: Records per chunk of the driver's whole-array steps (bounds their temporaries).
-_CHUNK = 4_000_000
+_CHUNK = 1_000_000
 
 
 class DistributedError(GeokanonError, RuntimeError):
@@ -205,8 +205,13 @@ class Tiling:
 
     def tile_keys(self, x: ArrayLike, y: ArrayLike) -> NDArray[np.int64]:
         """One int64 key per point: its owning tile (see :func:`unpack_key`)."""
-        ix, iy = self.tile_index(x, y)
-        return pack_key(ix, iy)
+        xa = np.asarray(x, dtype=np.float64)
+        ya = np.asarray(y, dtype=np.float64)
+        out = np.empty(xa.size, dtype=np.int64)
+        for a in range(0, xa.size, _CHUNK):  # in chunks: bounded temporaries
+            ix, iy = self.tile_index(xa[a : a + _CHUNK], ya[a : a + _CHUNK])
+            out[a : a + _CHUNK] = pack_key(ix, iy)
+        return out
 
     def halo_pairs(
         self, x: ArrayLike, y: ArrayLike, *, extent: float | None = None
@@ -540,15 +545,16 @@ def classify_tiled(
 
     labels = np.empty(n, dtype=np.uint8)
     iota = np.empty(n)
-    iota_space = np.empty(n)
+    # Without times iota is the spatial iota (one array, as on one machine).
+    iota_space = np.empty(n) if policy.uses_time else iota
     iota_time = np.empty(n) if policy.uses_time else None
 
     def consume(t: int, cls: Classification) -> None:
         owned = ctx[t][1]
         labels[owned] = cls.labels
         iota[owned] = cls.iota
-        iota_space[owned] = cls.iota_space
         if iota_time is not None and cls.iota_time is not None:
+            iota_space[owned] = cls.iota_space
             iota_time[owned] = cls.iota_time
 
     _run(client, _classify_task, payloads(), consume=consume)

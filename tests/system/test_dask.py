@@ -413,3 +413,65 @@ def test_core_never_imports_dask():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _square(v: int) -> int:
+    if v == 7:
+        raise InputError("seven is refused")
+    return v * v
+
+
+def test_windowed_runner_keeps_order_and_builds_payloads_lazily(client):
+    from geokanon.distributed import _run
+
+    built: list[int] = []
+
+    def payloads():
+        for v in range(40):
+            built.append(v)
+            yield (v if v != 7 else 8,)
+
+    assert _run(client, _square, payloads(), window=3) == [
+        (v if v != 7 else 8) ** 2 for v in range(40)
+    ]
+    assert built == list(range(40))
+    # lazily: when the first result arrives, only the first window of payloads exists
+    built.clear()
+    seen: list[int] = []
+    _run(client, _square, payloads(), window=3, consume=lambda i, r: seen.append(len(built)))
+    assert seen[0] <= 3 and seen[-1] == 40
+    got: dict[int, int] = {}
+    assert _run(client, _square, ((v,) for v in range(10) if v != 7), consume=got.__setitem__) == []
+    assert got == {i: v * v for i, v in enumerate(v for v in range(10) if v != 7)}
+    # a task's own error reaches the caller unchanged
+    with pytest.raises(InputError, match="seven"):
+        _run(client, _square, ((v,) for v in range(20)), window=2)
+
+
+def test_chunked_tiling_matches_whole_arrays(monkeypatch):
+    import geokanon.distributed as D
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-5_000, 25_000, 5_000)
+    y = rng.uniform(-5_000, 25_000, 5_000)
+    tiles = Tiling(tile_m=4_000.0, halo_m=600.0)
+    whole = tiles.contexts(x, y)
+    keys = tiles.tile_keys(x, y)
+    monkeypatch.setattr(D, "_CHUNK", 333)
+    assert np.array_equal(tiles.tile_keys(x, y), keys)
+    chunked = tiles.contexts(x, y)
+    assert [k for k, _, _ in chunked] == [k for k, _, _ in whole]
+    for (_, o1, h1), (_, o2, h2) in zip(whole, chunked, strict=True):
+        assert np.array_equal(o1, o2) and np.array_equal(h1, h2)
+
+
+def test_own_clusters_switch_off_the_message_log():
+    import dask
+
+    from geokanon.distributed import dask_client
+
+    before = dask.config.get("distributed.admin.low-level-log-length")
+    with dask_client(None, n_workers=1) as c:
+        assert dask.config.get("distributed.admin.low-level-log-length") == 0
+        assert c.submit(_square, 3).result() == 9
+    assert dask.config.get("distributed.admin.low-level-log-length") == before
