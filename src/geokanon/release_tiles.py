@@ -126,6 +126,15 @@ def _mix(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.uint64]:
 # ----------------------------------------------------------------------------
 
 
+def _text_codes(values: pd.Series) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
+    """Sorted distinct texts of ``values`` and each value's code, as ``np.unique`` of the
+    texts gives them, but converting only the distinct values to text."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    texts = np.asarray([str(v) for v in uniques], dtype=object)
+    names, merged = np.unique(texts, return_inverse=True)  # values equal as text merge
+    return names.astype(object), merged.astype(np.int64)[codes]
+
+
 def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
     """Compact arrays of source partition ``i`` (never a subject id, only its hash)."""
     _single_thread_numba()
@@ -149,7 +158,12 @@ def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
             )
         subj = pd.util.hash_array(raw.astype(str).to_numpy(dtype=object))
     if "unit" in f.columns:
-        names, codes = np.unique(f["unit"].astype(str).to_numpy(dtype=object), return_inverse=True)
+        if f["unit"].isna().any():
+            raise InputError(
+                f"{int(f['unit'].isna().sum())} records of partition {i} have no unit; "
+                "fill them or drop the unit column"
+            )
+        names, codes = _text_codes(f["unit"])
     else:
         names, codes = np.asarray(["all"], dtype=object), np.zeros(n, dtype=np.int64)
     tiebreak = None

@@ -313,6 +313,16 @@ def test_refused_options(client, towns_dir, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_missing_unit_is_refused_naming_the_partition(client, tmp_path):
+    frame = towns(3_000, TILE, seed=9)
+    frame["unit"] = frame["unit"].astype(object)
+    frame.loc[frame.index[:3], "unit"] = None
+    src = ParquetPartitions.from_path(_split(frame, tmp_path / "in", 1), unit="unit")
+    with pytest.raises(InputError, match="3 records of partition 0 have no unit"):
+        release_partitions(src, TOWNS_POLICY, tmp_path / "out", client=client)
+    assert not (tmp_path / "out").exists()
+
+
 def test_dask_dataframe_source(client, tmp_path):
     dd = pytest.importorskip("dask.dataframe")
     frame = towns(6_000, TILE, seed=5).rename(columns={"x": "east", "y": "north"})
