@@ -657,7 +657,10 @@ def group_tiled(
         return Grouping(group_id, np.zeros(0), np.zeros(0))
     keys = tiling.tile_keys(x, y)
     order = np.argsort(keys, kind="stable")
-    _, start = np.unique(keys[order], return_index=True)
+    sorted_keys = keys[order]
+    del keys
+    start = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    del sorted_keys
     bounds = np.r_[start, n]
     parts = [order[bounds[t] : bounds[t + 1]] for t in range(start.size)]
     payloads = (
@@ -728,8 +731,9 @@ def _join_existing(
 
     r_max = policy.r_max_m
     step = policy.snap_step_m
-    placed = np.flatnonzero(group_id >= 0)
-    order = placed[np.argsort(group_id[placed], kind="stable")]
+    # Members of every group in group order: one stable sort, the unplaced (-1) first.
+    order = np.argsort(group_id, kind="stable")
+    order = order[np.searchsorted(group_id[order], 0) :]
     start = np.searchsorted(group_id[order], np.arange(rep_x.size + 1))
     added: dict[int, list[int]] = {}
 
