@@ -434,8 +434,9 @@ def run_core(
     classifier, grouper
         Replacements for :func:`~geokanon.classify.classify` and
         :func:`~geokanon.grouping.group_records` with the same signatures (the Dask
-        backend passes its tiled versions); the passes, fixed point, generalisation,
-        suppression and caps stay this function's.
+        backend passes its tiled versions; the grouper is called with the whole
+        arrays and ``subset=``, the indices of the records to group); the passes,
+        fixed point, generalisation, suppression and caps stay this function's.
 
     Returns
     -------
@@ -500,9 +501,7 @@ def run_core(
     gy = np.zeros(0)
     # Group what is meant for group level; what cannot be placed leaves.
     say("group pass 1")
-    grouping = group_(
-        xa[active], ya[active], subj[active], policy, None if tb is None else tb[active]
-    )
+    grouping = group_(xa, ya, subj, policy, tb, subset=active)
     group_id[active] = grouping.group_id
     gx, gy = grouping.rep_x, grouping.rep_y
     del grouping, active

@@ -638,6 +638,7 @@ def group_tiled(
     *,
     tiling: Tiling,
     client: Any = None,
+    subset: NDArray[np.int64] | None = None,
 ) -> Grouping:
     """Group each tile's own records, then the records no tile could place, together.
 
@@ -646,16 +647,28 @@ def group_tiled(
     representative. Groups are numbered by tile key, then in each tile's
     (row-order independent) order, then the second pass's groups.
 
+    ``subset`` (indices of the records to group, as for ``group_records``) is
+    read through, never copied whole: only one tile's records at a time are.
+
     Returns
     -------
     Grouping
-        Over the given records, as :func:`geokanon.grouping.group_records`.
+        Over the given records (or ``subset``), as :func:`geokanon.grouping.group_records`.
     """
-    n = x.size
+    if subset is not None:
+        n = subset.size
+        keys = np.empty(n, dtype=np.int64)
+        for a in range(0, n, _CHUNK):
+            at = subset[a : a + _CHUNK]
+            keys[a : a + _CHUNK] = tiling.tile_keys(x[at], y[at])
+        x, y, subjects = _Subset(x, subset), _Subset(y, subset), _Subset(subjects, subset)  # type: ignore[assignment]
+        tiebreak = None if tiebreak is None else _Subset(tiebreak, subset)  # type: ignore[assignment]
+    else:
+        n = x.size
+        keys = tiling.tile_keys(x, y) if n else np.zeros(0, dtype=np.int64)
     group_id = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return Grouping(group_id, np.zeros(0), np.zeros(0))
-    keys = tiling.tile_keys(x, y)
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     del keys
@@ -706,6 +719,16 @@ def group_tiled(
         np.concatenate(rx) if rx else np.zeros(0),
         np.concatenate(ry) if ry else np.zeros(0),
     )
+
+
+class _Subset:
+    """``base[at[i]]`` for the indices ``i`` of a subset, without copying ``base[at]``."""
+
+    def __init__(self, base: NDArray[Any], at: NDArray[np.int64]) -> None:
+        self.base, self.at = base, at
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.base[self.at[i]]
 
 
 def _join_existing(
@@ -826,8 +849,8 @@ def run_core_distributed(
     def classifier(x: ArrayLike, y: ArrayLike, pol: OutlierPolicy, **kw: Any) -> Classification:
         return classify_tiled(x, y, pol, tiling=tiling, client=client, **kw)
 
-    def grouper(*args: Any) -> Grouping:
-        return group_tiled(*args, tiling=tiling, client=client)
+    def grouper(*args: Any, subset: NDArray[np.int64] | None = None) -> Grouping:
+        return group_tiled(*args, tiling=tiling, client=client, subset=subset)
 
     return run_core(
         x, y, policy, subjects=subjects, times=times, unit_codes=unit_codes,

@@ -692,6 +692,8 @@ def group_records(
     subjects: NDArray[np.int64],
     policy: OutlierPolicy,
     tiebreak: NDArray[np.uint64] | None = None,
+    *,
+    subset: NDArray[np.int64] | None = None,
 ) -> Grouping:
     """Partition records into valid groups; records that cannot be placed get -1.
 
@@ -707,6 +709,11 @@ def group_records(
         Per record, a row-order-independent key (a hash of the record's content)
         that orders records at one place; with it the grouping does not depend on
         the input's row order even without a subject column.
+    subset
+        Indices of the records to group (default: all); the result is over
+        those records, in that order. (A backend that must not copy the
+        arrays, such as :func:`geokanon.distributed.group_tiled`, takes the same
+        argument.)
 
     Returns
     -------
@@ -723,6 +730,9 @@ def group_records(
     >>> g.n_groups, g.group_id.tolist()
     (2, [0, 0, 0, 0, 0, 1, 1, 1])
     """
+    if subset is not None:
+        x, y, subjects = x[subset], y[subset], subjects[subset]
+        tiebreak = None if tiebreak is None else tiebreak[subset]
     n = x.size
     k = policy.k
     r_max = policy.r_max_m

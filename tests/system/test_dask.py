@@ -475,3 +475,30 @@ def test_own_clusters_switch_off_the_message_log():
         assert dask.config.get("distributed.admin.low-level-log-length") == 0
         assert c.submit(_square, 3).result() == 9
     assert dask.config.get("distributed.admin.low-level-log-length") == before
+
+
+def test_grouping_a_subset_reads_through_and_matches_copies(monkeypatch):
+    import geokanon.distributed as D
+    from geokanon.distributed import group_tiled
+    from geokanon.grouping import group_records
+
+    rng = np.random.default_rng(8)
+    n = 6_000
+    centres = rng.uniform(0, 9_000, (30, 2))
+    which = rng.integers(0, 30, n)
+    x = centres[which, 0] + rng.normal(0, 120, n)
+    y = centres[which, 1] + rng.normal(0, 120, n)
+    subjects = rng.integers(0, 2_500, n)
+    tb = rng.integers(0, 2**63, n).astype(np.uint64)
+    sub = np.sort(rng.choice(n, 4_500, replace=False))
+    pol = OutlierPolicy(k=4, r_max_m=150.0)
+    tiles = Tiling.for_policy(pol, tile_m=2_400.0)
+    monkeypatch.setattr(D, "_CHUNK", 1_000)
+    a = group_tiled(x[sub], y[sub], subjects[sub], pol, tb[sub], tiling=tiles)
+    b = group_tiled(x, y, subjects, pol, tb, tiling=tiles, subset=sub)
+    assert a.n_groups > 100 and (a.group_id < 0).any()
+    assert np.array_equal(a.group_id, b.group_id)
+    assert np.array_equal(a.rep_x, b.rep_x) and np.array_equal(a.rep_y, b.rep_y)
+    c = group_records(x[sub], y[sub], subjects[sub], pol, tb[sub])
+    d = group_records(x, y, subjects, pol, tb, subset=sub)
+    assert np.array_equal(c.group_id, d.group_id) and np.array_equal(c.rep_x, d.rep_x)
