@@ -88,6 +88,8 @@ __all__ = ["PartitionedRelease", "release_partitions"]
 DETERMINISM_CHECK_MAX = 250_000
 #: Records of a release part (whole tiles of groups, or whole classes, per part).
 RECORDS_PER_PART = 500_000
+#: Records per chunk of the driver's whole-array steps (bounds their temporaries).
+CHUNK = 1_000_000
 #: Up to this many records the report's distributions use every record; above, a sample.
 REPORT_SAMPLE_MAX = 2_000_000
 #: Up to this many records the bias comparison uses every retained record; above, a sample.
@@ -422,13 +424,36 @@ def _assemble_part(
 
 
 def _group_units(gid: NDArray[np.int64], ucodes: NDArray[np.int64], ng: int) -> NDArray[np.int64]:
-    """Majority unit code of every group (ties: the lowest code, i.e. the first unit id)."""
+    """Majority unit code of every group (ties: the lowest code, i.e. the first unit id).
+
+    In chunks and without sorting every record: a group whose members all lie in one
+    unit (almost all of them) gets it from a running minimum and maximum; only the
+    members of the other groups are counted pair by pair.
+    """
     out = np.zeros(ng, dtype=np.int64)
-    m = gid >= 0
-    if not m.any():
+    if ng == 0:
         return out
-    nu = int(ucodes.max()) + 1
-    pairs, counts = np.unique(gid[m] * nu + ucodes[m], return_counts=True)
+    lo = np.full(ng, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(ng, -1, dtype=np.int64)
+    for a in range(0, gid.size, CHUNK):
+        gi = gid[a : a + CHUNK]
+        keep = gi >= 0
+        np.minimum.at(lo, gi[keep], ucodes[a : a + CHUNK][keep])
+        np.maximum.at(hi, gi[keep], ucodes[a : a + CHUNK][keep])
+    out[hi >= 0] = lo[hi >= 0]
+    mixed = (hi >= 0) & (lo != hi)
+    if not mixed.any():
+        return out
+    pg_parts, pu_parts = [], []
+    for a in range(0, gid.size, CHUNK):
+        gi = gid[a : a + CHUNK]
+        sel = np.flatnonzero(gi >= 0)
+        sel = sel[mixed[gi[sel]]]
+        pg_parts.append(gi[sel])
+        pu_parts.append(ucodes[a : a + CHUNK][sel])
+    g, u = np.concatenate(pg_parts), np.concatenate(pu_parts)
+    nu = int(u.max()) + 1
+    pairs, counts = np.unique(g * nu + u, return_counts=True)
     pg, pu = pairs // nu, pairs % nu
     order = np.lexsort((pu, -counts, pg))
     first = np.r_[True, pg[order][1:] != pg[order][:-1]]
@@ -471,7 +496,7 @@ def _units_frame(
         {"unit": unames[order].astype(str), "released": released[order], "suppressed": sup_shown}
     )
     total_sup = int(np.unique(subj[suppressed]).size)
-    total_subjects = int(np.unique(subj).size)
+    total_subjects = int(np.count_nonzero(np.bincount(subj)))  # codes: dense, >= 0
     global_shown: int | str = mask_small(total_sup, k)
     n_hidden = sum(v == LT_K for v in sup_shown)
     if (
@@ -515,6 +540,20 @@ def _bias(
     return findings, note
 
 
+def _report_sample(
+    gid: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], m: int
+) -> NDArray[np.int64]:
+    """Rows of the report's sample: members of 1 in ``m`` groups (by id), and 1 in ``m``
+    other records (by a hash of the coordinates); in chunks, so the hash's temporaries
+    stay bounded whatever the size."""
+    chosen = [np.zeros(0, dtype=np.int64)]
+    for a in range(0, gid.size, CHUNK):
+        gi = gid[a : a + CHUNK]
+        h = _mix(x[a : a + CHUNK], y[a : a + CHUNK]) % np.uint64(m) == 0
+        chosen.append(a + np.flatnonzero(((gi >= 0) & (gi % m == 0)) | ((gi < 0) & h)))
+    return np.concatenate(chosen)
+
+
 def _report(
     root: Path,
     g: _Gathered,
@@ -534,38 +573,38 @@ def _report(
     for name in ("manifest.json", "units.csv", "groups.parquet", "classes.parquet"):
         shutil.copyfile(root / "release" / name, work / "release" / name)
     shutil.copyfile(root / "audit" / "audit.json", work / "audit" / "audit.json")
-    take = np.ones(n, dtype=bool)
+    take: NDArray[np.int64] | slice = slice(None)
     note = "every record"
-    sample_gid = gid
+    taken_gid = gid
     if n > REPORT_SAMPLE_MAX:
         m = max(2, n // REPORT_SAMPLE_MAX)
         ng = core.group_x.size
         picked = np.flatnonzero(np.arange(ng) % m == 0)
-        take = ((gid >= 0) & (gid % m == 0)) | ((gid < 0) & (_mix(g.x, g.y) % np.uint64(m) == 0))
+        take = _report_sample(gid, g.x, g.y, m)
         # the sampled groups, numbered 0.. in the report's own copy of groups.parquet
         renumber = np.full(ng, -1, dtype=np.int64)
         renumber[picked] = np.arange(picked.size)
-        sample_gid = np.where(gid >= 0, renumber[np.maximum(gid, 0)], -1)
+        gi = gid[take]
+        taken_gid = np.where(gi >= 0, renumber[np.maximum(gi, 0)], -1)
         groups = pd.read_parquet(root / "release" / "groups.parquet").iloc[picked]
         groups = groups.assign(group_id=np.arange(picked.size, dtype=np.int64))
         _write_parquet(groups.reset_index(drop=True), work / "release" / "groups.parquet")
         note = (
-            f"a deterministic sample of {int(take.sum()):,} of {n:,} records (every member of "
+            f"a deterministic sample of {take.size:,} of {n:,} records (every member of "
             f"1 in {m} groups, chosen by group id, and 1 in {m} other records, chosen by a hash "
             "of the coordinates; the map shows the sampled groups); record counts in the "
             "histograms are the sample's"
         )
-    gid = sample_gid
     frame = pd.DataFrame(
         {
-            "group_id": pd.array(np.where(gid[take] >= 0, gid[take], 0), dtype="Int64"),
+            "group_id": pd.array(np.where(taken_gid >= 0, taken_gid, 0), dtype="Int64"),
             "subject": core.subjects[take],
             "x_m": g.x[take],
             "y_m": g.y[take],
             "iota": core.iota[take],
         }
     )
-    frame.loc[gid[take] < 0, "group_id"] = pd.NA
+    frame.loc[taken_gid < 0, "group_id"] = pd.NA
     _write_parquet(frame, work / "audit" / "assignment.parquet")
     path = build_report(work, verification=checks)
     text = path.read_text(encoding="utf-8")
@@ -802,8 +841,10 @@ def _write_all(
     shutil.rmtree(pieces, ignore_errors=True)
 
     # groups and classes
-    at_group = gid >= 0
-    group_sizes = np.bincount(gid[at_group], minlength=ng).astype(np.int64)
+    group_sizes = np.zeros(ng, dtype=np.int64)
+    for a in range(0, gid.size, CHUNK):
+        gi = gid[a : a + CHUNK]
+        np.add.at(group_sizes, gi[gi >= 0], 1)
     group_unit = _group_units(gid, g.unit_codes, ng)
     groups = pd.DataFrame(
         {

@@ -406,3 +406,35 @@ def test_worker_killed_mid_partitioned_release(towns_dir, tmp_path):
             assert report.passed, [(x.name, x.detail) for x in report.checks if not x.passed]
         else:
             assert not (out / "release").exists()
+
+
+def test_report_sample_does_not_depend_on_chunks(monkeypatch):
+    import geokanon.release_tiles as rt
+
+    rng = np.random.default_rng(2)
+    gid = np.where(rng.random(5_000) < 0.8, rng.integers(0, 900, 5_000), -1)
+    x, y = rng.uniform(0, 1e5, 5_000), rng.uniform(0, 1e5, 5_000)
+    whole = rt._report_sample(gid, x, y, 7)
+    expect = np.flatnonzero(
+        ((gid >= 0) & (gid % 7 == 0)) | ((gid < 0) & (rt._mix(x, y) % np.uint64(7) == 0))
+    )
+    assert np.array_equal(whole, expect) and 0 < whole.size < 5_000
+    monkeypatch.setattr(rt, "CHUNK", 333)
+    assert np.array_equal(rt._report_sample(gid, x, y, 7), whole)
+
+
+def test_group_units_majority_matches_pair_counts(monkeypatch):
+    import geokanon.release_tiles as rt
+
+    rng = np.random.default_rng(4)
+    n, ng = 20_000, 3_000
+    gid = np.where(rng.random(n) < 0.9, rng.integers(0, ng, n), -1)
+    # most groups in one unit, some spread over three
+    units = (gid % 50) + np.where(rng.random(n) < 0.1, rng.integers(0, 3, n), 0)
+    expect = np.zeros(ng, dtype=np.int64)
+    for g in range(ng):
+        u, c = np.unique(units[gid == g], return_counts=True)
+        if u.size:
+            expect[g] = u[c == c.max()].min()
+    monkeypatch.setattr(rt, "CHUNK", 1_234)
+    assert np.array_equal(rt._group_units(gid, units, ng), expect)
