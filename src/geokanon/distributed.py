@@ -280,8 +280,11 @@ class Tiling:
         hkey = np.concatenate(hkeys) if hkeys else np.zeros(0, np.int64)
         del recs, hkeys
         order = np.argsort(own, kind="stable")
-        okeys, ostart = np.unique(own[order], return_index=True)
+        own = own[order]  # sorted keys; the unsorted ones are dropped
+        ostart = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else own[:0]
+        okeys = own[ostart]
         ostart = np.r_[ostart, own.size]
+        del own
         horder = np.lexsort((hrec, hkey))
         hrec, hkey = hrec[horder], hkey[horder]
         out = []
