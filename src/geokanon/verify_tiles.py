@@ -153,6 +153,20 @@ def _ids(series: pd.Series) -> NDArray[np.int64]:
     return pd.to_numeric(series, errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
 
 
+def _text_codes(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+    """Code of every value and the text of every code (``str`` of the distinct values only:
+    the same texts as ``values.astype(str)``, far cheaper on millions of rows)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    texts = [np.nan if pd.isna(u) else str(u) for u in uniques]  # missing stays missing
+    return codes.astype(np.int64), np.asarray(texts, dtype=object)
+
+
+def _texts(values: pd.Series) -> NDArray[np.object_]:
+    """``values`` as an object array of texts (each distinct text one shared object)."""
+    codes, texts = _text_codes(values)
+    return texts[codes] if codes.size else np.zeros(0, dtype=object)
+
+
 def _source_task(
     source: Any,
     i: int,
@@ -170,10 +184,8 @@ def _source_task(
     x = f["x"].to_numpy(dtype=np.float64)
     y = f["y"].to_numpy(dtype=np.float64)
     has_subject = "subject" in f.columns
-    subj = f["subject"].astype(str).to_numpy(dtype=object) if has_subject else None
-    unit = f["unit"].astype(str).to_numpy(dtype=object) if "unit" in f.columns else None
-    if unit is None:
-        unit = np.full(n, "all", dtype=object)
+    subj = _texts(f["subject"]) if has_subject else None
+    unit = _texts(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
     out: dict[str, Any] = {"n": n, "problems": [], "leaks": [], "has_subject": has_subject}
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
@@ -196,14 +208,13 @@ def _source_task(
     problems = out["problems"]
     if not np.array_equal(a["source_row"].to_numpy(dtype=np.int64), offset + np.arange(n)):
         problems.append(f"audit part {i}: source_row is not the source order")
-    if not np.array_equal(a["unit"].astype(str).to_numpy(dtype=object), unit):
+    if not np.array_equal(_texts(a["unit"]), unit):
         problems.append(f"audit part {i}: units differ from the source")
     xm = a["x_m"].to_numpy(dtype=np.float64)
     ym = a["y_m"].to_numpy(dtype=np.float64)
     if not (np.array_equal(xm, x) and np.array_equal(ym, y)):
         problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
-    dcode, dnames = pd.factorize(a["disposal"].astype(str).to_numpy(dtype=object))
-    dnames = np.asarray(dnames, dtype=object)
+    dcode, dnames = _text_codes(a["disposal"])
     bad = ~np.isin(dnames, _DISPOSALS)[dcode] if dcode.size else np.zeros(0, dtype=bool)
     if bad.any():
         problems.append(f"audit part {i}: {int(bad.sum())} rows with an unknown disposal")
