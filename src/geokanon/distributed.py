@@ -699,6 +699,9 @@ def group_tiled(
         rx.append(reps[t][0])
         ry.append(reps[t][1])
         offset += reps[t][0].size
+    parts.clear()  # the tile order (views of ``order``) is not needed any more
+    reps.clear()
+    del order
     reps_x = np.concatenate(rx) if rx else np.zeros(0)
     reps_y = np.concatenate(ry) if ry else np.zeros(0)
     rest = np.flatnonzero(group_id < 0)

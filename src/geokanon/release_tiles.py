@@ -823,7 +823,9 @@ def _write_all(
         return (source, i, a, sl, meta, str(pieces), str(aud / "assignment"))
 
     say(f"write {len(g.sizes)} audit parts and route published records")
-    written = _run(c, _write_source_part, (payload(i) for i in range(len(g.sizes))))
+    # A payload is a whole partition's slice of the decisions: one in flight per worker, plus one.
+    window = None if c is None else len(c.scheduler_info().get("workers", {})) + 1
+    written = _run(c, _write_source_part, (payload(i) for i in range(len(g.sizes))), window)
     geo = {
         "version": "1.0.0",
         "primary_column": "geometry",
