@@ -1660,6 +1660,14 @@ def _check_holes(rel: _Release) -> CheckResult:
 # values a file holds are sorted and de-duplicated before they are looked up, so each
 # column costs one sort. Text columns are judged value by value on their distinct
 # values (Parquet stores them dictionary-encoded) and weighted by how often each occurs.
+# Parquet and CSV files are read in batches of rows: every finding is a count over rows
+# or a property of a column's set of distinct values, so the figures of the batches add
+# up to those of the whole file, and memory stays that of one batch.
+
+#: Rows per batch when ``no_leak`` reads a Parquet file.
+_SCAN_ROWS = 1 << 20
+#: Bytes per block (one batch of rows) when ``no_leak`` reads a CSV file.
+_CSV_BLOCK = 1 << 24
 
 
 @dataclass
@@ -1668,8 +1676,7 @@ class _Secrets:
 
     px: NDArray[np.float64]  # source (x, y) pairs in the output CRS, exact
     py: NDArray[np.float64]
-    coords: NDArray[np.float64]  # every source x and y value, sorted
-    frac_coords: NDArray[np.float64]  # the non-integral ones, sorted
+    coords: NDArray[np.float64]  # every source x and y value (of finite pairs), sorted
     subject_ids: frozenset[str]
     spaced_ids: tuple[str, ...]
     epoch: NDArray[np.float64]  # source times, epoch seconds, sorted
@@ -1678,6 +1685,11 @@ class _Secrets:
     n_k: int
     near: Any = None  # cKDTree of transformed source pairs when exact ones are unknown
     near_tol: float = 0.0
+    #: the non-integral values of ``coords`` (not needed: a value of ``coords`` is one of
+    #: them exactly when it is not integral itself)
+    frac_coords: NDArray[np.float64] | None = None
+    #: the source pairs as (x, y) arrays, in place of ``px``/``py`` (no copy is made)
+    pair_sources: tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...] = ()
 
     @cached_property
     def times(self) -> NDArray[np.float64]:
@@ -1685,7 +1697,22 @@ class _Secrets:
 
     @cached_property
     def has_pairs(self) -> bool:
-        return self.px.size > 0 or self.near is not None
+        # coords holds both values of every finite source pair
+        return self.coords.size > 0 or self.near is not None
+
+    @cached_property
+    def pair_keys(self) -> NDArray[np.complex128]:
+        """Every finite source pair as ``x + 1j*y``, sorted (by x, then y): built on first use."""
+        parts: list[NDArray[np.complex128]] = []
+        for x, y in self.pair_sources or ((self.px, self.py),):
+            ok = np.isfinite(x) & np.isfinite(y)
+            key = np.empty(int(np.count_nonzero(ok)), dtype=np.complex128)
+            key.real = x if key.size == x.size else x[ok]
+            key.imag = y if key.size == y.size else y[ok]
+            parts.append(key)
+        keys = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        keys.sort()
+        return keys
 
 
 def _sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -1734,13 +1761,13 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
             near = cKDTree(pts)
             near_tol = 1e-9 * max(1.0, float(np.abs(pts).max()))
             scanned.append("transformed coordinates")
-    xs = np.concatenate(xs_list) if xs_list else np.array([])
-    ys = np.concatenate(ys_list) if ys_list else np.array([])
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    if not ok.all():
-        xs, ys = xs[ok], ys[ok]
-    coords = np.sort(np.concatenate([xs, ys]))
-    frac = coords[coords != np.floor(coords)]
+    # every x and y of a finite pair, sorted (the pairs themselves stay where they are)
+    parts: list[NDArray[np.float64]] = []
+    for x, y in zip(xs_list, ys_list, strict=True):
+        ok = np.isfinite(x) & np.isfinite(y)
+        parts += [x, y] if ok.all() else [x[ok], y[ok]]
+    coords = np.concatenate(parts) if parts else np.array([])
+    coords.sort()
     epoch = np.empty(0)
     wall = np.empty(0)
     if src.epoch_s is not None:
@@ -1759,10 +1786,9 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     spaced = tuple(s for s in src.subject_ids if _TOKEN_SPLIT.search(s))
     return (
         _Secrets(
-            px=xs,
-            py=ys,
+            px=np.empty(0),
+            py=np.empty(0),
             coords=coords,
-            frac_coords=frac,
             subject_ids=src.subject_ids,
             spaced_ids=spaced,
             epoch=epoch,
@@ -1771,6 +1797,7 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
             n_k=rel.k,
             near=near,
             near_tol=near_tol,
+            pair_sources=tuple(zip(xs_list, ys_list, strict=True)),
         ),
         scanned,
     )
@@ -1843,7 +1870,7 @@ def _pair_hits(
             return 0
         dist, _ = sec.near.query(np.column_stack([a[ok], b[ok]]), k=1)
         return int((dist <= sec.near_tol).sum())
-    if sec.px.size == 0:
+    if sec.coords.size == 0:
         return 0
     if a_in is None:
         a_in = _isin(a, sec.coords)
@@ -1855,13 +1882,20 @@ def _pair_hits(
     if cand.size == 0:
         return 0
     ca, cb = a[cand], b[cand]
-    sel = _isin(sec.px, _distinct(ca)) & _isin(sec.py, _distinct(cb))
-    known = set(zip(sec.px[sel].tolist(), sec.py[sel].tolist(), strict=True))
+    key = np.empty(cand.size, dtype=np.complex128)
+    key.real, key.imag = ca, cb
+    known = _in_sorted(sec.pair_keys, key)
     return sum(
         1
-        for x, y in zip(ca.tolist(), cb.tolist(), strict=True)
-        if (x, y) in known and _sig_digits(repr(x)) + _sig_digits(repr(y)) >= 4
+        for x, y in zip(ca[known].tolist(), cb[known].tolist(), strict=True)
+        if _sig_digits(repr(x)) + _sig_digits(repr(y)) >= 4
     )
+
+
+def _frac_hits(values: NDArray[np.float64], sec: _Secrets) -> NDArray[np.bool_]:
+    """Values equal to a non-integral source coordinate."""
+    v = np.asarray(values, dtype=np.float64)
+    return _isin(v, sec.coords) & (v != np.floor(v))
 
 
 def _number_findings(
@@ -1877,16 +1911,28 @@ def _number_findings(
     ``vals`` are the numbers in text order (or, with ``weights``, distinct numbers and
     how often each occurs; then no pairs).
     """
-    found: list[str] = []
+    counts = _number_counts(vals, sec, pairs=pairs, single_values=single_values, weights=weights)
+    return [f"{n} {what}" for what, n in counts.items()]
+
+
+def _number_counts(
+    vals: NDArray[np.float64],
+    sec: _Secrets,
+    *,
+    pairs: bool,
+    single_values: bool,
+    weights: NDArray[np.int64] | None = None,
+) -> dict[str, int]:
+    """As :func:`_number_findings`: what -> how many (non-zero only, in report order)."""
+    found: dict[str, int] = {}
     if vals.size == 0:
         return found
     if pairs and vals.size > 1:
         n = _pair_hits(vals[:-1], vals[1:], sec)
         if n:
-            found.append(f"{n} coordinate pairs")
+            found["coordinate pairs"] = n
 
-    def count(table: NDArray[np.float64]) -> int:
-        hit = _isin(vals, table)
+    def count(hit: NDArray[np.bool_]) -> int:
         if weights is None:
             return _sig_at_least(vals, hit)
         return int(
@@ -1898,12 +1944,12 @@ def _number_findings(
         )
 
     if single_values:
-        n = count(sec.frac_coords)
+        n = count(_frac_hits(vals, sec))
         if n:
-            found.append(f"{n} coordinate values")
-    n = count(sec.epoch)
+            found["coordinate values"] = n
+    n = count(_isin(vals, sec.epoch))
     if n:
-        found.append(f"{n} epoch times")
+        found["epoch times"] = n
     return found
 
 
@@ -1948,11 +1994,12 @@ def _numeric_column_hits(name: str, vals: NDArray[np.float64], sec: _Secrets) ->
     uniq = _distinct(vals)
     if uniq.size == 0:
         return found
-    n = _sig_at_least(uniq, _isin(uniq, sec.frac_coords))
+    in_coords = _isin(uniq, sec.coords)
+    n = _sig_at_least(uniq, in_coords & (uniq != np.floor(uniq)))
     if n:
         found.append(f"column {name!r}: {n} coordinate values")
     elif name.lower() not in _STRUCTURAL:
-        n_hit = _sig_at_least(uniq, _isin(uniq, sec.coords))
+        n_hit = _sig_at_least(uniq, in_coords)
         if n_hit:
             n_el = _sig_at_least(uniq, np.ones(uniq.size, dtype=bool))
             if n_el >= sec.n_k and 2 * n_hit >= n_el:
@@ -1988,6 +2035,17 @@ class _TextColumn:
     def arrow(self) -> pa.Array:
         return pa.array(self.texts.tolist(), type=pa.string())
 
+    #: what depends on the texts alone (not on the codes)
+    _PER_ENTRY = frozenset(
+        {"arrow", "ascii", "whole_number", "no_digit", "other", "other_tokens", "parsed", "numeric"}
+    )
+
+    def with_codes(self, codes: NDArray[np.int64]) -> _TextColumn:
+        """The same texts with other codes (what was worked out per text is kept)."""
+        out = _TextColumn(texts=self.texts, codes=codes)
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k in self._PER_ENTRY})
+        return out
+
     @cached_property
     def ascii(self) -> NDArray[np.bool_]:
         import pyarrow.compute as pc
@@ -2022,7 +2080,13 @@ class _TextColumn:
         out = np.full(self.texts.size, np.nan)
         simple = self.whole_number
         if simple.any():
-            out[simple] = np.array(self.texts[simple].tolist(), dtype=str).astype(np.float64)
+            import pyarrow.compute as pc
+
+            try:  # Arrow parses decimal text correctly rounded, as numpy does
+                num = pc.cast(self.arrow.filter(pa.array(simple)), pa.float64())
+                out[simple] = num.to_numpy(zero_copy_only=False)
+            except (pa.ArrowException, ValueError):
+                out[simple] = np.array(self.texts[simple].tolist(), dtype=str).astype(np.float64)
         return out
 
     def single_tokens(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
@@ -2107,6 +2171,11 @@ def _text_findings(col: _TextColumn, sec: _Secrets, *, single_values: bool) -> l
 
     Counts are per occurrence: an entry's findings count as often as it occurs.
     """
+    return [f"{n} {what}" for what, n in _text_counts(col, sec, single_values).items()]
+
+
+def _text_counts(col: _TextColumn, sec: _Secrets, single_values: bool) -> dict[str, int]:
+    """As :func:`_text_findings`: what -> how many (non-zero only, in report order)."""
     counts = col.counts
     present = counts > 0
     one = col.whole_number & present
@@ -2116,7 +2185,7 @@ def _text_findings(col: _TextColumn, sec: _Secrets, *, single_values: bool) -> l
         if present[i] and toks:
             vals.append(_numbers(toks))
             weights.append(np.full(len(toks), counts[i], dtype=np.int64))
-    found = _number_findings(
+    found = _number_counts(
         np.concatenate(vals), sec, pairs=False, single_values=single_values,
         weights=np.concatenate(weights),
     )  # fmt: skip
@@ -2137,15 +2206,20 @@ def _text_findings(col: _TextColumn, sec: _Secrets, *, single_values: bool) -> l
             n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
             n_id += n * int(counts[i])
     if n_stamp:
-        found.append(f"{n_stamp} timestamps")
+        found["timestamps"] = n_stamp
     if n_id:
-        found.append(f"{n_id} subject ids")
+        found["subject ids"] = n_id
     return found
 
 
 def _cell_findings(name: str, col: _TextColumn, sec: _Secrets) -> list[str]:
     """Subject ids and timestamps as whole (stripped) cells of a text column."""
-    found: list[str] = []
+    return [f"column {name!r}: {n} {what}" for what, n in _cell_counts(col, sec).items()]
+
+
+def _cell_counts(col: _TextColumn, sec: _Secrets) -> dict[str, int]:
+    """As :func:`_cell_findings`: what -> how many (non-zero only, in report order)."""
+    found: dict[str, int] = {}
     counts = col.counts
     present = counts > 0
     if sec.subject_ids:
@@ -2159,7 +2233,7 @@ def _cell_findings(name: str, col: _TextColumn, sec: _Secrets) -> list[str]:
             whole[i] = col.texts[i].strip() in sec.subject_ids
         n = int(counts[present & whole].sum())
         if n:
-            found.append(f"column {name!r}: {n} subject ids")
+            found["subject ids"] = n
     if sec.epoch.size or sec.wall.size:
         hits = 0
         for i in np.flatnonzero(present & col.matching(_DATE_HINT)).tolist():
@@ -2167,7 +2241,7 @@ def _cell_findings(name: str, col: _TextColumn, sec: _Secrets) -> list[str]:
             if stamps:
                 hits += _timestamp_hits(stamps, sec) * int(counts[i])
         if hits:
-            found.append(f"column {name!r}: {hits} timestamps")
+            found["timestamps"] = hits
     return found
 
 
@@ -2185,68 +2259,151 @@ def _arrow_numeric(arr: pa.ChunkedArray | pa.Array) -> NDArray[np.float64]:
     )
 
 
+class _TableScan:
+    """Table-level checks of one file (columns as values), fed one batch of rows at a time.
+
+    Every finding adds up over the batches: column names come from the schema, counts
+    are per row, a column's coordinate and epoch values are judged on the union of its
+    distinct values, and pairs are per row. One exception: the WKB ``geometry`` column
+    is left out of the pairs when it repeats the ``x``/``y`` columns exactly, which is
+    known only at the end, so its pairs are counted apart. With ``one_batch`` the file
+    arrives whole (duplicate column names, say) and that is decided at once.
+    """
+
+    def __init__(self, names: Sequence[str], sec: _Secrets, *, one_batch: bool = False) -> None:
+        self.names = [str(n) for n in names]
+        self.sec = sec
+        self.one_batch = one_batch
+        n = len(self.names)
+        self.stamps = [False] * n  # a timestamp column holds a source time
+        self.cells: list[dict[str, int]] = [{} for _ in range(n)]
+        self.values: list[NDArray[np.float64] | None] = [None] * n  # distinct finite values
+        self.present: set[str] = set()  # columns with a value (what a pair may be made of)
+        self.pairs = 0
+        self.geo_pairs = 0  # pairs with a geometry coordinate (multi-batch only)
+        self.geo_seen = False
+        self.geo_same = True  # the geometry repeats x, y in every batch so far
+
+    def add(
+        self,
+        columns: Sequence[tuple[str, pa.ChunkedArray | pa.Array]],
+        text_cells: Mapping[str, _TextColumn] | None = None,
+    ) -> None:
+        """Scan one batch: the columns in schema order (``text_cells``: by name, when known)."""
+        sec = self.sec
+        text_cells = text_cells if text_cells is not None else {}
+        numeric: dict[str, NDArray[np.float64]] = {}  # what pairs are made of
+        every: dict[str, NDArray[np.float64]] = {}  # every column read as numbers so far
+        geo_keys: set[str] = set()
+        for i, (name, arr) in enumerate(columns):
+            t = arr.type
+            if name == "geometry":
+                gx, gy = _wkb_xy(arr)
+                if self.one_batch:
+                    same = (
+                        "x" in numeric
+                        and "y" in numeric
+                        and np.array_equal(gx, numeric["x"], equal_nan=True)
+                        and np.array_equal(gy, numeric["y"], equal_nan=True)
+                    )
+                    if gx.size and not same:
+                        numeric["geometry.x"], numeric["geometry.y"] = gx, gy
+                    continue
+                same = (
+                    "x" in every
+                    and "y" in every
+                    and np.array_equal(gx, every["x"], equal_nan=True)
+                    and np.array_equal(gy, every["y"], equal_nan=True)
+                )
+                if gx.size:
+                    self.geo_seen = True
+                    self.geo_same &= same
+                    numeric["geometry.x"], numeric["geometry.y"] = gx, gy
+                    geo_keys = {"geometry.x", "geometry.y"}
+                continue
+            if pa.types.is_timestamp(t) or pa.types.is_date(t):
+                secs = _ns_to_s(pd.Series(arr.to_pandas()))
+                if (_isin(secs, sec.epoch) | _isin(secs, sec.wall)).any():
+                    self.stamps[i] = True
+                continue
+            if pa.types.is_boolean(t) or pa.types.is_null(t):
+                continue
+            if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+                vals = _arrow_numeric(arr)
+                has = not np.isnan(vals).all()
+            else:
+                col = text_cells.get(name)
+                if col is None:
+                    col = _text_column(arr)
+                for what, n in _cell_counts(col, sec).items():
+                    self.cells[i][what] = self.cells[i].get(what, 0) + n
+                per_entry = col.numeric
+                finite = bool(np.isfinite(per_entry).any())
+                if not finite and self.one_batch:
+                    continue
+                if per_entry.size:
+                    vals = np.where(col.codes >= 0, per_entry[np.maximum(col.codes, 0)], np.nan)
+                else:
+                    vals = np.full(col.codes.size, np.nan)
+                has = finite and not np.isnan(vals).all()
+            every[name] = vals
+            if not has:
+                continue
+            self.present.add(name)
+            if name.lower() not in ("x", "y", "geometry.x", "geometry.y"):
+                # judged on its distinct values (x, y: as pairs only)
+                uniq = _distinct(vals)
+                old = self.values[i]
+                self.values[i] = uniq if old is None else _distinct(np.concatenate([old, uniq]))
+            if name.lower() not in _NOT_PAIRS:
+                numeric[name] = vals
+        if sec.has_pairs and len(numeric) >= 2:
+            names = list(numeric)
+            member = (
+                {} if sec.near is not None else {n: _isin(numeric[n], sec.coords) for n in names}
+            )
+            for a in names:
+                for b in names:
+                    if a == b:
+                        continue
+                    n = _pair_hits(numeric[a], numeric[b], sec, member.get(a), member.get(b))
+                    self.pairs += n
+                    if a in geo_keys or b in geo_keys:
+                        self.geo_pairs += n
+
+    def findings(self) -> list[str]:
+        """Everything found, in column order, then the pairs."""
+        sec = self.sec
+        found: list[str] = []
+        for i, name in enumerate(self.names):
+            if name.lower() in sec.bad_names:
+                found.append(f"column {name!r} names a source id, subject, time or row number")
+            if self.stamps[i]:
+                found.append(f"column {name!r}: source timestamps")
+            for what in ("subject ids", "timestamps"):  # as _cell_findings orders them
+                if self.cells[i].get(what):
+                    found.append(f"column {name!r}: {self.cells[i][what]} {what}")
+            values = self.values[i]
+            if values is not None:
+                found += _numeric_column_hits(name, values, sec)
+        n_pairs = self.pairs
+        if not self.one_batch and self.geo_seen and self.geo_same and {"x", "y"} <= self.present:
+            n_pairs -= self.geo_pairs  # the geometry repeats x, y: not pairs of its own
+        if n_pairs:
+            found.append(f"{n_pairs} rows hold a source coordinate pair")
+        return found
+
+
 def _scan_columns(
     columns: Sequence[tuple[str, pa.ChunkedArray | pa.Array]],
     sec: _Secrets,
     *,
     text_cells: dict[str, _TextColumn] | None = None,
 ) -> list[str]:
-    """Table-level checks (columns as values); the caller also scans the text."""
-    found: list[str] = []
-    numeric: dict[str, NDArray[np.float64]] = {}
-    text_cells = text_cells if text_cells is not None else {}
-    for name, arr in columns:
-        if name.lower() in sec.bad_names:
-            found.append(f"column {name!r} names a source id, subject, time or row number")
-        t = arr.type
-        if name == "geometry":
-            gx, gy = _wkb_xy(arr)
-            same = (
-                "x" in numeric
-                and "y" in numeric
-                and np.array_equal(gx, numeric["x"], equal_nan=True)
-                and np.array_equal(gy, numeric["y"], equal_nan=True)
-            )
-            if gx.size and not same:
-                numeric["geometry.x"], numeric["geometry.y"] = gx, gy
-            continue
-        if pa.types.is_timestamp(t) or pa.types.is_date(t):
-            secs = _ns_to_s(pd.Series(arr.to_pandas()))
-            if (_isin(secs, sec.epoch) | _isin(secs, sec.wall)).any():
-                found.append(f"column {name!r}: source timestamps")
-            continue
-        if pa.types.is_boolean(t):
-            continue
-        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-            vals = _arrow_numeric(arr)
-        elif pa.types.is_null(t):
-            continue
-        else:
-            col = text_cells.get(name)
-            if col is None:
-                col = _text_column(arr)
-            found += _cell_findings(name, col, sec)
-            per_entry = col.numeric
-            if not np.isfinite(per_entry).any():
-                continue
-            vals = np.where(col.codes >= 0, per_entry[np.maximum(col.codes, 0)], np.nan)
-        if np.isnan(vals).all():
-            continue
-        found += _numeric_column_hits(name, vals, sec)
-        if name.lower() not in _NOT_PAIRS:
-            numeric[name] = vals
-    if sec.has_pairs and len(numeric) >= 2:
-        names = list(numeric)
-        member = {} if sec.near is not None else {n: _isin(numeric[n], sec.coords) for n in names}
-        n_pairs = sum(
-            _pair_hits(numeric[a], numeric[b], sec, member.get(a), member.get(b))
-            for a in names
-            for b in names
-            if a != b
-        )
-        if n_pairs:
-            found.append(f"{n_pairs} rows hold a source coordinate pair")
-    return found
+    """Table-level checks (columns as values) of a whole table; the caller also scans the text."""
+    scan = _TableScan([n for n, _ in columns], sec, one_batch=True)
+    scan.add(columns, text_cells)
+    return scan.findings()
 
 
 def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
@@ -2298,8 +2455,14 @@ def _wkb_xy(
     fast = bool(((lengths == 21) | ~valid).all())
     if fast and valid.any():
         rows = np.flatnonzero(valid)
-        pos = starts[rows][:, None] + np.arange(21)
-        raw = data_np[pos]
+        if (lengths[~valid] == 0).all():
+            # the points lie back to back: view them as rows of 21 bytes, no gather
+            first = int(starts[rows[0]])
+            raw = data_np[first : first + 21 * rows.size].reshape(rows.size, 21)
+        else:
+            raw = np.empty((rows.size, 21), dtype=np.uint8)
+            for j in range(21):
+                raw[:, j] = data_np[starts[rows] + j]
         fast = bool((raw[:, :5] == np.frombuffer(_WKB_POINT_LE, dtype=np.uint8)).all())
         if fast:
             xy = np.ascontiguousarray(raw[:, 5:]).view("<f8").reshape(-1, 2)
@@ -2321,10 +2484,18 @@ def _wkb_xy(
     return xs, ys
 
 
-def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
+def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | pa.RecordBatch]]:
+    """(schema, whether read whole, the file in batches of rows); text columns as dictionaries.
+
+    Repeated column names (or a column named like the geometry's coordinates) make the
+    table-level checks depend on whole columns: such a file comes as one table.
+    """
+
+    def unreadable(exc: Exception) -> _Unreadable:
+        return _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})")
+
     try:
-        pf = pq.ParquetFile(path)
-        schema = pf.schema_arrow
+        schema = pq.ParquetFile(path).schema_arrow
         text_cols = [
             f.name
             for f in schema
@@ -2332,42 +2503,81 @@ def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
             or pa.types.is_large_string(f.type)
             or (pa.types.is_binary(f.type) and f.name != "geometry")
         ]
-        table = pq.read_table(path, read_dictionary=text_cols or None)
+        names = [str(n) for n in schema.names]
+        whole = len(set(names)) != len(names) or bool({"geometry.x", "geometry.y"} & set(names))
+        if whole:
+            tables = iter([pq.read_table(path, read_dictionary=text_cols or None)])
+            return schema, True, tables
+        pf = pq.ParquetFile(path, read_dictionary=text_cols or None)
+        it = pf.iter_batches(batch_size=_SCAN_ROWS, use_threads=True)
     except (OSError, pa.ArrowException) as exc:
-        raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+        raise unreadable(exc) from None
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            except (OSError, pa.ArrowException) as exc:
+                raise unreadable(exc) from None
+            yield batch
+
+    return schema, False, batches()
+
+
+def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
+    schema, whole, batches = _parquet_batches(path)
+    names = [str(n) for n in schema.names]
+    scan = _TableScan(names, sec, one_batch=whole)
+    text: dict[str, dict[str, int]] = {}
+    for batch in batches:
+        cols = [(n, batch.column(i)) for i, n in enumerate(names)]
+        cells = {
+            n: _text_column(arr)
+            for n, arr in cols
+            if n != "geometry"
+            and (
+                pa.types.is_dictionary(arr.type)
+                or pa.types.is_string(arr.type)
+                or pa.types.is_large_string(arr.type)
+            )
+        }
+        scan.add(cols, text_cells=cells)
+        # the text of every string column: numbers, timestamps and subject ids
+        for n, col in cells.items():
+            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True))
     found: list[str] = []
     meta = schema.metadata or {}
     for key, value in meta.items():
-        text = value.decode("utf-8", errors="replace")
+        decoded = value.decode("utf-8", errors="replace")
         if key == b"pandas":
             try:
-                info = json.loads(text)
+                info = json.loads(decoded)
             except ValueError:
                 info = {}
             for idx in info.get("index_columns", []):
                 if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
                     found.append("a stored pandas index (row numbers)")
-        found += [f"metadata: {f}" for f in _scan_text(text, sec)]
-    names = [str(n) for n in table.column_names]
-    cells = {
-        n: _text_column(table.column(i))
-        for i, n in enumerate(names)
-        if n != "geometry"
-        and (
-            pa.types.is_dictionary(table.column(i).type)
-            or pa.types.is_string(table.column(i).type)
-            or pa.types.is_large_string(table.column(i).type)
-        )
-    }
-    found += _scan_columns(
-        [(n, table.column(i)) for i, n in enumerate(names)], sec, text_cells=cells
-    )
-    # the text of every string column: numbers, timestamps and subject ids in free text
-    text_found: list[str] = []
-    for col in cells.values():
-        text_found += _text_findings(col, sec, single_values=True)
+        found += [f"metadata: {f}" for f in _scan_text(decoded, sec)]
+    found += scan.findings()
+    text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
     found += [f"text: {f}" for f in _merge_counts(text_found)]
     return found
+
+
+#: The order in which a text's findings are reported.
+_TEXT_ORDER = ("coordinate pairs", "coordinate values", "epoch times", "timestamps", "subject ids")
+
+
+def _add_counts(total: dict[str, int], more: Mapping[str, int]) -> None:
+    for what, n in more.items():
+        total[what] = total.get(what, 0) + n
+
+
+def _ordered_counts(counts: Mapping[str, int]) -> list[str]:
+    """``{"subject ids": 2}`` -> ``["2 subject ids"]``, in report order, zeros left out."""
+    return [f"{counts[what]} {what}" for what in _TEXT_ORDER if counts.get(what)]
 
 
 def _merge_counts(findings: list[str]) -> list[str]:
@@ -2379,8 +2589,11 @@ def _merge_counts(findings: list[str]) -> list[str]:
     return [f"{n} {what}" for what, n in totals.items()]
 
 
-def _csv_table(path: Path) -> tuple[list[str], list[_TextColumn]] | None:
-    """A CSV file's header and every column as text (None: not a regular CSV)."""
+def _csv_batches(path: Path) -> tuple[list[str], Iterator[list[_TextColumn]]] | None:
+    """A CSV file's header and its rows in batches, every column as text.
+
+    None, or a batch of None, when it is not a regular CSV (read it raw instead).
+    """
     import pyarrow.csv as pacsv
 
     try:
@@ -2388,9 +2601,9 @@ def _csv_table(path: Path) -> tuple[list[str], list[_TextColumn]] | None:
             names = [str(n) for n in reader.schema.names]
         if len(set(names)) != len(names) or not names:
             return None
-        table = pacsv.read_csv(
+        reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(use_threads=True, block_size=1 << 24),
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=_CSV_BLOCK),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.dictionary(pa.int32(), pa.string()) for n in names},
@@ -2401,7 +2614,23 @@ def _csv_table(path: Path) -> tuple[list[str], list[_TextColumn]] | None:
         )
     except (OSError, pa.ArrowException, ValueError):
         return None
-    return names, [_text_column(table.column(i)) for i in range(table.num_columns)]
+
+    def batches() -> Iterator[list[_TextColumn]]:
+        with reader:
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except (OSError, pa.ArrowException, ValueError):
+                    raise _NotRegular from None
+                yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
+
+    return names, batches()
+
+
+class _NotRegular(Exception):
+    """A CSV file turned out not to be a regular table part way through."""
 
 
 #: pandas' default missing-value markers (``read_csv(keep_default_na=True)``).
@@ -2409,6 +2638,7 @@ _CSV_NA = frozenset(
     {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
      "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
 )  # fmt: skip
+_CSV_NA_ARROW = pa.array(sorted(_CSV_NA), type=pa.string())
 
 
 def _scan_csv(path: Path, sec: _Secrets) -> list[str] | None:
@@ -2417,70 +2647,82 @@ def _scan_csv(path: Path, sec: _Secrets) -> list[str] | None:
     Every cell's number tokens are those ``_NUMBER`` finds in the raw text (cells are
     separated by characters no token contains), so the token stream of the file is
     the header's then every row's, cell by cell. None: the file needs the raw scan.
+    The file is read in batches of rows; the token stream runs on across them.
     """
-    parsed = _csv_table(path)
-    if parsed is None:
-        return None
-    names, cols = parsed
-    found: list[str] = []
+    import pyarrow.compute as pc
+
     if sec.spaced_ids:
         return None  # an id with separators may span cells: search the raw text
-    n_rows = cols[0].codes.size if cols else 0
-    # one token at most per cell, or the raw scan
-    per_cell: list[tuple[NDArray[np.float64], NDArray[np.bool_]]] = []
-    for col in cols:
-        single = col.single_tokens()
-        if single is None:
-            return None
-        per_cell.append(single)
+    parsed = _csv_batches(path)
+    if parsed is None:
+        return None
+    names, batches = parsed
     head = _numbers(_NUMBER.findall(",".join(names)))
-    # the token stream, row-major, and each token's membership in the source coordinates
-    entry_in = [_isin(v, sec.coords) for v, _ in per_cell] if sec.near is None else None
-    n_pairs = 0
+    n_pairs = _pair_hits(head[:-1], head[1:], sec) if head.size > 1 else 0
     prev_val: NDArray[np.float64] = head
     prev_in: NDArray[np.bool_] = _isin(head, sec.coords)
-    chunk = 1 << 20
-    for start in range(0, max(n_rows, 1), chunk):
-        stop = min(n_rows, start + chunk)
-        vals_m = np.full((stop - start, len(cols)), np.nan)
-        has_m = np.zeros((stop - start, len(cols)), dtype=bool)
-        in_m = np.zeros((stop - start, len(cols)), dtype=bool)
-        for j, (col, (value, has)) in enumerate(zip(cols, per_cell, strict=True)):
-            codes = col.codes[start:stop]
-            safe = np.maximum(codes, 0)
-            vals_m[:, j] = value[safe]
-            has_m[:, j] = has[safe] & (codes >= 0)
-            if entry_in is not None:
-                in_m[:, j] = entry_in[j][safe]
-        flat = has_m.ravel()
-        vals = np.concatenate([prev_val[-1:], vals_m.ravel()[flat]])
-        ins = np.concatenate([prev_in[-1:], in_m.ravel()[flat]])
-        if start == 0 and head.size > 1:
-            n_pairs += _pair_hits(head[:-1], head[1:], sec)
-        if vals.size > 1:
-            n_pairs += _pair_hits(
-                vals[:-1], vals[1:], sec, None if entry_in is None else ins[:-1],
-                None if entry_in is None else ins[1:],
-            )  # fmt: skip
-        if vals.size:
-            prev_val, prev_in = vals, ins
+    text: list[dict[str, int]] = [{} for _ in names]
+    scan = _TableScan(names, sec)
+    try:
+        for cols in batches:
+            # one token at most per cell, or the raw scan
+            per_cell: list[tuple[NDArray[np.float64], NDArray[np.bool_]]] = []
+            for col in cols:
+                single = col.single_tokens()
+                if single is None:
+                    return None
+                per_cell.append(single)
+            # the token stream, row-major, and each token's membership in the source
+            # coordinates
+            entry_in = [_isin(v, sec.coords) for v, _ in per_cell] if sec.near is None else None
+            n_rows = cols[0].codes.size if cols else 0
+            shape = (n_rows, len(cols))
+            vals_m = np.full(shape, np.nan)
+            has_m = np.zeros(shape, dtype=bool)
+            in_m = np.zeros(shape, dtype=bool)
+            for j, (col, (value, has)) in enumerate(zip(cols, per_cell, strict=True)):
+                safe = np.maximum(col.codes, 0)
+                vals_m[:, j] = value[safe]
+                has_m[:, j] = has[safe] & (col.codes >= 0)
+                if entry_in is not None:
+                    in_m[:, j] = entry_in[j][safe]
+            flat = has_m.ravel()
+            vals = np.concatenate([prev_val[-1:], vals_m.ravel()[flat]])
+            ins = np.concatenate([prev_in[-1:], in_m.ravel()[flat]])
+            if vals.size > 1:
+                n_pairs += _pair_hits(
+                    vals[:-1], vals[1:], sec, None if entry_in is None else ins[:-1],
+                    None if entry_in is None else ins[1:],
+                )  # fmt: skip
+            if vals.size:
+                prev_val, prev_in = vals[-1:], ins[-1:]
+            # numbers as text (epoch times only: single values are judged per column)
+            for j, col in enumerate(cols):
+                _add_counts(text[j], _text_counts(col, sec, False))
+            # as a table (pandas' reading: default missing-value markers are empty)
+            cells: dict[str, _TextColumn] = {}
+            for name, col in zip(names, cols, strict=True):
+                na = (
+                    _np_bool(pc.is_in(col.arrow, value_set=_CSV_NA_ARROW))
+                    if len(col.texts)
+                    else None
+                )
+                codes = col.codes
+                if na is not None and na.any():
+                    codes = np.where((codes >= 0) & ~na[np.maximum(codes, 0)], codes, -1)
+                cells[name] = col.with_codes(codes)
+            scan.add([(n, pa.array([], type=pa.string())) for n in names], text_cells=cells)
+    except _NotRegular:
+        return None
+    found: list[str] = []
     if n_pairs:
         found.append(f"{n_pairs} coordinate pairs")
-    # numbers as text (epoch times only: single values are judged per column below)
     text_found: list[str] = _number_findings(head, sec, pairs=False, single_values=False)
     text_found += _stamp_and_id_findings(",".join(names), sec)
-    for col in cols:
-        text_found += _text_findings(col, sec, single_values=False)
+    for counts in text:
+        text_found += _ordered_counts(counts)
     found += _merge_counts(text_found)
-    # as a table (pandas' reading: default missing-value markers are empty)
-    table_cols: list[tuple[str, pa.Array]] = []
-    cells: dict[str, _TextColumn] = {}
-    for name, col in zip(names, cols, strict=True):
-        na = np.array([t in _CSV_NA for t in col.texts.tolist()], dtype=bool)
-        codes = np.where((col.codes >= 0) & ~na[np.maximum(col.codes, 0)], col.codes, -1)
-        cells[name] = _TextColumn(texts=col.texts, codes=codes)
-        table_cols.append((name, pa.array([], type=pa.string())))
-    found += _scan_columns(table_cols, sec, text_cells=cells)
+    found += scan.findings()
     return found
 
 
