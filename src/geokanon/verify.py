@@ -810,6 +810,8 @@ class _Release:
         self.unchanged: dict[str, str] = {}
         #: release file -> sha256 as ``manifest`` found it
         self.digests: dict[str, str] = {}
+        #: CSV file -> data rows, noted by ``no_leak`` when it reads one to the end
+        self.csv_rows: dict[Path, int] = {}
 
     # ---- raw files -------------------------------------------------------------------
 
@@ -857,54 +859,64 @@ class _Release:
     @cached_property
     def assignment(self) -> pd.DataFrame:
         """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
-        self.audit_table  # noqa: B018  (raises _Unreadable as the checks would)
+        self._audit_arrays  # noqa: B018  (raises _Unreadable as the checks would)
         return self._parquet(self.aud / "assignment.parquet")
 
     @cached_property
-    def audit_table(self) -> pa.Table:
-        """The audit's columns the checks use (read with pyarrow, nothing else)."""
+    def _audit_arrays(self) -> dict[str, Any]:
+        """The audit's columns the checks use, read once with pyarrow in batches of rows
+        into what the checks use (numbers, codes), so no Arrow copy of the audit is held.
+
+        A column that cannot be turned holds its exception, raised where it is used.
+        """
         path = self.aud / "assignment.parquet"
         if not path.is_file():
             raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
         need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
         try:
-            names = pq.ParquetFile(path).schema_arrow.names
+            pf = pq.ParquetFile(path)
+            names = pf.schema_arrow.names
             missing = [c for c in need if c not in names]
             if missing:
                 raise _Unreadable(f"assignment.parquet lacks columns {missing}")
             cols = need + (["time_bin"] if "time_bin" in names else [])
-            return pq.read_table(path, columns=cols)
+            n = int(pf.metadata.num_rows)
+            keep = {c: _AuditColumn(c, n) for c in cols}
+            for batch in pf.iter_batches(batch_size=_SCAN_ROWS, columns=cols, use_threads=True):
+                for i, c in enumerate(cols):
+                    keep[c].add(batch.column(i))
         except (OSError, pa.ArrowException) as exc:
             raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+        out: dict[str, Any] = {"": n}
+        out.update({c: keep[c].result() for c in cols})
+        return out
+
+    def _audit(self, name: str) -> Any:
+        value = self._audit_arrays[name]
+        if isinstance(value, _Failed):
+            raise value.exc
+        return value
 
     @cached_property
     def n_audit(self) -> int:
-        return int(self.audit_table.num_rows)
+        return int(self._audit_arrays[""])
 
-    def audit_column(self, name: str) -> pa.ChunkedArray:
-        return self.audit_table.column(name)
-
-    def audit_numbers(self, name: str, dtype: Any) -> NDArray[Any]:
-        """A numeric audit column as a numpy array (nulls: an error)."""
-        col = self.audit_column(name)
-        try:
-            if col.null_count:
-                raise _Unreadable(f"assignment {name} has nulls")
-            return np.asarray(col.to_numpy(), dtype=dtype)
-        except (pa.ArrowException, TypeError, ValueError):
-            return pd.to_numeric(col.to_pandas()).to_numpy(dtype=dtype)
+    @property
+    def time_bins(self) -> pa.ChunkedArray | None:
+        """The audit's ``time_bin`` column, when it has one."""
+        return self._audit("time_bin") if "time_bin" in self._audit_arrays else None
 
     @cached_property
     def gid(self) -> NDArray[np.int64]:
-        return _arrow_ids(self.audit_column("group_id"), "assignment group_id")
+        return self._audit("group_id")
 
     @cached_property
     def cid(self) -> NDArray[np.int64]:
-        return _arrow_ids(self.audit_column("class_id"), "assignment class_id")
+        return self._audit("class_id")
 
     @cached_property
     def _disposal_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
-        return _factorize_arrow(self.audit_column("disposal"))
+        return self._audit("disposal")
 
     @cached_property
     def disposal(self) -> NDArray[np.object_]:
@@ -919,7 +931,7 @@ class _Release:
 
     @cached_property
     def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        return self.audit_numbers("x_m", np.float64), self.audit_numbers("y_m", np.float64)
+        return self._audit("x_m"), self._audit("y_m")
 
     @cached_property
     def source(self) -> _Source:
@@ -956,7 +968,7 @@ class _Release:
 
     @cached_property
     def audit_subjects(self) -> NDArray[np.int64]:
-        return self.audit_numbers("subject", np.int64)
+        return self._audit("subject")
 
     @cached_property
     def source_rows(self) -> NDArray[np.int64] | None:
@@ -964,7 +976,7 @@ class _Release:
         n = self.source.n_rows
         if n is None:
             return None
-        rows = self.audit_numbers("source_row", np.int64)
+        rows: NDArray[np.int64] = self._audit("source_row")
         if rows.size != n or (rows.size and (rows.min() < 0 or rows.max() >= n)):
             return None
         if np.count_nonzero(np.bincount(rows, minlength=n)) != n:
@@ -974,7 +986,7 @@ class _Release:
     @cached_property
     def unit_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
         """(code per assignment row, unit id per code, sorted)."""
-        return _factorize_arrow(self.audit_column("unit"))
+        return self._audit("unit")
 
     @cached_property
     def units(self) -> NDArray[np.object_]:
@@ -1062,6 +1074,113 @@ class _Release:
 
     def release_files(self) -> list[Path]:
         return sorted(p for p in self.rel.rglob("*") if p.is_file())
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """An audit column that could not be read as the checks need it."""
+
+    exc: Exception
+
+
+def _audit_numbers(col: pa.ChunkedArray, name: str, dtype: Any) -> NDArray[Any]:
+    """A numeric audit column as a numpy array (nulls: an error)."""
+    try:
+        if col.null_count:
+            raise _Unreadable(f"assignment {name} has nulls")
+        return np.asarray(col.to_numpy(), dtype=dtype)
+    except (pa.ArrowException, TypeError, ValueError):
+        return pd.to_numeric(col.to_pandas()).to_numpy(dtype=dtype)
+
+
+#: How each audit column is kept: numbers (nulls an error), ids (nulls -1) or text codes;
+#: any other column stays an Arrow column.
+_AUDIT_KINDS: dict[str, tuple[str, Any]] = {
+    "source_row": ("numbers", np.int64),
+    "disposal": ("codes", None),
+    "group_id": ("ids", "assignment group_id"),
+    "class_id": ("ids", "assignment class_id"),
+    "unit": ("codes", None),
+    "subject": ("numbers", np.int64),
+    "x_m": ("numbers", np.float64),
+    "y_m": ("numbers", np.float64),
+}
+
+
+class _AuditColumn:
+    """One audit column, filled batch by batch into a numpy array.
+
+    The result is what the whole column would give: :func:`_audit_numbers`,
+    :func:`_arrow_ids` and :func:`_factorize_arrow` work value by value, and text is
+    numbered in sorted order once every batch is in.
+    """
+
+    def __init__(self, name: str, n: int) -> None:
+        self.name = name
+        self.kind, self.arg = _AUDIT_KINDS.get(name, ("arrow", None))
+        dtype = self.arg if self.kind == "numbers" else np.int64
+        self.values: NDArray[Any] = np.empty(n if self.kind != "arrow" else 0, dtype=dtype)
+        self.at = 0
+        self.failed: Exception | None = None
+        self.chunks: list[pa.Array] = []  # arrow columns, and text that is not a string type
+        self.texts: dict[str, int] = {}  # text -> number in order of first sight
+
+    def add(self, arr: pa.Array) -> None:
+        start, self.at = self.at, self.at + len(arr)
+        if self.kind == "numbers" and arr.null_count:
+            # nulls anywhere are the error, whatever else went wrong
+            self.failed = _Unreadable(f"assignment {self.name} has nulls")
+        if self.failed is not None:
+            return
+        try:
+            if self.kind == "numbers":
+                self.values[start : self.at] = _audit_numbers(
+                    pa.chunked_array([arr]), self.name, self.arg
+                )
+            elif self.kind == "ids":
+                self.values[start : self.at] = _arrow_ids(pa.chunked_array([arr]), self.arg)
+            elif self.kind == "codes" and _is_text_type(arr.type) and not self.chunks:
+                if not pa.types.is_dictionary(arr.type):
+                    arr = arr.dictionary_encode()
+                idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+                texts = [str(v) for v in arr.dictionary.to_pylist()]
+                if (idx < 0).any():  # nulls read as pandas' astype(str) reads them
+                    idx = np.where(idx < 0, len(texts), idx)
+                    texts.append("None")
+                local = np.array([self.texts.setdefault(t, len(self.texts)) for t in texts])
+                self.values[start : self.at] = local[idx] if idx.size else idx
+            else:
+                self.chunks.append(arr)
+        except Exception as exc:  # raised again where the column is used
+            self.failed = exc
+
+    def result(self) -> Any:
+        if self.failed is not None:
+            return _Failed(self.failed)
+        try:
+            if self.kind == "arrow":
+                return pa.chunked_array(
+                    self.chunks, type=self.chunks[0].type if self.chunks else None
+                )
+            if self.kind != "codes":
+                return self.values
+            if self.chunks:  # not text as Arrow reads it: the whole column at once
+                return _factorize_arrow(pa.chunked_array(self.chunks))
+            # number the texts in sorted order
+            names = np.array(list(self.texts), dtype=object)
+            uniq, inverse = np.unique(names.astype(str), return_inverse=True)
+            codes = (
+                inverse.reshape(-1).astype(np.int64)[self.values]
+                if self.values.size
+                else self.values
+            )
+            return codes, uniq.astype(object)
+        except Exception as exc:
+            return _Failed(exc)
+
+
+def _is_text_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
 
 
 def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
@@ -1370,9 +1489,9 @@ def _check_k_subjects(rel: _Release) -> CheckResult:
             mn = int(distinct[small].min())
             worst = mn if worst is None else min(worst, mn)
             bad.append(f"{int(small.sum())} of {m} {what} have < k={k} distinct subjects")
-    a = rel.audit_table
-    if "time_bin" in a.column_names:
-        tb_codes, _ = _factorize_arrow(a.column("time_bin").cast(pa.string()).fill_null(""))
+    time_bins = rel.time_bins
+    if time_bins is not None:
+        tb_codes, _ = _factorize_arrow(time_bins.cast(pa.string()).fill_null(""))
         n_tb = int(tb_codes.max()) + 1 if tb_codes.size else 1
         for what, ids in (
             ("group x time bin classes", rel.gid),
@@ -2283,6 +2402,7 @@ class _TableScan:
         self.geo_pairs = 0  # pairs with a geometry coordinate (multi-batch only)
         self.geo_seen = False
         self.geo_same = True  # the geometry repeats x, y in every batch so far
+        self.n_rows = 0
 
     def add(
         self,
@@ -2292,6 +2412,9 @@ class _TableScan:
         """Scan one batch: the columns in schema order (``text_cells``: by name, when known)."""
         sec = self.sec
         text_cells = text_cells if text_cells is not None else {}
+        if columns:
+            name, arr = columns[0]
+            self.n_rows += len(text_cells[name].codes) if name in text_cells else len(arr)
         numeric: dict[str, NDArray[np.float64]] = {}  # what pairs are made of
         every: dict[str, NDArray[np.float64]] = {}  # every column read as numbers so far
         geo_keys: set[str] = set()
@@ -2641,13 +2764,14 @@ _CSV_NA = frozenset(
 _CSV_NA_ARROW = pa.array(sorted(_CSV_NA), type=pa.string())
 
 
-def _scan_csv(path: Path, sec: _Secrets) -> list[str] | None:
+def _scan_csv(path: Path, sec: _Secrets, rows: dict[Path, int] | None = None) -> list[str] | None:
     """A CSV file, cell by cell: as text (pairs across the whole text) and as a table.
 
     Every cell's number tokens are those ``_NUMBER`` finds in the raw text (cells are
     separated by characters no token contains), so the token stream of the file is
     the header's then every row's, cell by cell. None: the file needs the raw scan.
     The file is read in batches of rows; the token stream runs on across them.
+    ``rows``: where to note the file's number of data rows (when it is read to the end).
     """
     import pyarrow.compute as pc
 
@@ -2714,6 +2838,8 @@ def _scan_csv(path: Path, sec: _Secrets) -> list[str] | None:
             scan.add([(n, pa.array([], type=pa.string())) for n in names], text_cells=cells)
     except _NotRegular:
         return None
+    if rows is not None:
+        rows[path] = scan.n_rows
     found: list[str] = []
     if n_pairs:
         found.append(f"{n_pairs} coordinate pairs")
@@ -2740,7 +2866,7 @@ def _check_no_leak(rel: _Release) -> CheckResult:
         if suffix in (".parquet", ".pq"):
             found = _scan_parquet(path, sec)
         elif suffix == ".csv":
-            found = _scan_csv(path, sec)
+            found = _scan_csv(path, sec, rows=rel.csv_rows)
             if found is None:
                 found = _scan_csv_raw(path, sec)
         elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
@@ -2922,7 +3048,9 @@ def _check_counts(rel: _Release) -> CheckResult:
                 problems.append(f"records.parquet rows per {what} differ from the audit")
         csv_path = rel.rel / "records.csv"
         if csv_path.is_file():
-            n_csv = _csv_rows(csv_path)
+            n_csv = rel.csv_rows.get(csv_path)
+            if n_csv is None:  # not read to the end by no_leak
+                n_csv = _csv_rows(csv_path)
             if n_csv != len(rec):
                 problems.append(f"records.csv has {n_csv} rows, records.parquet {len(rec)}")
         else:
@@ -2993,8 +3121,15 @@ def _check_counts(rel: _Release) -> CheckResult:
 
 
 def _value_counts(ids: NDArray[np.int64]) -> pd.Series:
-    """Rows per id (int64 index, sorted), by sorting."""
-    uniq, counts = np.unique(ids.astype(np.int64), return_counts=True)
+    """Rows per id (int64 index, sorted): by counting when the ids are dense, else by sorting."""
+    ids = ids.astype(np.int64, copy=False)
+    lo = int(ids.min()) if ids.size else 0
+    if ids.size and int(ids.max()) - lo <= 4 * ids.size + 1024:
+        tally = np.bincount(ids - lo)
+        uniq = np.flatnonzero(tally) + lo
+        counts = tally[uniq - lo]
+    else:
+        uniq, counts = np.unique(ids, return_counts=True)
     return pd.Series(counts.astype(np.int64), index=pd.Index(uniq.astype(np.int64)))
 
 
