@@ -1267,11 +1267,30 @@ def _distinct_counts(
     return np.bincount(key[first] // span, minlength=size).astype(np.int64)
 
 
+def _argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.argsort(values, kind="stable")`` of integers, by one sort of int64 keys that
+    hold each value (less the smallest) in the high bits and its position in the low bits.
+    """
+    v = np.asarray(values)
+    n = v.size
+    if n < 2 or v.dtype.kind not in "iu":
+        return np.argsort(v, kind="stable").astype(np.int64)
+    lo, hi = int(v.min()), int(v.max())
+    shift = (n - 1).bit_length()
+    if hi - lo >= 1 << (62 - shift):  # does not fit in one key
+        return np.argsort(v, kind="stable").astype(np.int64)
+    key = (v.astype(np.int64) - lo) << shift
+    key |= np.arange(n, dtype=np.int64)
+    key.sort()
+    key &= (1 << shift) - 1
+    return key
+
+
 def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
     """Position of each value in ``table`` (unique ids), -1 where it is absent."""
     if table.size == 0:
         return np.full(values.size, -1, dtype=np.int64)
-    order = np.argsort(table, kind="stable")
+    order = _argsort_stable(table)
     st = table[order]
     at = np.minimum(np.searchsorted(st, values), st.size - 1)
     return np.where(st[at] == values, order[at], -1).astype(np.int64)
@@ -1449,7 +1468,7 @@ def _members(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     cached = rel.__dict__.get("_members")
     if cached is None:
         idx = np.flatnonzero(rel.gid >= 0)
-        order = idx[np.argsort(rel.gid[idx], kind="stable")]
+        order = idx[_argsort_stable(rel.gid[idx])]
         cached = rel.__dict__["_members"] = (order, rel.gid[order])
     return cached
 
@@ -1820,18 +1839,80 @@ class _Secrets:
         return self.coords.size > 0 or self.near is not None
 
     @cached_property
-    def pair_keys(self) -> NDArray[np.complex128]:
-        """Every finite source pair as ``x + 1j*y``, sorted (by x, then y): built on first use."""
-        parts: list[NDArray[np.complex128]] = []
-        for x, y in self.pair_sources or ((self.px, self.py),):
-            ok = np.isfinite(x) & np.isfinite(y)
-            key = np.empty(int(np.count_nonzero(ok)), dtype=np.complex128)
-            key.real = x if key.size == x.size else x[ok]
-            key.imag = y if key.size == y.size else y[ok]
-            parts.append(key)
-        keys = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    def _pairs(self) -> tuple[tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...], int]:
+        """(the source pair arrays, bits for a row number across them)."""
+        sources = self.pair_sources or ((self.px, self.py),)
+        total = sum(int(x.size) for x, _ in sources)
+        return sources, max(1, (total - 1).bit_length())
+
+    @cached_property
+    def pair_keys(self) -> NDArray[np.uint64]:
+        """Every finite source pair as one sorted key: a hash of the pair in the high bits,
+        the pair's row number (across :attr:`pair_sources`) in the low bits. Built on first use.
+        """
+        sources, shift = self._pairs
+        low = np.uint64((1 << shift) - 1)
+        parts: list[NDArray[np.uint64]] = []
+        offset = 0
+        for x, y in sources:
+            for start in range(0, x.size, _SCAN_ROWS):
+                xs, ys = x[start : start + _SCAN_ROWS], y[start : start + _SCAN_ROWS]
+                ok = np.flatnonzero(np.isfinite(xs) & np.isfinite(ys))
+                key = _pair_hash(xs[ok], ys[ok]) & ~low
+                key |= (ok + (offset + start)).astype(np.uint64)
+                parts.append(key)
+            offset += x.size
+        keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
         keys.sort()
         return keys
+
+    def known_pairs(self, a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Which finite pairs ``(a[i], b[i])`` equal a source pair exactly."""
+        keys = self.pair_keys
+        _, shift = self._pairs
+        low = np.uint64((1 << shift) - 1)
+        out = np.zeros(a.size, dtype=bool)
+        if keys.size == 0 or a.size == 0:
+            return out
+        head = _pair_hash(a, b) & ~low
+        lo = np.searchsorted(keys, head, side="left")
+        hi = np.searchsorted(keys, head | low, side="right")
+        hit = np.flatnonzero(hi > lo)
+        if hit.size == 0:
+            return out
+        # the first key of each run: the pair itself unless another pair has its hash
+        rows = (keys[lo[hit]] & low).astype(np.int64)
+        sx, sy = self._pair_at(rows)
+        same = (sx == a[hit]) & (sy == b[hit])
+        out[hit[same]] = True
+        for i in hit[~same].tolist():  # hash collisions: every key of the run
+            runs = (keys[lo[i] : hi[i]] & low).astype(np.int64)
+            rx, ry = self._pair_at(runs)
+            out[i] = bool(((rx == a[i]) & (ry == b[i])).any())
+        return out
+
+    def _pair_at(self, rows: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        sources, _ = self._pairs
+        xs = np.empty(rows.size)
+        ys = np.empty(rows.size)
+        offset = 0
+        for x, y in sources:
+            at = (rows >= offset) & (rows < offset + x.size)
+            xs[at], ys[at] = x[rows[at] - offset], y[rows[at] - offset]
+            offset += x.size
+        return xs, ys
+
+
+def _pair_hash(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.uint64]:
+    """A 64-bit hash of each pair (equal pairs, -0.0 and 0.0 included, hash equally)."""
+    hx = (np.asarray(x, dtype=np.float64) + 0.0).view(np.uint64)  # + 0.0: -0.0 -> 0.0
+    hy = (np.asarray(y, dtype=np.float64) + 0.0).view(np.uint64)
+    h = hx * np.uint64(0x9E3779B97F4A7C15)
+    h ^= hy * np.uint64(0xC2B2AE3D27D4EB4F)
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(29)
+    return h
 
 
 def _sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -2001,9 +2082,7 @@ def _pair_hits(
     if cand.size == 0:
         return 0
     ca, cb = a[cand], b[cand]
-    key = np.empty(cand.size, dtype=np.complex128)
-    key.real, key.imag = ca, cb
-    known = _in_sorted(sec.pair_keys, key)
+    known = sec.known_pairs(ca, cb)
     return sum(
         1
         for x, y in zip(ca[known].tolist(), cb[known].tolist(), strict=True)
