@@ -2496,6 +2496,7 @@ class _TableScan:
             self.n_rows += len(text_cells[name].codes) if name in text_cells else len(arr)
         numeric: dict[str, NDArray[np.float64]] = {}  # what pairs are made of
         every: dict[str, NDArray[np.float64]] = {}  # every column read as numbers so far
+        entries: dict[str, _TextColumn] = {}  # text columns: judged entry by entry
         geo_keys: set[str] = set()
         for i, (name, arr) in enumerate(columns):
             t = arr.type
@@ -2510,6 +2511,8 @@ class _TableScan:
                     )
                     if gx.size and not same:
                         numeric["geometry.x"], numeric["geometry.y"] = gx, gy
+                        entries.pop("geometry.x", None)
+                        entries.pop("geometry.y", None)
                     continue
                 same = (
                     "x" in every
@@ -2530,6 +2533,7 @@ class _TableScan:
                 continue
             if pa.types.is_boolean(t) or pa.types.is_null(t):
                 continue
+            col: _TextColumn | None = None
             if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
                 vals = _arrow_numeric(arr)
                 has = not np.isnan(vals).all()
@@ -2553,17 +2557,31 @@ class _TableScan:
                 continue
             self.present.add(name)
             if name.lower() not in ("x", "y", "geometry.x", "geometry.y"):
-                # judged on its distinct values (x, y: as pairs only)
-                uniq = _distinct(vals)
+                # judged on its distinct values (x, y: as pairs only); a text column's
+                # are the numbers of the entries its rows use
+                if col is not None:
+                    uniq = _distinct(col.numeric[col.counts > 0])
+                else:
+                    uniq = _distinct(vals)
                 old = self.values[i]
                 self.values[i] = uniq if old is None else _distinct(np.concatenate([old, uniq]))
             if name.lower() not in _NOT_PAIRS:
                 numeric[name] = vals
+                if col is not None:
+                    entries[name] = col
+                else:
+                    entries.pop(name, None)
         if sec.has_pairs and len(numeric) >= 2:
             names = list(numeric)
-            member = (
-                {} if sec.near is not None else {n: _isin(numeric[n], sec.coords) for n in names}
-            )
+            member: dict[str, NDArray[np.bool_]] = {}
+            if sec.near is None:
+                for key in names:
+                    text = entries.get(key)
+                    if text is None or text.numeric.size == 0:
+                        member[key] = _isin(numeric[key], sec.coords)
+                    else:  # looked up once per entry
+                        hit = _isin(text.numeric, sec.coords)
+                        member[key] = (text.codes >= 0) & hit[np.maximum(text.codes, 0)]
             for a in names:
                 for b in names:
                     if a == b:
