@@ -3106,12 +3106,15 @@ def _check_counts(rel: _Release) -> CheckResult:
         published = pd.Series(
             pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64), index=pub_ids
         )
-        missing = set(expected.index) - set(published.index)
-        extra = set(published.index) - set(expected.index)
+        # the distinct ids of either side missing from the other (sorted, not hashed)
+        exp_ids = expected.index.to_numpy(dtype=np.int64)
+        pub_set = np.unique(pub_ids)
+        missing = int(np.count_nonzero(~_in_sorted(pub_set, exp_ids)))
+        extra = int(np.count_nonzero(~_in_sorted(exp_ids, pub_set)))
         if missing:
-            problems.append(f"{len(missing)} audit {what}s are not published")
+            problems.append(f"{missing} audit {what}s are not published")
         if extra:
-            problems.append(f"{len(extra)} published {what}s have no audit records")
+            problems.append(f"{extra} published {what}s have no audit records")
         common = expected.index.intersection(published.index)
         wrong = int((expected[common].to_numpy() != published[common].to_numpy()).sum())
         if wrong:
@@ -3320,8 +3323,10 @@ def _unit_count_problems(rel: _Release) -> list[str]:
     cls_unit_code = _text_codes(list(unit_class.values()), unames)
     # unknown: dropped (the last entry: no unit-level class)
     cls_unit_code = np.append(np.where(cls_unit_code >= 0, cls_unit_code, nu), nu)
-    at_c = _positions(cls_known, rel.cid) if cls_known.size else np.full(rel.cid.size, -1)
-    at_c = np.where(rel.cid >= 0, at_c, -1)
+    at_c = np.full(rel.cid.size, -1, dtype=np.int64)
+    in_class = np.flatnonzero(rel.cid >= 0)
+    if cls_known.size:
+        at_c[in_class] = _positions(cls_known, rel.cid[in_class])
     add_codes(cls_unit_code[at_c[at_c >= 0]])
     syn_at = _positions(cls_known, rel.syn_cid) if cls_known.size else np.full(rel.syn_cid.size, -1)
     syn_at = np.where(rel.syn_cid >= 0, syn_at, -1)
