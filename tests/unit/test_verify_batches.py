@@ -272,3 +272,20 @@ def test_known_pairs_are_exact(collide: bool, monkeypatch: pytest.MonkeyPatch) -
     want = [(float(p), float(q)) in pairs for p, q in zip(a, b, strict=True)]
     assert sec.known_pairs(a, b).tolist() == want
     assert any(want)
+
+
+def test_unpublished_and_unknown_groups_are_counted(
+    built: tuple[Path, Path, pd.DataFrame], tmp_path: Path
+) -> None:
+    root, source, _ = built
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+    path = rel / "release" / "groups.parquet"
+    groups = pq.read_table(path).to_pandas()
+    # two groups dropped, three made up
+    extra = groups.iloc[:3].assign(group_id=groups["group_id"].max() + np.arange(1, 4))
+    edited = pd.concat([groups.iloc[2:], extra], ignore_index=True)
+    pq.write_table(pa.Table.from_pandas(edited, preserve_index=False), path)
+    detail = verify_release(rel, source=source, checks=["counts"])["counts"].detail
+    assert "2 audit groups are not published" in detail
+    assert "3 published groups have no audit records" in detail
