@@ -523,8 +523,6 @@ def hidden_ranges(
     ...                                         own_subjects=True)]
     [(1.0, 1.0), (1.0, 1.0)]
     """
-    from scipy.optimize import linprog
-
     names: list[str] = []
     lo: list[float] = []
     hi: list[float] = []
@@ -665,6 +663,7 @@ def hidden_ranges(
     if not hidden:
         return []
     n = len(names)
+    from scipy.optimize import linprog  # imported only when there is something to bound
     from scipy.sparse import csr_matrix
 
     def matrix(rows: list[dict[int, float]]) -> csr_matrix | None:
