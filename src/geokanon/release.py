@@ -195,6 +195,37 @@ def _stable_order(keys: np.ndarray) -> np.ndarray:
     return combined
 
 
+def _tie_order(ties: pd.DataFrame) -> np.ndarray:
+    """Row order of ``ties.sort_values(list(ties.columns), kind="stable", na_position="first")``.
+
+    Each column is ranked as pandas ranks it for that sort (numbers as they are, a missing
+    float as minus infinity; other columns by their ordered categories, missing first),
+    and the ranks are combined into one integer key for :func:`_stable_order` when they
+    fit in 64 bits; otherwise pandas sorts.
+    """
+    n = len(ties)
+    combined = np.zeros(n, dtype=np.int64)
+    span = 1
+    for name in ties.columns:
+        col = ties[name]
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub":
+            values = col.to_numpy()
+            if values.dtype.kind == "f":
+                values = np.where(np.isnan(values), -np.inf, values)
+            _, rank = np.unique(values, return_inverse=True)
+            width = int(rank.max()) + 1 if n else 1
+        else:
+            cat = pd.Categorical(col, ordered=True)
+            rank = cat.codes.astype(np.int64) + 1
+            width = len(cat.categories) + 1
+        if span > (np.iinfo(np.int64).max // max(n, 1)) // (width + 1):
+            order = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
+            return order.index.to_numpy()
+        combined = combined * width + rank.reshape(-1)
+        span *= width
+    return _stable_order(combined)
+
+
 def _coded_text(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
     """Text per row from integer codes into ``names``, as a plain Arrow string column."""
     return pa.DictionaryArray.from_arrays(
@@ -486,23 +517,25 @@ def _parquet_writer(
     )  # fmt: skip
 
 
-def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -> bytes:
+def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -> bytes | pa.Buffer:
     """CSV text of ``table`` (pyarrow: strings quoted, numbers in shortest round-trip form).
 
     With ``starts`` (where each run of identical consecutive rows starts), only the first
-    row of each run is turned into text, and its line repeated: the same text.
+    row of each run is turned into text, and its line repeated: the same text. That pays
+    when runs are long (rows of a group); with at least one run per two rows (a kept
+    column that tells the members apart) every row is turned into text.
     """
     import pyarrow.csv as pacsv
 
-    def text(t: pa.Table) -> bytes:
+    def text(t: pa.Table) -> pa.Buffer:
         sink = pa.BufferOutputStream()
         pacsv.write_csv(t, sink, pacsv.WriteOptions(include_header=header, **_CSV_OPTIONS))
-        return bytes(sink.getvalue())
+        return sink.getvalue()
 
     n = table.num_rows
-    if starts is None or starts.size == n:
+    if starts is None or 2 * starts.size > n:
         return text(table)
-    lines = text(table.take(starts)).split(b"\n")
+    lines = text(table.take(starts)).to_pybytes().split(b"\n")
     if len(lines) != starts.size + int(header) + 1:  # a value or name holds a line break
         return text(table)
     counts = np.diff(np.append(starts, n)).tolist()
@@ -534,7 +567,7 @@ def _write_records(
         open(csv_path, "wb") as fh,
         _parquet_writer(rel / "records.parquet", schema) as writer,
     ):
-        pending: deque[Future[bytes]] = deque()
+        pending: deque[Future[bytes | pa.Buffer]] = deque()
 
         def drain(keep: int) -> None:
             nonlocal csv_failed
@@ -798,8 +831,7 @@ def build_release_files(
             ties["time_bin"] = pd.array(time_bin[pub], dtype="string")
         for col in options.keep:
             ties[col] = table.attributes[col].to_numpy()[pub]
-        ties = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
-        pub = pub[ties.index.to_numpy()]
+        pub = pub[_tie_order(ties)]
     # Every published row (real or synthetic) takes its values from one source row:
     # ``rows`` lists them in published order.
     rows = pub
@@ -816,8 +848,7 @@ def build_release_files(
                 ties["time_bin"] = pd.array(time_bin[rows], dtype="string")
             for col in options.keep:
                 ties[col] = table.attributes[col].to_numpy()[rows]
-            ties = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
-            order = ties.index.to_numpy()
+            order = _tie_order(ties)
         rows = rows[order]
     del sort_key
     extra = None

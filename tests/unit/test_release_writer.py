@@ -91,17 +91,23 @@ def test_chunked_files_equal_whole_ones(tmp_path, monkeypatch, keep):
 def test_csv_runs_give_the_same_text():
     table = pa.table(
         {
-            "g": pa.array([1, 1, 1, 2, None, None, 3], pa.int64()),
-            "t": pa.array(["a", "a", "a", 'b"q', None, None, "line\nbreak"]),
-            "x": pa.array([0.1 + 0.2, 0.1 + 0.2, 0.1 + 0.2, 2000.0, None, None, 1e22]),
+            "g": pa.array([1, 1, 1, 2, None, None, 3, 3], pa.int64()),
+            "t": pa.array(["a", "a", "a", 'b"q', None, None, "line\nbreak", "line\nbreak"]),
+            "x": pa.array([0.1 + 0.2] * 3 + [2000.0, None, None, 1e22, 1e22]),
         }
     )
     starts = np.array([0, 3, 4, 6])
-    plain = release._csv_text(table, True)
-    assert release._csv_text(table, True, starts) == plain  # a line break: falls back
+    plain = bytes(release._csv_text(table, True))
+    assert bytes(release._csv_text(table, True, starts)) == plain  # a line break: falls back
     head = table.slice(0, 6)
-    assert release._csv_text(head, True, starts[:3]) == release._csv_text(head, True)
-    assert release._csv_text(head, False, starts[:3]) == release._csv_text(head, False)
+    for header in (True, False):
+        runs = release._csv_text(head, header, starts[:3])
+        assert isinstance(runs, bytes)  # the runs were used
+        assert runs == bytes(release._csv_text(head, header))
+    # as many runs as rows: every row is turned into text
+    assert bytes(release._csv_text(head, True, np.arange(6))) == bytes(
+        release._csv_text(head, True)
+    )
 
 
 def test_stable_order_equals_stable_argsort():
@@ -114,6 +120,30 @@ def test_stable_order_equals_stable_argsort():
         np.array([7]),
     ):
         assert np.array_equal(release._stable_order(keys), np.argsort(keys, kind="stable"))
+
+
+def test_tie_order_equals_pandas_sort():
+    rng = np.random.default_rng(2)
+    n = 500
+    floats = rng.integers(0, 5, n).astype(float)
+    floats[rng.random(n) < 0.2] = np.nan
+    floats[:3] = [-np.inf, -0.0, 0.0]
+    words = np.array(["b", "a", None, "ab", 'q"'], dtype=object)[rng.integers(0, 5, n)]
+    ties = pd.DataFrame({"_key": rng.integers(0, 20, n)})
+    ties["time_bin"] = pd.array(words, dtype="string")
+    ties["age"] = rng.integers(0, 4, n)
+    ties["income"] = floats
+    ties["flag"] = rng.random(n) < 0.5
+    ties["nullable"] = pd.array(np.where(rng.random(n) < 0.3, None, rng.integers(0, 3, n)), "Int64")
+    ties["word"] = words
+    expected = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
+    assert np.array_equal(release._tie_order(ties), expected.index.to_numpy())
+    # too many distinct values for one 64-bit key: pandas sorts
+    wide = pd.DataFrame({"_key": rng.integers(0, n, n)})
+    for i in range(8):  # 500**8 > 2**63
+        wide[f"c{i}"] = rng.random(n)
+    expected = wide.sort_values(list(wide.columns), kind="stable", na_position="first")
+    assert np.array_equal(release._tie_order(wide), expected.index.to_numpy())
 
 
 def test_wkb_points_are_shapely_bytes():
