@@ -212,8 +212,17 @@ def _tie_order(ties: pd.DataFrame) -> np.ndarray:
             values = col.to_numpy()
             if values.dtype.kind == "f":
                 values = np.where(np.isnan(values), -np.inf, values)
-            _, rank = np.unique(values, return_inverse=True)
-            width = int(rank.max()) + 1 if n else 1
+            lo = values.min() if n else 0
+            if values.dtype.kind in "iub" and int(values.max()) - int(lo) < 4 * n:
+                # a few values: their offsets from the smallest
+                if values.dtype.kind == "u":
+                    rank = (values - lo).astype(np.int64)
+                else:
+                    rank = values.astype(np.int64) - np.int64(lo)
+                width = int(rank.max()) + 1
+            else:
+                _, rank = np.unique(values, return_inverse=True)
+                width = int(rank.max()) + 1 if n else 1
         else:
             cat = pd.Categorical(col, ordered=True)
             rank = cat.codes.astype(np.int64) + 1

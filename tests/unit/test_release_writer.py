@@ -134,6 +134,8 @@ def test_tie_order_equals_pandas_sort():
     ties["age"] = rng.integers(0, 4, n)
     ties["income"] = floats
     ties["flag"] = rng.random(n) < 0.5
+    ties["big"] = (np.uint64(2**63) + rng.integers(0, 3, n).astype(np.uint64)).astype(np.uint64)
+    ties["small"] = rng.integers(-100, 100, n).astype(np.int8)
     ties["nullable"] = pd.array(np.where(rng.random(n) < 0.3, None, rng.integers(0, 3, n)), "Int64")
     ties["word"] = words
     expected = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
