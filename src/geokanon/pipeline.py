@@ -313,6 +313,7 @@ def release_points(
         if progress is not None:
             progress("determinism check (core on shuffled rows)")
         deterministic = _same_decisions(core, runner(shuffled, policy, progress=None), perm)
+        del shuffled, perm  # not held while the release is written and verified
     from geokanon import __version__
 
     if progress is not None:

@@ -28,8 +28,12 @@ import json
 import os
 import shutil
 import signal
+import sys
+import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from geokanon.disposal import CoreResult, group_units
@@ -166,6 +171,70 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     return v
 
 
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for integer keys, by sorting ``key * n + position``.
+
+    The combined values are distinct, so any sort gives the stable order, and sorting
+    values is several times faster than a stable argsort at millions of records.
+
+    Examples
+    --------
+    >>> _stable_order(np.array([3, 1, 3, 0, 1])).tolist()
+    [3, 1, 4, 0, 2]
+    """
+    n = keys.size
+    if n < 2:
+        return np.arange(n, dtype=np.int64)
+    lo = int(keys.min())
+    span = int(keys.max()) - lo + 1
+    if span > (np.iinfo(np.int64).max // n) - 1:
+        return np.argsort(keys, kind="stable")
+    combined = (keys.astype(np.int64) - lo) * np.int64(n) + np.arange(n, dtype=np.int64)
+    combined.sort()
+    combined %= n
+    return combined
+
+
+def _tie_order(ties: pd.DataFrame) -> np.ndarray:
+    """Row order of ``ties.sort_values(list(ties.columns), kind="stable", na_position="first")``.
+
+    Each column is ranked as pandas ranks it for that sort (numbers as they are, a missing
+    float as minus infinity; other columns by their ordered categories, missing first),
+    and the ranks are combined into one integer key for :func:`_stable_order` when they
+    fit in 64 bits; otherwise pandas sorts.
+    """
+    n = len(ties)
+    combined = np.zeros(n, dtype=np.int64)
+    span = 1
+    for name in ties.columns:
+        col = ties[name]
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub":
+            values = col.to_numpy()
+            if values.dtype.kind == "f":
+                values = np.where(np.isnan(values), -np.inf, values)
+            lo = values.min() if n else 0
+            if values.dtype.kind in "iub" and int(values.max()) - int(lo) < 4 * n:
+                # a few values: their offsets from the smallest
+                if values.dtype.kind == "u":
+                    rank = (values - lo).astype(np.int64)
+                else:
+                    rank = values.astype(np.int64) - np.int64(lo)
+                width = int(rank.max()) + 1
+            else:
+                _, rank = np.unique(values, return_inverse=True)
+                width = int(rank.max()) + 1 if n else 1
+        else:
+            cat = pd.Categorical(col, ordered=True)
+            rank = cat.codes.astype(np.int64) + 1
+            width = len(cat.categories) + 1
+        if span > (np.iinfo(np.int64).max // max(n, 1)) // (width + 1):
+            order = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
+            return order.index.to_numpy()
+        combined = combined * width + rank.reshape(-1)
+        span *= width
+    return _stable_order(combined)
+
+
 def _coded_text(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
     """Text per row from integer codes into ``names``, as a plain Arrow string column."""
     return pa.DictionaryArray.from_arrays(
@@ -247,6 +316,20 @@ def _atomic_directory(out: Path, force: bool) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
 
 
+def _return_free_memory() -> None:
+    """Give memory freed by the last stage back to the system (pyarrow's pool, glibc's heap).
+
+    Each stage of :func:`write_release` then starts from the data still held rather than
+    from the previous stage's peak.
+    """
+    pa.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -263,6 +346,10 @@ def _write_arrow_parquet(table: pa.Table, path: Path, geo: dict[str, Any] | None
     pq.write_table(table, path, compression="zstd", write_statistics=False)
 
 
+#: One little-endian WKB point: byte order, geometry type, x, y (21 bytes, unaligned).
+_WKB_POINT = np.dtype([("order", "u1"), ("kind", "<u4"), ("x", "<f8"), ("y", "<f8")])
+
+
 def _wkb_points(x: np.ndarray, y: np.ndarray) -> pa.Array:
     """2-D points as little-endian WKB (21 bytes each; null where x is NaN).
 
@@ -270,72 +357,263 @@ def _wkb_points(x: np.ndarray, y: np.ndarray) -> pa.Array:
     """
     n = x.size
     valid = ~np.isnan(x)
-    rows = np.flatnonzero(valid)
-    raw = np.empty((rows.size, 21), dtype=np.uint8)
-    raw[:, 0] = 1
-    raw[:, 1:5] = np.frombuffer(np.uint32(1).astype("<u4").tobytes(), dtype=np.uint8)
-    raw[:, 5:13] = x[rows].astype("<f8").view(np.uint8).reshape(-1, 8)
-    raw[:, 13:21] = y[rows].astype("<f8").view(np.uint8).reshape(-1, 8)
-    lengths = np.where(valid, 21, 0).astype(np.int32)
+    n_valid = int(np.count_nonzero(valid))
+    raw = np.empty(n_valid, dtype=_WKB_POINT)
+    raw["order"] = 1
+    raw["kind"] = 1
+    if n_valid == n:
+        raw["x"] = x
+        raw["y"] = y
+        offsets = np.arange(0, 21 * (n + 1), 21, dtype=np.int32)
+        return pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw)], null_count=0
+        )
+    raw["x"] = x[valid]
+    raw["y"] = y[valid]
     offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
+    np.cumsum(valid * np.int32(21), out=offsets[1:])
     bitmap = pa.array(valid).buffers()[1]
     return pa.Array.from_buffers(
-        pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(raw.tobytes())],
-        null_count=int(n - rows.size),
+        pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(raw)],
+        null_count=n - n_valid,
     )  # fmt: skip
 
 
-def _records_frame(
-    pub: np.ndarray,
+#: Rows per chunk of the per-record files: pyarrow's default Parquet row group, so a file
+#: written chunk by chunk has the bytes of one written whole, and no whole-file table is held.
+_CHUNK_ROWS = 1024 * 1024
+_CSV_OPTIONS = {"quoting_style": "needed"}
+#: zstd level of ``assignment.parquet``: its coordinates and ratios hardly compress, and the
+#: fast level writes it in about half the time for ~6 % more bytes.
+_AUDIT_ZSTD = -1
+#: Columns of ``records.parquet`` other than kept attributes.
+_RECORD_COLUMNS = ("group_id", "class_id", "level", "unit", "x", "y", "time_bin", "geometry")
+
+
+@dataclass(frozen=True)
+class _RecordColumns:
+    """What the published columns of ``records.parquet``/``records.csv`` are made from.
+
+    Each published row (real or synthetic) takes its values from one source row: its
+    group or class, the group's representative, and the row's time bin and kept columns
+    (``extra``, already in published row order).
+    """
+
+    g: np.ndarray
+    c: np.ndarray
+    gx: np.ndarray
+    gy: np.ndarray
+    level_names: pa.Array
+    class_units: pa.Array
+    extra: pa.Table | None
+    schema: pa.Schema  # without geometry; the pandas metadata of the equivalent frame
+
+    def chunk(
+        self, s: np.ndarray, start: int
+    ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows of source rows ``s`` (published rows ``start:start+len(s)``).
+
+        Returns the table as published; where each run of identical consecutive rows
+        starts (rows of one group, or of one class, are identical unless time bins or
+        kept columns tell them apart); and ``x``, ``y`` (NaN where null) for the geometry.
+        """
+        gs = self.g[s]
+        cs = self.c[s]
+        grp = gs >= 0
+        gen = cs >= 0
+        safe_c = np.maximum(cs, 0)
+        level_code = np.where(grp, 0, np.where(gen, 1 + safe_c, -1)).astype(np.int32)
+        level = pa.DictionaryArray.from_arrays(
+            pa.array(level_code, mask=level_code < 0), self.level_names
+        ).cast(pa.large_string())
+        unit = pa.DictionaryArray.from_arrays(
+            pa.array(safe_c.astype(np.int32), mask=~gen), self.class_units
+        ).cast(pa.large_string())
+        safe_g = np.where(grp, gs, 0)
+        if self.gx.size:
+            x = np.where(grp, self.gx[safe_g], np.nan)
+            y = np.where(grp, self.gy[safe_g], np.nan)
+        else:
+            x = y = np.full(s.size, np.nan)
+        rest = [] if self.extra is None else self.extra.slice(start, s.size).columns
+        table = pa.Table.from_arrays(
+            [
+                pa.array(safe_g.astype(np.int64), mask=~grp),
+                pa.array(np.where(gen, cs, 0).astype(np.int64), mask=~gen),
+                level,
+                unit,
+                pa.array(x, from_pandas=True),
+                pa.array(y, from_pandas=True),
+                *rest,
+            ],
+            schema=self.schema,
+        )
+        # Every published value of a row follows from its group and class, and the rest.
+        new = np.ones(s.size, dtype=bool)
+        new[1:] = (gs[1:] != gs[:-1]) | (cs[1:] != cs[:-1])
+        for col in rest:
+            if s.size < 2:
+                break
+            try:
+                differs = pc.fill_null(pc.not_equal(col.slice(1), col.slice(0, s.size - 1)), True)
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+                new[1:] = True  # no comparison for this type: every row its own run
+                break
+            new[1:] |= np.asarray(differs.to_numpy(zero_copy_only=False), dtype=bool)
+        return table, np.flatnonzero(new), x, y
+
+
+def _record_columns(
+    rows: np.ndarray,
     result: CoreResult,
     gx: np.ndarray,
     gy: np.ndarray,
-    at_group: np.ndarray,
-    generalised: np.ndarray,
-) -> pd.DataFrame:
-    """The published columns of the records ``pub`` (in that order)."""
-    g = result.group_id[pub]
-    c = result.class_id[pub]
-    grp = at_group[pub]
-    gen = generalised[pub]
+    extra: pd.DataFrame | None,
+) -> _RecordColumns:
+    """The recipe of the published columns; ``extra`` holds time bins and kept columns."""
     n_classes = len(result.class_level)
-    level_names = ["group", *map(str, result.class_level)]
-    level_code = np.where(grp, 0, np.where(gen, 1 + np.maximum(c, 0), -1)).astype(np.int32)
-    level = pa.DictionaryArray.from_arrays(
-        pa.array(level_code, mask=level_code < 0), pa.array(level_names, type=pa.string())
-    ).cast(pa.string())
-    unit_code = np.where(gen, np.maximum(c, 0), -1).astype(np.int32)
-    unit = pa.DictionaryArray.from_arrays(
-        pa.array(unit_code, mask=unit_code < 0),
-        pa.array([str(u) for u in result.class_unit] if n_classes else [], type=pa.string()),
-    ).cast(pa.string())
-    safe_g = np.maximum(g, 0)
-    return pd.DataFrame(
+    names = ["group_id", "class_id", "level", "unit", "x", "y"]
+    like = pd.DataFrame(
         {
-            "group_id": pd.arrays.IntegerArray(np.where(grp, g, 0).astype(np.int64), ~grp),
-            "class_id": pd.arrays.IntegerArray(np.where(gen, c, 0).astype(np.int64), ~gen),
-            "level": pd.Series(level.to_pandas(), dtype="str"),
-            "unit": pd.Series(unit.to_pandas(), dtype="string"),
-            "x": np.where(grp, gx[safe_g] if gx.size else np.nan, np.nan),
-            "y": np.where(grp, gy[safe_g] if gy.size else np.nan, np.nan),
+            "group_id": pd.array([1], dtype="Int64"),
+            "class_id": pd.array([1], dtype="Int64"),
+            "level": pd.Series(["group"], dtype="str"),
+            "unit": pd.Series(["u"], dtype="string"),
+            "x": np.zeros(1),
+            "y": np.zeros(1),
         }
+    )
+    fixed = pa.Table.from_pandas(like, preserve_index=False)
+    meta = json.loads(fixed.schema.metadata[b"pandas"])
+    fields = list(fixed.schema)
+    extra_table = None
+    if extra is not None:
+        extra_table = pa.Table.from_pandas(extra, preserve_index=False)
+        meta["columns"] += json.loads(extra_table.schema.metadata[b"pandas"])["columns"]
+        fields += list(extra_table.schema)
+        extra_table = extra_table.replace_schema_metadata(None)
+    schema = pa.schema(fields, metadata={b"pandas": json.dumps(meta).encode("utf8")})
+    assert schema.names[:6] == names
+    return _RecordColumns(
+        g=result.group_id,
+        c=result.class_id,
+        gx=np.asarray(gx, dtype=np.float64),
+        gy=np.asarray(gy, dtype=np.float64),
+        level_names=pa.array(["group", *map(str, result.class_level)], type=pa.large_string()),
+        class_units=pa.array(
+            [str(u) for u in result.class_unit] if n_classes else [], type=pa.large_string()
+        ),
+        extra=extra_table,
+        schema=schema,
     )
 
 
-def _write_csv(table: pa.Table, frame: pd.DataFrame, path: Path) -> None:
-    """``records.csv``: with pyarrow (strings quoted, numbers in shortest round-trip form).
+def _parquet_writer(
+    path: Path, schema: pa.Schema, *, zstd_level: int | None = None
+) -> pq.ParquetWriter:
+    """A writer of a per-record file: zstd, no statistics, dictionary pages for text only.
 
-    Columns pyarrow cannot write as text (rare attribute types) fall back to pandas.
+    Numbers (ids, coordinates) are stored plain: they compress better so (sorted ids,
+    repeated representatives) and are written about twice as fast. ``zstd_level``
+    (``None``: pyarrow's default) trades size for speed.
+    """
+    text = [
+        f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+    ]
+    return pq.ParquetWriter(
+        path, schema, compression="zstd", compression_level=zstd_level,
+        write_statistics=False, use_dictionary=text,
+    )  # fmt: skip
+
+
+def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -> bytes | pa.Buffer:
+    """CSV text of ``table`` (pyarrow: strings quoted, numbers in shortest round-trip form).
+
+    With ``starts`` (where each run of identical consecutive rows starts), only the first
+    row of each run is turned into text, and its line repeated: the same text. That pays
+    when runs are long (rows of a group); with at least one run per two rows (a kept
+    column that tells the members apart) every row is turned into text.
     """
     import pyarrow.csv as pacsv
 
-    try:
-        pacsv.write_csv(
-            table, path, pacsv.WriteOptions(include_header=True, quoting_style="needed")
+    def text(t: pa.Table) -> pa.Buffer:
+        sink = pa.BufferOutputStream()
+        pacsv.write_csv(t, sink, pacsv.WriteOptions(include_header=header, **_CSV_OPTIONS))
+        return sink.getvalue()
+
+    n = table.num_rows
+    if starts is None or 2 * starts.size > n:
+        return text(table)
+    lines = text(table.take(starts)).to_pybytes().split(b"\n")
+    if len(lines) != starts.size + int(header) + 1:  # a value or name holds a line break
+        return text(table)
+    counts = np.diff(np.append(starts, n)).tolist()
+    out = [lines[0] + b"\n"] if header else []
+    body = lines[1:-1] if header else lines[:-1]
+    out += [
+        line + b"\n" if k == 1 else (line + b"\n") * k for line, k in zip(body, counts, strict=True)
+    ]
+    return b"".join(out)
+
+
+def _write_records(
+    rel: Path, columns: _RecordColumns, rows: np.ndarray, geo: dict[str, Any]
+) -> dict[str, str]:
+    """Write ``records.parquet`` and ``records.csv`` chunk by chunk; return their sha256.
+
+    Each chunk's CSV text is made in a second thread while the main one writes the
+    chunk's row group; the CSV is hashed as it is written. Columns pyarrow cannot
+    write as text (rare attribute types) fall back to pandas for the CSV.
+    """
+    meta = dict(columns.schema.metadata or {})
+    meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
+    schema = columns.schema.append(pa.field("geometry", pa.binary())).with_metadata(meta)
+    csv_path = rel / "records.csv"
+    csv_hash: Any = hashlib.sha256()
+    csv_failed = False
+    with (
+        ThreadPoolExecutor(max_workers=1) as text_pool,
+        open(csv_path, "wb") as fh,
+        _parquet_writer(rel / "records.parquet", schema) as writer,
+    ):
+        pending: deque[Future[bytes | pa.Buffer]] = deque()
+
+        def drain(keep: int) -> None:
+            nonlocal csv_failed
+            while len(pending) > keep:
+                future = pending.popleft()
+                if csv_failed:
+                    future.cancel()
+                    continue
+                try:
+                    buf = future.result()
+                except (pa.ArrowException, TypeError, ValueError):
+                    csv_failed = True
+                    continue
+                csv_hash.update(buf)
+                fh.write(buf)
+
+        for start in range(0, max(rows.size, 1), _CHUNK_ROWS):
+            s = rows[start : start + _CHUNK_ROWS]
+            table, starts, x, y = columns.chunk(s, start)
+            if not csv_failed:
+                pending.append(text_pool.submit(_csv_text, table, start == 0, starts))
+            geometry = _wkb_points(x, y)
+            writer.write_table(table.append_column(schema.field("geometry"), geometry))
+            del table, geometry
+            drain(1)
+        drain(0)
+    digests = {"records.parquet": _sha256(rel / "records.parquet")}
+    if csv_failed:
+        whole = pa.concat_tables(
+            columns.chunk(rows[a : a + _CHUNK_ROWS], a)[0]
+            for a in range(0, max(rows.size, 1), _CHUNK_ROWS)
         )
-    except (pa.ArrowException, TypeError, ValueError):
-        frame.to_csv(path, index=False, lineterminator="\n")
+        whole.to_pandas().to_csv(csv_path, index=False, lineterminator="\n")
+        digests["records.csv"] = _sha256(csv_path)
+    else:
+        digests["records.csv"] = csv_hash.hexdigest()
+    return digests
 
 
 def _output_coordinates(
@@ -363,23 +641,21 @@ def _mix64(values: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def _with_synthetic(
-    frame: pd.DataFrame, result: CoreResult, seed: int
-) -> tuple[pd.DataFrame, np.ndarray]:
-    """Append one copy of a real published row per synthetic record, in its class.
+def _synthetic_donors(
+    group_id: np.ndarray, class_id: np.ndarray, result: CoreResult, seed: int
+) -> np.ndarray:
+    """Per synthetic record, the published row it copies.
 
     The copied row (its published values only: group or class, representative,
     time bin, kept attributes) is a real member of the same group or class,
     chosen by a hash of the seed and the synthetic record's ordinal, so the
-    synthetic row is indistinguishable from the release's real rows. ``frame``
-    must be sorted by group, then class. Returns the rows and, per synthetic
-    record, the position of the row it copies.
+    synthetic row is indistinguishable from the release's real rows.
+    ``group_id``/``class_id`` are those of the published rows (-1 where none), which
+    must be sorted by group, then class.
     """
     syn = result.synthetic
     n_groups = result.group_x.size
-    fg = frame["group_id"].fillna(-1).to_numpy(dtype=np.int64)
-    fc = frame["class_id"].fillna(-1).to_numpy(dtype=np.int64)
-    key = np.where(fg >= 0, fg, n_groups + fc)
+    key = np.where(group_id >= 0, group_id, n_groups + class_id)
     want = np.where(syn.group_id >= 0, syn.group_id, n_groups + syn.class_id)
     if key.size > 1 and (np.diff(key) < 0).any():
         raise AssertionError("published rows are not sorted by group, then class")
@@ -388,8 +664,7 @@ def _with_synthetic(
     if (hi <= lo).any():
         raise AssertionError("a synthetic record's class has no real published row")
     ordinal = np.arange(want.size, dtype=np.uint64) + np.uint64(seed) * np.uint64(1 << 32)
-    donor = lo + (_mix64(ordinal) % (hi - lo).astype(np.uint64)).astype(np.int64)
-    return frame.iloc[donor].reset_index(drop=True), donor
+    return lo + (_mix64(ordinal) % (hi - lo).astype(np.uint64)).astype(np.int64)
 
 
 def _crs_projjson(crs: str | None) -> dict[str, Any] | None:
@@ -403,6 +678,87 @@ def _crs_projjson(crs: str | None) -> dict[str, Any] | None:
         return None
 
 
+def _assignment_chunk(
+    a: int,
+    b: int,
+    table: PointTable,
+    result: CoreResult,
+    ucodes: np.ndarray,
+    unit_names: list[str],
+    time_bin: np.ndarray | None,
+) -> dict[str, pa.Array]:
+    """Columns of ``assignment.parquet`` for source rows ``a:b``.
+
+    Arrow columns (text from integer codes, no per-row Python objects).
+    """
+    g = result.group_id[a:b]
+    c = result.class_id[a:b]
+    at_group = g >= 0
+    generalised = c >= 0
+    columns: dict[str, pa.Array] = {
+        "source_row": pa.array(np.arange(a, b, dtype=np.int64)),
+        "label": _coded_text(np.asarray(result.first_labels[a:b]), [v.text for v in Label]),
+        "disposal": _coded_text(np.asarray(result.disposal[a:b]), [d.text for d in Disposal]),
+        "group_id": pa.array(np.where(at_group, g, 0).astype(np.int64), mask=~at_group),
+        "class_id": pa.array(np.where(generalised, c, 0).astype(np.int64), mask=~generalised),
+        "unit": _coded_text(ucodes[a:b], unit_names),
+        "subject": pa.array(np.asarray(result.subjects[a:b], dtype=np.int64)),
+        "x_m": pa.array(np.asarray(table.x[a:b], dtype=np.float64)),
+        "y_m": pa.array(np.asarray(table.y[a:b], dtype=np.float64)),
+        "iota": pa.array(np.asarray(result.iota[a:b])),
+    }
+    if time_bin is not None:
+        columns["time_bin"] = pa.array(pd.array(time_bin[a:b], dtype="string"))
+    return columns
+
+
+def _write_assignment(
+    path: Path,
+    table: PointTable,
+    result: CoreResult,
+    ucodes: np.ndarray,
+    unames: np.ndarray,
+    time_bin: np.ndarray | None,
+    stop: threading.Event,
+) -> None:
+    """Write ``audit/assignment.parquet`` one row group at a time (stops when ``stop`` is set).
+
+    The pandas metadata is that of the equivalent frame, so pandas reads the same dtypes.
+    """
+    n = len(table)
+    names = [str(u) for u in unames]
+    first = _assignment_chunk(0, min(n, _CHUNK_ROWS), table, result, ucodes, names, time_bin)
+    if not n:
+        with _parquet_writer(path, pa.table(first).schema, zstd_level=_AUDIT_ZSTD) as writer:
+            writer.write_table(pa.table(first))
+        return
+    like = pd.DataFrame(
+        {
+            name: (
+                pd.array([1], dtype="Int64")
+                if name in ("group_id", "class_id")
+                else pd.array(["a"], dtype="string")
+                if name == "time_bin"
+                else np.array(["a"], dtype=object)
+                if pa.types.is_string(arr.type)
+                else arr.slice(0, 1).to_numpy(zero_copy_only=False)
+            )
+            for name, arr in first.items()
+        }
+    )
+    meta = pa.Table.from_pandas(like, preserve_index=False).schema.metadata
+    schema = pa.table(first).schema.with_metadata(meta)
+    with _parquet_writer(path, schema, zstd_level=_AUDIT_ZSTD) as writer:
+        writer.write_table(pa.table(first, schema=schema))
+        del first
+        for a in range(_CHUNK_ROWS, n, _CHUNK_ROWS):
+            if stop.is_set():
+                return
+            b = min(n, a + _CHUNK_ROWS)
+            chunk = _assignment_chunk(a, b, table, result, ucodes, names, time_bin)
+            writer.write_table(pa.table(chunk, schema=schema))
+
+
 def build_release_files(
     root: Path,
     table: PointTable,
@@ -413,8 +769,13 @@ def build_release_files(
     version: str,
     verification: dict[str, bool] | None = None,
     mask_risk: dict[str, Any] | None = None,
+    digests: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Write ``root/release`` and ``root/audit``; return the manifest (without checksums)."""
+    """Write ``root/release`` and ``root/audit``; return the manifest (without checksums).
+
+    ``digests``, when given, receives the sha256 of the release files hashed as they
+    were written (for :func:`finish_manifest`'s ``unchanged``).
+    """
     rel = root / "release"
     aud = root / "audit"
     rel.mkdir(parents=True, exist_ok=True)
@@ -426,6 +787,12 @@ def build_release_files(
         raise InputError(
             f"--keep names columns that are not attributes of the input: {missing}; "
             f"available: {list(map(str, table.attributes.columns))[:20]}"
+        )
+    clash = [c for c in options.keep if c in _RECORD_COLUMNS]
+    if clash:
+        raise InputError(
+            f"--keep names columns that the release publishes itself: {clash}; "
+            "rename them in the input"
         )
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
@@ -466,39 +833,40 @@ def build_release_files(
         width, index = time_bins(key, table.times, result.subjects, k, time_of_day=tod)
         time_bin = bin_labels(width, index, time_of_day=tod)
     if time_bin is None and not options.keep:
-        pub = pub[np.argsort(sort_key[pub], kind="stable")]
+        pub = pub[_stable_order(sort_key[pub])]
     else:
         ties = pd.DataFrame({"_key": sort_key[pub]})
         if time_bin is not None:
             ties["time_bin"] = pd.array(time_bin[pub], dtype="string")
         for col in options.keep:
             ties[col] = table.attributes[col].to_numpy()[pub]
-        ties = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
-        pub = pub[ties.index.to_numpy()]
-    frame = _records_frame(pub, result, gx, gy, at_group, generalised)
-    if time_bin is not None:
-        frame["time_bin"] = pd.array(time_bin[pub], dtype="string")
-    for col in options.keep:
-        frame[col] = table.attributes[col].to_numpy()[pub]
+        pub = pub[_tie_order(ties)]
+    # Every published row (real or synthetic) takes its values from one source row:
+    # ``rows`` lists them in published order.
+    rows = pub
     syn = result.synthetic
     if len(syn):
-        copies, donor = _with_synthetic(frame, result, policy.seed)
+        donor = _synthetic_donors(g[pub], c[pub], result, policy.seed)
         keys = np.concatenate([sort_key[pub], sort_key[pub][donor]])
-        frame = pd.concat([frame, copies], ignore_index=True)
+        rows = np.concatenate([pub, pub[donor]])
         if time_bin is None and not options.keep:
-            order = np.argsort(keys, kind="stable")
+            order = _stable_order(keys)
         else:
             ties = pd.DataFrame({"_key": keys})
-            for col in [*(["time_bin"] if time_bin is not None else []), *options.keep]:
-                ties[col] = frame[col].to_numpy()
-            ties = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
-            order = ties.index.to_numpy()
-        frame = frame.iloc[order].reset_index(drop=True)
-    records = pa.Table.from_pandas(frame, preserve_index=False)
-    _write_csv(records, frame, rel / "records.csv")
-    px = frame["x"].to_numpy(dtype=np.float64, na_value=np.nan)
-    py = frame["y"].to_numpy(dtype=np.float64, na_value=np.nan)
-    records = records.append_column("geometry", _wkb_points(px, py))
+            if time_bin is not None:
+                ties["time_bin"] = pd.array(time_bin[rows], dtype="string")
+            for col in options.keep:
+                ties[col] = table.attributes[col].to_numpy()[rows]
+            order = _tie_order(ties)
+        rows = rows[order]
+    del sort_key
+    extra = None
+    if time_bin is not None or options.keep:
+        extra = pd.DataFrame(index=pd.RangeIndex(rows.size))
+        if time_bin is not None:
+            extra["time_bin"] = pd.array(time_bin[rows], dtype="string")
+        for col in options.keep:
+            extra[col] = table.attributes[col].to_numpy()[rows]
     geo = {
         "version": "1.0.0",
         "primary_column": "geometry",
@@ -510,7 +878,23 @@ def build_release_files(
             }
         },
     }
-    _write_arrow_parquet(records, rel / "records.parquet", geo)
+    # The custodian's assignment is written in a second thread meanwhile (pyarrow writes
+    # without the interpreter lock).
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as audit_pool:
+        assignment = audit_pool.submit(
+            _write_assignment, aud / "assignment.parquet", table, result, ucodes, unames,
+            time_bin, stop,
+        )  # fmt: skip
+        try:
+            written = _write_records(rel, _record_columns(rows, result, gx, gy, extra), rows, geo)
+        except BaseException:
+            stop.set()
+            raise
+        del extra
+        assignment.result()
+    if digests is not None:
+        digests.update(written)
 
     # --- groups and classes.
     syn_g = syn.group_id[syn.group_id >= 0]
@@ -597,50 +981,7 @@ def build_release_files(
         ]
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
-    # --- audit (custodian only).
-    # Built as Arrow columns (text from integer codes, no per-row Python objects); the
-    # pandas metadata is that of the equivalent frame, so pandas reads the same dtypes.
-    first_names = [lab.text for lab in Label]
-    disp_names = [d.text for d in Disposal]
-    columns: dict[str, pa.Array] = {
-        "source_row": pa.array(np.arange(n, dtype=np.int64)),
-        "label": _coded_text(np.asarray(result.first_labels), first_names),
-        "disposal": _coded_text(np.asarray(result.disposal), disp_names),
-        "group_id": pa.array(np.where(at_group, g, 0).astype(np.int64), mask=~at_group),
-        "class_id": pa.array(np.where(generalised, c, 0).astype(np.int64), mask=~generalised),
-        "unit": _coded_text(ucodes, [str(u) for u in unames]),
-        "subject": pa.array(np.asarray(subj, dtype=np.int64)),
-        "x_m": pa.array(np.asarray(table.x, dtype=np.float64)),
-        "y_m": pa.array(np.asarray(table.y, dtype=np.float64)),
-        "iota": pa.array(np.asarray(result.iota)),
-    }
-    if time_bin is not None:
-        columns["time_bin"] = pa.array(pd.array(time_bin, dtype="string"))
-    like = (
-        pd.DataFrame(
-            {
-                name: (
-                    pd.array([1], dtype="Int64")
-                    if name in ("group_id", "class_id")
-                    else pd.array(["a"], dtype="string")
-                    if name == "time_bin"
-                    else np.array(["a"], dtype=object)
-                    if pa.types.is_string(arr.type)
-                    else arr.slice(0, 1).to_numpy(zero_copy_only=False)
-                )
-                for name, arr in columns.items()
-            }
-        )
-        if n
-        else None
-    )
-    audit_table = pa.table(columns)
-    if like is not None:
-        meta = pa.Table.from_pandas(like, preserve_index=False).schema.metadata
-        audit_table = audit_table.replace_schema_metadata(meta)
-    del columns
-    _write_arrow_parquet(audit_table, aud / "assignment.parquet")
-    del audit_table
+    # --- audit (custodian only): assignment.parquet is written above.
     stands_for = syn.stands_for
     synthetic_audit = pd.DataFrame(
         {
@@ -691,7 +1032,7 @@ def build_release_files(
         "input_sha256": table.source_sha256,
         "totals": options.totals,
         "keep": list(options.keep),
-        "records_published": len(frame),
+        "records_published": int(rows.size),
         "groups": int(n_groups),
         "classes": int(n_classes),
         "counts": counts,
@@ -710,12 +1051,15 @@ def build_release_files(
         "passes": published_passes,
         "verification": dict(verification or {}),
     }
-    from geokanon.bias import compare_suppressed
     from geokanon.report.notes import release_notes
 
-    findings = compare_suppressed(
-        table.attributes[list(options.keep)], suppressed, subj, unames[ucodes], k
-    )
+    findings = []
+    if options.keep:  # nothing to compare otherwise (and no per-record unit labels to build)
+        from geokanon.bias import compare_suppressed
+
+        findings = compare_suppressed(
+            table.attributes[list(options.keep)], suppressed, subj, unames[ucodes], k
+        )
     manifest["bias"] = [f.to_dict() for f in findings]
     sentences = [f.sentence for f in findings if f.significant]
     if options.keep and not sentences:
@@ -799,15 +1143,19 @@ def write_release(
     from geokanon.verify import verify_release
 
     def stage(name: str) -> None:
+        if name != "build":
+            _return_free_memory()
         if progress is not None:
             progress(name)
 
     with _atomic_directory(Path(out), options.force) as tmp:
         stage("build")
+        written: dict[str, str] = {}
         manifest = build_release_files(
-            tmp, table, result, policy, options, version=version, mask_risk=mask_risk
-        )
-        digests = finish_manifest(tmp, manifest)
+            tmp, table, result, policy, options, version=version, mask_risk=mask_risk,
+            digests=written,
+        )  # fmt: skip
+        digests = finish_manifest(tmp, manifest, unchanged=written)
         truth = source if source is not None else table
         stage("verify")
         report = verify_release(tmp, source=truth)
