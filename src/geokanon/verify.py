@@ -1139,13 +1139,7 @@ class _AuditColumn:
             elif self.kind == "ids":
                 self.values[start : self.at] = _arrow_ids(pa.chunked_array([arr]), self.arg)
             elif self.kind == "codes" and _is_text_type(arr.type) and not self.chunks:
-                if not pa.types.is_dictionary(arr.type):
-                    arr = arr.dictionary_encode()
-                idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-                texts = [str(v) for v in arr.dictionary.to_pylist()]
-                if (idx < 0).any():  # nulls read as pandas' astype(str) reads them
-                    idx = np.where(idx < 0, len(texts), idx)
-                    texts.append("None")
+                idx, texts = _arrow_text_codes(arr)
                 local = np.array([self.texts.setdefault(t, len(self.texts)) for t in texts])
                 self.values[start : self.at] = local[idx] if idx.size else idx
             else:
@@ -1197,19 +1191,26 @@ def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.ob
     return remap[rank[codes]].astype(np.int64), names
 
 
+def _arrow_text_codes(arr: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
+    """Dictionary codes of a text array and the text of every code (a null reads as
+    pandas' ``astype(str)`` reads it: ``"None"``)."""
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    texts = [str(v) for v in arr.dictionary.to_pylist()]
+    if (idx < 0).any():
+        idx = np.where(idx < 0, len(texts), idx)
+        texts.append("None")
+    return idx, texts
+
+
 def _factorize_arrow(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
     """As :func:`_factorize_text`, for an Arrow column (dictionary-encoded, no Python rows)."""
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
             or pa.types.is_dictionary(col.type)):  # fmt: skip
         return _factorize_text(col.to_pandas())
     arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    texts = [str(v) for v in arr.dictionary.to_pylist()]
-    if (idx < 0).any():  # nulls read as pandas' astype(str) reads them
-        idx = np.where(idx < 0, len(texts), idx)
-        texts.append("None")
+    idx, texts = _arrow_text_codes(arr)
     names = np.array(texts, dtype=object)
     # one code per distinct text, numbered in sorted order
     uniq, inverse = np.unique(names.astype(str), return_inverse=True)
