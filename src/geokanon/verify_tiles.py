@@ -306,9 +306,18 @@ def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
 
 def _majority_unit(members: pd.DataFrame) -> pd.Series:
     """Unit holding most members of every id; ties to the first unit id in sort order."""
-    c = members.groupby(["id", "unit"], sort=True).size().rename("n").reset_index()
-    c = c.sort_values(["id", "n", "unit"], ascending=[True, False, True], kind="stable")
-    return c.drop_duplicates("id").set_index("id")["unit"]
+    codes, uniques = pd.factorize(members["unit"].astype(str))
+    texts = np.asarray(uniques, dtype=object).astype(str)
+    by_text = np.argsort(texts, kind="stable")
+    rank = np.empty(texts.size, dtype=np.int64)
+    rank[by_text] = np.arange(texts.size)  # a unit's place in text order
+    nu = max(1, texts.size)
+    ids = members["id"].to_numpy(dtype=np.int64)
+    pairs, n = np.unique(ids * nu + rank[codes], return_counts=True)
+    pid, prank = pairs // nu, pairs % nu
+    order = np.lexsort((prank, -n, pid))  # per id: most members, then first in text order
+    first = order[np.r_[True, pid[order][1:] != pid[order][:-1]]] if order.size else order
+    return pd.Series(texts[by_text][prank[first]], index=pd.Index(pid[first], name="id"))
 
 
 def _part_task(
@@ -360,13 +369,15 @@ def _part_task(
     if len(np.unique(ids)) != len(ids) or not np.array_equal(np.sort(ids), np.arange(first, end)):
         probs["counts"].append(f"{table}: ids {first}..{end - 1} are not each present once")
     rows = rows.drop_duplicates(id_col).set_index(id_col)
-    n_mem = pd.Series(mid).value_counts().reindex(rows.index, fill_value=0)
-    if (pd.Series(mid).isin(rows.index) == False).any():  # noqa: E712
+    uid, per_id = np.unique(mid, return_counts=True)
+    members_per_id = pd.Series(per_id, index=uid)
+    n_mem = members_per_id.reindex(rows.index, fill_value=0)
+    if not np.isin(uid, rows.index.to_numpy()).all():
         probs["counts"].append(f"{name}: audit members of ids not in {table}")
     if has_subject:
         distinct = members.groupby("id")["subject"].nunique()
     else:
-        distinct = pd.Series(mid).value_counts()
+        distinct = members_per_id
     distinct = distinct.reindex(rows.index, fill_value=0)
     small = int((distinct < k).sum())
     if small:

@@ -235,6 +235,24 @@ def test_moved_representative_fails_extent(client, towns_release, tmp_path):
     assert {"k_subjects", "tau", "unit_cap", "fixed_point", "manifest"}.isdisjoint(report.failed)
 
 
+def test_group_in_a_unit_other_than_its_majority_fails_counts(client, towns_release, tmp_path):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    units = sorted(groups["unit"].astype(str).unique())
+    assert len(units) > 1
+    g0 = int(groups["group_id"].iloc[0])
+    now = str(groups.loc[groups["group_id"] == g0, "unit"].iloc[0])
+    groups.loc[groups["group_id"] == g0, "unit"] = next(u for u in units if u != now)
+    groups.to_parquet(gpath, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed
+    assert "1 group units in records/part-00000.parquet are not the majority unit" in (
+        report["counts"].detail
+    )
+
+
 def test_group_below_k_in_an_audit_part_fails_k_subjects(client, towns_release, tmp_path):
     src, out = _mutable_copy(towns_release, tmp_path)
     paths = sorted((out / "audit" / "assignment").glob("part-*.parquet"))
