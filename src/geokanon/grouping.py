@@ -885,6 +885,56 @@ def _avoid_exact_centroids(
             rx[gi], ry[gi] = rep
 
 
+def _join_groups(
+    atoms: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    members: _Members,
+    reps_x: list[float],
+    reps_y: list[float],
+    k: int,
+    r_max: float,
+    step: float,
+    check_live: bool = False,
+) -> None:
+    """Each atom joins the nearest group whose disc covers it (re-centred if one disc can
+    cover the members and the atom); joining only adds members, so every group stays
+    valid. ``check_live``: skip groups left with fewer than k subjects (after the rescue
+    has moved members)."""
+    if not reps_x or not atoms.size:
+        return
+    tree = cKDTree(np.c_[reps_x, reps_y])
+    nq = min(8, len(reps_x))
+    dist, idx = tree.query(np.c_[ax[atoms], ay[atoms]], k=nq)
+    dist = dist.reshape(atoms.size, nq)
+    idx = idx.reshape(atoms.size, nq)
+    for t, a in enumerate(atoms):
+        for d, g in zip(dist[t], idx[t], strict=True):
+            if not math.isfinite(d) or d > 2 * r_max:
+                break
+            g = int(g)
+            if check_live and np.unique(asub[members.get(g)]).size < k:
+                continue  # a group the rescue emptied: not one to join
+            dx = ax[a] - reps_x[g]
+            dy = ay[a] - reps_y[g]
+            if math.sqrt(dx * dx + dy * dy) <= r_max and not (
+                ax[a] == reps_x[g] and ay[a] == reps_y[g]
+            ):
+                members.add(g, int(a))
+                atom_group[a] = g
+                break
+            mem = np.asarray([*members.get(g), int(a)])
+            rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
+            if rep is not None:
+                members.add(g, int(a))
+                atom_group[a] = g
+                reps_x[g], reps_y[g] = rep
+                break
+
+
 def _place_leftovers(
     leftovers: NDArray[np.int64],
     ax: NDArray[np.float64],
@@ -900,33 +950,9 @@ def _place_leftovers(
     step: float,
 ) -> None:
     """Attach leftover atoms to nearby groups, then form new groups among the rest."""
-    # 1. Join an existing group (nearest first) whose disc can cover the atom.
-    if reps_x:
-        tree = cKDTree(np.c_[reps_x, reps_y])
-        nq = min(8, len(reps_x))
-        dist, idx = tree.query(np.c_[ax[leftovers], ay[leftovers]], k=nq)
-        dist = dist.reshape(leftovers.size, nq)
-        idx = idx.reshape(leftovers.size, nq)
-        for t, a in enumerate(leftovers):
-            for d, g in zip(dist[t], idx[t], strict=True):
-                if not math.isfinite(d) or d > 2 * r_max:
-                    break
-                g = int(g)
-                dx = ax[a] - reps_x[g]
-                dy = ay[a] - reps_y[g]
-                if math.sqrt(dx * dx + dy * dy) <= r_max and not (
-                    ax[a] == reps_x[g] and ay[a] == reps_y[g]
-                ):
-                    members.add(g, int(a))
-                    atom_group[a] = g
-                    break
-                mem = np.asarray([*members.get(g), int(a)])
-                rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
-                if rep is not None:
-                    members.add(g, int(a))
-                    atom_group[a] = g
-                    reps_x[g], reps_y[g] = rep
-                    break
+
+    # 1. Join an existing group whose disc can cover the atom.
+    _join_groups(leftovers, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step)
     # 2. New groups among what is left: seed, nearest leftovers, check the disc.
     rest = leftovers[atom_group[leftovers] < 0]
     if rest.size < k:
@@ -1136,6 +1162,9 @@ def _rescue(
                     break
         if best is not None:
             queue.extend(_apply(best, atom_group, members, reps_x, reps_y))
+    # What is still left may join a group formed or re-centred since step 1 tried it.
+    left = rest[atom_group[rest] < 0]
+    _join_groups(left, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step, True)
 
 
 @dataclass
