@@ -117,6 +117,8 @@ __all__ = [
 _ROW_BITS = 40
 #: Records per chunk of the driver's whole-array steps (bounds their temporaries).
 _CHUNK = 1_000_000
+#: Records of a partitioned release part (whole tiles of groups, or whole classes, per part).
+RECORDS_PER_PART = 500_000
 
 
 class DistributedError(GeokanonError, RuntimeError):
@@ -1155,7 +1157,7 @@ def release_partitions(
     roles: dict[str, str | None] | None = None,
     crs: str | None = None,
     scratch_dir: str | Path | None = None,
-    records_per_part: int = 500_000,
+    records_per_part: int = RECORDS_PER_PART,
     check_determinism: bool | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Any:

@@ -57,6 +57,7 @@ from numpy.typing import NDArray
 
 from geokanon.disposal import CoreResult
 from geokanon.distributed import (
+    RECORDS_PER_PART,
     Tiling,
     _check_halo,
     _run,
@@ -86,8 +87,6 @@ __all__ = ["PartitionedRelease", "release_partitions"]
 
 #: Inputs up to this size get the determinism check (the core re-run on shuffled rows).
 DETERMINISM_CHECK_MAX = 250_000
-#: Records of a release part (whole tiles of groups, or whole classes, per part).
-RECORDS_PER_PART = 500_000
 #: Records per chunk of the driver's whole-array steps (bounds their temporaries).
 CHUNK = 1_000_000
 #: Up to this many records the report's distributions use every record; above, a sample.
