@@ -265,35 +265,79 @@ class Tiling:
         >>> [(o.tolist(), h.tolist()) for _, o, h in t.contexts([1.0, 9.0, 11.0], [5, 5, 5])]
         [([0, 1], [2]), ([2], [1])]
         """
+        return list(self.iter_contexts(x, y))
+
+    def iter_contexts(
+        self, x: ArrayLike, y: ArrayLike
+    ) -> Iterator[tuple[int, NDArray[np.int64], NDArray[np.int64]]]:
+        """:meth:`contexts`, one tile at a time: the owned indices of only a batch of
+        tiles exist at once, beside one int32 tile code per record and the halo pairs."""
         xa = np.asarray(x, dtype=np.float64)
         ya = np.asarray(y, dtype=np.float64)
-        own = np.empty(xa.size, dtype=np.int64)
+        keys, codes = _owner_codes(self, xa, ya)
         recs: list[NDArray[np.int64]] = []
         hkeys: list[NDArray[np.int64]] = []
         extent = _largest_abs(xa) + _largest_abs(ya) if xa.size else 0.0
         # In chunks: the temporaries of the halo test stay bounded whatever the size.
         for a in range(0, xa.size, _CHUNK):
             b = min(a + _CHUNK, xa.size)
-            own[a:b] = self.tile_keys(xa[a:b], ya[a:b])
             r, k = self.halo_pairs(xa[a:b], ya[a:b], extent=extent)
             recs.append(r + a)
             hkeys.append(k)
         hrec = np.concatenate(recs) if recs else np.zeros(0, np.int64)
         hkey = np.concatenate(hkeys) if hkeys else np.zeros(0, np.int64)
         del recs, hkeys
-        order = np.argsort(own, kind="stable")
-        own = own[order]  # sorted keys; the unsorted ones are dropped
-        ostart = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else own[:0]
-        okeys = own[ostart]
-        ostart = np.r_[ostart, own.size]
-        del own
         horder = np.lexsort((hrec, hkey))
         hrec, hkey = hrec[horder], hkey[horder]
-        out = []
-        for t, key in enumerate(okeys):
+        del horder
+        for t, owned in _owned_by_tile(codes, keys.size):
+            key = int(keys[t])
             a, b = np.searchsorted(hkey, [key, key + 1])
-            out.append((int(key), order[ostart[t] : ostart[t + 1]], hrec[a:b]))
-        return out
+            yield key, owned, hrec[a:b]
+
+
+def _owner_codes(
+    tiling: Tiling, x: Any, y: Any, at: NDArray[np.int64] | None = None
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """Sorted distinct keys of the tiles owning the records (``at``: only those rows),
+    and each record's index into them as int32; in chunks (bounded temporaries)."""
+    n = x.size if at is None else at.size
+
+    def chunk(a: int) -> NDArray[np.int64]:
+        if at is None:
+            return tiling.tile_keys(x[a : a + _CHUNK], y[a : a + _CHUNK])
+        i = at[a : a + _CHUNK]
+        return tiling.tile_keys(x[i], y[i])
+
+    distinct = [np.unique(chunk(a)) for a in range(0, n, _CHUNK)]
+    keys = np.unique(np.concatenate(distinct)) if distinct else np.zeros(0, np.int64)
+    codes = np.empty(n, dtype=np.int32)
+    for a in range(0, n, _CHUNK):
+        codes[a : a + _CHUNK] = np.searchsorted(keys, chunk(a))
+    return keys, codes
+
+
+def _owned_by_tile(
+    codes: NDArray[np.int32], n_tiles: int
+) -> Iterator[tuple[int, NDArray[np.int64]]]:
+    """``(tile, its record indices ascending)`` for every tile, in tile order.
+
+    Tiles are taken in batches of about a sixteenth of the records (at least
+    ``_CHUNK``): one scan of the codes per batch, and only the batch's indices
+    exist at once (never a whole-array argsort).
+    """
+    counts = np.bincount(codes, minlength=n_tiles)
+    per_batch = max(_CHUNK, codes.size // 16)
+    t = 0
+    while t < n_tiles:
+        run = np.cumsum(counts[t:])
+        u = t + max(1, int(np.searchsorted(run, per_batch, side="right")))
+        sel = np.flatnonzero((codes >= t) & (codes < u))
+        sel = sel[np.argsort(codes[sel], kind="stable")]
+        bounds = np.r_[0, np.cumsum(counts[t:u])]
+        for j in range(u - t):
+            yield t + j, sel[bounds[j] : bounds[j + 1]]
+        t = u
 
 
 # ----------------------------------------------------------------------------
@@ -534,10 +578,11 @@ def classify_tiled(
     ta = None if times is None or not policy.uses_time else np.asarray(times, dtype=np.float64)
     tiling = tiling or Tiling.for_policy(policy)
     _check_halo(tiling, policy)
-    ctx = tiling.contexts(xa, ya)
+    owned_of: dict[int, NDArray[np.int64]] = {}
 
     def payloads() -> Iterator[tuple[Any, ...]]:
-        for _, owned, halo in ctx:
+        for t, (_, owned, halo) in enumerate(tiling.iter_contexts(xa, ya)):
+            owned_of[t] = owned  # until its result is back
             idx = np.concatenate([owned, halo])
             yield (
                 xa[idx],
@@ -555,7 +600,7 @@ def classify_tiled(
     iota_time = np.empty(n) if policy.uses_time else None
 
     def consume(t: int, cls: Classification) -> None:
-        owned = ctx[t][1]
+        owned = owned_of.pop(t)
         labels[owned] = cls.labels
         iota[owned] = cls.iota
         if iota_time is not None and cls.iota_time is not None:
@@ -662,55 +707,51 @@ def group_tiled(
     """
     if subset is not None:
         n = subset.size
-        keys = np.empty(n, dtype=np.int64)
-        for a in range(0, n, _CHUNK):
-            at = subset[a : a + _CHUNK]
-            keys[a : a + _CHUNK] = tiling.tile_keys(x[at], y[at])
+        keys, codes = _owner_codes(tiling, x, y, subset)
         x, y, subjects = _Subset(x, subset), _Subset(y, subset), _Subset(subjects, subset)  # type: ignore[assignment]
         tiebreak = None if tiebreak is None else _Subset(tiebreak, subset)  # type: ignore[assignment]
     else:
         n = x.size
-        keys = tiling.tile_keys(x, y) if n else np.zeros(0, dtype=np.int64)
+        keys, codes = _owner_codes(tiling, x, y)
     group_id = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return Grouping(group_id, np.zeros(0), np.zeros(0))
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    del keys
-    start = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    del sorted_keys
-    bounds = np.r_[start, n]
-    parts = [order[bounds[t] : bounds[t + 1]] for t in range(start.size)]
-    payloads = (
-        (x[i], y[i], subjects[i], policy, None if tiebreak is None else tiebreak[i]) for i in parts
-    )
+    n_tiles = keys.size
+    owned_of: dict[int, NDArray[np.int64]] = {}
+
+    def payloads() -> Iterator[tuple[Any, ...]]:
+        for t, i in _owned_by_tile(codes, n_tiles):
+            owned_of[t] = i  # until its result is back
+            yield x[i], y[i], subjects[i], policy, None if tiebreak is None else tiebreak[i]
+
     reps: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
 
     def consume(t: int, g: Grouping) -> None:
-        group_id[parts[t]] = g.group_id  # tile-local ids for now
+        group_id[owned_of.pop(t)] = g.group_id  # tile-local ids for now
         reps[t] = (g.rep_x, g.rep_y)
 
-    _run(client, _group_task, payloads, consume=consume)
-    rx: list[NDArray[np.float64]] = []
-    ry: list[NDArray[np.float64]] = []
-    offset = 0
-    for t, idx in enumerate(parts):
-        if offset:
-            local = group_id[idx]
-            group_id[idx] = np.where(local >= 0, local + offset, -1)
-        rx.append(reps[t][0])
-        ry.append(reps[t][1])
-        offset += reps[t][0].size
-    parts.clear()  # the tile order (views of ``order``) is not needed any more
+    _run(client, _group_task, payloads(), consume=consume)
+    # Tile-local ids to global ones: groups numbered by tile key, then within the tile.
+    sizes = np.asarray([reps[t][0].size for t in range(n_tiles)], dtype=np.int64)
+    start = np.r_[0, np.cumsum(sizes)]
+    offset = int(start[-1])
+    for a in range(0, n, _CHUNK):
+        gi = group_id[a : a + _CHUNK]  # a view: shifted in place
+        placed = gi >= 0
+        gi[placed] += start[codes[a : a + _CHUNK][placed]]
+    del codes
+    rx = [reps[t][0] for t in range(n_tiles)]
+    ry = [reps[t][1] for t in range(n_tiles)]
     reps.clear()
-    del order
     reps_x = np.concatenate(rx) if rx else np.zeros(0)
     reps_y = np.concatenate(ry) if ry else np.zeros(0)
     rest = np.flatnonzero(group_id < 0)
     if rest.size and reps_x.size:
         # A canonical order: the outcome never depends on the input's row order.
-        tb = np.zeros(n, dtype=np.uint64) if tiebreak is None else tiebreak
-        rest = rest[np.lexsort((tb[rest], subjects[rest], y[rest], x[rest]))]
+        by = (subjects[rest], y[rest], x[rest])
+        if tiebreak is not None:
+            by = (tiebreak[rest], *by)
+        rest = rest[np.lexsort(by)]
         _join_existing(rest, x, y, group_id, reps_x, reps_y, policy)
     rx, ry = [reps_x], [reps_y]
     rest = np.flatnonzero(group_id < 0)
@@ -762,22 +803,32 @@ def _join_existing(
 
     r_max = policy.r_max_m
     step = policy.snap_step_m
-    # Members of every group in group order: one stable sort, the unplaced (-1) first.
-    order = np.argsort(group_id, kind="stable")
-    order = order[np.searchsorted(group_id[order], 0) :]
-    start = np.searchsorted(group_id[order], np.arange(rep_x.size + 1))
-    added: dict[int, list[int]] = {}
-
-    def members(g: int) -> NDArray[np.int64]:
-        # In coordinate order, so float sums never depend on the input's row order.
-        mem = np.r_[order[start[g] : start[g + 1]], np.asarray(added.get(g, []), dtype=np.int64)]
-        return mem[np.lexsort((y[mem], x[mem]))]
-
     tree = cKDTree(np.c_[rep_x, rep_y])
     nq = min(8, rep_x.size)
     dist, idx = tree.query(np.c_[x[rest], y[rest]], k=nq)
     dist = np.asarray(dist).reshape(rest.size, nq)
     idx = np.asarray(idx).reshape(rest.size, nq)
+    # Members of the groups a record may join (within 2 r_max), in group order and,
+    # within a group, ascending: one pass over the ids in chunks, then one stable sort.
+    near = np.zeros(rep_x.size, dtype=bool)
+    near[idx[np.isfinite(dist) & (dist <= 2 * r_max)]] = True
+    sel: list[NDArray[np.int64]] = []
+    for c in range(0, group_id.size, _CHUNK):
+        gi = group_id[c : c + _CHUNK]
+        hit = gi >= 0
+        hit[hit] = near[gi[hit]]
+        sel.append(c + np.flatnonzero(hit))
+    order = np.concatenate(sel) if sel else np.zeros(0, np.int64)
+    order = order[np.argsort(group_id[order], kind="stable")]
+    owner = group_id[order]
+    added: dict[int, list[int]] = {}
+
+    def members(g: int) -> NDArray[np.int64]:
+        # In coordinate order, so float sums never depend on the input's row order.
+        lo, hi = np.searchsorted(owner, [g, g + 1])
+        mem = np.r_[order[lo:hi], np.asarray(added.get(g, []), dtype=np.int64)]
+        return mem[np.lexsort((y[mem], x[mem]))]
+
     for t, a in enumerate(rest):
         for d, g in zip(dist[t], idx[t], strict=True):
             if not math.isfinite(d) or d > 2 * r_max:
