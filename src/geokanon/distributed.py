@@ -719,7 +719,7 @@ def group_tiled(
     n_tiles = keys.size
     owned_of: dict[int, NDArray[np.int64]] = {}
 
-    def payloads() -> Iterator[tuple[Any, ...]]:
+    def payloads(codes: NDArray[np.int32]) -> Iterator[tuple[Any, ...]]:
         for t, i in _owned_by_tile(codes, n_tiles):
             owned_of[t] = i  # until its result is back
             yield x[i], y[i], subjects[i], policy, None if tiebreak is None else tiebreak[i]
@@ -730,7 +730,7 @@ def group_tiled(
         group_id[owned_of.pop(t)] = g.group_id  # tile-local ids for now
         reps[t] = (g.rep_x, g.rep_y)
 
-    _run(client, _group_task, payloads(), consume=consume)
+    _run(client, _group_task, payloads(codes), consume=consume)
     # Tile-local ids to global ones: groups numbered by tile key, then within the tile.
     sizes = np.asarray([reps[t][0].size for t in range(n_tiles)], dtype=np.int64)
     start = np.r_[0, np.cumsum(sizes)]
@@ -748,7 +748,7 @@ def group_tiled(
     rest = np.flatnonzero(group_id < 0)
     if rest.size and reps_x.size:
         # A canonical order: the outcome never depends on the input's row order.
-        by = (subjects[rest], y[rest], x[rest])
+        by: tuple[NDArray[Any], ...] = (subjects[rest], y[rest], x[rest])
         if tiebreak is not None:
             by = (tiebreak[rest], *by)
         rest = rest[np.lexsort(by)]

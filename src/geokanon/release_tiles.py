@@ -40,12 +40,13 @@ than the input's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import tempfile
 import types
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,17 +294,73 @@ def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Lay
     )
 
 
+#: The per-record arrays of the core's outcome that the write round reads back.
+SPILLED = ("first_labels", "iota", "final_labels", "disposal", "group_id", "class_id", "subjects")
+
+
+class _Spilled:
+    """Per-record arrays in scratch ``.npy`` files, read back a slice at a time.
+
+    Once the core has decided, the driver keeps no per-record array in memory:
+    each is written here, and every later step (the write tasks, the per-group
+    and per-unit tables) reads the slices it needs. A slice is read through a
+    map that is closed at once, so no process keeps the pages of a whole array.
+    """
+
+    def __init__(self, root: str | Path, n: int) -> None:
+        self.root, self.n = Path(root), n
+
+    def put(self, name: str, values: NDArray[Any]) -> NDArray[Any]:
+        """Write ``values``; return a read-only map of the file (no page is read)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        np.save(self.root / f"{name}.npy", values)
+        return np.load(self.root / f"{name}.npy", mmap_mode="r")
+
+    def get(self, name: str, a: int, b: int) -> NDArray[Any]:
+        """A copy of rows ``a:b`` of array ``name``."""
+        m = np.load(self.root / f"{name}.npy", mmap_mode="r")
+        out = np.array(m[a:b])
+        del m  # unmapped: the pages read leave this process
+        return out
+
+    def chunks(self, *names: str) -> Iterator[tuple[int, tuple[NDArray[Any], ...]]]:
+        """``(first row, arrays)`` over all rows, ``CHUNK`` rows at a time."""
+        for a in range(0, self.n, CHUNK):
+            yield a, tuple(self.get(name, a, a + CHUNK) for name in names)
+
+
+def _renumbered(core: CoreResult, layout: _Layout) -> CoreResult:
+    """The core with groups numbered as published (by tile): ids rewritten in place."""
+    gid = core.group_id
+    if layout.new_of_old.size:
+        for a in range(0, gid.size, CHUNK):
+            gi = gid[a : a + CHUNK]  # a view
+            at = gi >= 0
+            gi[at] = layout.new_of_old[gi[at]]
+    return dataclasses.replace(
+        core, group_x=core.group_x[layout.order], group_y=core.group_y[layout.order]
+    )
+
+
 def _write_source_part(
     source: Any,
     i: int,
     offset: int,
-    sl: dict[str, NDArray[Any]],
+    pub_xy: tuple[NDArray[np.float64], NDArray[np.float64]],
+    state: str,
     meta: dict[str, Any],
     scratch: str,
     audit_dir: str,
 ) -> dict[str, Any]:
-    """Audit part ``i`` and the published rows of source partition ``i``, as scratch pieces."""
+    """Audit part ``i`` and the published rows of source partition ``i``, as scratch pieces.
+
+    The partition's decisions are read from the spilled state (rows ``offset`` on),
+    its published coordinates (``pub_xy``) come with the task."""
     _single_thread_numba()
+    m = pub_xy[0].size
+    spilled = _Spilled(state, offset + m)
+    sl = {name: spilled.get(name, offset, offset + m) for name in (*SPILLED, "unit_codes")}
+    sl["pub_x"], sl["pub_y"] = pub_xy
     f = source.load(i)
     n = len(f)
     if n != sl["disposal"].size:
@@ -422,34 +479,35 @@ def _assemble_part(
 # ----------------------------------------------------------------------------
 
 
-def _group_units(gid: NDArray[np.int64], ucodes: NDArray[np.int64], ng: int) -> NDArray[np.int64]:
+def _group_units(
+    chunks: Callable[[], Iterable[tuple[NDArray[Any], ...]]], ng: int
+) -> NDArray[np.int64]:
     """Majority unit code of every group (ties: the lowest code, i.e. the first unit id).
 
-    In chunks and without sorting every record: a group whose members all lie in one
-    unit (almost all of them) gets it from a running minimum and maximum; only the
-    members of the other groups are counted pair by pair.
+    ``chunks()`` yields ``(group ids, unit codes)`` of consecutive runs of records
+    (it is called twice). Without sorting every record: a group whose members all
+    lie in one unit (almost all of them) gets it from a running minimum and
+    maximum; only the members of the other groups are counted pair by pair.
     """
     out = np.zeros(ng, dtype=np.int64)
     if ng == 0:
         return out
     lo = np.full(ng, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(ng, -1, dtype=np.int64)
-    for a in range(0, gid.size, CHUNK):
-        gi = gid[a : a + CHUNK]
+    for gi, uc in chunks():
         keep = gi >= 0
-        np.minimum.at(lo, gi[keep], ucodes[a : a + CHUNK][keep])
-        np.maximum.at(hi, gi[keep], ucodes[a : a + CHUNK][keep])
+        np.minimum.at(lo, gi[keep], uc[keep])
+        np.maximum.at(hi, gi[keep], uc[keep])
     out[hi >= 0] = lo[hi >= 0]
     mixed = (hi >= 0) & (lo != hi)
     if not mixed.any():
         return out
     pg_parts, pu_parts = [], []
-    for a in range(0, gid.size, CHUNK):
-        gi = gid[a : a + CHUNK]
+    for gi, uc in chunks():
         sel = np.flatnonzero(gi >= 0)
         sel = sel[mixed[gi[sel]]]
         pg_parts.append(gi[sel])
-        pu_parts.append(ucodes[a : a + CHUNK][sel])
+        pu_parts.append(uc[sel].astype(np.int64))
     g, u = np.concatenate(pg_parts), np.concatenate(pu_parts)
     nu = int(u.max()) + 1
     pairs, counts = np.unique(g * nu + u, return_counts=True)
@@ -462,40 +520,48 @@ def _group_units(gid: NDArray[np.int64], ucodes: NDArray[np.int64], ng: int) -> 
 
 def _units_frame(
     g: _Gathered,
-    core: CoreResult,
+    state: _Spilled,
     group_unit: NDArray[np.int64],
     group_sizes: NDArray[np.int64],
     classes: pd.DataFrame,
     policy: OutlierPolicy,
     totals: str,
 ) -> tuple[pd.DataFrame, int | str, int, int]:
-    """``units.csv`` (as the single-machine writer), the global figure, and subject totals."""
+    """``units.csv`` (as the single-machine writer), the global figure, and subject totals;
+    per-record arrays read from the spilled state a chunk at a time."""
     k = policy.k
-    unames, ucodes = g.unit_names, g.unit_codes
+    unames = g.unit_names
     nu = unames.size
     released = np.bincount(group_unit, weights=group_sizes, minlength=nu).astype(np.int64)
     unit_index = {str(u): i for i, u in enumerate(unames)}
     unit_level = classes[classes["level"] == "unit"]
     for u, size in zip(unit_level["unit"], unit_level["n_records"], strict=True):
         released[unit_index[u]] += int(size)
-    subj = core.subjects
-    suppressed = core.disposal == Disposal.SUPPRESSED
-    n_subj = int(subj.max()) + 1
-
-    def distinct(mask: NDArray[np.bool_]) -> NDArray[np.int64]:
-        pairs = np.unique(ucodes[mask] * n_subj + subj[mask])
-        return np.bincount(pairs // n_subj, minlength=nu)
-
-    sup_u = distinct(suppressed)
-    present = np.bincount(ucodes, minlength=nu) > 0
+    records = np.zeros(nu, dtype=np.int64)
+    n_subj = 0
+    sup_u_parts: list[NDArray[np.int64]] = []
+    sup_s_parts: list[NDArray[np.int64]] = []
+    for _, (subj, ucodes, disp) in state.chunks("subjects", "unit_codes", "disposal"):
+        records += np.bincount(ucodes, minlength=nu)
+        n_subj = max(n_subj, int(subj.max()) + 1)
+        sup = disp == Disposal.SUPPRESSED
+        sup_u_parts.append(ucodes[sup].astype(np.int64))
+        sup_s_parts.append(subj[sup])
+    sup_codes = np.concatenate(sup_u_parts)
+    sup_subj = np.concatenate(sup_s_parts)
+    sup_u = np.bincount(np.unique(sup_codes * n_subj + sup_subj) // n_subj, minlength=nu)
+    present = records > 0
     order = np.argsort(unames.astype(str), kind="stable")
     order = order[present[order]]
     sup_shown = [mask_small(int(sup_u[i]), k) for i in order]
     units = pd.DataFrame(
         {"unit": unames[order].astype(str), "released": released[order], "suppressed": sup_shown}
     )
-    total_sup = int(np.unique(subj[suppressed]).size)
-    total_subjects = int(np.count_nonzero(np.bincount(subj)))  # codes: dense, >= 0
+    total_sup = int(np.unique(sup_subj).size)
+    seen = np.zeros(n_subj, dtype=bool)  # codes: dense, >= 0
+    for _, (subj,) in state.chunks("subjects"):
+        seen[subj] = True
+    total_subjects = int(np.count_nonzero(seen))
     global_shown: int | str = mask_small(total_sup, k)
     n_hidden = sum(v == LT_K for v in sup_shown)
     if (
@@ -505,10 +571,13 @@ def _units_frame(
     ):
         global_shown = WITHHELD
     if totals == "complementary":
-        src = np.bincount(ucodes, minlength=nu)
-        unit_subjects = distinct(np.ones(ucodes.size, dtype=bool))
+        # distinct (unit, subject) pairs, merged chunk by chunk
+        pairs = np.zeros(0, dtype=np.int64)
+        for _, (subj, ucodes) in state.chunks("subjects", "unit_codes"):
+            pairs = np.union1d(pairs, ucodes.astype(np.int64) * n_subj + subj)
+        unit_subjects = np.bincount(pairs // n_subj, minlength=nu)
         units["source_total"] = [
-            int(src[i]) if sup_shown[j] != LT_K and unit_subjects[i] >= k else WITHHELD
+            int(records[i]) if sup_shown[j] != LT_K and unit_subjects[i] >= k else WITHHELD
             for j, i in enumerate(order)
         ]
     return units, global_shown, total_sup, total_subjects
@@ -553,28 +622,22 @@ def _report_sample(
     return np.concatenate(chosen)
 
 
-def _report(
-    root: Path,
-    g: _Gathered,
-    core: CoreResult,
-    gid: NDArray[np.int64],
-    checks: dict[str, bool],
-    scratch: Path,
-) -> None:
-    """``report.html`` from compact arrays held by the driver (a deterministic sample above
-    :data:`REPORT_SAMPLE_MAX` records), with :func:`geokanon.report.html.build_report`."""
-    from geokanon.report.html import build_report
+@dataclass
+class _ReportSample:
+    frame: pd.DataFrame  # the assignment rows the report is drawn from
+    picked: NDArray[np.int64] | None  # the sampled groups (None: every group)
+    note: str
 
+
+def _take_report_sample(g: _Gathered, core: CoreResult) -> _ReportSample:
+    """The records the report is drawn from (every one up to :data:`REPORT_SAMPLE_MAX`,
+    else a deterministic sample), taken while the driver still holds the arrays."""
     n = g.x.size
-    work = scratch / "report"
-    (work / "release").mkdir(parents=True)
-    (work / "audit").mkdir()
-    for name in ("manifest.json", "units.csv", "groups.parquet", "classes.parquet"):
-        shutil.copyfile(root / "release" / name, work / "release" / name)
-    shutil.copyfile(root / "audit" / "audit.json", work / "audit" / "audit.json")
+    gid = core.group_id
     take: NDArray[np.int64] | slice = slice(None)
     note = "every record"
     taken_gid = gid
+    picked = None
     if n > REPORT_SAMPLE_MAX:
         m = max(2, n // REPORT_SAMPLE_MAX)
         ng = core.group_x.size
@@ -585,9 +648,6 @@ def _report(
         renumber[picked] = np.arange(picked.size)
         gi = gid[take]
         taken_gid = np.where(gi >= 0, renumber[np.maximum(gi, 0)], -1)
-        groups = pd.read_parquet(root / "release" / "groups.parquet").iloc[picked]
-        groups = groups.assign(group_id=np.arange(picked.size, dtype=np.int64))
-        _write_parquet(groups.reset_index(drop=True), work / "release" / "groups.parquet")
         note = (
             f"a deterministic sample of {take.size:,} of {n:,} records (every member of "
             f"1 in {m} groups, chosen by group id, and 1 in {m} other records, chosen by a hash "
@@ -604,13 +664,31 @@ def _report(
         }
     )
     frame.loc[taken_gid < 0, "group_id"] = pd.NA
-    _write_parquet(frame, work / "audit" / "assignment.parquet")
+    return _ReportSample(frame, picked, note)
+
+
+def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch: Path) -> None:
+    """``report.html`` from the sample taken by :func:`_take_report_sample`, with
+    :func:`geokanon.report.html.build_report`."""
+    from geokanon.report.html import build_report
+
+    work = scratch / "report"
+    (work / "release").mkdir(parents=True)
+    (work / "audit").mkdir()
+    for name in ("manifest.json", "units.csv", "groups.parquet", "classes.parquet"):
+        shutil.copyfile(root / "release" / name, work / "release" / name)
+    shutil.copyfile(root / "audit" / "audit.json", work / "audit" / "audit.json")
+    if sample.picked is not None:
+        groups = pd.read_parquet(root / "release" / "groups.parquet").iloc[sample.picked]
+        groups = groups.assign(group_id=np.arange(sample.picked.size, dtype=np.int64))
+        _write_parquet(groups.reset_index(drop=True), work / "release" / "groups.parquet")
+    _write_parquet(sample.frame, work / "audit" / "assignment.parquet")
     path = build_report(work, verification=checks)
     text = path.read_text(encoding="utf-8")
     para = (
         '<p class="mute" id="partitioned-note">This release was written in parts on a Dask '
-        f"cluster. The distributions below are computed from {note}, held as compact arrays "
-        "by the driver; the per-unit table and the counts use every record.</p>"
+        f"cluster. The distributions below are computed from {sample.note}, held as compact "
+        "arrays by the driver; the per-unit table and the counts use every record.</p>"
     )
     text = text.replace("<h2>Distributions</h2>", para + "<h2>Distributions</h2>", 1)
     (root / "release" / "report.html").write_text(text, encoding="utf-8")
@@ -707,10 +785,21 @@ def release_partitions(
                 deterministic = _same_decisions(core, again, perm)
                 del again
             layout = _plan_parts(core, tiling, records_per_part)
+            core = _renumbered(core, layout)
+            sample = _take_report_sample(g, core)
+            counts_exact = core.counts()
+            # From here on the driver holds no per-record array: each is read back from
+            # scratch a slice at a time (the returned core maps the files, unread).
+            state = _Spilled(scratch / "state", n)
+            maps: dict[str, Any] = {name: state.put(name, getattr(core, name)) for name in SPILLED}
+            core = dataclasses.replace(core, **maps)
+            g.unit_codes = state.put("unit_codes", g.unit_codes)
+            g.x = g.y = np.zeros(0)
+            g.tiebreak = None
             with _atomic_directory(out, options.force) as tmp:
-                manifest, gid = _write_all(
-                    tmp, c, source, g, core, layout, policy, options, tiling, scratch,
-                    crs=crs, version=__version__, say=say, notes=release_notes,
+                manifest = _write_all(
+                    tmp, c, source, g, core, counts_exact, state, layout, policy, options,
+                    tiling, scratch, crs=crs, version=__version__, say=say, notes=release_notes,
                 )  # fmt: skip
                 say("verify the parts against the source partitions")
                 report = verify_partitioned(tmp, source=source, client=c, scratch_dir=scratch)
@@ -737,7 +826,7 @@ def release_partitions(
                     }
                 finish_manifest(tmp, manifest)
                 say("report")
-                _report(tmp, g, core, gid, checks, scratch)
+                _report(tmp, sample, checks, scratch)
                 finish_manifest(tmp, manifest)
                 from geokanon.report.html import RECHECKED
 
@@ -766,6 +855,8 @@ def _write_all(
     source: Any,
     g: _Gathered,
     core: CoreResult,
+    counts_exact: dict[str, int],
+    state: _Spilled,
     layout: _Layout,
     policy: OutlierPolicy,
     options: ReleaseOptions,
@@ -776,22 +867,17 @@ def _write_all(
     version: str,
     say: Callable[[str], None],
     notes: Callable[..., str],
-) -> tuple[dict[str, Any], NDArray[np.int64]]:
-    """Every file of the release under ``root`` (a hidden build directory)."""
+) -> dict[str, Any]:
+    """Every file of the release under ``root`` (a hidden build directory); the core's
+    per-record arrays are read from ``state`` (with groups numbered as published)."""
     k = policy.k
     keep = tuple(options.keep)
     rel, aud = root / "release", root / "audit"
     (rel / "records").mkdir(parents=True)
     (aud / "assignment").mkdir(parents=True)
-    n = g.x.size
-    old = core.group_id
-    gid = np.full(old.size, -1, dtype=np.int64)
-    if layout.new_of_old.size:
-        gid[old >= 0] = layout.new_of_old[old[old >= 0]]
-    gx = core.group_x[layout.order]
-    gy = core.group_y[layout.order]
+    n = state.n
+    gx, gy = core.group_x, core.group_y
     ng = gx.size
-    subjects = core.subjects
     offsets = np.r_[0, np.cumsum(g.sizes)]
     meta = {
         "unit_names": g.unit_names,
@@ -806,20 +892,14 @@ def _write_all(
 
     def payload(i: int) -> tuple[Any, ...]:
         # Built when its task is submitted: the driver never holds every partition's slice.
+        # The task reads the partition's decisions from the spilled state itself.
         a, b = int(offsets[i]), int(offsets[i + 1])
-        gi = gid[a:b]
-        sl = {
-            "first_labels": core.first_labels[a:b],
-            "disposal": core.disposal[a:b],
-            "group_id": gi,
-            "class_id": core.class_id[a:b],
-            "iota": core.iota[a:b],
-            "subjects": subjects[a:b],
-            "unit_codes": g.unit_codes[a:b],
-            "pub_x": np.where(gi >= 0, gx[np.maximum(gi, 0)] if ng else np.nan, np.nan),
-            "pub_y": np.where(gi >= 0, gy[np.maximum(gi, 0)] if ng else np.nan, np.nan),
-        }
-        return (source, i, a, sl, meta, str(pieces), str(aud / "assignment"))
+        gi = state.get("group_id", a, b)
+        pub = (
+            np.where(gi >= 0, gx[np.maximum(gi, 0)] if ng else np.nan, np.nan),
+            np.where(gi >= 0, gy[np.maximum(gi, 0)] if ng else np.nan, np.nan),
+        )
+        return (source, i, a, pub, str(state.root), meta, str(pieces), str(aud / "assignment"))
 
     say(f"write {len(g.sizes)} audit parts and route published records")
     # A payload is a whole partition's slice of the decisions: one in flight per worker, plus one.
@@ -843,10 +923,14 @@ def _write_all(
 
     # groups and classes
     group_sizes = np.zeros(ng, dtype=np.int64)
-    for a in range(0, gid.size, CHUNK):
-        gi = gid[a : a + CHUNK]
-        np.add.at(group_sizes, gi[gi >= 0], 1)
-    group_unit = _group_units(gid, g.unit_codes, ng)
+    nc = len(core.class_level)
+    class_sizes = np.zeros(nc, dtype=np.int64)
+    for _, (gi, ci) in state.chunks("group_id", "class_id"):
+        group_sizes += np.bincount(gi[gi >= 0], minlength=ng)
+        class_sizes += np.bincount(ci[ci >= 0], minlength=nc)
+    group_unit = _group_units(
+        lambda: (pair for _, pair in state.chunks("group_id", "unit_codes")), ng
+    )
     groups = pd.DataFrame(
         {
             "group_id": np.arange(ng, dtype=np.int64),
@@ -858,23 +942,20 @@ def _write_all(
         }
     )
     _write_parquet(groups, rel / "groups.parquet")
-    cid = core.class_id
-    nc = len(core.class_level)
     classes = pd.DataFrame(
         {
             "class_id": np.arange(nc, dtype=np.int64),
             "level": list(core.class_level),
             "unit": list(core.class_unit),
-            "n_records": np.bincount(cid[cid >= 0], minlength=nc).astype(np.int64),
+            "n_records": class_sizes,
         }
     )
     _write_parquet(classes, rel / "classes.parquet")
     units, global_shown, total_sup, total_subjects = _units_frame(
-        g, core, group_unit, group_sizes, classes, policy, options.totals
+        g, state, group_unit, group_sizes, classes, policy, options.totals
     )
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
-    counts_exact = core.counts()
     counts: dict[str, int | str] = dict(counts_exact)
     counts["suppressed"] = (
         counts_exact["suppressed"] if isinstance(global_shown, int) else global_shown
@@ -946,4 +1027,4 @@ def _write_all(
         sentences = overall or ["No attribute was compared."]
     (rel / "RELEASE_NOTES.md").write_text(notes(manifest, units, policy, sentences))
     finish_manifest(root, manifest)
-    return manifest, gid
+    return manifest

@@ -454,5 +454,9 @@ def test_group_units_majority_matches_pair_counts(monkeypatch):
         u, c = np.unique(units[gid == g], return_counts=True)
         if u.size:
             expect[g] = u[c == c.max()].min()
-    monkeypatch.setattr(rt, "CHUNK", 1_234)
-    assert np.array_equal(rt._group_units(gid, units, ng), expect)
+
+    def chunks(size):
+        return lambda: ((gid[a : a + size], units[a : a + size]) for a in range(0, n, size))
+
+    assert np.array_equal(rt._group_units(chunks(n), ng), expect)
+    assert np.array_equal(rt._group_units(chunks(1_234), ng), expect)
