@@ -460,3 +460,43 @@ def test_group_units_majority_matches_pair_counts(monkeypatch):
 
     assert np.array_equal(rt._group_units(chunks(n), ng), expect)
     assert np.array_equal(rt._group_units(chunks(1_234), ng), expect)
+
+
+@pytest.mark.parametrize("totals", ["mask", "withhold", "complementary"])
+def test_unit_table_from_spilled_chunks_does_not_depend_on_chunks(monkeypatch, tmp_path, totals):
+    import geokanon.release_tiles as rt
+    from geokanon.policy import Disposal
+
+    rng = np.random.default_rng(6)
+    n, nu = 9_000, 40
+    subjects = rng.integers(0, 3_000, n)
+    units = rng.integers(0, nu, n).astype(np.int32)
+    disposal = rng.choice(np.asarray(list(Disposal), dtype=np.uint8), n, p=[0.7, 0.1, 0.15, 0.05])
+    state = rt._Spilled(tmp_path / "state", n)
+    state.put("subjects", subjects)
+    state.put("unit_codes", units)
+    state.put("disposal", disposal)
+    g = rt._Gathered(
+        sizes=np.asarray([n]), x=np.zeros(0), y=np.zeros(0), subjects=None, unit_codes=units,
+        unit_names=np.asarray([f"u{i:02d}" for i in range(nu)], dtype=object), tiebreak=None,
+        fingerprint=None,
+    )  # fmt: skip
+    ng = 500
+    group_unit = rng.integers(0, nu, ng)
+    group_sizes = rng.integers(5, 9, ng)
+    classes = pd.DataFrame({"level": ["unit", "area"], "unit": ["u03", "area"], "n_records": [7, 9]})
+    pol = OutlierPolicy(k=5, r_max_m=100.0)
+    whole = rt._units_frame(g, state, group_unit, group_sizes, classes, pol, totals)
+    # the reference, from whole arrays
+    sup = disposal == Disposal.SUPPRESSED
+    assert whole[2] == np.unique(subjects[sup]).size
+    assert whole[3] == np.unique(subjects).size
+    monkeypatch.setattr(rt, "CHUNK", 777)
+    chunked = rt._units_frame(g, state, group_unit, group_sizes, classes, pol, totals)
+    pd.testing.assert_frame_equal(whole[0], chunked[0])
+    assert whole[1:] == chunked[1:]
+    if totals == "complementary":
+        shown = whole[0].set_index("unit")["source_total"]
+        for i in range(nu):
+            if shown[f"u{i:02d}"] != rt.WITHHELD:
+                assert shown[f"u{i:02d}"] == int((units == i).sum())
