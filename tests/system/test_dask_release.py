@@ -462,7 +462,7 @@ def test_group_units_majority_matches_pair_counts(monkeypatch):
     assert np.array_equal(rt._group_units(chunks(1_234), ng), expect)
 
 
-@pytest.mark.parametrize("totals", ["mask", "withhold", "complementary"])
+@pytest.mark.parametrize("totals", ["released", "withhold", "complementary"])
 def test_unit_table_from_spilled_chunks_does_not_depend_on_chunks(monkeypatch, tmp_path, totals):
     import geokanon.release_tiles as rt
     from geokanon.policy import Disposal
@@ -484,7 +484,9 @@ def test_unit_table_from_spilled_chunks_does_not_depend_on_chunks(monkeypatch, t
     ng = 500
     group_unit = rng.integers(0, nu, ng)
     group_sizes = rng.integers(5, 9, ng)
-    classes = pd.DataFrame({"level": ["unit", "area"], "unit": ["u03", "area"], "n_records": [7, 9]})
+    classes = pd.DataFrame(
+        {"level": ["unit", "area"], "unit": ["u03", "area"], "n_records": [7, 9]}
+    )
     pol = OutlierPolicy(k=5, r_max_m=100.0)
     whole = rt._units_frame(g, state, group_unit, group_sizes, classes, pol, totals)
     # the reference, from whole arrays
