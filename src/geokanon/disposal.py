@@ -62,6 +62,8 @@ __all__ = [
 
 #: Class levels of generalised records.
 LEVELS = ("unit", "parent", "area")
+#: Records per chunk of whole-array steps over the kept records (bounds their temporaries).
+_CHUNK = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -647,14 +649,33 @@ def _near_removed(
     (``context``). Both are masks over ``kept``.
     """
     side = policy.search_radius_m * 1.001
-    ox, oy = float(x[kept].min(initial=0.0)), float(y[kept].min(initial=0.0))
+    ox = oy = 0.0
+    if kept.size:
+        ox = min(float(x[kept[a : a + _CHUNK]].min()) for a in range(0, kept.size, _CHUNK))
+        oy = min(float(y[kept[a : a + _CHUNK]].min()) for a in range(0, kept.size, _CHUNK))
+        ox, oy = min(ox, 0.0), min(oy, 0.0)
 
     def cells(idx: NDArray[np.int64]) -> NDArray[np.int64]:
         return pack_key(np.floor((x[idx] - ox) / side), np.floor((y[idx] - oy) / side))
 
     seeds = cells(removed)
-    kk = cells(kept)
-    return np.isin(kk, cells_around(seeds, 1)), np.isin(kk, cells_around(seeds, 2))
+    near, ring = cells_around(seeds, 1), cells_around(seeds, 2)  # sorted, distinct
+    redo = np.empty(kept.size, dtype=bool)
+    context = np.empty(kept.size, dtype=bool)
+    # In chunks of the kept records: bounded temporaries whatever the size.
+    for a in range(0, kept.size, _CHUNK):
+        kk = cells(kept[a : a + _CHUNK])
+        redo[a : a + _CHUNK] = _sorted_member(kk, near)
+        context[a : a + _CHUNK] = _sorted_member(kk, ring)
+    return redo, context
+
+
+def _sorted_member(values: NDArray[np.int64], ref: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """``np.isin(values, ref)`` for a sorted ``ref``, without sorting ``values``."""
+    if ref.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    pos = np.minimum(np.searchsorted(ref, values), ref.size - 1)
+    return ref[pos] == values
 
 
 def _generalise_with_sensitivity(

@@ -82,3 +82,29 @@ def test_household_disposed_together():
     res = run_core(x, np.zeros(7), OutlierPolicy(k=3, r_max_m=100.0, tau=0.5, unit_cap=1.0),
                    subjects=subj)  # fmt: skip
     assert len(set(res.group_id[:3].tolist())) == 1
+
+
+def test_near_removed_in_chunks_matches_whole_array_membership(monkeypatch):
+    import geokanon.disposal as D
+    from geokanon.neighbours import cells_around, pack_key
+
+    rng = np.random.default_rng(11)
+    n = 4_000
+    x, y = rng.uniform(-3_000, 9_000, n), rng.uniform(-1_000, 7_000, n)
+    kept = np.sort(rng.choice(n, 3_000, replace=False))
+    removed = np.setdiff1d(np.arange(n), kept)[:40]
+    pol = OutlierPolicy(k=4, r_max_m=150.0)
+    side = pol.search_radius_m * 1.001
+    ox, oy = min(x[kept].min(), 0.0), min(y[kept].min(), 0.0)
+
+    def cells(i):
+        return pack_key(np.floor((x[i] - ox) / side), np.floor((y[i] - oy) / side))
+
+    seeds, kk = cells(removed), cells(kept)
+    expect = (np.isin(kk, cells_around(seeds, 1)), np.isin(kk, cells_around(seeds, 2)))
+    monkeypatch.setattr(D, "_CHUNK", 333)
+    redo, context = D._near_removed(x, y, kept, removed, pol)
+    assert 0 < redo.sum() < context.sum() < kept.size
+    assert np.array_equal(redo, expect[0]) and np.array_equal(context, expect[1])
+    none = D._near_removed(x, y, kept, removed[:0], pol)
+    assert not none[0].any() and not none[1].any()
