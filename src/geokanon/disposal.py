@@ -47,7 +47,7 @@ from geokanon.classify import (
 )
 from geokanon.errors import InputError, PrivacyRiskWarning, ReleaseRefused, Unsatisfiable
 from geokanon.grouping import Grouping, group_records, repair_groups
-from geokanon.neighbours import cells_around, pack_key, subject_codes
+from geokanon.neighbours import cells_around, in_sorted, pack_key, subject_codes
 from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
 
 __all__ = [
@@ -497,6 +497,8 @@ def run_core(
     del first  # the other per-record arrays of the classification are not needed
     final_labels = first_labels.copy()
     active = np.flatnonzero(first_labels <= Label.MERGE)
+    if n < 2**31:
+        active = active.astype(np.int32)  # half the memory of the grouping's widest index
     passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
     group_id = np.full(n, -1, dtype=np.int64)
     gx = np.zeros(0)
@@ -665,17 +667,9 @@ def _near_removed(
     # In chunks of the kept records: bounded temporaries whatever the size.
     for a in range(0, kept.size, _CHUNK):
         kk = cells(kept[a : a + _CHUNK])
-        redo[a : a + _CHUNK] = _sorted_member(kk, near)
-        context[a : a + _CHUNK] = _sorted_member(kk, ring)
+        redo[a : a + _CHUNK] = in_sorted(kk, near)
+        context[a : a + _CHUNK] = in_sorted(kk, ring)
     return redo, context
-
-
-def _sorted_member(values: NDArray[np.int64], ref: NDArray[np.int64]) -> NDArray[np.bool_]:
-    """``np.isin(values, ref)`` for a sorted ``ref``, without sorting ``values``."""
-    if ref.size == 0:
-        return np.zeros(values.size, dtype=bool)
-    pos = np.minimum(np.searchsorted(ref, values), ref.size - 1)
-    return ref[pos] == values
 
 
 def _generalise_with_sensitivity(

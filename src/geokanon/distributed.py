@@ -91,7 +91,7 @@ from geokanon.disposal import (
 )
 from geokanon.errors import GeokanonError, InputError
 from geokanon.grouping import Grouping, group_records
-from geokanon.neighbours import pack_key, subject_codes, unpack_key
+from geokanon.neighbours import cells_around, in_sorted, pack_key, subject_codes, unpack_key
 from geokanon.policy import Label, OutlierPolicy
 
 if TYPE_CHECKING:
@@ -713,7 +713,8 @@ def group_tiled(
     else:
         n = x.size
         keys, codes = _owner_codes(tiling, x, y)
-    group_id = np.full(n, -1, dtype=np.int64)
+    # int32 ids (there are fewer groups than records): half the memory of int64
+    group_id: NDArray[np.int64] = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
     if n == 0:
         return Grouping(group_id, np.zeros(0), np.zeros(0))
     n_tiles = keys.size
@@ -803,11 +804,30 @@ def _join_existing(
 
     r_max = policy.r_max_m
     step = policy.snap_step_m
-    tree = cKDTree(np.c_[rep_x, rep_y])
-    nq = min(8, rep_x.size)
-    dist, idx = tree.query(np.c_[x[rest], y[rest]], k=nq)
+    # Only representatives within 2 r_max of a leftover matter: those in its cell of
+    # side 2 r_max or a neighbouring one. The tree holds only them.
+    side = 2.0 * r_max
+
+    def cells(px: NDArray[np.float64], py: NDArray[np.float64]) -> NDArray[np.int64]:
+        return pack_key(np.floor(px / side), np.floor(py / side))
+
+    around = cells_around(np.unique(cells(x[rest], y[rest])), 1)
+    cand = np.concatenate(
+        [np.zeros(0, np.int64)]
+        + [
+            a
+            + np.flatnonzero(in_sorted(cells(rep_x[a : a + _CHUNK], rep_y[a : a + _CHUNK]), around))
+            for a in range(0, rep_x.size, _CHUNK)
+        ]
+    )
+    nq = min(8, cand.size)
+    if nq == 0:
+        return
+    tree = cKDTree(np.c_[rep_x[cand], rep_y[cand]])
+    dist, near_idx = tree.query(np.c_[x[rest], y[rest]], k=nq)
     dist = np.asarray(dist).reshape(rest.size, nq)
-    idx = np.asarray(idx).reshape(rest.size, nq)
+    near_idx = np.asarray(near_idx).reshape(rest.size, nq)
+    idx = np.where(near_idx < cand.size, cand[np.minimum(near_idx, cand.size - 1)], rep_x.size)
     # Members of the groups a record may join (within 2 r_max), in group order and,
     # within a group, ascending: one pass over the ids in chunks, then one stable sort.
     near = np.zeros(rep_x.size, dtype=bool)
@@ -877,6 +897,7 @@ def run_core_distributed(
     tiling: Tiling | None = None,
     client: Any = None,
     progress: Callable[[str], None] | None = None,
+    spill_dir: str | Path | None = None,
 ) -> CoreResult:
     """:func:`geokanon.disposal.run_core` with classification and grouping over tiles.
 
@@ -895,6 +916,10 @@ def run_core_distributed(
         The tiles (default :meth:`Tiling.for_policy`).
     client
         A ``distributed.Client``, or ``None`` to run the tiles here.
+    spill_dir
+        A scratch directory: the first pass's ``iota`` (needed only when the release
+        is written) is saved there as ``iota.npy`` and the result maps that file
+        instead of holding the array (8 bytes a record less on the driver).
 
     Returns
     -------
@@ -905,8 +930,18 @@ def run_core_distributed(
     _check_halo(tiling, policy)
     from geokanon.disposal import run_core
 
+    calls = [0]
+
     def classifier(x: ArrayLike, y: ArrayLike, pol: OutlierPolicy, **kw: Any) -> Classification:
-        return classify_tiled(x, y, pol, tiling=tiling, client=client, **kw)
+        cls = classify_tiled(x, y, pol, tiling=tiling, client=client, **kw)
+        calls[0] += 1
+        if spill_dir is not None and calls[0] == 1 and cls.iota_time is None:
+            path = Path(spill_dir) / "iota.npy"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, cls.iota)
+            iota = np.load(path, mmap_mode="r")  # mapped, no page read
+            cls = Classification(labels=cls.labels, iota=iota, iota_space=iota, iota_time=None)
+        return cls
 
     def grouper(*args: Any, subset: NDArray[np.int64] | None = None) -> Grouping:
         return group_tiled(*args, tiling=tiling, client=client, subset=subset)

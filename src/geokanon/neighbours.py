@@ -35,6 +35,7 @@ from geokanon.errors import InputError
 
 __all__ = [
     "cells_around",
+    "in_sorted",
     "pack_key",
     "subject_codes",
     "subject_neighbour_distances",
@@ -61,6 +62,23 @@ def unpack_key(key: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Inverse of :func:`pack_key`."""
     k = np.asarray(key, np.int64)
     return (k >> 31) - _KEY_BIAS, (k & ((1 << 31) - 1)) - _KEY_BIAS
+
+
+def in_sorted(values: ArrayLike, ref: ArrayLike) -> NDArray[np.bool_]:
+    """``np.isin(values, ref)`` for a sorted ``ref``, by binary search (``values`` unsorted,
+    no temporaries beyond the result's size).
+
+    Examples
+    --------
+    >>> in_sorted(np.array([5, 1, 9]), np.array([1, 2, 5])).tolist()
+    [True, True, False]
+    """
+    v = np.asarray(values)
+    r = np.asarray(ref)
+    if r.size == 0:
+        return np.zeros(v.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(r, v), r.size - 1)
+    return r[pos] == v
 
 
 def cells_around(keys: ArrayLike, width: int) -> NDArray[np.int64]:

@@ -313,7 +313,10 @@ class _Spilled:
     def put(self, name: str, values: NDArray[Any]) -> NDArray[Any]:
         """Write ``values``; return a read-only map of the file (no page is read)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        np.save(self.root / f"{name}.npy", values)
+        path = self.root / f"{name}.npy"
+        if isinstance(values, np.memmap) and Path(str(values.filename)) == path.resolve():
+            return values  # already spilled here (the core's iota)
+        np.save(path, values)
         return np.load(self.root / f"{name}.npy", mmap_mode="r")
 
     def get(self, name: str, a: int, b: int) -> NDArray[Any]:
@@ -764,7 +767,7 @@ def release_partitions(
                 core = run_core_distributed(
                     g.x, g.y, policy, subjects=g.subjects, unit_codes=g.unit_codes,
                     unit_names=g.unit_names, tiebreak=g.tiebreak, tiling=tiling, client=c,
-                    progress=progress,
+                    progress=progress, spill_dir=scratch / "state",
                 )  # fmt: skip
             except ReleaseRefused as exc:
                 _write_refusal(out, exc, types.SimpleNamespace(source_sha256=g.fingerprint), policy)  # type: ignore[arg-type]
@@ -790,7 +793,7 @@ def release_partitions(
             counts_exact = core.counts()
             # From here on the driver holds no per-record array: each is read back from
             # scratch a slice at a time (the returned core maps the files, unread).
-            state = _Spilled(scratch / "state", n)
+            state = _Spilled(scratch / "state", n)  # holds the core's iota already
             maps: dict[str, Any] = {name: state.put(name, getattr(core, name)) for name in SPILLED}
             core = dataclasses.replace(core, **maps)
             g.unit_codes = state.put("unit_codes", g.unit_codes)

@@ -502,3 +502,19 @@ def test_unit_table_from_spilled_chunks_does_not_depend_on_chunks(monkeypatch, t
         for i in range(nu):
             if shown[f"u{i:02d}"] != rt.WITHHELD:
                 assert shown[f"u{i:02d}"] == int((units == i).sum())
+
+
+def test_audit_iota_and_labels_are_the_single_machine_classification(towns_release):
+    from geokanon.classify import classify
+
+    src, result = towns_release
+    frame = pd.concat([src.load(i) for i in range(len(src))], ignore_index=True)
+    cls = classify(frame["x"], frame["y"], TOWNS_POLICY, subjects=frame["subject"])
+    audit = pd.concat(
+        [pd.read_parquet(p) for p in sorted((result.out / "audit" / "assignment").glob("*"))],
+        ignore_index=True,
+    ).sort_values("source_row")
+    assert np.array_equal(audit["iota"].to_numpy(), cls.iota)  # spilled, read back
+    assert np.array_equal(np.asarray(result.core.iota), cls.iota)  # the returned map
+    labels = np.asarray(["ok", "merge", "generalise", "suppress"], dtype=object)
+    assert np.array_equal(audit["label"].to_numpy(dtype=object), labels[cls.labels])
