@@ -303,7 +303,9 @@ def unit_table(
     0.5
     """
     sup = np.asarray(suppressed, dtype=bool)
-    codes = np.asarray(unit_codes, dtype=np.int64)
+    codes = np.asarray(unit_codes)
+    if codes.dtype not in (np.int32, np.int64):  # int32 codes are counted without a copy
+        codes = codes.astype(np.int64)
     names = np.asarray(unit_names, dtype=object)
     nu = names.size
     subj = None if subjects is None else np.asarray(subjects, dtype=np.int64)
@@ -319,7 +321,9 @@ def unit_table(
         and int(codes.min()) >= 0
         and int(codes.max()) < nu
     ):
-        n_subj, sup_subj = _subjects_per_unit(codes, subj, sup, nu, int(subj.max()) + 1)
+        n_subj, sup_subj = _subjects_per_unit(
+            codes.astype(np.int64, copy=False), subj, sup, nu, int(subj.max()) + 1
+        )
     else:
         n_subj = _distinct_pairs_per_group(codes, subj, nu)
         sup_subj = _distinct_pairs_per_group(codes[sup], subj[sup], nu)

@@ -344,7 +344,7 @@ def _generalise(
         idx = np.flatnonzero(eligible)
         if idx.size == 0:
             break
-        c = codes[idx]
+        c = codes[idx].astype(np.int64)
         n_subj = int(subj.max()) + 1
         pairs = np.unique(c * n_subj + subj[idx])
         distinct = np.bincount(pairs // n_subj, minlength=names.size)
@@ -386,7 +386,8 @@ def _generalise(
     used = np.unique(class_id[class_id >= 0])
     remap = np.full(len(class_level), -1, dtype=np.int64)
     remap[used] = np.arange(used.size)
-    class_id = np.where(class_id >= 0, remap[np.maximum(class_id, 0)], -1)
+    placed = np.flatnonzero(class_id >= 0)  # in place: no whole-array temporaries
+    class_id[placed] = remap[class_id[placed]]
     class_level = [class_level[i] for i in used]
     class_unit = [class_unit[i] for i in used]
     return class_id, class_level, class_unit, remaining
@@ -474,7 +475,9 @@ def run_core(
         ucodes = np.zeros(n, dtype=np.int64)
         unames = np.asarray(["all"], dtype=object)
     else:
-        ucodes = np.asarray(unit_codes, dtype=np.int64)
+        ucodes = np.asarray(unit_codes)
+        if ucodes.dtype not in (np.int32, np.int64):  # int32 codes stay narrow (no copy)
+            ucodes = ucodes.astype(np.int64)
         unames = np.asarray(
             unit_names if unit_names is not None else np.unique(ucodes).astype(str), dtype=object
         )
@@ -573,6 +576,8 @@ def run_core(
             {"passes": [p.to_dict() for p in passes]},
         )
 
+    # The last pass's per-record temporaries are not needed any more.
+    del kept, kept_mask, labels, removed, last_set
     say("generalise and suppress")
     at_group = group_id >= 0
     # Everything not at group level and not labelled suppress is generalised.
@@ -605,7 +610,18 @@ def run_core(
     if policy.allow_synthetic:
         say("synthesise")
         synthetic = synthesise(
-            xa, ya, subj, ucodes, unames, disposal, group_id, gx, gy, class_level, class_unit, tb
+            xa,
+            ya,
+            subj,
+            np.asarray(ucodes, dtype=np.int64),
+            unames,
+            disposal,
+            group_id,
+            gx,
+            gy,
+            class_level,
+            class_unit,
+            tb,
         )
     result = CoreResult(
         first_labels=first_labels,
@@ -625,7 +641,8 @@ def run_core(
         synthetic=synthetic,
     )
     if enforce_caps and not (verdict.passes_global_cap and verdict.passes_unit_cap):
-        raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, ucodes, unames))
+        codes64 = np.asarray(ucodes, dtype=np.int64)
+        raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, codes64, unames))
     return result
 
 

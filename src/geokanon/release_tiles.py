@@ -190,7 +190,7 @@ class _Gathered:
     x: NDArray[np.float64]
     y: NDArray[np.float64]
     subjects: NDArray[np.int64] | None
-    unit_codes: NDArray[np.int64]
+    unit_codes: NDArray[np.int32]
     unit_names: NDArray[np.object_]
     tiebreak: NDArray[np.uint64] | None
     fingerprint: str | None
@@ -213,7 +213,7 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     x = joined("x")
     y = joined("y")
     names = np.unique(np.concatenate([p["unit_names"] for p in parts]).astype(str)).astype(object)
-    codes = np.empty(x.size, dtype=np.int64)
+    codes = np.empty(x.size, dtype=np.int32)  # fewer units than 2**31
     at = 0
     for p in parts:
         to_global = np.searchsorted(names, p["unit_names"].astype(str))
@@ -257,8 +257,10 @@ def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Lay
     new_of_old = np.empty(ng, dtype=np.int64)
     new_of_old[order] = np.arange(ng, dtype=np.int64)
     tkey = tkey[order]
-    g = core.group_id
-    sizes = np.bincount(new_of_old[g[g >= 0]], minlength=ng) if ng else np.zeros(0, np.int64)
+    sizes = np.zeros(ng, dtype=np.int64)
+    for a in range(0, core.group_id.size, CHUNK):  # in chunks: bounded temporaries
+        gi = core.group_id[a : a + CHUNK]
+        sizes += np.bincount(new_of_old[gi[gi >= 0]], minlength=ng)
     parts: list[dict[str, Any]] = []
     if ng:
         ukeys, start = np.unique(tkey, return_index=True)
