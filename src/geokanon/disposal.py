@@ -609,19 +609,9 @@ def run_core(
     synthetic = Synthesis.empty()
     if policy.allow_synthetic:
         say("synthesise")
+        codes64 = np.asarray(ucodes, dtype=np.int64)
         synthetic = synthesise(
-            xa,
-            ya,
-            subj,
-            np.asarray(ucodes, dtype=np.int64),
-            unames,
-            disposal,
-            group_id,
-            gx,
-            gy,
-            class_level,
-            class_unit,
-            tb,
+            xa, ya, subj, codes64, unames, disposal, group_id, gx, gy, class_level, class_unit, tb
         )
     result = CoreResult(
         first_labels=first_labels,
