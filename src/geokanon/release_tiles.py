@@ -77,6 +77,7 @@ from geokanon.release import (
     _crs_projjson,
     _hidden_cells_safe,
     _published_pass,
+    _return_free_memory,
     _wkb_points,
     _write_arrow_parquet,
     _write_parquet,
@@ -634,42 +635,48 @@ class _ReportSample:
     note: str
 
 
-def _take_report_sample(g: _Gathered, core: CoreResult) -> _ReportSample:
+def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
     """The records the report is drawn from (every one up to :data:`REPORT_SAMPLE_MAX`,
-    else a deterministic sample), taken while the driver still holds the arrays."""
-    n = g.x.size
-    gid = core.group_id
-    take: NDArray[np.int64] | slice = slice(None)
+    else a deterministic sample), read from the spilled state a chunk at a time."""
+    n = state.n
     note = "every record"
-    taken_gid = gid
     picked = None
+    m = 1
     if n > REPORT_SAMPLE_MAX:
         m = max(2, n // REPORT_SAMPLE_MAX)
-        ng = core.group_x.size
         picked = np.flatnonzero(np.arange(ng) % m == 0)
-        take = _report_sample(gid, g.x, g.y, m)
-        # the sampled groups, numbered 0.. in the report's own copy of groups.parquet
-        renumber = np.full(ng, -1, dtype=np.int64)
-        renumber[picked] = np.arange(picked.size)
-        gi = gid[take]
-        taken_gid = np.where(gi >= 0, renumber[np.maximum(gi, 0)], -1)
         note = (
-            f"a deterministic sample of {take.size:,} of {n:,} records (every member of "
+            f"a deterministic sample of {{size:,}} of {n:,} records (every member of "
             f"1 in {m} groups, chosen by group id, and 1 in {m} other records, chosen by a hash "
             "of the coordinates; the map shows the sampled groups); record counts in the "
             "histograms are the sample's"
         )
+    cols: dict[str, list[NDArray[Any]]] = {
+        k: [] for k in ("group_id", "subject", "x_m", "y_m", "iota")
+    }
+    names = ("group_id", "subjects", "x", "y", "iota")
+    for _, (gi, subj, x, y, iota) in state.chunks(*names):
+        take = _report_sample(gi, x, y, m) if m > 1 else slice(None)
+        for key, v in zip(cols, (gi, subj, x, y, iota), strict=True):
+            cols[key].append(v[take])
+    joined = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    gid = joined["group_id"].astype(np.int64)
+    if picked is not None:
+        # the sampled groups, numbered 0.. in the report's own copy of groups.parquet
+        renumber = np.full(ng, -1, dtype=np.int64)
+        renumber[picked] = np.arange(picked.size)
+        gid = np.where(gid >= 0, renumber[np.maximum(gid, 0)], -1)
     frame = pd.DataFrame(
         {
-            "group_id": pd.array(np.where(taken_gid >= 0, taken_gid, 0), dtype="Int64"),
-            "subject": core.subjects[take],
-            "x_m": g.x[take],
-            "y_m": g.y[take],
-            "iota": core.iota[take],
+            "group_id": pd.array(np.where(gid >= 0, gid, 0), dtype="Int64"),
+            "subject": joined["subject"].astype(np.int64),
+            "x_m": joined["x_m"].astype(np.float64),
+            "y_m": joined["y_m"].astype(np.float64),
+            "iota": joined["iota"].astype(np.float64),
         }
     )
-    frame.loc[taken_gid < 0, "group_id"] = pd.NA
-    return _ReportSample(frame, picked, note)
+    frame.loc[gid < 0, "group_id"] = pd.NA
+    return _ReportSample(frame, picked, note.format(size=len(frame)))
 
 
 def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch: Path) -> None:
@@ -791,21 +798,26 @@ def release_partitions(
                 del again
             layout = _plan_parts(core, tiling, records_per_part)
             core = _renumbered(core, layout)
-            sample = _take_report_sample(g, core)
+            layout.new_of_old = layout.order = np.zeros(0, dtype=np.int64)
             counts_exact = core.counts()
-            # From here on the driver holds no per-record array: each is read back from
-            # scratch a slice at a time (the returned core maps the files, unread).
+            # From here on the driver holds no per-record array: each is written to scratch
+            # and read back a slice at a time (the returned core maps the files, unread).
             state = _Spilled(scratch / "state", n)  # holds the core's iota already
             maps: dict[str, Any] = {name: state.put(name, getattr(core, name)) for name in SPILLED}
             core = dataclasses.replace(core, **maps)
             g.unit_codes = state.put("unit_codes", g.unit_codes)
+            state.put("x", g.x)
+            state.put("y", g.y)
             g.x = g.y = np.zeros(0)
             g.tiebreak = None
+            _return_free_memory()
+            sample = _take_report_sample(state, core.group_x.size)
             with _atomic_directory(out, options.force) as tmp:
                 manifest = _write_all(
                     tmp, c, source, g, core, counts_exact, state, layout, policy, options,
                     tiling, scratch, crs=crs, version=__version__, say=say, notes=release_notes,
                 )  # fmt: skip
+                _return_free_memory()
                 say("verify the parts against the source partitions")
                 report = verify_partitioned(tmp, source=source, client=c, scratch_dir=scratch)
                 checks = report.as_dict()
