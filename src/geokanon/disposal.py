@@ -499,16 +499,14 @@ def run_core(
     first_labels, first_iota = first.labels, first.iota
     del first  # the other per-record arrays of the classification are not needed
     final_labels = first_labels.copy()
-    active = np.flatnonzero(first_labels <= Label.MERGE)
-    if n < 2**31:
-        active = active.astype(np.int32)  # half the memory of the grouping's widest index
+    active = _indices(first_labels <= Label.MERGE)
     passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
     group_id = np.full(n, -1, dtype=np.int64)
     gx = np.zeros(0)
     gy = np.zeros(0)
     # Group what is meant for group level; what cannot be placed leaves.
     say("group pass 1")
-    grouping = group_(xa, ya, subj, policy, tb, subset=active)
+    grouping = group_(xa, ya, subj, policy, tb, subset=active)  # type: ignore[arg-type]  # int32
     group_id[active] = grouping.group_id
     gx, gy = grouping.rep_x, grouping.rep_y
     del grouping, active
@@ -521,7 +519,7 @@ def run_core(
         # records near one that left since the last classification can change: they are
         # re-classified with their neighbourhood as context; the others keep their label.
         kept_mask = group_id >= 0
-        kept = np.flatnonzero(kept_mask)
+        kept = _indices(kept_mask)
         labels = final_labels[kept].copy()
         removed = last_set & ~kept_mask
         if (kept_mask & ~last_set).any():
@@ -636,6 +634,20 @@ def run_core(
     return result
 
 
+def _indices(mask: NDArray[np.bool_]) -> NDArray[np.integer]:
+    """``np.flatnonzero(mask)``, as int32 when the indices fit (half the memory), built
+    in chunks (no int64 array of every index on the way)."""
+    if mask.size >= 2**31:
+        return np.flatnonzero(mask)
+    out = np.empty(int(np.count_nonzero(mask)), dtype=np.int32)
+    at = 0
+    for a in range(0, mask.size, _CHUNK):
+        idx = np.flatnonzero(mask[a : a + _CHUNK])
+        out[at : at + idx.size] = idx + a
+        at += idx.size
+    return out
+
+
 def _distinct_at_least(subjects: NDArray[np.int64], k: int) -> bool:
     """Whether ``subjects`` (dense non-negative codes) hold at least ``k`` distinct values."""
     if subjects.size < k:
@@ -646,7 +658,7 @@ def _distinct_at_least(subjects: NDArray[np.int64], k: int) -> bool:
 def _near_removed(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
-    kept: NDArray[np.int64],
+    kept: NDArray[np.integer],
     removed: NDArray[np.int64],
     policy: OutlierPolicy,
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
@@ -664,7 +676,7 @@ def _near_removed(
         oy = min(float(y[kept[a : a + _CHUNK]].min()) for a in range(0, kept.size, _CHUNK))
         ox, oy = min(ox, 0.0), min(oy, 0.0)
 
-    def cells(idx: NDArray[np.int64]) -> NDArray[np.int64]:
+    def cells(idx: NDArray[np.integer]) -> NDArray[np.int64]:
         return pack_key(np.floor((x[idx] - ox) / side), np.floor((y[idx] - oy) / side))
 
     seeds = cells(removed)

@@ -108,3 +108,14 @@ def test_near_removed_in_chunks_matches_whole_array_membership(monkeypatch):
     assert np.array_equal(redo, expect[0]) and np.array_equal(context, expect[1])
     none = D._near_removed(x, y, kept, removed[:0], pol)
     assert not none[0].any() and not none[1].any()
+
+
+def test_indices_in_chunks_equal_flatnonzero(monkeypatch):
+    import geokanon.disposal as D
+
+    rng = np.random.default_rng(5)
+    mask = rng.random(10_001) < 0.3
+    monkeypatch.setattr(D, "_CHUNK", 777)
+    got = D._indices(mask)
+    assert got.dtype == np.int32 and np.array_equal(got, np.flatnonzero(mask))
+    assert D._indices(np.zeros(5, dtype=bool)).size == 0
