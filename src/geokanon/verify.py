@@ -881,6 +881,17 @@ class _Release:
             cols = need + (["time_bin"] if "time_bin" in names else [])
             n = int(pf.metadata.num_rows)
             keep = {c: _AuditColumn(c, n) for c in cols}
+            # text kept as codes is read as dictionaries (no Python strings per row)
+            schema = pf.schema_arrow
+            as_dict = [
+                c
+                for c in cols
+                if keep[c].kind == "codes"
+                and (pa.types.is_string(schema.field(c).type)
+                     or pa.types.is_large_string(schema.field(c).type))
+            ]  # fmt: skip
+            if as_dict:
+                pf = pq.ParquetFile(path, read_dictionary=as_dict)
             for batch in pf.iter_batches(batch_size=_SCAN_ROWS, columns=cols, use_threads=True):
                 for i, c in enumerate(cols):
                     keep[c].add(batch.column(i))
@@ -1236,6 +1247,15 @@ def _nunique(values: NDArray[Any]) -> int:
         return 0
     v = np.sort(values, kind="stable" if values.dtype.kind == "O" else None)
     return int(np.count_nonzero(v[1:] != v[:-1])) + 1
+
+
+def _sorted_distinct(values: NDArray[Any]) -> NDArray[Any]:
+    """``np.unique(values)`` of an integer array, by sorting (numpy's hashing unique is far
+    slower on large integer arrays)."""
+    v = np.sort(values)
+    if v.size > 1:
+        v = v[np.concatenate(([True], v[1:] != v[:-1]))]
+    return v
 
 
 def _dense(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
@@ -3108,7 +3128,7 @@ def _check_counts(rel: _Release) -> CheckResult:
         )
         # the distinct ids of either side missing from the other (sorted, not hashed)
         exp_ids = expected.index.to_numpy(dtype=np.int64)
-        pub_set = np.unique(pub_ids)
+        pub_set = _sorted_distinct(pub_ids)
         missing = int(np.count_nonzero(~_in_sorted(pub_set, exp_ids)))
         extra = int(np.count_nonzero(~_in_sorted(exp_ids, pub_set)))
         if missing:
