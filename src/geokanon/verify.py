@@ -1202,12 +1202,20 @@ def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.ob
     return remap[rank[codes]].astype(np.int64), names
 
 
+def _indices(arr: pa.DictionaryArray) -> NDArray[np.int64]:
+    """The codes of a dictionary array as int64, -1 for a null."""
+    ind = arr.indices
+    if ind.null_count:
+        ind = ind.fill_null(-1)
+    return np.asarray(ind.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 def _arrow_text_codes(arr: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
     """Dictionary codes of a text array and the text of every code (a null reads as
     pandas' ``astype(str)`` reads it: ``"None"``)."""
     if not pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_encode()
-    idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = _indices(arr)
     texts = [str(v) for v in arr.dictionary.to_pylist()]
     if (idx < 0).any():
         idx = np.where(idx < 0, len(texts), idx)
@@ -2058,15 +2066,37 @@ def _isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
     return _in_sorted(found, values)
 
 
+def _has_sig_digits(values: NDArray[np.float64], n: int) -> NDArray[np.bool_]:
+    """Per value: ``_sig_digits(repr(float(v))) >= n``.
+
+    A whole number below 1e15 is written as its digits and ``.0``: its significant
+    digits are those left when the trailing zeros are dropped, counted without text.
+    Any other value is written out and counted.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    out = np.zeros(v.size, dtype=bool)
+    a = np.abs(v)
+    whole = (a < 1e15) & (a == np.floor(a))
+    m = a[whole].astype(np.int64)
+    for _ in range(16):  # drop trailing zeros (none is left after 15 digits)
+        z = (m != 0) & (m % 10 == 0)
+        if not z.any():
+            break
+        m[z] //= 10
+    out[whole] = m >= 10 ** (n - 1)
+    rest = np.flatnonzero(~whole)
+    if rest.size:
+        out[rest] = [_sig_digits(repr(float(x))) >= n for x in v[rest].tolist()]
+    return out
+
+
 def _sig_at_least(values: NDArray[np.float64], mask: NDArray[np.bool_], n: int = 4) -> int:
     """How many of ``values[mask]`` have >= n significant digits (computed on hits only)."""
     hits = values[mask]
     if hits.size == 0:
         return 0
     uq, counts = np.unique(hits, return_counts=True)
-    return int(
-        sum(int(c) for v, c in zip(uq, counts, strict=True) if _sig_digits(repr(float(v))) >= n)
-    )
+    return int(counts[_has_sig_digits(uq, n)].sum())
 
 
 def _pair_hits(
@@ -2084,8 +2114,8 @@ def _pair_hits(
     """
     if a.size == 0:
         return 0
-    ok = np.isfinite(a) & np.isfinite(b)
     if sec.near is not None:
+        ok = np.isfinite(a) & np.isfinite(b)
         if not ok.any():
             return 0
         dist, _ = sec.near.query(np.column_stack([a[ok], b[ok]]), k=1)
@@ -2098,7 +2128,7 @@ def _pair_hits(
         return 0
     if b_in is None:
         b_in = _isin(b, sec.coords)
-    cand = np.flatnonzero(a_in & b_in & ok)
+    cand = np.flatnonzero(a_in & b_in & np.isfinite(a) & np.isfinite(b))
     if cand.size == 0:
         return 0
     ca, cb = a[cand], b[cand]
@@ -2153,13 +2183,7 @@ def _number_counts(
     def count(hit: NDArray[np.bool_]) -> int:
         if weights is None:
             return _sig_at_least(vals, hit)
-        return int(
-            sum(
-                int(w)
-                for v, w in zip(vals[hit], weights[hit], strict=True)
-                if _sig_digits(repr(float(v))) >= 4
-            )
-        )
+        return int(weights[hit][_has_sig_digits(vals[hit], 4)].sum())
 
     if single_values:
         n = count(_frac_hits(vals, sec))
@@ -2258,12 +2282,6 @@ class _TextColumn:
         {"arrow", "ascii", "whole_number", "no_digit", "other", "other_tokens", "parsed", "numeric"}
     )
 
-    def with_codes(self, codes: NDArray[np.int64]) -> _TextColumn:
-        """The same texts with other codes (what was worked out per text is kept)."""
-        out = _TextColumn(texts=self.texts, codes=codes)
-        out.__dict__.update({k: v for k, v in self.__dict__.items() if k in self._PER_ENTRY})
-        return out
-
     @cached_property
     def ascii(self) -> NDArray[np.bool_]:
         import pyarrow.compute as pc
@@ -2337,6 +2355,26 @@ class _TextColumn:
 
         return _np_bool(pc.match_substring_regex(self.arrow, pattern)) | ~self.ascii
 
+    def hits(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Which entries' :attr:`numeric` values are in the sorted ``coords`` (kept for them)."""
+        cached = self.__dict__.get("_hits")
+        if cached is None or cached[0] is not coords:
+            cached = self.__dict__["_hits"] = (coords, _isin(self.numeric, coords))
+        hit: NDArray[np.bool_] = cached[1]
+        return hit
+
+    def without(self, drop: NDArray[np.bool_]) -> _TextColumn:
+        """The column with the rows of the ``drop`` entries read as empty (null) cells.
+
+        No row is rewritten: a dropped entry counts no rows and reads as no number,
+        which is all a null cell is to the checks.
+        """
+        out = _TextColumn(texts=self.texts, codes=self.codes)
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k in self._PER_ENTRY})
+        out.__dict__["counts"] = np.where(drop, 0, self.counts)
+        out.__dict__["numeric"] = np.where(drop, np.nan, self.numeric)
+        return out
+
 
 def _np_bool(arr: Any) -> NDArray[np.bool_]:
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
@@ -2359,9 +2397,7 @@ def _text_column(arr: pa.ChunkedArray | pa.Array) -> _TextColumn:
     if not chunks:
         return _TextColumn(texts=np.array([], dtype=object), codes=np.zeros(0, np.int64))
     dictionary = chunks[0].dictionary
-    idx = np.concatenate(
-        [c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in chunks]
-    )
+    idx = np.concatenate([_indices(c) for c in chunks])
     binary = pa.types.is_binary(dictionary.type) or pa.types.is_large_binary(dictionary.type)
     if binary:
         texts = [None if v is None else bytes(v).decode("utf-8", "replace")
@@ -2477,6 +2513,84 @@ def _arrow_numeric(arr: pa.ChunkedArray | pa.Array) -> NDArray[np.float64]:
     )
 
 
+class _Numbers:
+    """One column of a batch read as numbers; the array of one value per row is made
+    only when asked.
+
+    A text column is its distinct entries (:class:`_TextColumn`): their numbers, and
+    which of them are source coordinates, answer for every row that uses them.
+    """
+
+    def __init__(
+        self, rows: NDArray[np.float64] | None = None, text: _TextColumn | None = None
+    ) -> None:
+        self._rows = rows
+        self.text = text
+        self._distinct: NDArray[np.float64] | None = None
+        self._found: NDArray[np.float64] | None = None  # distinct values among the coordinates
+        self._member: NDArray[np.bool_] | None = None
+
+    def rows(self) -> NDArray[np.float64]:
+        """The number of every row (NaN: none)."""
+        if self._rows is None:
+            col = self.text
+            assert col is not None
+            per_entry = col.numeric
+            if per_entry.size:
+                self._rows = np.where(col.codes >= 0, per_entry[np.maximum(col.codes, 0)], np.nan)
+            else:
+                self._rows = np.full(col.codes.size, np.nan)
+        return self._rows
+
+    def any_value(self) -> bool:
+        """Whether some row holds a value (NaN is none; an infinity is one)."""
+        col = self.text
+        if col is None:
+            return not np.isnan(self.rows()).all()
+        return bool((~np.isnan(col.numeric) & (col.counts > 0)).any())
+
+    def distinct(self) -> NDArray[np.float64]:
+        """Sorted distinct finite values of the rows."""
+        if self._distinct is None:
+            col = self.text
+            if col is not None:
+                self._distinct = _distinct(col.numeric[col.counts > 0])
+            else:
+                self._distinct = _distinct(self.rows())
+        return self._distinct
+
+    def _entry_hits(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
+        col = self.text
+        assert col is not None
+        return col.hits(coords)
+
+    def found(self, coords: NDArray[np.float64]) -> bool:
+        """Whether some row's value is one of the sorted ``coords``."""
+        col = self.text
+        if col is not None:
+            return bool((self._entry_hits(coords) & (col.counts > 0)).any())
+        if self._found is None:
+            uq = self.distinct()
+            self._found = uq[_in_sorted(coords, uq)]
+        return bool(self._found.size)
+
+    def member(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Per row: whether the value is one of the sorted ``coords`` (NaN never is)."""
+        if self._member is None:
+            col = self.text
+            if col is not None:
+                hit = self._entry_hits(coords)
+                if hit.size == 0:
+                    self._member = np.zeros(col.codes.size, dtype=bool)
+                else:
+                    self._member = (col.codes >= 0) & hit[np.maximum(col.codes, 0)]
+            else:
+                self.found(coords)
+                assert self._found is not None
+                self._member = _in_sorted(self._found, self.rows())
+        return self._member
+
+
 class _TableScan:
     """Table-level checks of one file (columns as values), fed one batch of rows at a time.
 
@@ -2486,6 +2600,9 @@ class _TableScan:
     is left out of the pairs when it repeats the ``x``/``y`` columns exactly, which is
     known only at the end, so its pairs are counted apart. With ``one_batch`` the file
     arrives whole (duplicate column names, say) and that is decided at once.
+
+    A row holds a source pair only where both of its columns hold a source coordinate:
+    the rows of a batch are paired only between columns that hold one somewhere in it.
     """
 
     def __init__(self, names: Sequence[str], sec: _Secrets, *, one_batch: bool = False) -> None:
@@ -2495,13 +2612,23 @@ class _TableScan:
         n = len(self.names)
         self.stamps = [False] * n  # a timestamp column holds a source time
         self.cells: list[dict[str, int]] = [{} for _ in range(n)]
-        self.values: list[NDArray[np.float64] | None] = [None] * n  # distinct finite values
+        # each batch's distinct finite values per column, merged for the findings
+        self._values: list[list[NDArray[np.float64]]] = [[] for _ in range(n)]
         self.present: set[str] = set()  # columns with a value (what a pair may be made of)
         self.pairs = 0
         self.geo_pairs = 0  # pairs with a geometry coordinate (multi-batch only)
         self.geo_seen = False
         self.geo_same = True  # the geometry repeats x, y in every batch so far
         self.n_rows = 0
+
+    def values(self, i: int) -> NDArray[np.float64] | None:
+        """Distinct finite values of column ``i`` (None: it held no value)."""
+        parts = self._values[i]
+        if not parts:
+            return None
+        if len(parts) > 1:
+            parts[:] = [_distinct(np.concatenate(parts))]
+        return parts[0]
 
     def add(
         self,
@@ -2514,9 +2641,8 @@ class _TableScan:
         if columns:
             name, arr = columns[0]
             self.n_rows += len(text_cells[name].codes) if name in text_cells else len(arr)
-        numeric: dict[str, NDArray[np.float64]] = {}  # what pairs are made of
-        every: dict[str, NDArray[np.float64]] = {}  # every column read as numbers so far
-        entries: dict[str, _TextColumn] = {}  # text columns: judged entry by entry
+        numeric: dict[str, _Numbers] = {}  # what pairs are made of
+        every: dict[str, _Numbers] = {}  # every column read as numbers so far
         geo_keys: set[str] = set()
         for i, (name, arr) in enumerate(columns):
             t = arr.type
@@ -2526,24 +2652,25 @@ class _TableScan:
                     same = (
                         "x" in numeric
                         and "y" in numeric
-                        and np.array_equal(gx, numeric["x"], equal_nan=True)
-                        and np.array_equal(gy, numeric["y"], equal_nan=True)
+                        and np.array_equal(gx, numeric["x"].rows(), equal_nan=True)
+                        and np.array_equal(gy, numeric["y"].rows(), equal_nan=True)
                     )
                     if gx.size and not same:
-                        numeric["geometry.x"], numeric["geometry.y"] = gx, gy
-                        entries.pop("geometry.x", None)
-                        entries.pop("geometry.y", None)
+                        numeric["geometry.x"], numeric["geometry.y"] = _Numbers(gx), _Numbers(gy)
                     continue
                 same = (
                     "x" in every
                     and "y" in every
-                    and np.array_equal(gx, every["x"], equal_nan=True)
-                    and np.array_equal(gy, every["y"], equal_nan=True)
+                    and np.array_equal(gx, every["x"].rows(), equal_nan=True)
+                    and np.array_equal(gy, every["y"].rows(), equal_nan=True)
                 )
                 if gx.size:
                     self.geo_seen = True
                     self.geo_same &= same
-                    numeric["geometry.x"], numeric["geometry.y"] = gx, gy
+                    if same:  # the very values of x, y row by row (so the same coordinates)
+                        numeric["geometry.x"], numeric["geometry.y"] = every["x"], every["y"]
+                    else:
+                        numeric["geometry.x"], numeric["geometry.y"] = _Numbers(gx), _Numbers(gy)
                     geo_keys = {"geometry.x", "geometry.y"}
                 continue
             if pa.types.is_timestamp(t) or pa.types.is_date(t):
@@ -2553,63 +2680,50 @@ class _TableScan:
                 continue
             if pa.types.is_boolean(t) or pa.types.is_null(t):
                 continue
-            col: _TextColumn | None = None
             if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-                vals = _arrow_numeric(arr)
-                has = not np.isnan(vals).all()
+                nums = _Numbers(rows=_arrow_numeric(arr))
+                has = nums.any_value()
             else:
                 col = text_cells.get(name)
                 if col is None:
                     col = _text_column(arr)
                 for what, n in _cell_counts(col, sec).items():
                     self.cells[i][what] = self.cells[i].get(what, 0) + n
-                per_entry = col.numeric
-                finite = bool(np.isfinite(per_entry).any())
+                finite = bool(np.isfinite(col.numeric).any())
                 if not finite and self.one_batch:
                     continue
-                if per_entry.size:
-                    vals = np.where(col.codes >= 0, per_entry[np.maximum(col.codes, 0)], np.nan)
-                else:
-                    vals = np.full(col.codes.size, np.nan)
-                has = finite and not np.isnan(vals).all()
-            every[name] = vals
+                nums = _Numbers(text=col)
+                has = finite and nums.any_value()
+            every[name] = nums
             if not has:
                 continue
             self.present.add(name)
             if name.lower() not in ("x", "y", "geometry.x", "geometry.y"):
                 # judged on its distinct values (x, y: as pairs only); a text column's
                 # are the numbers of the entries its rows use
-                if col is not None:
-                    uniq = _distinct(col.numeric[col.counts > 0])
-                else:
-                    uniq = _distinct(vals)
-                old = self.values[i]
-                self.values[i] = uniq if old is None else _distinct(np.concatenate([old, uniq]))
+                self._values[i].append(nums.distinct())
             if name.lower() not in _NOT_PAIRS:
-                numeric[name] = vals
-                if col is not None:
-                    entries[name] = col
+                numeric[name] = nums
+        if not (sec.has_pairs and len(numeric) >= 2):
+            return
+        names = list(numeric)
+        if sec.near is None:
+            # a pair needs a source coordinate in both columns of a row
+            names = [key for key in names if numeric[key].found(sec.coords)]
+        for a in names:
+            for b in names:
+                if a == b:
+                    continue
+                na, nb = numeric[a], numeric[b]
+                if sec.near is None:
+                    n = _pair_hits(
+                        na.rows(), nb.rows(), sec, na.member(sec.coords), nb.member(sec.coords)
+                    )
                 else:
-                    entries.pop(name, None)
-        if sec.has_pairs and len(numeric) >= 2:
-            names = list(numeric)
-            member: dict[str, NDArray[np.bool_]] = {}
-            if sec.near is None:
-                for key in names:
-                    text = entries.get(key)
-                    if text is None or text.numeric.size == 0:
-                        member[key] = _isin(numeric[key], sec.coords)
-                    else:  # looked up once per entry
-                        hit = _isin(text.numeric, sec.coords)
-                        member[key] = (text.codes >= 0) & hit[np.maximum(text.codes, 0)]
-            for a in names:
-                for b in names:
-                    if a == b:
-                        continue
-                    n = _pair_hits(numeric[a], numeric[b], sec, member.get(a), member.get(b))
-                    self.pairs += n
-                    if a in geo_keys or b in geo_keys:
-                        self.geo_pairs += n
+                    n = _pair_hits(na.rows(), nb.rows(), sec)
+                self.pairs += n
+                if a in geo_keys or b in geo_keys:
+                    self.geo_pairs += n
 
     def findings(self) -> list[str]:
         """Everything found, in column order, then the pairs."""
@@ -2623,7 +2737,7 @@ class _TableScan:
             for what in ("subject ids", "timestamps"):  # as _cell_findings orders them
                 if self.cells[i].get(what):
                     found.append(f"column {name!r}: {self.cells[i][what]} {what}")
-            values = self.values[i]
+            values = self.values(i)
             if values is not None:
                 found += _numeric_column_hits(name, values, sec)
         n_pairs = self.pairs
@@ -2916,27 +3030,36 @@ def _scan_csv(path: Path, sec: _Secrets, rows: dict[Path, int] | None = None) ->
             # the token stream, row-major, and each token's membership in the source
             # coordinates
             entry_in = [_isin(v, sec.coords) for v, _ in per_cell] if sec.near is None else None
-            n_rows = cols[0].codes.size if cols else 0
-            shape = (n_rows, len(cols))
-            vals_m = np.full(shape, np.nan)
-            has_m = np.zeros(shape, dtype=bool)
-            in_m = np.zeros(shape, dtype=bool)
-            for j, (col, (value, has)) in enumerate(zip(cols, per_cell, strict=True)):
-                safe = np.maximum(col.codes, 0)
-                vals_m[:, j] = value[safe]
-                has_m[:, j] = has[safe] & (col.codes >= 0)
-                if entry_in is not None:
-                    in_m[:, j] = entry_in[j][safe]
-            flat = has_m.ravel()
-            vals = np.concatenate([prev_val[-1:], vals_m.ravel()[flat]])
-            ins = np.concatenate([prev_in[-1:], in_m.ravel()[flat]])
-            if vals.size > 1:
-                n_pairs += _pair_hits(
-                    vals[:-1], vals[1:], sec, None if entry_in is None else ins[:-1],
-                    None if entry_in is None else ins[1:],
-                )  # fmt: skip
-            if vals.size:
-                prev_val, prev_in = vals[-1:], ins[-1:]
+            used = [(has & (col.counts > 0)) for col, (_, has) in zip(cols, per_cell, strict=True)]
+            if entry_in is not None and not any(
+                (hit & u).any() for hit, u in zip(entry_in, used, strict=True)
+            ):
+                # no token of the batch is a source coordinate: it makes no pair, and its
+                # last token (when it has one) makes none with the next batch's first
+                if any(u.any() for u in used):
+                    prev_val, prev_in = np.array([np.nan]), np.zeros(1, dtype=bool)
+            else:
+                n_rows = cols[0].codes.size if cols else 0
+                shape = (n_rows, len(cols))
+                vals_m = np.full(shape, np.nan)
+                has_m = np.zeros(shape, dtype=bool)
+                in_m = np.zeros(shape, dtype=bool)
+                for j, (col, (value, has)) in enumerate(zip(cols, per_cell, strict=True)):
+                    safe = np.maximum(col.codes, 0)
+                    vals_m[:, j] = value[safe]
+                    has_m[:, j] = has[safe] & (col.codes >= 0)
+                    if entry_in is not None:
+                        in_m[:, j] = entry_in[j][safe]
+                flat = has_m.ravel()
+                vals = np.concatenate([prev_val[-1:], vals_m.ravel()[flat]])
+                ins = np.concatenate([prev_in[-1:], in_m.ravel()[flat]])
+                if vals.size > 1:
+                    n_pairs += _pair_hits(
+                        vals[:-1], vals[1:], sec, None if entry_in is None else ins[:-1],
+                        None if entry_in is None else ins[1:],
+                    )  # fmt: skip
+                if vals.size:
+                    prev_val, prev_in = vals[-1:], ins[-1:]
             # numbers as text (epoch times only: single values are judged per column)
             for j, col in enumerate(cols):
                 _add_counts(text[j], _text_counts(col, sec, False))
@@ -2948,10 +3071,7 @@ def _scan_csv(path: Path, sec: _Secrets, rows: dict[Path, int] | None = None) ->
                     if len(col.texts)
                     else None
                 )
-                codes = col.codes
-                if na is not None and na.any():
-                    codes = np.where((codes >= 0) & ~na[np.maximum(codes, 0)], codes, -1)
-                cells[name] = col.with_codes(codes)
+                cells[name] = col.without(na) if na is not None and na.any() else col
             scan.add([(n, pa.array([], type=pa.string())) for n in names], text_cells=cells)
     except _NotRegular:
         return None
