@@ -136,6 +136,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
@@ -934,10 +935,15 @@ class _Release:
         return names[codes]
 
     def is_disposal(self, *names: str) -> NDArray[np.bool_]:
-        """Rows whose disposal is one of ``names``."""
-        codes, cats = self._disposal_codes
-        hit = np.array([str(c) in names for c in cats], dtype=bool)
-        return hit[codes] if hit.size else np.zeros(codes.size, dtype=bool)
+        """Rows whose disposal is one of ``names`` (kept: do not write to it)."""
+        memo: dict[tuple[str, ...], NDArray[np.bool_]] = self.__dict__.setdefault(
+            "_is_disposal", {}
+        )
+        if names not in memo:
+            codes, cats = self._disposal_codes
+            hit = np.array([str(c) in names for c in cats], dtype=bool)
+            memo[names] = hit[codes] if hit.size else np.zeros(codes.size, dtype=bool)
+        return memo[names]
 
     @cached_property
     def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -1250,9 +1256,16 @@ def _arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
 
 
 def _nunique(values: NDArray[Any]) -> int:
-    """Distinct values of an array (by sorting: numpy's hashing unique is slow)."""
+    """Distinct values of an array (by counting integers that span a short range, else by
+    sorting: numpy's hashing unique is slow)."""
     if values.size == 0:
         return 0
+    if values.dtype.kind in "iu":
+        lo, hi = int(values.min()), int(values.max())
+        if hi - lo <= 4 * values.size + 1024:
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[values - lo] = True
+            return int(np.count_nonzero(present))
     v = np.sort(values, kind="stable" if values.dtype.kind == "O" else None)
     return int(np.count_nonzero(v[1:] != v[:-1])) + 1
 
@@ -1289,10 +1302,17 @@ def _distinct_counts(
     if i.size == 0:
         return np.zeros(size, dtype=np.int64)
     s, span = _dense(subjects[ok])
-    key = np.sort(i * np.int64(span) + s)
-    first = np.ones(key.size, dtype=bool)
-    first[1:] = key[1:] != key[:-1]
-    return np.bincount(key[first] // span, minlength=size).astype(np.int64)
+    # a subject with one row counts once where that row is; only the (id, subject)
+    # pairs of subjects with more rows need sorting
+    once = np.bincount(s, minlength=span)[s] == 1
+    out = np.bincount(i[once], minlength=size).astype(np.int64)
+    if not once.all():
+        more = ~once
+        key = np.sort(i[more] * np.int64(span) + s[more])
+        first = np.ones(key.size, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        out += np.bincount(key[first] // span, minlength=size).astype(np.int64)
+    return out
 
 
 def _argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -1318,6 +1338,17 @@ def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[n
     """Position of each value in ``table`` (unique ids), -1 where it is absent."""
     if table.size == 0:
         return np.full(values.size, -1, dtype=np.int64)
+    if table.dtype.kind in "iu" and values.dtype.kind in "iu":
+        lo, hi = int(table.min()), int(table.max())
+        span = hi - lo + 1
+        if span <= 4 * table.size + 1024:
+            # ids in a short range: a lookup table, unless an id repeats (then the
+            # first of its rows is the answer, as below)
+            if int(np.bincount(table - lo, minlength=span).max()) == 1:
+                look = np.full(span, -1, dtype=np.int64)
+                look[table - lo] = np.arange(table.size, dtype=np.int64)
+                inside = (values >= lo) & (values <= hi)
+                return np.where(inside, look[np.where(inside, values - lo, 0)], -1)
     order = _argsort_stable(table)
     st = table[order]
     at = np.minimum(np.searchsorted(st, values), st.size - 1)
@@ -1330,7 +1361,9 @@ def _text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[
     if arr.size == 0 or names.size == 0:
         return np.full(arr.size, -1, dtype=np.int64)
     look = pd.Index([str(n) for n in names.tolist()])
-    return np.asarray(look.get_indexer(pd.Index(arr.astype(str))), dtype=np.int64)
+    # each distinct text looked up once
+    codes, uniq = pd.factorize(arr.astype(str), use_na_sentinel=False)
+    return np.asarray(look.get_indexer(pd.Index(uniq)), dtype=np.int64)[codes]
 
 
 def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
@@ -1638,9 +1671,13 @@ def _check_extent(rel: _Release) -> CheckResult:
 
 
 def _suppressed_subjects(rel: _Release) -> tuple[int, int]:
-    subj = rel.subjects
-    sup = rel.is_disposal("suppressed")
-    return _nunique(subj[sup]), _nunique(subj)
+    """(distinct subjects suppressed, distinct subjects), worked out once per release."""
+    cached = rel.__dict__.get("_suppressed_subjects")
+    if cached is None:
+        subj = rel.subjects
+        sup = rel.is_disposal("suppressed")
+        cached = rel.__dict__["_suppressed_subjects"] = (_nunique(subj[sup]), _nunique(subj))
+    return cached
 
 
 def _check_tau(rel: _Release) -> CheckResult:
@@ -2066,15 +2103,15 @@ def _isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
     return _in_sorted(found, values)
 
 
-def _has_sig_digits(values: NDArray[np.float64], n: int) -> NDArray[np.bool_]:
-    """Per value: ``_sig_digits(repr(float(v))) >= n``.
+def _sig_counts(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Per value: ``_sig_digits(repr(float(v)))``.
 
     A whole number below 1e15 is written as its digits and ``.0``: its significant
     digits are those left when the trailing zeros are dropped, counted without text.
-    Any other value is written out and counted.
+    Any other value is written out (once per distinct value) and counted.
     """
     v = np.asarray(values, dtype=np.float64)
-    out = np.zeros(v.size, dtype=bool)
+    out = np.zeros(v.size, dtype=np.int64)
     a = np.abs(v)
     whole = (a < 1e15) & (a == np.floor(a))
     m = a[whole].astype(np.int64)
@@ -2083,11 +2120,21 @@ def _has_sig_digits(values: NDArray[np.float64], n: int) -> NDArray[np.bool_]:
         if not z.any():
             break
         m[z] //= 10
-    out[whole] = m >= 10 ** (n - 1)
+    digits = np.zeros(m.size, dtype=np.int64)
+    for p in range(16):
+        digits += m >= 10**p
+    out[whole] = digits
     rest = np.flatnonzero(~whole)
     if rest.size:
-        out[rest] = [_sig_digits(repr(float(x))) >= n for x in v[rest].tolist()]
+        uq, inverse = np.unique(v[rest], return_inverse=True)
+        per = np.array([_sig_digits(repr(float(x))) for x in uq.tolist()], dtype=np.int64)
+        out[rest] = per[inverse.reshape(-1)]
     return out
+
+
+def _has_sig_digits(values: NDArray[np.float64], n: int) -> NDArray[np.bool_]:
+    """Per value: ``_sig_digits(repr(float(v))) >= n``."""
+    return np.asarray(_sig_counts(values) >= n, dtype=bool)
 
 
 def _sig_at_least(values: NDArray[np.float64], mask: NDArray[np.bool_], n: int = 4) -> int:
@@ -2132,12 +2179,11 @@ def _pair_hits(
     if cand.size == 0:
         return 0
     ca, cb = a[cand], b[cand]
-    known = sec.known_pairs(ca, cb)
-    return sum(
-        1
-        for x, y in zip(ca[known].tolist(), cb[known].tolist(), strict=True)
-        if _sig_digits(repr(x)) + _sig_digits(repr(y)) >= 4
-    )
+    # 4 significant digits between them, then an exact source pair
+    enough = _sig_counts(ca) + _sig_counts(cb) >= 4
+    if not enough.any():
+        return 0
+    return int(np.count_nonzero(sec.known_pairs(ca[enough], cb[enough])))
 
 
 def _frac_hits(values: NDArray[np.float64], sec: _Secrets) -> NDArray[np.bool_]:
@@ -2522,10 +2568,14 @@ class _Numbers:
     """
 
     def __init__(
-        self, rows: NDArray[np.float64] | None = None, text: _TextColumn | None = None
+        self,
+        rows: NDArray[np.float64] | None = None,
+        text: _TextColumn | None = None,
+        arrow: pa.ChunkedArray | pa.Array | None = None,
     ) -> None:
         self._rows = rows
         self.text = text
+        self.arrow = arrow  # the numeric Arrow column ``rows`` was read from
         self._distinct: NDArray[np.float64] | None = None
         self._found: NDArray[np.float64] | None = None  # distinct values among the coordinates
         self._member: NDArray[np.bool_] | None = None
@@ -2556,8 +2606,21 @@ class _Numbers:
             if col is not None:
                 self._distinct = _distinct(col.numeric[col.counts > 0])
             else:
-                self._distinct = _distinct(self.rows())
+                self._distinct = self._hashed_distinct()
+                if self._distinct is None:
+                    self._distinct = _distinct(self.rows())
         return self._distinct
+
+    def _hashed_distinct(self) -> NDArray[np.float64] | None:
+        """The Arrow column's distinct values (by hashing) as numbers; None: not hashable."""
+        if self.arrow is None:
+            return None
+        import pyarrow.compute as pc
+
+        try:
+            return _distinct(_arrow_numeric(pc.unique(self.arrow)))
+        except (pa.ArrowException, TypeError):
+            return None
 
     def _entry_hits(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
         col = self.text
@@ -2681,7 +2744,7 @@ class _TableScan:
             if pa.types.is_boolean(t) or pa.types.is_null(t):
                 continue
             if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-                nums = _Numbers(rows=_arrow_numeric(arr))
+                nums = _Numbers(rows=_arrow_numeric(arr), arrow=arr)
                 has = nums.any_value()
             else:
                 col = text_cells.get(name)
@@ -2969,7 +3032,27 @@ def _csv_batches(path: Path) -> tuple[list[str], Iterator[list[_TextColumn]]] | 
     except (OSError, pa.ArrowException, ValueError):
         return None
 
+    def read() -> pa.RecordBatch | None:
+        try:
+            return reader.read_next_batch()
+        except StopIteration:
+            return None
+
     def batches() -> Iterator[list[_TextColumn]]:
+        # the next block is parsed (Arrow, without the GIL) while this one is scanned
+        with reader, ThreadPoolExecutor(max_workers=1) as ahead:
+            pending = ahead.submit(read)
+            while True:
+                try:
+                    batch = pending.result()
+                except (OSError, pa.ArrowException, ValueError):
+                    raise _NotRegular from None
+                if batch is None:
+                    return
+                pending = ahead.submit(read)
+                yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
+
+    def batches_plain() -> Iterator[list[_TextColumn]]:
         with reader:
             while True:
                 try:
@@ -2980,6 +3063,8 @@ def _csv_batches(path: Path) -> tuple[list[str], Iterator[list[_TextColumn]]] | 
                     raise _NotRegular from None
                 yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
 
+    if os.environ.get("GK_NOPREFETCH"):
+        return names, batches_plain()
     return names, batches()
 
 
@@ -3224,8 +3309,10 @@ def _check_counts(rel: _Release) -> CheckResult:
             if src.subjects is not None:
                 ca, na = _dense(audit_subj)
                 cs, ns = _dense(rel.subjects)
-                n_pairs = _nunique(ca * np.int64(max(ns, 1)) + cs)
-                if not (n_pairs == na == ns):
+                # one to one: each audit code meets one source subject, and as many of them
+                one = np.zeros(na, dtype=np.int64)
+                one[ca] = cs
+                if not (na == ns and np.array_equal(one[ca], cs)):
                     problems.append("audit subject codes disagree with the source's subjects")
             if src.unit_codes is not None and src.unit_names is not None:
                 ucode, unames = rel.unit_codes
