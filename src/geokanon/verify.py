@@ -131,6 +131,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import html.parser
+import io
 import json
 import math
 import os
@@ -812,6 +813,8 @@ class _Release:
         self.digests: dict[str, str] = {}
         #: CSV file -> data rows, noted by ``no_leak`` when it reads one to the end
         self.csv_rows: dict[Path, int] = {}
+        #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
+        self.read_digests: dict[Path, str] = {}
 
     # ---- raw files -------------------------------------------------------------------
 
@@ -3006,20 +3009,54 @@ def _merge_counts(findings: list[str]) -> list[str]:
     return [f"{n} {what}" for what, n in totals.items()]
 
 
-def _csv_batches(path: Path) -> tuple[list[str], Iterator[list[_TextColumn]]] | None:
+class _HashingFile(io.RawIOBase):
+    """A file read front to back and hashed (sha256) as it is read."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._fh = open(path, "rb")  # closed with this object
+        self._hash = hashlib.sha256()
+        self.at_end = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._fh.readinto(buffer)
+        if n:
+            self._hash.update(memoryview(buffer)[:n])
+        else:
+            self.at_end = True
+        return n
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
+def _csv_batches(
+    path: Path, digests: dict[Path, str] | None = None
+) -> tuple[list[str], Iterator[list[_TextColumn]]] | None:
     """A CSV file's header and its rows in batches, every column as text.
 
     None, or a batch of None, when it is not a regular CSV (read it raw instead).
+    ``digests``: where to note the file's sha256, taken from the bytes as they are
+    read, when the batches are read to the end.
     """
     import pyarrow.csv as pacsv
 
+    source: _HashingFile | None = None
     try:
         with pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 16)) as reader:
             names = [str(n) for n in reader.schema.names]
         if len(set(names)) != len(names) or not names:
             return None
+        source = _HashingFile(path)
         reader = pacsv.open_csv(
-            path,
+            source,
             read_options=pacsv.ReadOptions(use_threads=True, block_size=_CSV_BLOCK),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
@@ -3030,7 +3067,10 @@ def _csv_batches(path: Path) -> tuple[list[str], Iterator[list[_TextColumn]]] | 
             ),
         )
     except (OSError, pa.ArrowException, ValueError):
+        if source is not None:
+            source.close()
         return None
+    file = source
 
     def read() -> pa.RecordBatch | None:
         try:
@@ -3040,7 +3080,7 @@ def _csv_batches(path: Path) -> tuple[list[str], Iterator[list[_TextColumn]]] | 
 
     def batches() -> Iterator[list[_TextColumn]]:
         # the next block is parsed (Arrow, without the GIL) while this one is scanned
-        with reader, ThreadPoolExecutor(max_workers=1) as ahead:
+        with file, reader, ThreadPoolExecutor(max_workers=1) as ahead:
             pending = ahead.submit(read)
             while True:
                 try:
@@ -3048,23 +3088,12 @@ def _csv_batches(path: Path) -> tuple[list[str], Iterator[list[_TextColumn]]] | 
                 except (OSError, pa.ArrowException, ValueError):
                     raise _NotRegular from None
                 if batch is None:
+                    if digests is not None and file.at_end:
+                        digests[path] = file.hexdigest()
                     return
                 pending = ahead.submit(read)
                 yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
 
-    def batches_plain() -> Iterator[list[_TextColumn]]:
-        with reader:
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except (OSError, pa.ArrowException, ValueError):
-                    raise _NotRegular from None
-                yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
-
-    if os.environ.get("GK_NOPREFETCH"):
-        return names, batches_plain()
     return names, batches()
 
 
@@ -3080,20 +3109,26 @@ _CSV_NA = frozenset(
 _CSV_NA_ARROW = pa.array(sorted(_CSV_NA), type=pa.string())
 
 
-def _scan_csv(path: Path, sec: _Secrets, rows: dict[Path, int] | None = None) -> list[str] | None:
+def _scan_csv(
+    path: Path,
+    sec: _Secrets,
+    rows: dict[Path, int] | None = None,
+    digests: dict[Path, str] | None = None,
+) -> list[str] | None:
     """A CSV file, cell by cell: as text (pairs across the whole text) and as a table.
 
     Every cell's number tokens are those ``_NUMBER`` finds in the raw text (cells are
     separated by characters no token contains), so the token stream of the file is
     the header's then every row's, cell by cell. None: the file needs the raw scan.
     The file is read in batches of rows; the token stream runs on across them.
-    ``rows``: where to note the file's number of data rows (when it is read to the end).
+    ``rows``: where to note the file's number of data rows (when it is read to the end);
+    ``digests``: its sha256, likewise.
     """
     import pyarrow.compute as pc
 
     if sec.spaced_ids:
         return None  # an id with separators may span cells: search the raw text
-    parsed = _csv_batches(path)
+    parsed = _csv_batches(path, digests)
     if parsed is None:
         return None
     names, batches = parsed
@@ -3188,7 +3223,7 @@ def _check_no_leak(rel: _Release) -> CheckResult:
         if suffix in (".parquet", ".pq"):
             found = _scan_parquet(path, sec)
         elif suffix == ".csv":
-            found = _scan_csv(path, sec, rows=rel.csv_rows)
+            found = _scan_csv(path, sec, rows=rel.csv_rows, digests=rel.read_digests)
             if found is None:
                 found = _scan_csv_raw(path, sec)
         elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
@@ -3803,7 +3838,9 @@ def _check_manifest(rel: _Release) -> CheckResult:
     unlisted = sorted(set(on_disk) - set(files))
     missing = sorted(set(files) - set(on_disk))
     digests = {
-        name: rel.unchanged[name] if name in rel.unchanged else _sha256(path)
+        name: rel.unchanged[name]
+        if name in rel.unchanged
+        else rel.read_digests.get(path) or _sha256(path)
         for name, path in sorted(on_disk.items())
     }
     rel.digests.update(digests)
