@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
-from geokanon.neighbours import cells_around, pack_key
+from geokanon.neighbours import cells_around, in_sorted, pack_key, sorted_unique, stable_argsort
 from geokanon.policy import OutlierPolicy
 
 __all__ = ["Grouping", "group_records", "hilbert_keys", "repair_groups", "snap"]
@@ -517,7 +517,7 @@ class _Members:
 
     def __init__(self, atom_group: NDArray[np.int64], n_groups: int) -> None:
         placed = np.flatnonzero(atom_group >= 0)
-        order = placed[np.argsort(atom_group[placed], kind="stable")]
+        order = placed[stable_argsort(atom_group[placed])]
         self._order = order
         self._start = np.searchsorted(atom_group[order], np.arange(n_groups + 1))
         self._lists: dict[int, list[int]] = {}
@@ -577,7 +577,7 @@ def _canonical_order(
     Records sharing a Hilbert key are few (the grid is 2**21 cells wide), so only
     they are ordered by the remaining keys; the result is the lexicographic order.
     """
-    order = np.argsort(h, kind="stable")
+    order = stable_argsort(h)
     hs = h[order]
     tie = np.r_[False, hs[1:] == hs[:-1]]
     tie[:-1] |= tie[1:]
@@ -608,7 +608,7 @@ class _LocalTree:
         self._ox, self._oy = float(ax.min()), float(ay.min())
         seed_keys = self._cells(ax[seeds], ay[seeds])
         self._safe = cells_around(seed_keys, 2)
-        self._idx = np.flatnonzero(np.isin(self._cells(ax, ay), cells_around(seed_keys, 3)))
+        self._idx = np.flatnonzero(in_sorted(self._cells(ax, ay), cells_around(seed_keys, 3)))
         self._tree = cKDTree(np.c_[ax[self._idx], ay[self._idx]])
         self._full: cKDTree | None = None
 
@@ -620,7 +620,7 @@ class _LocalTree:
     def _covered(self, pts: NDArray[np.float64]) -> bool:
         keys = self._cells(pts[:, 0], pts[:, 1])
         i = np.minimum(np.searchsorted(self._safe, keys), self._safe.size - 1)
-        return bool((self._safe[i] == keys).all())  # _safe is sorted (np.unique)
+        return bool((self._safe[i] == keys).all())  # _safe is sorted and distinct
 
     def _whole(self) -> cKDTree:
         if self._full is None:
@@ -755,7 +755,7 @@ def group_records(
     # Runs that fail: retry around the minimum enclosing circle when they hold k subjects.
     for g in np.flatnonzero(~ok):
         a, b = starts[g], starts[g + 1]
-        if np.unique(asub[a:b]).size < k:
+        if len(set(asub[a:b].tolist())) < k:
             continue
         rep = _covering_rep(ax[a:b], ay[a:b], aw[a:b], r_max, step)
         if rep is not None:
@@ -834,7 +834,7 @@ def repair_groups(
     # Groups left with fewer than k distinct subjects are dissolved.
     placed = atom_group >= 0
     n_subj = int(asub.max()) + 1
-    pairs = np.unique(atom_group[placed] * n_subj + asub[placed])
+    pairs = sorted_unique(atom_group[placed] * n_subj + asub[placed])
     distinct = np.bincount(pairs // n_subj, minlength=ng)
     alive = distinct >= k
     new_id = np.cumsum(alive) - 1
@@ -916,7 +916,7 @@ def _join_groups(
             if not math.isfinite(d) or d > 2 * r_max:
                 break
             g = int(g)
-            if check_live and np.unique(asub[members.get(g)]).size < k:
+            if check_live and len(set(asub[members.get(g)].tolist())) < k:
                 continue  # a group the rescue emptied: not one to join
             dx = ax[a] - reps_x[g]
             dy = ay[a] - reps_y[g]

@@ -26,6 +26,7 @@ from them match a cKDTree-based rule bit for bit.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -37,6 +38,8 @@ __all__ = [
     "cells_around",
     "in_sorted",
     "pack_key",
+    "sorted_unique",
+    "stable_argsort",
     "subject_codes",
     "subject_neighbour_distances",
     "subject_time_gaps",
@@ -90,12 +93,86 @@ def cells_around(keys: ArrayLike, width: int) -> NDArray[np.int64]:
     >>> k.size, sorted(unpack_key(k)[0].tolist())[:3]
     (9, [-1, -1, -1])
     """
-    cx, cy = unpack_key(np.unique(np.asarray(keys, np.int64)))
+    cx, cy = unpack_key(sorted_unique(np.asarray(keys, np.int64)))
     d = np.arange(-width, width + 1)
     dx, dy = np.meshgrid(d, d)
-    return np.unique(
+    return sorted_unique(
         pack_key((cx[:, None] + dx.ravel()).ravel(), (cy[:, None] + dy.ravel()).ravel())
     )
+
+
+def sorted_unique(values: ArrayLike) -> NDArray[Any]:
+    """``np.unique(values)`` of integers, by one sort.
+
+    numpy 2's ``np.unique`` hashes when it returns only the values, which is many
+    times slower than sorting on large integer arrays.
+
+    Examples
+    --------
+    >>> sorted_unique(np.array([3, 1, 3, 2])).tolist()
+    [1, 2, 3]
+    """
+    v = np.sort(np.asarray(values))
+    if v.size > 1:
+        v = v[np.concatenate(([True], v[1:] != v[:-1]))]
+    return v
+
+
+def in_sorted(values: ArrayLike, table: NDArray[Any]) -> NDArray[np.bool_]:
+    """``np.isin(values, table)`` for a sorted ``table`` of distinct integers.
+
+    Examples
+    --------
+    >>> in_sorted(np.array([5, 2, 9]), np.array([1, 2, 5])).tolist()
+    [True, True, False]
+    """
+    v = np.asarray(values)
+    if table.size == 0:
+        return np.zeros(v.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(table, v), table.size - 1)
+    return np.asarray(table[at] == v, dtype=bool)
+
+
+def stable_argsort(values: ArrayLike) -> NDArray[np.int64]:
+    """``np.argsort(values, kind="stable")`` of integers, by sorting packed int64 keys.
+
+    Each key holds a digit of the value (less the smallest) in its high bits and the
+    current position in its low bits; sorting the keys digit by digit, lowest digit
+    first, is a stable radix sort, and numpy sorts int64 far faster than it
+    argsorts them.
+
+    Examples
+    --------
+    >>> stable_argsort(np.array([3, 1, 3, 2, 1])).tolist()
+    [1, 4, 3, 0, 2]
+    """
+    v = np.asarray(values)
+    n = v.size
+    if n < 2 or v.dtype.kind not in "iu":
+        return np.argsort(v, kind="stable").astype(np.int64)
+    lo, hi = int(v.min()), int(v.max())
+    shift = (n - 1).bit_length()
+    width = 63 - shift  # bits of the value in one key
+    if hi >= 1 << 63 or hi - lo >= 1 << 62 or width < 8:
+        return np.argsort(v, kind="stable").astype(np.int64)
+    rest = v.astype(np.int64) - lo if lo else v.astype(np.int64)
+    bits = max(1, (hi - lo).bit_length())
+    low = (1 << shift) - 1
+    position = np.arange(n, dtype=np.int64)
+    order: NDArray[np.int64] | None = None
+    done = 0
+    while done < bits:
+        digit = (rest if order is None else rest[order]) >> done
+        if done + width < bits:
+            digit &= (1 << width) - 1
+        key = (digit << shift) | position
+        del digit
+        key.sort()
+        key &= low
+        order = key if order is None else order[key]
+        done += width
+    assert order is not None
+    return order
 
 
 def _dense_integer_codes(arr: NDArray[np.integer]) -> NDArray[np.int64]:

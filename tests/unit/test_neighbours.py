@@ -199,3 +199,24 @@ def test_integer_subject_codes_equal_unique_inverse():
     ):
         expected = np.unique(ids, return_inverse=True)[1]
         np.testing.assert_array_equal(subject_codes(ids, ids.size), expected)
+
+
+def test_sort_helpers_are_numpys() -> None:
+    from geokanon.neighbours import in_sorted, sorted_unique, stable_argsort
+
+    rng = np.random.default_rng(21)
+    for trial in range(400):
+        n = int(rng.integers(0, 600))
+        v = (
+            rng.integers(-5, 5, n),  # many ties
+            rng.integers(0, 2**42, n),  # Hilbert keys: two digits
+            rng.integers(-(2**62), 2**62, n),  # too wide for the keys
+            rng.integers(0, 3, n).astype(np.int32),
+            rng.integers(0, 2**63 - 1, n, dtype=np.uint64),
+        )[trial % 5]
+        assert stable_argsort(v).tolist() == np.argsort(v, kind="stable").tolist()
+        assert sorted_unique(v).tolist() == np.unique(v).tolist()
+        table = np.unique(rng.choice(v, min(n, 40))) if n else v[:0]
+        assert in_sorted(v, table).tolist() == np.isin(v, table).tolist()
+    v = rng.integers(0, 2**42, 300_000)
+    assert (stable_argsort(v) == np.argsort(v, kind="stable")).all()

@@ -289,3 +289,300 @@ def test_unpublished_and_unknown_groups_are_counted(
     detail = verify_release(rel, source=source, checks=["counts"])["counts"].detail
     assert "2 audit groups are not published" in detail
     assert "3 published groups have no audit records" in detail
+
+
+# ---- the fast paths: what they skip is known to hold nothing ----------------------------
+
+
+def _cross_row_pairs(root: Path, src: pd.DataFrame, rows: range) -> int:
+    """Source pairs split over two rows of records.csv (``y`` of a row, ``group_id`` of
+    the next), at every row of ``rows``; returns how many were planted."""
+    sx, sy = src["x"].to_numpy(), src["y"].to_numpy()
+
+    def csv(f: pd.DataFrame) -> pd.DataFrame:
+        f = f.copy()
+        for r in rows:
+            f.loc[r, "y"] = repr(float(sx[r]))
+            f.loc[r + 1, "group_id"] = repr(float(sy[r]))
+        return f
+
+    _records_csv(root, csv)
+    return len(rows)
+
+
+@pytest.mark.parametrize("block", [1 << 30, 1 << 14, 2_000, 700])
+def test_pairs_across_rows_and_blocks_are_counted_whatever_the_blocks(
+    block: int,
+    built: tuple[Path, Path, pd.DataFrame],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A block whose tokens hold no source coordinate is not paired token by token; the
+    # pair of its last token and the next block's first must still be found when it
+    # is one (blocks of 700 bytes end on most of these rows).
+    root, source, src = built
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+    planted = _cross_row_pairs(rel, src, range(40, 4_000, 61))
+    monkeypatch.setattr(V, "_CSV_BLOCK", block)
+    detail = verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail
+    assert f"records.csv: {planted} coordinate pairs" in detail
+
+
+def test_one_pair_in_one_row_of_many_batches_is_found(
+    built: tuple[Path, Path, pd.DataFrame], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every other batch has no source coordinate at all: the one that has must be paired
+    root, source, src = built
+    sx, sy = src["x"].to_numpy(), src["y"].to_numpy()
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+
+    def csv(f: pd.DataFrame) -> pd.DataFrame:
+        f = f.copy()
+        f.loc[2_345, "x"], f.loc[2_345, "y"] = repr(float(sx[9])), repr(float(sy[9]))
+        return f
+
+    def parquet(t: pa.Table) -> pa.Table:
+        x = t.column("x").to_numpy().copy()
+        y = t.column("y").to_numpy().copy()
+        x[4_321], y[4_321] = sx[3], sy[3]
+        t = _set(_set(t, "x", x), "y", y)
+        return _set(t, "geometry", list(shapely.to_wkb(shapely.points(x, y))))
+
+    _records_csv(rel, csv)
+    _records_parquet(rel, parquet)
+    monkeypatch.setattr(V, "_CSV_BLOCK", 1 << 12)
+    monkeypatch.setattr(V, "_SCAN_ROWS", 300)
+    detail = verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail
+    assert "records.csv: 1 coordinate pairs, 1 rows hold a source coordinate pair" in detail
+    # x, y and the geometry that repeats them: the row once
+    assert "records.parquet: 1 rows hold a source coordinate pair" in detail
+
+
+def test_missing_value_cells_are_dropped_as_rewriting_the_rows_would(
+    built: tuple[Path, Path, pd.DataFrame],
+) -> None:
+    # pandas reads these cells as empty: the table scan must not count them, while the
+    # text scan still reads them
+    _, _, src = built
+    ids = src["patient"].to_numpy()
+    texts = np.array([*sorted(V._CSV_NA), ids[0], ids[1], "12.5", "x 3"], dtype=object)
+    rng = np.random.default_rng(8)
+    codes = rng.integers(-1, texts.size, 5_000)
+    col = V._TextColumn(texts=texts, codes=codes)
+    na = np.isin(texts, sorted(V._CSV_NA))
+    dropped = col.without(na)
+    rewritten = V._TextColumn(
+        texts=texts, codes=np.where((codes >= 0) & ~na[np.maximum(codes, 0)], codes, -1)
+    )
+    sec = V._Secrets(
+        px=np.empty(0), py=np.empty(0), coords=np.array([12.5]),
+        subject_ids=frozenset([ids[0], ids[1], *V._CSV_NA]), spaced_ids=(),
+        epoch=np.empty(0), wall=np.empty(0), bad_names=frozenset(), n_k=5,
+    )  # fmt: skip
+    assert dropped.counts.tolist() == rewritten.counts.tolist()
+    assert np.array_equal(V._Numbers(text=dropped).rows(), V._Numbers(text=rewritten).rows(),
+                          equal_nan=True)  # fmt: skip
+    assert V._cell_counts(dropped, sec) == V._cell_counts(rewritten, sec)
+    scans = []
+    for c in (dropped, rewritten):
+        scan = V._TableScan(["a", "b"], sec)
+        scan.add([("a", pa.array([], type=pa.string())), ("b", pa.array([]))], {"a": c, "b": c})
+        scans.append(scan.findings())
+    assert scans[0] == scans[1]
+    # no missing-value marker reads as a finite number (so dropping one drops no number)
+    assert not np.isfinite(V._text_column(pa.array(sorted(V._CSV_NA))).numeric).any()
+
+
+def test_rows_are_members_exactly_when_their_value_is_a_coordinate() -> None:
+    rng = np.random.default_rng(9)
+    coords = np.sort(np.r_[rng.uniform(0, 100, 50).round(2), 0.0])
+    vals = np.r_[rng.choice(coords, 300), rng.uniform(0, 100, 3_000).round(2), np.nan, -0.0]
+    rng.shuffle(vals)
+    want = np.isin(vals, coords)
+    nums = V._Numbers(rows=vals, arrow=pa.array(vals))
+    assert nums.found(coords) == bool(want.any())
+    assert nums.member(coords).tolist() == want.tolist()
+    text = V._text_column(pa.array([repr(float(v)) if v == v else "" for v in vals]))
+    tnums = V._Numbers(text=text)
+    assert tnums.found(coords) == bool(want.any())
+    assert tnums.member(coords).tolist() == want.tolist()
+    none = V._Numbers(rows=vals[~want], arrow=pa.array(vals[~want]))
+    assert not none.found(coords)
+    assert not none.member(coords).any()
+
+
+def test_records_csv_checksum_is_taken_while_no_leak_reads_it(
+    built: tuple[Path, Path, pd.DataFrame], tmp_path: Path
+) -> None:
+    root, source, _ = built
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+    path = rel / "release" / "records.csv"
+    reader = V._Release(rel, source, 0.0)
+    assert V._check_no_leak(reader).passed
+    assert reader.read_digests[path] == V._sha256(path)
+    # a changed byte is a mismatch, whether no_leak or manifest reads the file
+    data = bytearray(path.read_bytes())
+    data[-3] = ord("9") if data[-3] != ord("9") else ord("8")
+    path.write_bytes(bytes(data))
+    report = verify_release(rel, source=source)
+    assert not report["manifest"].passed
+    assert "sha256 mismatches: records.csv" in report["manifest"].detail
+    alone = verify_release(rel, source=source, checks=["manifest"])["manifest"]
+    assert alone.detail == report["manifest"].detail
+
+
+def test_distinct_subjects_per_id_and_distinct_values() -> None:
+    rng = np.random.default_rng(10)
+    for trial in range(300):
+        n = int(rng.integers(0, 400))
+        ids = rng.integers(-1, 12, n)
+        subj = (rng.integers(0, max(1, n // (1 + trial % 4)), n), rng.integers(0, 2**40, n))[
+            trial % 2
+        ]
+        want = [len({s for i, s in zip(ids, subj, strict=True) if i == g}) for g in range(12)]
+        assert V._distinct_counts(ids, subj, 12).tolist() == want
+        assert V._nunique(subj) == np.unique(subj).size
+        assert V._nunique(subj.astype(np.float64)) == np.unique(subj).size
+
+
+def test_positions_are_the_first_row_of_each_id() -> None:
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(0, 300))
+        table = (
+            rng.permutation(n) + 7,  # a short range: the lookup table
+            rng.integers(0, max(1, n // 2), n),  # repeated ids
+            rng.integers(-(2**40), 2**40, n),  # a wide range
+        )[trial % 3]
+        values = rng.integers(-20, n + 20, 200)
+        first = {}
+        for i, t in enumerate(table.tolist()):
+            first.setdefault(t, i)
+        want = [first.get(v, -1) for v in values.tolist()]
+        assert V._positions(table, values).tolist() == want
+
+
+def test_significant_digits_counted_as_the_text_would() -> None:
+    rng = np.random.default_rng(12)
+    values = np.r_[
+        rng.integers(-(10**16), 10**16, 2_000).astype(np.float64),
+        rng.integers(-(10**5), 10**5, 2_000).astype(np.float64),
+        np.arange(0.0, 10_000.0, 10.0), rng.normal(0, 1e5, 500), rng.normal(0, 1e5, 500).round(2),
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e15, 1e16, 999.0, 1000.0, 12300.0, 5e-324, 0.1],
+    ]  # fmt: skip
+    want = [V._sig_digits(repr(float(v))) for v in values]
+    assert V._sig_counts(values).tolist() == want
+
+
+def test_text_codes_look_each_text_up() -> None:
+    texts = pd.Series(["a", None, float("nan"), 1, "b", "a", "None"], dtype=object)
+    for names in (np.array(["a", "b"], dtype=object), np.array(["1", "None", "a"], dtype=object)):
+        look = pd.Index([str(n) for n in names])
+        want = look.get_indexer(pd.Index(texts.astype(str))).tolist()
+        assert V._text_codes(texts, names).tolist() == want
+
+
+def test_a_block_without_coordinates_breaks_the_token_stream(
+    built: tuple[Path, Path, pd.DataFrame], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the two halves of a source pair, many blocks apart: no pair, however the file
+    # is cut (a block with no source coordinate must not carry the one before it on)
+    root, source, src = built
+    sx, sy = src["x"].to_numpy(), src["y"].to_numpy()
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+
+    def csv(f: pd.DataFrame) -> pd.DataFrame:
+        f = f.copy()
+        for r in range(100, 5_000, 700):
+            f.loc[r, "y"] = repr(float(sx[r]))
+            f.loc[r + 90, "group_id"] = repr(float(sy[r]))
+        return f
+
+    _records_csv(rel, csv)
+    details = []
+    for block in (1 << 30, 1 << 12, 900):
+        monkeypatch.setattr(V, "_CSV_BLOCK", block)
+        details.append(verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail)
+    assert "coordinate pairs" not in details[0]
+    assert "records.csv: column 'group_id'" in details[0]
+    assert details[1] == details[0]
+    assert details[2] == details[0]
+
+
+def test_geometry_pairs_count_when_another_batch_has_its_own_geometry(
+    built: tuple[Path, Path, pd.DataFrame], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rows 17 and 18: x, y and the geometry (the same values) are source pairs; rows
+    # 5200.. (another batch): the geometry alone. The geometry is then a column of its
+    # own everywhere, and its pairs in the first batch count too.
+    root, source, src = built
+    sx, sy = src["x"].to_numpy(), src["y"].to_numpy()
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+
+    def parquet(t: pa.Table) -> pa.Table:
+        x = t.column("x").to_numpy().copy()
+        y = t.column("y").to_numpy().copy()
+        x[17:19], y[17:19] = sx[17:19], sy[17:19]
+        gx, gy = x.copy(), y.copy()
+        at = np.r_[5200:5600:37]
+        gx[at], gy[at] = sx[at], sy[at]
+        t = _set(_set(t, "x", x), "y", y)
+        return _set(t, "geometry", list(shapely.to_wkb(shapely.points(gx, gy))))
+
+    _records_parquet(rel, parquet)
+    details = []
+    for rows in (1 << 30, 1_000, 97):
+        monkeypatch.setattr(V, "_SCAN_ROWS", rows)
+        details.append(verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail)
+    # rows 17, 18: (x, y), (x, geometry.y), (geometry.x, y), (geometry.x, geometry.y)
+    assert f"records.parquet: {2 * 4 + 11} rows hold a source coordinate pair" in details[0]
+    assert details[1] == details[0]
+    assert details[2] == details[0]
+
+
+def test_a_csv_read_raw_is_hashed_by_manifest(
+    built: tuple[Path, Path, pd.DataFrame], tmp_path: Path
+) -> None:
+    root, source, _ = built
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+    _records_csv(rel, lambda f: f.assign(note=["a 1 2"] * len(f)))  # cells of two numbers
+    reader = V._Release(rel, source, 0.0)
+    V._check_no_leak(reader)
+    assert rel / "release" / "records.csv" not in reader.read_digests  # read raw, not in batches
+    detail = V._check_manifest(reader).detail
+    assert "sha256 mismatches: records.csv" in detail
+
+
+def test_a_block_without_coordinates_ends_the_pair_of_the_block_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one column: a run of one half of a source pair, a run of other numbers, a run of
+    # the other half. No two neighbouring tokens make the pair, wherever the blocks end
+    # (some end exactly where the runs do, with blocks of other numbers between).
+    a, b = 1234.5, 6789.5
+    x, y = np.array([a, 1.0]), np.array([b, 2.0])
+    sec = V._Secrets(
+        px=np.empty(0), py=np.empty(0), coords=np.sort(np.r_[x, y]), subject_ids=frozenset(),
+        spaced_ids=(), epoch=np.empty(0), wall=np.empty(0), bad_names=frozenset(), n_k=5,
+        pair_sources=((x, y),),
+    )  # fmt: skip
+    monkeypatch.setattr(V, "_CSV_BLOCK", 64)
+    path = tmp_path / "v.csv"
+    for first in range(5, 30):
+        for gap in range(9, 30, 2):
+            path.write_text("v\n" + f"{a}\n" * first + "1111.5\n" * gap + f"{b}\n" * 20)
+            found = V._scan_csv(path, sec)
+            assert found is not None
+            assert not [f for f in found if "coordinate pairs" in f], (first, gap)
+        # cells without a number between the runs: the runs' ends are neighbours
+        for gap in range(0, 30, 3):
+            path.write_text("v\n" + f"{a}\n" * first + "abcdef\n" * gap + f"{b}\n" * 20)
+            found = V._scan_csv(path, sec)
+            assert found is not None
+            assert "1 coordinate pairs" in found, (first, gap)
