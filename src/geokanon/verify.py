@@ -138,13 +138,13 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -793,6 +793,31 @@ def _ns_to_s(stamps: pd.Series) -> NDArray[np.float64]:
     return out
 
 
+_T = TypeVar("_T")
+
+
+def _read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
+    """The items of ``items``, the next one fetched in a thread while this one is used.
+
+    Arrow reads, decompresses and parses without holding the GIL, so the next batch
+    of a file is read while the checks work on this one. An error fetching an item is
+    raised where that item is taken.
+    """
+    done = object()
+
+    def fetch() -> object:
+        return next(items, done)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(fetch)
+        while True:
+            item = pending.result()
+            if item is done:
+                return
+            pending = pool.submit(fetch)
+            yield item  # type: ignore[misc]
+
+
 class _Release:
     """Lazy, cached reader of one release directory."""
 
@@ -898,9 +923,11 @@ class _Release:
             ]  # fmt: skip
             if as_dict:
                 pf = pq.ParquetFile(path, read_dictionary=as_dict)
-            for batch in pf.iter_batches(batch_size=_SCAN_ROWS, columns=cols, use_threads=True):
-                for i, c in enumerate(cols):
-                    keep[c].add(batch.column(i))
+            batches = pf.iter_batches(batch_size=_SCAN_ROWS, columns=cols, use_threads=True)
+            with contextlib.closing(_read_ahead(batches)) as ahead:
+                for batch in ahead:
+                    for i, c in enumerate(cols):
+                        keep[c].add(batch.column(i))
         except (OSError, pa.ArrowException) as exc:
             raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
         out: dict[str, Any] = {"": n}
@@ -2936,14 +2963,15 @@ def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | p
         raise unreadable(exc) from None
 
     def batches() -> Iterator[pa.RecordBatch]:
-        while True:
-            try:
-                batch = next(it)
-            except StopIteration:
-                return
-            except (OSError, pa.ArrowException) as exc:
-                raise unreadable(exc) from None
-            yield batch
+        with contextlib.closing(_read_ahead(it)) as ahead:
+            while True:
+                try:
+                    batch = next(ahead)
+                except StopIteration:
+                    return
+                except (OSError, pa.ArrowException) as exc:
+                    raise unreadable(exc) from None
+                yield batch
 
     return schema, False, batches()
 
@@ -3074,26 +3102,25 @@ def _csv_batches(
         return None
     file = source
 
-    def read() -> pa.RecordBatch | None:
-        try:
-            return reader.read_next_batch()
-        except StopIteration:
-            return None
+    def blocks() -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                yield reader.read_next_batch()
+            except StopIteration:
+                return
 
     def batches() -> Iterator[list[_TextColumn]]:
-        # the next block is parsed (Arrow, without the GIL) while this one is scanned
-        with file, reader, ThreadPoolExecutor(max_workers=1) as ahead:
-            pending = ahead.submit(read)
+        # the next block is parsed while this one is scanned (and stops before the file closes)
+        with file, reader, contextlib.closing(_read_ahead(blocks())) as ahead:
             while True:
                 try:
-                    batch = pending.result()
-                except (OSError, pa.ArrowException, ValueError):
-                    raise _NotRegular from None
-                if batch is None:
+                    batch = next(ahead)
+                except StopIteration:
                     if digests is not None and file.at_end:
                         digests[path] = file.hexdigest()
                     return
-                pending = ahead.submit(read)
+                except (OSError, pa.ArrowException, ValueError):
+                    raise _NotRegular from None
                 yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
 
     return names, batches()
@@ -3359,11 +3386,14 @@ def _check_counts(rel: _Release) -> CheckResult:
                 if diff:
                     problems.append(f"{diff} audit rows carry a unit other than the source's")
     # groups and classes
+    expected_rows: dict[str, pd.Series] = {}  # records per id, audit and synthetic
     for what, ids, syn_ids, table, col in (
         ("group", rel.gid, rel.syn_gid, rel.groups, "group_id"),
         ("class", rel.cid, rel.syn_cid, rel.classes, "class_id"),
     ):
-        expected = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
+        expected = expected_rows[what] = _value_counts(
+            np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])
+        )
         pub_ids = _ids(table[col], f"{what} id")
         if _nunique(pub_ids) != pub_ids.size:
             problems.append(f"{what} ids repeat in the release")
@@ -3398,17 +3428,13 @@ def _check_counts(rel: _Release) -> CheckResult:
             problems.append(
                 f"records.parquet has {len(rec)} rows, the audit releases {n_released + n_syn}"
             )
-        for what, col, ids, syn_ids in (
-            ("group", "group_id", rel.gid, rel.syn_gid),
-            ("class", "class_id", rel.cid, rel.syn_cid),
-        ):
+        for what, col in (("group", "group_id"), ("class", "class_id")):
             if col not in rec.column_names:
                 problems.append(f"records.parquet lacks {col!r}")
                 continue
             got = _value_counts(_arrow_ids(rec.column(col), f"records {col}"))
             got = got[got.index >= 0]
-            want = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
-            if not got.equals(want):
+            if not got.equals(expected_rows[what]):
                 problems.append(f"records.parquet rows per {what} differ from the audit")
         csv_path = rel.rel / "records.csv"
         if csv_path.is_file():
@@ -3561,11 +3587,15 @@ def _unit_count_problems(rel: _Release) -> list[str]:
         tally = np.diff(np.append(starts, key.size))
         pair = key[starts]
         pg, pu = pair // nu, pair % nu
-        best = np.lexsort((pu, -tally, pg))
-        lead = np.ones(best.size, dtype=bool)
-        lead[1:] = pg[best][1:] != pg[best][:-1]
         major = np.full(m, -1, dtype=np.int64)
-        major[pg[best][lead]] = pu[best][lead]
+        if pg.size:
+            # the pairs are in (group, unit) order: per group, its first pair of the most
+            # members
+            g_first = np.flatnonzero(np.concatenate(([True], pg[1:] != pg[:-1])))
+            most = np.maximum.reduceat(tally, g_first)
+            top = np.flatnonzero(tally == np.repeat(most, np.diff(np.append(g_first, pg.size))))
+            lead = top[np.concatenate(([True], pg[top][1:] != pg[top][:-1]))]
+            major[pg[lead]] = pu[lead]
         gid_of = np.zeros(m, dtype=np.int64)
         gid_of[gcode] = np.concatenate([rel.gid[at_group], rel.syn_gid[rel.syn_gid >= 0]])
         pub_g = _ids(rel.groups["group_id"], "groups group_id")
