@@ -811,18 +811,26 @@ def _group_diameters(
     vertices. Both give the exact largest pairwise distance.
     """
     out = np.zeros(n_groups)
-    rows = np.flatnonzero(gid >= 0)
-    if not rows.size:
+    placed = np.flatnonzero(gid >= 0)
+    if not placed.size:
         return out
-    if gid.size < 2**31:
-        rows = rows.astype(np.int32)  # half the memory
-    g = gid[rows]
-    if n_groups < 2**31:
-        g = g.astype(np.int32)  # a faster sort, half the memory
-    order = np.argsort(g)  # any order within a group will do: a maximum is order-free
-    rows = rows[order]
-    g = g[order]
-    del order
+    # the members by group (any order within a group will do: a maximum is order-free)
+    rows: NDArray[np.signedinteger[Any]]
+    g: NDArray[np.signedinteger[Any]]
+    if gid.size < 2**31 and n_groups < 2**31:
+        # one sort of int64 keys, group in the high half and row in the low half (numpy
+        # sorts int64 far faster than it argsorts them); then half the memory
+        key = (gid[placed].astype(np.int64) << 32) | placed
+        del placed
+        key.sort()
+        rows = (key & 0xFFFFFFFF).astype(np.int32)
+        g = (key >> 32).astype(np.int32)
+        del key
+    else:
+        order = np.argsort(gid[placed])
+        rows = placed[order]
+        g = gid[rows]
+        del order, placed
     first = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
     present = g[first]
     del g
