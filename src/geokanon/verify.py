@@ -1639,6 +1639,21 @@ def _rep_arrays(
     return gids, gx, gy
 
 
+def _audit_holds(rel: _Release, xs: NDArray[np.float64], ys: NDArray[np.float64]) -> bool:
+    """Whether the audit's working coordinates are exactly ``xs``, ``ys`` (source rows)
+    row by row: then every check of one is a check of the other."""
+    memo: dict[tuple[int, int], tuple[Any, Any, bool]] = rel.__dict__.setdefault("_audit_holds", {})
+    key = (id(xs), id(ys))
+    if key not in memo or memo[key][0] is not xs or memo[key][1] is not ys:
+        rows = rel.source_rows
+        same = False
+        if rows is not None and xs.size == rows.size and ys.size == rows.size:
+            xm, ym = rel.xy_m
+            same = bool(np.array_equal(xs[rows], xm) and np.array_equal(ys[rows], ym))
+        memo[key] = (xs, ys, same)
+    return memo[key][2]
+
+
 def _check_extent(rel: _Release) -> CheckResult:
     r_max = rel.r_max_m
     gids, gx, gy = _rep_arrays(rel)
@@ -1668,6 +1683,7 @@ def _check_extent(rel: _Release) -> CheckResult:
         and src.y_work is not None
         and rel.source_rows is not None
         and rel.audit.get("mask") in (None, "", "none")
+        and not _audit_holds(rel, src.x_work, src.y_work)  # else: the same distances again
     ):
         coords.append(("source", src.x_work, src.y_work))
     worst_over = 0.0
@@ -3305,7 +3321,12 @@ def _check_representation(rel: _Release) -> CheckResult:
         candidates.append((ox, oy))
     src = rel.source
     srows = rel.source_rows
-    if srows is not None and src.x is not None and src.y is not None:
+    if (
+        srows is not None
+        and src.x is not None
+        and src.y is not None
+        and not (rel.to_output is None and _audit_holds(rel, src.x, src.y))
+    ):
         candidates.append((src.x[srows[rows]], src.y[srows[rows]]))
     for cx, cy in candidates:
         equal |= (cx == gx[gi]) & (cy == gy[gi])

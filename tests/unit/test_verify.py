@@ -156,6 +156,26 @@ def test_member_one_metre_beyond_r_max_fails_extent(tmp_path: Path) -> None:
     assert verify_release(w.root, tolerance_m=1.0)["extent"].passed
 
 
+def test_member_beyond_r_max_in_the_source_fails_extent_when_the_audit_lies(
+    tmp_path: Path,
+) -> None:
+    # the audit moves the far member onto its representative: the source still has it
+    # beyond r_max (and a representative on a member's audit coordinate)
+    scene = minimal_scene()
+    rx, ry = scene.reps[0]
+    scene = scene.set("x", 0, rx - (scene.r_max_m + 1.0)).set("y", 0, ry)
+    w = write_release(tmp_path / "out", scene)
+
+    def move(f: pd.DataFrame) -> pd.DataFrame:
+        at = f["source_row"] == 0
+        return f.assign(x_m=np.where(at, rx, f["x_m"]), y_m=np.where(at, ry, f["y_m"]))
+
+    edit_parquet(w.root, "assignment.parquet", move)
+    report = verify_release(w.root, source=w.source)
+    assert "1 members in 1 groups beyond r_max (worst 1.00 m over)" in report["extent"].detail
+    assert "extent" not in failed(verify_release(w.root))  # the audit alone cannot tell
+
+
 def test_member_exactly_at_r_max_passes_extent(tmp_path: Path) -> None:
     scene = minimal_scene()
     rx, ry = scene.reps[0]
