@@ -266,6 +266,28 @@ def test_duplicate_rows_warn_with_count(tmp_path):
     assert any("repeat an earlier record" in n for n in t.notes)
 
 
+def test_duplicate_rows_are_those_pandas_finds():
+    # repeated coordinates with and without repeated other columns, -0.0 beside 0.0
+    from geokanon.io.read import _duplicates
+
+    rng = np.random.default_rng(3)
+    for trial in range(50):
+        n = int(rng.integers(2, 400))
+        a = rng.integers(0, 1 + trial % 7 * 20, n).astype(np.float64)
+        b = rng.integers(0, 3, n).astype(np.float64)
+        a[a == 0] = -0.0 if trial % 2 else 0.0
+        other = pd.Series(rng.integers(0, 2, n))
+        notes: list[str] = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _duplicates(a, b, [other], notes)
+        want = int(pd.DataFrame({"a": a + 0.0, "b": b, "c": other}).duplicated().sum())
+        if want:
+            assert notes and notes[0].startswith(f"{want} records repeat an earlier record")
+        else:
+            assert notes == []
+
+
 def test_subject_ids_differing_by_case_or_space_warn(tmp_path):
     f = tmp_path / "s.csv"
     f.write_text(

@@ -1039,9 +1039,15 @@ def _duplicates(
     # one 64-bit key per coordinate pair (collisions only add candidates, compared in full)
     with np.errstate(over="ignore"):
         key = (a + 0.0).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ (b + 0.0).view(np.uint64)
-    cand = np.asarray(pd.Series(key).duplicated(keep=False).to_numpy(), dtype=bool)
-    if not cand.any():
+    # keys that occur more than once, by sorting (far faster than hashing 1e7 keys)
+    ordered = np.sort(key)
+    again = ordered[1:][ordered[1:] == ordered[:-1]]
+    if not again.size:
         return
+    again = again[np.concatenate(([True], again[1:] != again[:-1]))]
+    at = np.minimum(np.searchsorted(again, key), again.size - 1)
+    cand = again[at] == key
+    del ordered, at
     idx = np.flatnonzero(cand)
     parts: dict[str, Any] = {"a": a[idx], "b": b[idx]}
     for i, col in enumerate(columns):
