@@ -67,31 +67,112 @@ def hilbert_keys(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.i
         return np.zeros(0, dtype=np.int64)
     x0, y0 = float(x.min()), float(y.min())
     span = max(float(x.max()) - x0, float(y.max()) - y0, 1e-9)
-    return _hilbert(np.ascontiguousarray(x), np.ascontiguousarray(y), x0, y0, span, _HILBERT_BITS)
+    return _hilbert(
+        np.ascontiguousarray(x), np.ascontiguousarray(y), x0, y0, span, _HILBERT_BITS,
+        _HILBERT_STEP[0], _HILBERT_STEP[1], _HILBERT_CHUNK[0], _HILBERT_CHUNK[1],
+    )  # fmt: skip
+
+
+def _hilbert_tables(width: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The Hilbert index of ``width`` levels at once, by table.
+
+    The classic algorithm (quadrant of the top bits; then, in the lower-left and
+    lower-right quadrants, the cell's coordinates are reflected and swapped) reads
+    the remaining bits through a state: whether x and y are swapped and whether each
+    is reflected. For every state and ``width`` bits of x and of y (highest first) the
+    tables hold the ``2 * width`` bits of the index and the state after them.
+    """
+    size = 1 << width
+    digits = np.zeros((8, size, size), dtype=np.int64)
+    after = np.zeros((8, size, size), dtype=np.int64)
+    for state in range(8):
+        for bx in range(size):
+            for by in range(size):
+                swap, fx, fy = state >> 2 & 1, state >> 1 & 1, state & 1
+                d = 0
+                for level in range(width - 1, -1, -1):
+                    ox, oy = bx >> level & 1, by >> level & 1
+                    rx = (oy if swap else ox) ^ fx
+                    ry = (ox if swap else oy) ^ fy
+                    d = 4 * d + ((3 * rx) ^ ry)
+                    if ry == 0:
+                        if rx == 1:  # reflect both
+                            fx, fy = fx ^ 1, fy ^ 1
+                        swap, fx, fy = swap ^ 1, fy, fx
+                digits[state, bx, by] = d
+                after[state, bx, by] = swap << 2 | fx << 1 | fy
+    return digits, after
+
+
+#: One level, and four levels, of the Hilbert index at a time.
+_HILBERT_STEP = _hilbert_tables(1)
+_HILBERT_CHUNK = _hilbert_tables(4)
+
+
+@nb.njit(cache=True, inline="always")
+def _hilbert_index(
+    ix: int,
+    iy: int,
+    bits: int,
+    step_d: NDArray[np.int64],
+    step_s: NDArray[np.int64],
+    chunk_d: NDArray[np.int64],
+    chunk_s: NDArray[np.int64],
+) -> int:
+    """Hilbert index of cell (ix, iy) of a ``2**bits`` grid: the top ``bits % 4`` levels
+    one at a time, then four at a time."""
+    head = bits % 4
+    d = 0
+    state = 0
+    for level in range(bits - 1, bits - 1 - head, -1):
+        bx = (ix >> level) & 1
+        by = (iy >> level) & 1
+        d = 4 * d + step_d[state, bx, by]
+        state = step_s[state, bx, by]
+    for c in range((bits - head) // 4 - 1, -1, -1):
+        bx = (ix >> (4 * c)) & 15
+        by = (iy >> (4 * c)) & 15
+        d = 256 * d + chunk_d[state, bx, by]
+        state = chunk_s[state, bx, by]
+    return d
 
 
 @nb.njit(cache=True, parallel=True)
 def _hilbert(
-    x: NDArray[np.float64], y: NDArray[np.float64], x0: float, y0: float, span: float, bits: int
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    x0: float,
+    y0: float,
+    span: float,
+    bits: int,
+    step_d: NDArray[np.int64],
+    step_s: NDArray[np.int64],
+    chunk_d: NDArray[np.int64],
+    chunk_s: NDArray[np.int64],
 ) -> NDArray[np.int64]:
     side = (1 << bits) - 1
     out = np.empty(x.size, np.int64)
     for i in nb.prange(x.size):
         ix = min(int((x[i] - x0) / span * side), side)
         iy = min(int((y[i] - y0) / span * side), side)
-        d = 0
-        s = 1 << (bits - 1)
-        while s > 0:
-            rx = 1 if (ix & s) > 0 else 0
-            ry = 1 if (iy & s) > 0 else 0
-            d += s * s * ((3 * rx) ^ ry)
-            if ry == 0:
-                if rx == 1:
-                    ix = side - ix
-                    iy = side - iy
-                ix, iy = iy, ix
-            s >>= 1
-        out[i] = d
+        out[i] = _hilbert_index(ix, iy, bits, step_d, step_s, chunk_d, chunk_s)
+    return out
+
+
+@nb.njit(cache=True)
+def _hilbert_cells(
+    ix: NDArray[np.int64],
+    iy: NDArray[np.int64],
+    bits: int,
+    step_d: NDArray[np.int64],
+    step_s: NDArray[np.int64],
+    chunk_d: NDArray[np.int64],
+    chunk_s: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """:func:`_hilbert_index` of cells given by their integer coordinates (for tests)."""
+    out = np.empty(ix.size, np.int64)
+    for i in range(ix.size):
+        out[i] = _hilbert_index(ix[i], iy[i], bits, step_d, step_s, chunk_d, chunk_s)
     return out
 
 

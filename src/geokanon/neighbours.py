@@ -118,21 +118,6 @@ def sorted_unique(values: ArrayLike) -> NDArray[Any]:
     return v
 
 
-def in_sorted(values: ArrayLike, table: NDArray[Any]) -> NDArray[np.bool_]:
-    """``np.isin(values, table)`` for a sorted ``table`` of distinct integers.
-
-    Examples
-    --------
-    >>> in_sorted(np.array([5, 2, 9]), np.array([1, 2, 5])).tolist()
-    [True, True, False]
-    """
-    v = np.asarray(values)
-    if table.size == 0:
-        return np.zeros(v.shape, dtype=bool)
-    at = np.minimum(np.searchsorted(table, v), table.size - 1)
-    return np.asarray(table[at] == v, dtype=bool)
-
-
 def stable_argsort(values: ArrayLike) -> NDArray[np.int64]:
     """``np.argsort(values, kind="stable")`` of integers, by sorting packed int64 keys.
 

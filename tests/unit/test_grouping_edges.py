@@ -183,3 +183,40 @@ def test_rescue_never_breaks_a_group_nor_loses_records(scene, k, rnd):
     finally:
         grouping._rescue = original
     assert (g.group_id >= 0).sum() >= (g0.group_id >= 0).sum()
+
+
+def _classic_hilbert(ix: int, iy: int, bits: int) -> int:
+    """The textbook xy-to-index loop, one level at a time (the oracle of the tables)."""
+    side = (1 << bits) - 1
+    d = 0
+    s = 1 << (bits - 1)
+    while s > 0:
+        rx = 1 if ix & s else 0
+        ry = 1 if iy & s else 0
+        d += s * s * ((3 * rx) ^ ry)
+        if ry == 0:
+            if rx == 1:
+                ix, iy = side - ix, side - iy
+            ix, iy = iy, ix
+        s >>= 1
+    return d
+
+
+def test_hilbert_index_by_tables_is_the_classic_loop() -> None:
+    from geokanon import grouping as G
+
+    tables = (*G._HILBERT_STEP, *G._HILBERT_CHUNK)
+    for bits in range(1, 10):  # every cell: a permutation of 0..4**bits-1, as the loop gives
+        n = 1 << bits
+        ix, iy = (a.ravel().astype(np.int64) for a in np.meshgrid(np.arange(n), np.arange(n)))
+        got = G._hilbert_cells(ix, iy, bits, *tables)
+        want = [_classic_hilbert(a, b, bits) for a, b in zip(ix.tolist(), iy.tolist(), strict=True)]
+        assert got.tolist() == want, bits
+    rng = np.random.default_rng(5)
+    for bits in (21, 20, 13):
+        ix = rng.integers(0, 1 << bits, 3_000)
+        iy = rng.integers(0, 1 << bits, 3_000)
+        ix[:4], iy[:4] = [0, (1 << bits) - 1, 0, (1 << bits) - 1], [0, 0, (1 << bits) - 1, 5]
+        got = G._hilbert_cells(ix, iy, bits, *tables)
+        want = [_classic_hilbert(a, b, bits) for a, b in zip(ix.tolist(), iy.tolist(), strict=True)]
+        assert got.tolist() == want, bits
