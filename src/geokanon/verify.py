@@ -1015,6 +1015,11 @@ class _Release:
         return self.audit_subjects
 
     @cached_property
+    def subject_codes(self) -> tuple[NDArray[np.int64], int]:
+        """:attr:`subjects` numbered densely (``_dense``), worked out once."""
+        return _dense(self.subjects)
+
+    @cached_property
     def audit_subjects(self) -> NDArray[np.int64]:
         return self._audit("subject")
 
@@ -1276,13 +1281,13 @@ def _factorize_arrow(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], NDArray[n
 
 def _arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
     """An id column as int64, nulls as -1 (as :func:`_ids`, without pandas)."""
+    import pyarrow.compute as pc
+
     if not pa.types.is_integer(col.type):
         return _ids(col.to_pandas(), what)
     out = np.asarray(col.fill_null(-1).to_numpy(), dtype=np.int64)
-    valid = np.ones(out.size, dtype=bool)
-    if col.null_count:
-        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    if (out[valid] < 0).any():
+    smallest = pc.min(col).as_py()  # of the values that are not null
+    if smallest is not None and smallest < 0:
         raise _Unreadable(f"{what} has negative ids")
     return out
 
@@ -1317,23 +1322,34 @@ def _dense(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
         return np.zeros(0, dtype=np.int64), 0
     lo, hi = int(values.min()), int(values.max())
     if hi - lo <= 4 * values.size + 1024:
+        at = values - lo if lo else values
         present = np.zeros(hi - lo + 1, dtype=bool)
-        present[values - lo] = True
-        code = np.cumsum(present) - 1
-        return code[values - lo].astype(np.int64), int(code[-1]) + 1
+        present[at] = True
+        code = np.cumsum(present, dtype=np.int64)
+        code -= 1
+        return code[at], int(code[-1]) + 1
     uniq, inverse = np.unique(values, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64), int(uniq.size)
 
 
 def _distinct_counts(
-    ids: NDArray[np.int64], subjects: NDArray[np.int64], size: int
+    ids: NDArray[np.int64],
+    subjects: NDArray[np.int64],
+    size: int,
+    dense: tuple[NDArray[np.int64], int] | None = None,
 ) -> NDArray[np.int64]:
-    """Distinct subjects per id in ``0..size-1`` (ids < 0 ignored)."""
+    """Distinct subjects per id in ``0..size-1`` (ids < 0 ignored).
+
+    ``dense``: ``_dense(subjects)`` when it is at hand (any one-to-one numbering will do).
+    """
     ok = ids >= 0
     i = ids[ok]
     if i.size == 0:
         return np.zeros(size, dtype=np.int64)
-    s, span = _dense(subjects[ok])
+    if dense is None:
+        s, span = _dense(subjects[ok])
+    else:
+        s, span = dense[0][ok], dense[1]
     # a subject with one row counts once where that row is; only the (id, subject)
     # pairs of subjects with more rows need sorting
     once = np.bincount(s, minlength=span)[s] == 1
@@ -1594,7 +1610,7 @@ def _check_k_subjects(rel: _Release) -> CheckResult:
         code, m = _dense(np.concatenate([ids[ids >= 0], pub]))
         member_code = np.full(ids.size, -1, dtype=np.int64)
         member_code[ids >= 0] = code[: int(np.count_nonzero(ids >= 0))]
-        distinct = _distinct_counts(member_code, subj, m)
+        distinct = _distinct_counts(member_code, subj, m, rel.subject_codes)
         n_ids[what] = int(np.count_nonzero(np.bincount(member_code[member_code >= 0], minlength=m)))
         small = distinct < k
         if small.any():
@@ -1613,7 +1629,7 @@ def _check_k_subjects(rel: _Release) -> CheckResult:
             code, m = _dense(ids[sel] * np.int64(n_tb) + tb_codes[sel])
             cell = np.full(ids.size, -1, dtype=np.int64)
             cell[sel] = code
-            distinct_tb = _distinct_counts(cell, subj, m)
+            distinct_tb = _distinct_counts(cell, subj, m, rel.subject_codes)
             small_tb = distinct_tb[distinct_tb < k]
             if small_tb.size:
                 m_tb = int(small_tb.min())
@@ -1752,7 +1768,7 @@ def _check_unit_cap(rel: _Release) -> CheckResult:
     nu = names.size
     sup = rel.is_disposal("suppressed")
     subj = rel.subjects
-    size = _distinct_counts(ucode, subj, nu)
+    size = _distinct_counts(ucode, subj, nu, rel.subject_codes)
     n_sup = _distinct_counts(ucode[sup], subj[sup], nu)
     present = np.flatnonzero(size > 0)
     breaches = [
@@ -3393,7 +3409,7 @@ def _check_counts(rel: _Release) -> CheckResult:
             audit_subj = rel.audit_subjects
             if src.subjects is not None:
                 ca, na = _dense(audit_subj)
-                cs, ns = _dense(rel.subjects)
+                cs, ns = rel.subject_codes
                 # one to one: each audit code meets one source subject, and as many of them
                 one = np.zeros(na, dtype=np.int64)
                 one[ca] = cs
@@ -3647,9 +3663,9 @@ def _unit_count_problems(rel: _Release) -> list[str]:
     syn_at = np.where(rel.syn_cid >= 0, syn_at, -1)
     add_codes(cls_unit_code[syn_at[syn_at >= 0]])
     up = (rel.cid >= 0) & (at_c < 0)
-    up_subj_c = _distinct_counts(np.where(up, ucode, -1), subj, nu)
+    up_subj_c = _distinct_counts(np.where(up, ucode, -1), subj, nu, rel.subject_codes)
     sup = rel.is_disposal("suppressed")
-    sup_subj_c = _distinct_counts(np.where(sup, ucode, -1), subj, nu)
+    sup_subj_c = _distinct_counts(np.where(sup, ucode, -1), subj, nu, rel.subject_codes)
     totals_c = np.bincount(ucode, minlength=nu)
     syn_per_c = np.bincount(np.where(syn_code >= 0, syn_code, nu), minlength=nu + 1)
     names_l = [str(u) for u in unames.tolist()]
@@ -3841,7 +3857,7 @@ def _check_report_safety(rel: _Release) -> CheckResult:
                 problems.append(f"units.csv: {n_units} units publish 1..k-1 {col} subjects")
     if "source_total" in units.columns:
         ucode, unames = rel.unit_codes
-        subjects = _distinct_counts(ucode, rel.subjects, unames.size)
+        subjects = _distinct_counts(ucode, rel.subjects, unames.size, rel.subject_codes)
         small_units = {str(unames[i]) for i in np.flatnonzero((subjects > 0) & (subjects < k))}
         n_small = sum(
             1
