@@ -314,18 +314,31 @@ def _release_mask(args: argparse.Namespace) -> Any:
     return MaskSpec.donut(min_m=args.mask_min or 0.0, max_m=args.mask_max)
 
 
+def _mask_key(args: argparse.Namespace, masked: bool) -> Any:
+    """The key file of ``--mask-key`` as a :class:`~geokanon.mask.MaskKey`, or None."""
+    if args.mask_key is None:
+        return None
+    if not masked:
+        raise InputError("--mask-key needs a mask (--mask jitter or --mask donut)")
+    from geokanon.mask import MaskKey
+
+    return MaskKey.from_file(args.mask_key)
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     from geokanon.pipeline import release_points
     from geokanon.release import ReleaseOptions
 
     policy = _policy_from_args(args)
+    mask = _release_mask(args)
     options = ReleaseOptions(
         keep=tuple(c.strip() for c in args.keep.split(",") if c.strip()),
         totals=args.totals,
         force=args.force,
         output_crs=args.output_crs,
         read_options=_read_options(args),
-        mask=_release_mask(args),
+        mask=mask,
+        mask_key=_mask_key(args, mask is not None),
     )
     if args.input.is_dir():
         return _release_partitions(args, policy, options)
@@ -693,6 +706,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             check_r_max(table, r)
     contain = masks is not None and any(m is not None and m.contain for m in masks)
     polygons = _mask_polygons(args, table) if contain else None
+    mask_key = _mask_key(args, bool(masks and any(m is not None for m in masks)))
     mask_subjects = None
     if masks and args.subject:
         mask_subjects = _mask_subject_ids(args, table)
@@ -703,6 +717,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             table.x, table.y, ks, rs, policy, subjects=table.subjects, times=table.times,
             unit_codes=table.unit_codes, unit_names=table.unit_names, masks=masks,
             mask_subjects=mask_subjects, unit_polygons=polygons, full=args.full,
+            mask_key=mask_key,
         )  # fmt: skip
     if args.json:
         rows = [
@@ -811,6 +826,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mask-sd", type=float, help="jitter: standard deviation, m")
     g.add_argument("--mask-min", type=float, help="donut: minimum displacement, m")
     g.add_argument("--mask-max", type=float, help="donut: maximum (jitter: truncation), m")
+    g.add_argument(
+        "--mask-key",
+        type=Path,
+        metavar="FILE",
+        help="secret key of the mask (>= 16 random bytes, e.g. an earlier DIR/audit/mask_key); "
+        "default: drawn from the OS random source (or kept from DIR when --force replaces it); "
+        "kept in DIR/audit/mask_key, never published",
+    )
     p.add_argument(
         "--membership-sensitive",
         action="store_true",
@@ -870,6 +893,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mask-contain", action="store_true", help="keep records inside their unit")
     g.add_argument("--mask-units", type=Path, help="unit polygon file for --mask-contain")
     g.add_argument("--mask-unit-id", help="unit id column of --mask-units (default: --unit)")
+    g.add_argument(
+        "--mask-key",
+        type=Path,
+        metavar="FILE",
+        help="secret key of the masks (e.g. a release's DIR/audit/mask_key); default: a new "
+        "random key, so masked figures vary slightly from run to run",
+    )
     g.add_argument("--full", action="store_true", help="also run the release core per cell")
     g.add_argument("--out", type=Path, help="write sweep.csv, tau_frontier.svg/.png, sweep.html")
     g.add_argument("--json", action="store_true", help="print the cells as one JSON object")

@@ -277,15 +277,17 @@ def release_points(
         )
     source = table
     mask_risk = None
+    mask_key = None
     if options.mask is not None:
         from geokanon.mask import apply_mask
 
+        mask_key = resolve_mask_key(out, options)
         if progress is not None:
             progress("mask (classification and checks run on the masked coordinates)")
         # Noise is keyed by the raw subject ids (their hash) where known, so adding
         # subjects to a later release draws no fresh noise for anyone already in it.
         keys = table.subject_keys if table.subject_keys is not None else table.subjects
-        mx, my = apply_mask(table.x, table.y, options.mask, seed=policy.seed, subjects=keys)
+        mx, my = apply_mask(table.x, table.y, options.mask, key=mask_key, subjects=keys)
         mask_risk = summarise_mask_anonymity(table, mx, my, options.mask, policy.k)
         table = dataclasses.replace(table, x=mx, y=my)
     runner = core_runner or run_core_on
@@ -320,10 +322,32 @@ def release_points(
         progress("write, verify and rename")
     manifest = write_release(
         out, table, core, policy, options, version=__version__, deterministic=deterministic,
-        source=source, mask_risk=mask_risk,
+        source=source, mask_risk=mask_risk, mask_key=mask_key,
     )  # fmt: skip
     _remove_refusal(out)
     return ReleaseResult(out=out, core=core, manifest=manifest)
+
+
+def resolve_mask_key(out: str | Path, options: ReleaseOptions) -> Any:
+    """The secret key of the release's mask, never derived from the published seed.
+
+    ``options.mask_key`` when given; else, when ``out`` is replaced (``force``) and
+    its audit holds a key, that key (so re-publishing draws no fresh noise that
+    could be averaged away); else a new key from the operating system's random
+    source. The release keeps it in ``audit/mask_key``.
+
+    Returns
+    -------
+    geokanon.mask.MaskKey
+    """
+    from geokanon.mask import MaskKey
+
+    if options.mask_key is not None:
+        return options.mask_key
+    previous = Path(out) / "audit" / "mask_key"
+    if options.force and previous.is_file():
+        return MaskKey.from_file(previous, origin="kept from the release it replaced")
+    return MaskKey.generate()
 
 
 def summarise_mask_anonymity(
@@ -428,6 +452,17 @@ class Plan:
                 f"  release to {self.out}/release (publishable) and {self.out}/audit (custodian)",
                 f"  kept columns: {', '.join(r.keep) if r.keep else 'none'}; totals: {r.totals}",
             ]
+            if r.mask is not None:
+                origin = (
+                    r.mask_key.origin
+                    if r.mask_key is not None
+                    else "drawn from the operating system's random source (kept from "
+                    "DIR/audit/mask_key when --force replaces a masked release)"
+                )
+                lines.append(
+                    f"  mask: {r.mask.label}, before classification; secret key {origin}, "
+                    f"kept in {self.out}/audit/mask_key, never published"
+                )
         lines.append(
             "  stages: read -> classify -> group/dispose (<= 5 passes) -> caps -> write -> "
             "verify -> rename"

@@ -59,6 +59,11 @@ WITHHELD = "withheld"
 FORMAT = "geokanon-release/1"
 #: How synthetic records are placed (stated in the manifest; the verifier's holes check
 #: uses it: a unit's synthetic count equals its suppressed subjects wherever it is not 0).
+#: What the manifest says of the mask's key (the key itself is never in ``release/``).
+MASK_KEY_NOTE = (
+    "secret: kept by the custodian (audit/mask_key), never published; the seed does not "
+    "reproduce the mask"
+)
 SYNTHESIS_RULE = (
     "one synthetic record per suppressed subject and unit, placed in that unit's own "
     "generalised class, else in the nearest group counted in that unit, else not at all"
@@ -89,6 +94,10 @@ class ReleaseOptions:
         A :class:`geokanon.mask.MaskSpec` applied before classification (``None``:
         no mask). Classification, grouping and every check then use the masked
         coordinates, never the originals.
+    mask_key
+        The mask's secret :class:`geokanon.mask.MaskKey` (``None``: see
+        :func:`geokanon.pipeline.resolve_mask_key`). It is written to
+        ``audit/mask_key``, never to ``release/``.
     """
 
     keep: tuple[str, ...] = ()
@@ -97,12 +106,23 @@ class ReleaseOptions:
     output_crs: str | None = None
     read_options: tuple[tuple[str, Any], ...] = ()
     mask: Any = None
+    mask_key: Any = None
 
     def __post_init__(self) -> None:
         if self.totals not in TOTALS_MODES:
             raise InputError(
                 f"totals must be one of {', '.join(TOTALS_MODES)}, got {self.totals!r}"
             )
+        if self.mask_key is not None:
+            from geokanon.mask import MaskKey
+
+            if self.mask is None:
+                raise InputError("a mask key needs a mask (--mask jitter or --mask donut)")
+            if not isinstance(self.mask_key, MaskKey):
+                raise InputError(
+                    f"mask_key must be a MaskKey (MaskKey.from_file(path)), got "
+                    f"{type(self.mask_key).__name__}"
+                )
 
 
 def mask_small(value: int, k: int) -> int | str:
@@ -770,11 +790,13 @@ def build_release_files(
     verification: dict[str, bool] | None = None,
     mask_risk: dict[str, Any] | None = None,
     digests: dict[str, str] | None = None,
+    mask_key: Any = None,
 ) -> dict[str, Any]:
     """Write ``root/release`` and ``root/audit``; return the manifest (without checksums).
 
     ``digests``, when given, receives the sha256 of the release files hashed as they
-    were written (for :func:`finish_manifest`'s ``unchanged``).
+    were written (for :func:`finish_manifest`'s ``unchanged``). ``mask_key`` (the
+    mask's secret key) goes to ``audit/mask_key`` only.
     """
     rel = root / "release"
     aud = root / "audit"
@@ -1017,7 +1039,14 @@ def build_release_files(
         "passes_exact": [p.to_dict() for p in result.passes],
         "mask": None if options.mask is None else options.mask.to_dict(),
         "mask_risk": mask_risk,
+        "mask_key": None,
     }
+    if options.mask is not None:
+        if mask_key is None:
+            raise InputError("a masked release needs its mask key (to keep it in the audit)")
+        # The key is secret: the audit keeps it (owner-only); release/ never holds it.
+        mask_key.write(aud / "mask_key")
+        audit["mask_key"] = {"file": "mask_key", "origin": mask_key.origin}
     (aud / "audit.json").write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
     manifest: dict[str, Any] = {
         "format": FORMAT,
@@ -1046,7 +1075,7 @@ def build_release_files(
             "pooled": 0,
             "rule": SYNTHESIS_RULE,
         },
-        "mask": None if options.mask is None else options.mask.to_dict(),
+        "mask": None if options.mask is None else {**options.mask.to_dict(), "key": MASK_KEY_NOTE},
         "mask_risk": mask_risk,
         "passes": published_passes,
         "verification": dict(verification or {}),
@@ -1102,6 +1131,7 @@ def write_release(
     source: PointTable | None = None,
     mask_risk: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    mask_key: Any = None,
 ) -> dict[str, Any]:
     """Write the release directory atomically, verified before it appears.
 
@@ -1124,6 +1154,9 @@ def write_release(
         representation checks search for the true locations.
     mask_risk
         Summary of the mask's spatial k-anonymity, for the manifest.
+    mask_key
+        The mask's secret key (required with ``options.mask``), kept in
+        ``audit/mask_key``; ``no_leak`` fails a release that holds it.
     progress
         Called with a short stage name as each stage starts (``build``, ``verify``,
         ``report``, ``reverify``, ``rename``).
@@ -1153,7 +1186,7 @@ def write_release(
         written: dict[str, str] = {}
         manifest = build_release_files(
             tmp, table, result, policy, options, version=version, mask_risk=mask_risk,
-            digests=written,
+            digests=written, mask_key=mask_key,
         )  # fmt: skip
         digests = finish_manifest(tmp, manifest, unchanged=written)
         truth = source if source is not None else table

@@ -67,6 +67,11 @@ The rules, exactly as implemented
       time; a timestamp column value or a number equal to a source time in
       epoch seconds (>= 4 significant digits); a column named like the time
       column;
+    * the mask's secret key (``audit/mask_key``; fails when a mask was applied
+      and the audit holds no key): its bytes as text, hex, base64 or decimal,
+      and the same of the SipHash key derived from it and of that key's two
+      64-bit words (also as values of a 64-bit integer column), in free text,
+      in any text cell or column name, and in the bytes of any other file;
     * source row numbers: a column named ``source_row``, ``row``, ``row_id``,
       ``row_number``, ``rownum``, ``record_id``, ``point_id``, ``fid``,
       ``index``, ``level_0`` or ``__index_level_0__``, a column named like a
@@ -1957,6 +1962,18 @@ class _Secrets:
     frac_coords: NDArray[np.float64] | None = None
     #: the source pairs as (x, y) arrays, in place of ``px``/``py`` (no copy is made)
     pair_sources: tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...] = ()
+    #: the mask key in every text form a file could hold it (see :func:`_mask_key_forms`)
+    key_forms: tuple[str, ...] = ()
+    #: the key's 64-bit words, signed and unsigned, as an integer column could hold them
+    key_ints: tuple[int, ...] = ()
+    #: the key's own bytes (and those its hex text spells) and its SipHash key, raw
+    key_raw: tuple[bytes, ...] = ()
+    #: why the release could not be searched for the mask key (None: it was, or no mask)
+    key_missing: str | None = None
+
+    @cached_property
+    def key_min_len(self) -> int:
+        return min((len(f) for f in self.key_forms), default=0)
 
     @cached_property
     def times(self) -> NDArray[np.float64]:
@@ -2113,6 +2130,19 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     bad_names = {n.lower() for n in bad_names} - _STRUCTURAL
     scanned.append("row-number columns")
     spaced = tuple(s for s in src.subject_ids if _TOKEN_SPLIT.search(s))
+    key_forms: tuple[str, ...] = ()
+    key_ints: tuple[int, ...] = ()
+    key_raw: tuple[bytes, ...] = ()
+    key_missing = None
+    key_file = rel.aud / "mask_key"
+    if key_file.is_file():
+        key_forms, key_ints, key_raw = _mask_key_forms(key_file.read_bytes())
+        scanned.append("the mask key")
+    elif rel.audit.get("mask") not in (None, "", "none"):
+        key_missing = (
+            "a mask was applied but audit/mask_key is missing, so the release cannot be "
+            "searched for the mask's secret key"
+        )
     return (
         _Secrets(
             px=np.empty(0),
@@ -2127,9 +2157,83 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
             near=near,
             near_tol=near_tol,
             pair_sources=tuple(zip(xs_list, ys_list, strict=True)),
+            key_forms=key_forms,
+            key_ints=key_ints,
+            key_raw=key_raw,
+            key_missing=key_missing,
         ),
         scanned,
     )
+
+
+#: BLAKE2b personalisation of the mask key derivation (as :class:`geokanon.mask.MaskKey`).
+_MASK_KEY_PERSON = b"geokanon-mask/1"
+#: Shorter forms of the key are not searched for (a chance match would be likely).
+_MASK_KEY_MIN_FORM = 12
+
+
+def _mask_key_forms(data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[bytes, ...]]:
+    """Every text form of the mask key ``data`` (a key file's bytes), its integer words, raw bytes.
+
+    The key's own bytes (as text, hex, base64, big- and little-endian decimal; for a
+    hex-text key also the bytes it spells), and the same of the 128-bit SipHash key
+    derived from it and of its two 64-bit words (decimal signed and unsigned, hex),
+    which is all that keys the noise. Derived here as :class:`geokanon.mask.MaskKey`
+    derives it (BLAKE2b-128, personalised), without importing it.
+    """
+    import base64
+
+    material = data.strip()
+    derived = hashlib.blake2b(material, digest_size=16, person=_MASK_KEY_PERSON).digest()
+    raws = [material, derived]
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        raws.append(bytes.fromhex(material.decode("ascii")))
+    forms: set[str] = set()
+    with contextlib.suppress(UnicodeDecodeError):
+        forms.add(material.decode("utf-8"))
+    for raw in raws:
+        forms |= {raw.hex(), raw.hex().upper()}
+        forms.add(base64.b64encode(raw).decode("ascii").rstrip("="))
+        forms.add(base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="))
+        forms |= {str(int.from_bytes(raw, "big")), str(int.from_bytes(raw, "little"))}
+    ints: set[int] = set()
+    for w in (int.from_bytes(derived[:8], "little"), int.from_bytes(derived[8:], "little")):
+        signed = w - (1 << 64) if w >= 1 << 63 else w
+        ints |= {w, signed}
+        forms |= {str(w), str(signed), f"{w:016x}", f"{w:016X}"}
+    kept = tuple(sorted(f for f in forms if len(f) >= _MASK_KEY_MIN_FORM))
+    return kept, tuple(sorted(ints)), tuple(raws)
+
+
+def _key_count(text: str, sec: _Secrets) -> int:
+    """Occurrences of the mask key (any of its forms) in ``text``."""
+    if not sec.key_forms or len(text) < sec.key_min_len:
+        return 0
+    return sum(text.count(f) for f in sec.key_forms)
+
+
+def _key_cells(col: _TextColumn, sec: _Secrets) -> int:
+    """Rows of a text column whose cell holds the mask key (in any of its forms)."""
+    if not sec.key_forms or col.texts.size == 0:
+        return 0
+    import pyarrow.compute as pc
+
+    length = np.asarray(pc.utf8_length(col.arrow).to_numpy(zero_copy_only=False))
+    counts = col.counts
+    long = np.flatnonzero((length >= sec.key_min_len) & (counts > 0))
+    return sum(int(counts[i]) for i in long.tolist() if _key_count(col.texts[i], sec))
+
+
+def _key_ints_in(arr: pa.ChunkedArray | pa.Array, sec: _Secrets) -> int:
+    """Values of a 64-bit integer column equal to a word of the mask key."""
+    t = arr.type
+    if not sec.key_ints or not pa.types.is_integer(t) or t.bit_width != 64:
+        return 0
+    import pyarrow.compute as pc
+
+    lo, hi = (0, 1 << 64) if pa.types.is_unsigned_integer(t) else (-(1 << 63), 1 << 63)
+    values = pa.array([v for v in sec.key_ints if lo <= v < hi], type=t)
+    return int(pc.sum(pc.cast(pc.is_in(arr, value_set=values), pa.int64())).as_py() or 0)
 
 
 def _in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
@@ -2330,6 +2434,9 @@ def _stamp_and_id_findings(text: str, sec: _Secrets, weight: int = 1) -> list[st
         n += sum(1 for s in sec.spaced_ids if s in text)
         if n:
             found.append(f"{n * weight} subject ids")
+    n = _key_count(text, sec)
+    if n:
+        found.append(f"{n * weight} copies of the mask key")
     return found
 
 
@@ -2606,6 +2713,9 @@ def _cell_counts(col: _TextColumn, sec: _Secrets) -> dict[str, int]:
                 hits += _timestamp_hits(stamps, sec) * int(counts[i])
         if hits:
             found["timestamps"] = hits
+    n = _key_cells(col, sec)
+    if n:
+        found["copies of the mask key"] = n
     return found
 
 
@@ -2808,6 +2918,10 @@ class _TableScan:
             if pa.types.is_boolean(t) or pa.types.is_null(t):
                 continue
             if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+                n_key = _key_ints_in(arr, sec)
+                if n_key:
+                    cell = self.cells[i]
+                    cell["copies of the mask key"] = cell.get("copies of the mask key", 0) + n_key
                 nums = _Numbers(rows=_arrow_numeric(arr), arrow=arr)
                 has = nums.any_value()
             else:
@@ -2859,9 +2973,12 @@ class _TableScan:
         for i, name in enumerate(self.names):
             if name.lower() in sec.bad_names:
                 found.append(f"column {name!r} names a source id, subject, time or row number")
+            if _key_count(name, sec):
+                found.append(f"column {name!r}: its name holds the mask key")
             if self.stamps[i]:
                 found.append(f"column {name!r}: source timestamps")
-            for what in ("subject ids", "timestamps"):  # as _cell_findings orders them
+            # as _cell_findings orders them
+            for what in ("subject ids", "timestamps", "copies of the mask key"):
                 if self.cells[i].get(what):
                     found.append(f"column {name!r}: {self.cells[i][what]} {what}")
             values = self.values(i)
@@ -3276,7 +3393,7 @@ def _check_no_leak(rel: _Release) -> CheckResult:
     # files a previous full run scanned, unchanged since (their sha256 is checked by
     # ``manifest``): not scanned again
     files = [p for p in all_files if p.relative_to(rel.rel).as_posix() not in rel.unchanged]
-    leaks: list[str] = []
+    leaks: list[str] = [sec.key_missing] if sec.key_missing else []
     for path in files:
         rel_name = path.relative_to(rel.rel).as_posix()
         suffix = path.suffix.lower()
@@ -3290,6 +3407,10 @@ def _check_no_leak(rel: _Release) -> CheckResult:
         elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
             text = path.read_text(encoding="utf-8", errors="replace")
             found = _scan_text(text, sec)
+        elif sec.key_forms:  # any other file: its bytes, for the mask key
+            data = path.read_bytes()
+            n = _key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
+            found = [f"{n} copies of the mask key"] if n else []
         if found:
             leaks.append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
     if leaks:

@@ -66,6 +66,13 @@ def release_notes(
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
         "never a member's own location",
     ]
+    if manifest.get("mask"):
+        lines.append(
+            "- every record was first displaced by a geomask (its kind and distances are "
+            "`mask` in `manifest.json`), and grouping and every check used the displaced "
+            "locations. The mask's key is secret and kept by the custodian, never published: "
+            "the seed below only breaks ties and cannot redraw or undo the mask"
+        )
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
         lines += [
