@@ -50,7 +50,7 @@ def _policy_options() -> argparse.ArgumentParser:
     g.add_argument(
         "--time-mode", choices=["absolute", "time_of_day"], help="absolute time or 24 h clock"
     )
-    g.add_argument("--seed", type=int, help="seed of every random choice (0)")
+    g.add_argument("--seed", type=int, help="seed of tie-breaking choices (0); never keys a mask")
     return p
 
 

@@ -1283,6 +1283,9 @@ def _mask_section(manifest: Mapping[str, Any]) -> list[str]:
         f"{float(risk.get('median', 0)):g}); an adversary who knew everyone else's true "
         "address could single those out from the mask alone. The published groups add the "
         f"group's protection on top (at least k = {k} subjects per published location).</p>",
+        "<p>The mask's key is secret: the custodian keeps it with the audit and it is not "
+        "published. The seed shown below only breaks ties; it cannot redraw or undo the "
+        "mask.</p>",
     ]
 
 
