@@ -243,6 +243,8 @@ def claim(out: str | os.PathLike[str], *, force: bool, what: str = "release") ->
         finally:
             held.depth -= 1
         return
+    for note in remove_stale(path):  # first of all, even when the run stops just below
+        warnings.warn(note, stacklevel=3)
     if path.exists() and not force:
         raise InputError(
             f"output directory {path.name!r} already exists; choose another --out or pass --force"
@@ -251,8 +253,6 @@ def claim(out: str | os.PathLike[str], *, force: bool, what: str = "release") ->
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(shown, exc) from exc
-    for note in remove_stale(path):
-        warnings.warn(note, stacklevel=3)
     slot = path.parent / BUILD_AREA / path.name
     try:
         fd = _lock(slot, shown, f"geokanon {what}")
@@ -299,14 +299,20 @@ def write_error(shown: str, exc: OSError) -> WriteError:
 
 
 def _is_ours(exc: OSError, out: Path) -> bool:
-    """Whether ``exc`` came from writing ``out`` or its build area (not reading an input)."""
-    roots = (str(out), str(out.parent / BUILD_AREA))
+    """Whether ``exc`` came from writing ``out`` or its build area (not reading an input).
+
+    By its file name where it has one (the parent itself, ``out`` or the build area and
+    anything under them); else by an errno only writing raises, or by naming one of them.
+    """
+    roots = (out, out.parent / BUILD_AREA)
     names = [n for n in (exc.filename, getattr(exc, "filename2", None)) if n is not None]
     if names:
-        return any(os.fsdecode(n).startswith(roots) for n in names) or str(out.parent) in map(
-            os.fsdecode, names
-        )
-    return exc.errno in _WRITE_ERRNOS or any(r in str(exc) for r in roots)
+        for name in names:
+            p = Path(os.path.abspath(os.fsdecode(name)))
+            if p == out.parent or any(p == r or r in p.parents for r in roots):
+                return True
+        return False
+    return exc.errno in _WRITE_ERRNOS or any(str(r) in str(exc) for r in roots)
 
 
 # --------------------------------------------------------------------------------------
@@ -319,10 +325,10 @@ def _lock(slot: Path, shown: str, what: str, *, tidy: bool = False) -> int:
     area = slot.parent
     lock = slot / "lock"
     deadline = time.monotonic() + 5.0
-    while True:
+    for _attempt in range(1000):
+        area.mkdir(mode=0o700, exist_ok=True)  # the parent is there (FileNotFoundError if not)
+        _private(area)
         try:
-            area.mkdir(mode=0o700, exist_ok=True)
-            _private(area)
             slot.mkdir(mode=0o700, exist_ok=True)
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:  # another run removed the area just now: again
@@ -352,6 +358,7 @@ def _lock(slot: Path, shown: str, what: str, *, tidy: bool = False) -> int:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}, started {started}, {what}\n".encode(), 0)
         return fd
+    raise OSError(errno.EAGAIN, "the build area kept changing while it was locked", str(lock))
 
 
 def _unlock(slot: Path, fd: int) -> None:
@@ -397,6 +404,8 @@ def remove_stale(out: str | os.PathLike[str]) -> list[str]:
     parent = Path(out).resolve().parent
     notes: list[str] = []
     area = parent / BUILD_AREA
+    if not parent.is_dir():
+        return notes
     with contextlib.suppress(OSError):
         slots = sorted(p for p in area.iterdir() if p.is_dir()) if area.is_dir() else []
         for slot in slots:

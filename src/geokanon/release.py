@@ -1069,7 +1069,10 @@ def write_release(
     VerificationFailed
         An independent check failed; nothing was written.
     InputError
-        ``out`` exists and ``force`` is off, or ``keep`` names unknown columns.
+        ``out`` exists and ``force`` is off, another run is writing ``out``, or ``keep``
+        names unknown columns.
+    WriteError
+        ``out`` could not be written (read-only or full filesystem, no permission).
     """
     from geokanon.verify import verify_release
 
