@@ -39,6 +39,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import threading
 import time
@@ -252,13 +253,13 @@ def claim(out: str | os.PathLike[str], *, force: bool, what: str = "release") ->
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise write_error(shown, exc) from exc
+        raise write_error(shown, exc, what) from exc
     slot = path.parent / BUILD_AREA / path.name
     try:
         fd = _lock(slot, shown, f"geokanon {what}")
     except OSError as exc:
         _drop_slot(slot)
-        raise write_error(shown, exc) from exc
+        raise write_error(shown, exc, what) from exc
     c = Claim(out=path, shown=shown, slot=slot, fd=fd)
     try:
         if path.exists() and not force:  # written by a run that ended since the check above
@@ -272,25 +273,30 @@ def claim(out: str | os.PathLike[str], *, force: bool, what: str = "release") ->
     except OSError as exc:
         if isinstance(exc, WriteError) or not _is_ours(exc, path):
             raise
-        raise write_error(shown, exc) from exc
+        raise write_error(shown, exc, what) from exc
     finally:
         with _held_lock:
             _held.pop(path, None)
         _unlock(slot, fd)
 
 
-def write_error(shown: str, exc: OSError) -> WriteError:
+def write_error(shown: str, exc: OSError, what: str = "release") -> WriteError:
     """The :class:`WriteError` for an ``OSError`` met while writing directory ``shown``."""
     code = exc.errno
     reason = os.strerror(code) if code else str(exc).splitlines()[0]
     name = errno.errorcode.get(code, "") if code else ""
+    elsewhere = (
+        "copy the release to a writable place and rebuild the report there"
+        if what == "report"
+        else "choose another --out"
+    )
     fix = {
-        errno.ENOSPC: "free space on that filesystem or choose another --out",
-        errno.EDQUOT: "free space within your quota or choose another --out",
-        errno.EROFS: "the filesystem is read-only: choose another --out",
-        errno.EACCES: "you may not write there: choose another --out",
-        errno.EPERM: "you may not write there: choose another --out",
-    }.get(code or 0, "choose another --out")
+        errno.ENOSPC: f"free space on that filesystem or {elsewhere}",
+        errno.EDQUOT: f"free space within your quota or {elsewhere}",
+        errno.EROFS: f"the filesystem is read-only: {elsewhere}",
+        errno.EACCES: f"you may not write there: {elsewhere}",
+        errno.EPERM: f"you may not write there: {elsewhere}",
+    }.get(code or 0, elsewhere)
     return WriteError(
         f"could not write {shown!r}: {reason}{f' ({name})' if name else ''}; {fix}. Any "
         "earlier release there is unchanged and no build data was left behind",
@@ -376,9 +382,19 @@ def _drop_slot(slot: Path) -> None:
 
 
 def _private(area: Path) -> None:
-    st = area.stat()
-    if st.st_mode & 0o077 and st.st_uid == os.geteuid():
-        area.chmod(0o700)
+    """Make sure ``area`` is this user's own directory, closed to others (0700).
+
+    A link, a file, or another user's directory there could hand the audit to someone
+    else: refused.
+    """
+    st = os.lstat(area)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise InputError(
+            f"{str(area)!r} is not a directory of this user (a link, a file, or another "
+            "user's): geokanon builds releases there; remove it, or choose another --out"
+        )
+    if st.st_mode & 0o077:
+        os.chmod(area, 0o700)
 
 
 # --------------------------------------------------------------------------------------
@@ -407,7 +423,9 @@ def remove_stale(out: str | os.PathLike[str]) -> list[str]:
     if not parent.is_dir():
         return notes
     with contextlib.suppress(OSError):
-        slots = sorted(p for p in area.iterdir() if p.is_dir()) if area.is_dir() else []
+        st = os.lstat(area)  # another user's area (or a link) is never tidied, nor trusted
+        mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+        slots = sorted(p for p in area.iterdir() if p.is_dir()) if mine else []
         for slot in slots:
             target = parent / slot.name
             with _held_lock:

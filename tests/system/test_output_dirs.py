@@ -82,7 +82,10 @@ def _wait_for(parent: Path, proc: subprocess.Popen[bytes], pattern: str) -> Path
     """Poll until a file ``pattern`` appears anywhere under ``parent`` (hidden too)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        found = [p for p in parent.rglob(pattern)]
+        try:
+            found = list(parent.rglob(pattern))
+        except OSError:  # a directory vanished while it was listed: look again
+            found = []
         if found:
             return found[0]
         assert proc.poll() is None, proc.communicate()

@@ -129,3 +129,16 @@ def test_a_waiting_tidier_is_not_reported_as_a_run(tmp_path):
     with claim(tmp_path / "a", force=False):
         pass
     assert time.monotonic() - start >= 0.25
+
+
+def test_a_build_area_that_is_not_our_own_directory_is_refused(tmp_path):
+    """A link planted at ``.geokanon-build`` would hand the audit to whoever made it."""
+    elsewhere = tmp_path / "theirs"
+    elsewhere.mkdir()
+    parent = tmp_path / "p"
+    parent.mkdir()
+    (parent / BUILD_AREA).symlink_to(elsewhere)
+    with pytest.raises(InputError, match="is not a directory of this user"):
+        with claim(parent / "a", force=False):
+            pass
+    assert os.listdir(elsewhere) == [] and sorted(os.listdir(parent)) == [BUILD_AREA]
