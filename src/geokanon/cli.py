@@ -771,8 +771,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="geokanon",
         description="Spatially k-anonymous releases of sensitive point records, "
         "with honest handling of outliers.",
-        epilog="exit codes: 0 done; 2 bad input or parameters; 3 release refused; "
-        "4 verification failed",
+        epilog="exit codes: 0 done; 2 bad input or parameters (or another run is writing "
+        "--out); 3 release refused; 4 verification failed; 5 the output could not be "
+        "written (read-only or full filesystem, no permission)",
     )
     parser.add_argument("--version", action="version", version=f"geokanon {__version__}")
     parser.add_argument(
@@ -935,6 +936,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             warnings.showwarning = _show_warning
+            _tidy_output_parent(args)
             return int(args.func(args))
     except GeokanonError as exc:
         print(f"geokanon: error: {exc}", file=sys.stderr)
@@ -942,6 +944,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("geokanon: interrupted; nothing was written", file=sys.stderr)
         return 130
+
+
+def _tidy_output_parent(args: argparse.Namespace) -> None:
+    """Before anything else, remove what killed runs left beside the directory named.
+
+    Every command naming an output or release directory (``--out``, ``DIR``) tidies its
+    parent's build area (``geokanon._outdir``): a killed run's audit never waits there for
+    a later release to a different directory.
+    """
+    from geokanon._outdir import remove_stale
+
+    target = getattr(args, "out", None)
+    if target is None and args.command == "demo":
+        target = Path("geokanon-demo")
+    if target is None:
+        target = getattr(args, "dir", None)
+    if isinstance(target, (str, Path)):
+        for note in remove_stale(target):
+            warnings.warn(note, stacklevel=2)
 
 
 def _show_warning(message: Any, category: Any, *_: Any, **__: Any) -> None:

@@ -1278,8 +1278,10 @@ def release_partitions(
     crs
         The CRS of the coordinates (recorded in the manifest; default unnamed).
     scratch_dir
-        Where the routed pieces go (every worker must read and write it);
-        removed afterwards, also on failure.
+        Where the routed pieces and the driver's spilled arrays go (every worker must
+        read and write it); removed afterwards, also on failure. Default: the private
+        build area beside ``out`` (``.geokanon-build/``, mode 0700), which the next
+        geokanon run there empties if this one is killed.
     records_per_part
         About this many published records per ``records/part-NNNNN.parquet``.
     check_determinism

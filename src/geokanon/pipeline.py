@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from geokanon._outdir import claim
 from geokanon.classify import (
     CapVerdict,
     Classification,
@@ -26,7 +27,7 @@ from geokanon.classify import (
     unit_table,
 )
 from geokanon.disposal import CoreResult, run_core
-from geokanon.errors import InputError, ReleaseRefused
+from geokanon.errors import ReleaseRefused
 from geokanon.io.read import PointTable
 from geokanon.policy import Label, OutlierPolicy
 from geokanon.release import ReleaseOptions, write_release
@@ -267,14 +268,33 @@ def release_points(
     VerificationFailed
         An independent check failed; nothing is written.
     InputError
-        Bad input or options; nothing is written.
+        Bad input or options, an existing ``out`` without ``force``, or another run
+        writing ``out`` (its PID and start time are named); nothing is written.
+    WriteError
+        ``out`` could not be written (read-only or full filesystem, no permission):
+        the build is removed and an earlier release at ``out`` is unchanged.
     """
     options = options or ReleaseOptions()
     out = Path(out)
-    if out.exists() and not options.force:
-        raise InputError(
-            f"output directory {out.name!r} already exists; choose another --out or pass --force"
-        )
+    # Held from the start: a second run to ``out`` stops at once, and the parent's
+    # leftovers of killed runs are removed before anything else (geokanon._outdir).
+    with claim(out, force=options.force):
+        return _release_points(
+            table, policy, out, options, check_determinism=check_determinism,
+            progress=progress, core_runner=core_runner,
+        )  # fmt: skip
+
+
+def _release_points(
+    table: PointTable,
+    policy: OutlierPolicy,
+    out: Path,
+    options: ReleaseOptions,
+    *,
+    check_determinism: bool | None,
+    progress: Callable[[str], None] | None,
+    core_runner: Callable[..., CoreResult] | None,
+) -> ReleaseResult:
     source = table
     mask_risk = None
     mask_key = None

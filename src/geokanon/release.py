@@ -8,11 +8,12 @@ directory described in ``docs/release-format.md``:
   ``RELEASE_NOTES.md``, ``report.html`` (:mod:`geokanon.report.html`);
 - ``DIR/audit/`` (custodian only): ``assignment.parquet``, ``audit.json``.
 
-Everything is built in a hidden temporary sibling of ``DIR``, fsynced, checked by
-the independent verifier (:mod:`geokanon.verify`), and only then renamed into
-place. An existing ``DIR`` is replaced only with ``force=True``, and stays intact
-until the new one is complete. A failure at any point leaves no ``DIR/release``
-and no temporary files.
+Everything is built in the private build area ``PARENT/.geokanon-build/`` beside
+``DIR`` (:mod:`geokanon._outdir`), fsynced, checked by the independent verifier
+(:mod:`geokanon.verify`), and only then swapped into place in one step. An existing
+``DIR`` is replaced only with ``force=True``, and holds an intact release at every
+instant. A failure at any point leaves no ``DIR/release`` and no build; a killed run's
+build is removed by the next geokanon run into the same parent.
 
 Figures about suppressed records are published only where they rest on 0 or at
 least ``k`` subjects (``<k`` otherwise), and the global suppressed figure is
@@ -25,12 +26,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import shutil
-import signal
 import sys
 import threading
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from geokanon._outdir import claim
 from geokanon.disposal import CoreResult, group_units
 from geokanon.errors import InputError, VerificationFailed
 from geokanon.io.read import PointTable
@@ -262,78 +260,15 @@ def _coded_text(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
     ).cast(pa.string())
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(dirpath, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _remove_stale_builds(out: Path) -> None:
-    """Remove temporary builds of ``out`` left by processes that no longer run."""
-    for p in out.parent.glob(f".{out.name}.build-*"):
-        try:
-            pid = int(p.name.rsplit("-", 2)[-2])
-        except (ValueError, IndexError):
-            continue
-        try:
-            os.kill(pid, 0)
-            alive = pid != os.getpid()
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:
-            alive = True
-        if not alive:
-            shutil.rmtree(p, ignore_errors=True)
-
-
 @contextlib.contextmanager
 def _atomic_directory(out: Path, force: bool) -> Iterator[Path]:
-    """Yield a temporary sibling to build in; rename it to ``out`` on success."""
-    out = out.resolve()
-    if out.exists() and not force:
-        raise InputError(
-            f"output directory {out.name!r} already exists; choose another --out or pass --force"
-        )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_builds(out)
-    tmp = out.parent / f".{out.name}.build-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    old: Path | None = None
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        with contextlib.suppress(ValueError):  # not in the main thread: keep the handler
-            signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        yield tmp
-        _fsync_tree(tmp)
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            os.replace(out, old)
-        os.replace(tmp, out)
-        fd = os.open(out.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not out.exists():
-            os.replace(old, out)
-            old = None
-        raise
-    finally:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+    """Yield a private build directory; it replaces ``out`` in one step on success.
+
+    The lock, the build area and the exchange are :mod:`geokanon._outdir`'s (shared by
+    every writer of an output directory).
+    """
+    with claim(out, force=force) as held, held.build() as build:
+        yield build.path
 
 
 def _return_free_memory() -> None:
@@ -348,10 +283,6 @@ def _return_free_memory() -> None:
             import ctypes
 
             ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path, geo: dict[str, Any] | None = None) -> None:
@@ -1171,7 +1102,10 @@ def write_release(
     VerificationFailed
         An independent check failed; nothing was written.
     InputError
-        ``out`` exists and ``force`` is off, or ``keep`` names unknown columns.
+        ``out`` exists and ``force`` is off, another run is writing ``out``, or ``keep``
+        names unknown columns.
+    WriteError
+        ``out`` could not be written (read-only or full filesystem, no permission).
     """
     from geokanon.verify import verify_release
 

@@ -43,7 +43,6 @@ import contextlib
 import dataclasses
 import json
 import shutil
-import tempfile
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,6 +55,7 @@ import pandas as pd
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from geokanon._outdir import Claim, claim
 from geokanon.disposal import CoreResult
 from geokanon.distributed import (
     RECORDS_PER_PART,
@@ -729,13 +729,8 @@ def release_partitions(
     progress: Callable[[str], None] | None = None,
 ) -> PartitionedRelease:
     """See :func:`geokanon.distributed.release_partitions` (the documented entry point)."""
-    from geokanon import __version__
     from geokanon.distributed import _is_dask_frame, frame_source
-    from geokanon.pipeline import _same_decisions, _write_refusal
-    from geokanon.report.notes import release_notes
-    from geokanon.verify_tiles import SCOPE, verify_partitioned
 
-    say = progress or (lambda _stage: None)
     options = options or ReleaseOptions()
     out = Path(out)
     if _is_dask_frame(source):
@@ -756,16 +751,51 @@ def release_partitions(
         raise InputError("the partitioned release publishes in the input's CRS; drop --output-crs")
     if isinstance(records_per_part, bool) or records_per_part < 1:
         raise InputError(f"records_per_part must be >= 1, got {records_per_part!r}")
-    if out.exists() and not options.force:
-        raise InputError(
-            f"output directory {out.name!r} already exists; choose another --out or pass --force"
-        )
+    # Held from the start: a second run to ``out`` stops at once, and the parent's
+    # leftovers of killed runs are removed before anything else (geokanon._outdir).
+    with claim(out, force=options.force, what="release (partitioned)") as held:
+        return _release_held(
+            held, source, policy, out, options, tiling=tiling, client=client,
+            scheduler=scheduler, n_workers=n_workers, crs=crs, scratch_dir=scratch_dir,
+            records_per_part=records_per_part, check_determinism=check_determinism,
+            progress=progress,
+        )  # fmt: skip
+
+
+def _release_held(
+    held: Claim,
+    source: Any,
+    policy: OutlierPolicy,
+    out: Path,
+    options: ReleaseOptions,
+    *,
+    tiling: Tiling | None,
+    client: Any,
+    scheduler: str | None,
+    n_workers: int | None,
+    crs: str | None,
+    scratch_dir: str | Path | None,
+    records_per_part: int,
+    check_determinism: bool | None,
+    progress: Callable[[str], None] | None,
+) -> PartitionedRelease:
+    """:func:`release_partitions` once ``out`` is held."""
+    from geokanon import __version__
+    from geokanon.pipeline import _same_decisions, _write_refusal
+    from geokanon.report.notes import release_notes
+    from geokanon.verify_tiles import SCOPE, verify_partitioned
+
+    say = progress or (lambda _stage: None)
     tiling = tiling or Tiling.for_policy(policy)
     _check_halo(tiling, policy)
     keep = tuple(options.keep)
-    base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
-    scratch = base / f"geokanon-release-{uuid.uuid4().hex[:12]}"
-    scratch.mkdir(parents=True)
+    # The spilled state holds the true coordinates: by default it lives in the private
+    # build area beside ``out``, which the next run tidies if this one is killed.
+    if scratch_dir is None:
+        scratch = held.private_dir("scratch")
+    else:
+        scratch = Path(scratch_dir) / f"geokanon-release-{uuid.uuid4().hex[:12]}"
+        scratch.mkdir(parents=True)
     try:
         with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
             say(f"gather compact arrays from {len(source)} partitions")
