@@ -50,6 +50,7 @@ __all__ = [
     "ReadOptions",
     "check_r_max",
     "identical_rows",
+    "same_rows",
     "read_points",
     "sha256_file",
     "table_from_frame",
@@ -1136,24 +1137,43 @@ def identical_rows(table: PointTable) -> NDArray[np.int64]:
 
     Examples
     --------
-    >>> t = table_from_frame(pd.DataFrame({"x": [0.0, 5.0, 0.0, 0.0], "y": [0.0] * 4,
+    >>> t = table_from_frame(pd.DataFrame({"x": [0.0, 500.0, 0.0, 0.0], "y": [0.0] * 4,
     ...                                    "a": [1, 1, 1, 2]}))
     >>> identical_rows(t).tolist()
     [0, 1, 0, 3]
     """
-    cls = np.arange(len(table), dtype=np.int64)
-    idx = _repeated_pairs(table.x, table.y)
+    columns: dict[str, Any] = {
+        "subject": table.subject_keys if table.subject_keys is not None else table.subjects,
+        "time": table.times,
+        "unit": table.unit_codes,
+    }
+    for i, col in enumerate(table.attributes.columns):
+        columns[f"a{i}"] = table.attributes[col]
+    return same_rows(table.x, table.y, columns)
+
+
+def same_rows(
+    x: NDArray[np.float64], y: NDArray[np.float64], columns: dict[str, Any]
+) -> NDArray[np.int64]:
+    """As :func:`identical_rows`, over coordinates and any per-record columns (None: absent).
+
+    Examples
+    --------
+    >>> same_rows(np.zeros(3), np.zeros(3), {"unit": np.array([2, 1, 2]), "t": None}).tolist()
+    [0, 1, 0]
+    """
+    cls = np.arange(x.size, dtype=np.int64)
+    idx = _repeated_pairs(x, y)
     if not idx.size:
         return cls
-    parts: dict[str, Any] = {"x": table.x[idx], "y": table.y[idx]}
-    subj = table.subject_keys if table.subject_keys is not None else table.subjects
-    if subj is not None:
-        parts["subject"] = subj[idx]
-    if table.times is not None:
-        parts["time"] = table.times[idx]
-    parts["unit"] = np.asarray(table.unit_codes)[idx]
-    for i, col in enumerate(table.attributes.columns):
-        parts[f"a{i}"] = table.attributes[col].iloc[idx].reset_index(drop=True)
+    parts: dict[str, Any] = {"x": x[idx] + 0.0, "y": y[idx] + 0.0}
+    for name, col in columns.items():
+        if col is None:
+            continue
+        if isinstance(col, pd.Series):
+            parts[f"c_{name}"] = col.iloc[idx].reset_index(drop=True)
+        else:
+            parts[f"c_{name}"] = np.asarray(col)[idx]
     cls[idx] = idx[_first_of_class(parts)]
     return cls
 
