@@ -495,6 +495,15 @@ class Plan:
                 + ")",
                 f"  times: {'yes' if table.times is not None else 'no'}",
             ]
+            copies = int(getattr(table, "duplicates", 0))
+            if copies:
+                fate = (
+                    "removed before anything else"
+                    if getattr(table, "duplicates_dropped", False)
+                    else "kept, each a record"
+                    + ("" if table.subjects is not None else " and a subject of its own")
+                )
+                lines.append(f"  exact copies of records: {copies:,} ({fate})")
         lines += [
             f"  labels: ok iota<=1, merge <={p.merge_ratio:g}, "
             f"generalise <={p.generalise_ratio:g}, suppress above "
