@@ -252,9 +252,7 @@ def content_tiebreak(
     return key
 
 
-def _same_decisions(
-    a: CoreResult, b: CoreResult, perm: np.ndarray, classes: np.ndarray
-) -> bool:
+def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray, classes: np.ndarray) -> bool:
     """The ``deterministic`` rule (:func:`geokanon.verify.decisions_agree`) for two core runs.
 
     ``b`` ran on the rows ``perm`` of ``a``'s input; ``classes`` are the input's

@@ -255,6 +255,7 @@ def decisions_agree(
         and all(np.array_equal(u[order_a], v[order_b]) for u, v in zip(a, b, strict=True))
     )
 
+
 LESS_THAN_K = "<k"
 WITHHELD = "withheld"
 _DISPOSALS = ("grouped", "merged", "generalised", "suppressed")

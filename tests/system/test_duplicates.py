@@ -95,7 +95,7 @@ def _class_of_identical_rows(frame: pd.DataFrame) -> np.ndarray:
 def test_permuted_rows_give_the_same_files_and_decisions_up_to_copies(
     with_copies, copies_release, tmp_path
 ):
-    path, frame, _ = with_copies
+    _, frame, _ = with_copies
     perm = np.random.default_rng(7).permutation(len(frame))
     shuffled = tmp_path / "shuffled.csv"
     frame.iloc[perm].to_csv(shuffled, index=False)

@@ -67,9 +67,7 @@ def test_decisions_agree_up_to_exchanging_identical_rows_only():
     crossed[[i, other]] = np.r_[2, 1]
     assert not decisions_agree({"d": across}, {"d": crossed[perm]}, perm, cls)
     unique = np.arange(5)
-    assert not decisions_agree(
-        {"d": unique}, {"d": unique[::-1]}, np.arange(5), np.arange(5)
-    )
+    assert not decisions_agree({"d": unique}, {"d": unique[::-1]}, np.arange(5), np.arange(5))
     # names and lengths must match
     assert not decisions_agree({"d": decision}, {"e": decision}, perm, cls)
     assert not decisions_agree({"d": decision}, {"d": decision[:-1]}, perm, cls)

@@ -50,8 +50,8 @@ __all__ = [
     "ReadOptions",
     "check_r_max",
     "identical_rows",
-    "same_rows",
     "read_points",
+    "same_rows",
     "sha256_file",
     "table_from_frame",
 ]
