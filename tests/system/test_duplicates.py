@@ -189,3 +189,28 @@ def test_records_at_one_place_are_ordered_by_their_times(tmp_path):
         for o in outs
     )
     assert a == b
+
+
+def test_partitioned_release_with_copies(with_copies, tmp_path):
+    # The Dask path: the same rule for copies spread over partitions.
+    pytest.importorskip("dask")
+    distributed = pytest.importorskip("distributed")
+    from geokanon.distributed import ParquetPartitions, release_partitions
+    from geokanon.policy import OutlierPolicy
+
+    _, frame, _ = with_copies
+    frame = frame[((frame.x - 155_500).abs() < 600) & ((frame.y - 463_500).abs() < 600)]
+    assert frame.duplicated().any()
+    d = tmp_path / "parts"
+    d.mkdir()
+    for i, idx in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        frame.iloc[idx].to_parquet(d / f"part-{i}.parquet", index=False)
+    source = ParquetPartitions.from_path(d, unit="gm_code")
+    policy = OutlierPolicy(k=5, r_max_m=300.0)
+    with distributed.Client(
+        processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None
+    ) as client:
+        result = release_partitions(
+            source, policy, tmp_path / "out", client=client, crs="EPSG:28992"
+        )
+    assert result.manifest["verification"]["deterministic"] is True
