@@ -1288,7 +1288,9 @@ def _mask_section(manifest: Mapping[str, Any]) -> list[str]:
 
 def _duplicates_text(dup: Any) -> str:
     """The manifest's ``duplicates`` in words: how many exact copies, and their fate."""
-    if not isinstance(dup, Mapping) or not dup.get("copies"):
+    if not isinstance(dup, Mapping):
+        return "not checked"
+    if not dup.get("copies"):
         return "none"
     n = f"{int(dup['copies']):,}"
     if dup.get("removed"):
