@@ -1010,6 +1010,7 @@ def build_release_files(
         "mask_risk": mask_risk,
         "passes": published_passes,
         "verification": dict(verification or {}),
+        "duplicates": duplicates_entry(table),
     }
     from geokanon.report.notes import release_notes
 
@@ -1027,6 +1028,20 @@ def build_release_files(
         sentences = overall or ["No attribute was compared."]
     (rel / "RELEASE_NOTES.md").write_text(release_notes(manifest, units, policy, sentences))
     return manifest
+
+
+def duplicates_entry(table: Any) -> dict[str, Any]:
+    """The manifest's ``duplicates``: exact copies in the input, and what became of them.
+
+    ``copies``: records repeating an earlier record in every column; ``removed``:
+    whether they were removed before anything else (``--drop-duplicates``); else each
+    counted as a record and, with no ``subject_column``, as a subject of its own.
+    """
+    return {
+        "copies": int(getattr(table, "duplicates", 0)),
+        "removed": bool(getattr(table, "duplicates_dropped", False)),
+        "subject_column": getattr(table, "subjects", None) is not None,
+    }
 
 
 def finish_manifest(

@@ -224,13 +224,19 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     with_subject = [p["subject"] is not None for p in parts]
     if any(with_subject) and not all(with_subject):
         raise InputError("some partitions have the subject column and some do not")
-    subjects = None
-    if all(with_subject):
-        _, subjects = np.unique(joined("subject"), return_inverse=True)
-        subjects = subjects.astype(np.int64)
+    subject_hash = joined("subject") if all(with_subject) else None
     tb = None
     if parts[0]["tiebreak"] is not None:
         tb = joined("tiebreak")
+    # The content key of every record, as on one machine (attributes, subject id, unit).
+    from geokanon.pipeline import content_tiebreak
+
+    tb = content_tiebreak(tb, subject_hash, None, codes)
+    subjects = None
+    if subject_hash is not None:
+        _, subjects = np.unique(subject_hash, return_inverse=True)
+        subjects = subjects.astype(np.int64)
+    del subject_hash
     fingerprint = None
     if all(p["sha256"] for p in parts):
         fingerprint = hashlib.sha256("\n".join(p["sha256"] for p in parts).encode()).hexdigest()
@@ -781,6 +787,7 @@ def _release_held(
 ) -> PartitionedRelease:
     """:func:`release_partitions` once ``out`` is held."""
     from geokanon import __version__
+    from geokanon.io.read import same_rows
     from geokanon.pipeline import _same_decisions, _write_refusal
     from geokanon.report.notes import release_notes
     from geokanon.verify_tiles import SCOPE, verify_partitioned
@@ -824,8 +831,11 @@ def _release_held(
                     tiebreak=None if g.tiebreak is None else g.tiebreak[perm],
                     tiling=tiling, client=c,
                 )  # fmt: skip
-                deterministic = _same_decisions(core, again, perm)
-                del again
+                # records equal in every column: coordinates and the content key (which
+                # holds the subject id, the unit and the attributes)
+                same = same_rows(g.x, g.y, {"key": g.tiebreak, "subject": g.subjects})
+                deterministic = _same_decisions(core, again, perm, same)
+                del again, same
             layout = _plan_parts(core, tiling, records_per_part)
             core = _renumbered(core, layout)
             layout.new_of_old = layout.order = np.zeros(0, dtype=np.int64)

@@ -1287,6 +1287,20 @@ def _mask_section(manifest: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _duplicates_text(dup: Any) -> str:
+    """The manifest's ``duplicates`` in words: how many exact copies, and their fate."""
+    if not isinstance(dup, Mapping):
+        return "not checked"
+    if not dup.get("copies"):
+        return "none"
+    n = f"{int(dup['copies']):,}"
+    if dup.get("removed"):
+        return f"{n}, removed before anything else (--drop-duplicates)"
+    if dup.get("subject_column"):
+        return f"{n}, kept (each a record of its subject)"
+    return f"{n}, kept (no subject ids: each counted as a subject of its own)"
+
+
 def _params_section(manifest: Mapping[str, Any]) -> list[str]:
     pol = dict(manifest.get("policy") or {})
     rows: list[tuple[str, object]] = [
@@ -1301,6 +1315,7 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("CRS of published coordinates", manifest.get("crs") or "unnamed"),
         ("totals", manifest.get("totals", "")),
         ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
+        ("exact copies in the input", _duplicates_text(manifest.get("duplicates"))),
     ]
     par = "".join(
         f'<tr><td class="l">{html.escape(a)}</td><td class="l"><code>{_esc(b)}</code></td></tr>'
