@@ -132,24 +132,28 @@ def _hidden_cells_safe(published_total: int, shown: Sequence[int | str], k: int)
     return h >= (k - 1) + (m - 1) and h <= (m - 1) * (k - 1) + 1
 
 
-def _round_to_k(value: int, k: int) -> int:
-    """Round a count to the nearest multiple of k (halves up)."""
-    return int((value + k // 2) // k * k) if k > 1 else int(value)
+#: What the manifest's per-pass counts count (``passes[].scope``).
+PASS_SCOPE = "records published at group level"
 
 
 def _published_pass(entry: dict[str, Any], k: int) -> dict[str, Any]:
-    """A fixed-point pass as published: label counts rounded to multiples of k, no input size.
+    """A fixed-point pass as published: counted over the records published at group level.
 
-    Exact per-pass label counts (and the input size they add up to) would let anyone
-    compute the suppressed mass from the released counts; rounded counts show the
-    trend the passes are for. The exact ones stay in the audit.
+    Counts over all records (the first pass labels every one of them) tie the input
+    size, and with it the suppressed mass, to the released counts: even rounded to a
+    multiple of k they leave the suppressed total a window of fewer than k values,
+    which pins small ``<k`` cells. Every published record took part in every pass, so
+    the same passes counted over them alone show how the labels settled and add up to
+    ``grouped + merged`` in every pass: no figure here rests on a record that is not
+    published. The counts over all records stay in the audit (``passes_exact``).
     """
+    if entry.get("group_level") is None:
+        raise ValueError("a pass without its group-level counts cannot be published")
     return {
-        "pass": entry["pass"],
-        "labels": {lab: _round_to_k(int(v), k) for lab, v in entry["labels"].items()},
-        "labels_rounding": f"nearest multiple of k={k}",
-        # Pass 1 labels every record: its count would be the input size.
-        "changed": int(entry["changed"]) if entry["pass"] > 1 else _round_to_k(entry["changed"], k),
+        "pass": int(entry["pass"]),
+        "scope": PASS_SCOPE,
+        "labels": {lab: int(v) for lab, v in entry["group_level"].items()},
+        "changed": int(entry["group_level_changed"]),
     }
 
 

@@ -76,6 +76,9 @@ __all__ = [
 
 LT_K = "<k"
 WITHHELD = "withheld"
+#: ``passes[].scope`` of per-pass counts over the records published at group level
+#: (the value :data:`geokanon.published.PASS_SCOPE`).
+PASS_SCOPE = "records published at group level"
 
 #: What every check establishes, in the words of the specification.
 CHECK_TEXT: dict[str, str] = {
@@ -98,7 +101,7 @@ CHECK_TEXT: dict[str, str] = {
     "manifest": "every release file is listed in manifest.json with a matching sha256",
 }
 #: Checks run again once this page is in place (they read it).
-RECHECKED = ("no_leak", "report_safety", "manifest")
+RECHECKED = ("holes", "no_leak", "report_safety", "manifest")
 
 #: Okabe-Ito colours of the four labels, and the groups.
 LABEL_COLOURS = {
@@ -1191,9 +1194,10 @@ def _pass_rows(manifest: Mapping[str, Any], k: int) -> list[dict[str, int | str]
     for p in manifest.get("passes", []):
         labels = p.get("labels", {})
         row: dict[str, int | str] = {"pass": int(p.get("pass", len(rows) + 1))}
+        over_published = p.get("scope") == PASS_SCOPE  # counts of published records only
         for lab in LABEL_COLOURS:
             raw = labels.get(lab) or 0
-            if lab == "suppress" and hidden:
+            if lab == "suppress" and hidden and not over_published:
                 row[lab] = WITHHELD  # even 0: the column would give the hidden figure away
             elif isinstance(raw, int | float) and not isinstance(raw, bool):
                 row[lab] = _mask_count(int(raw), k)
@@ -1206,7 +1210,14 @@ def _pass_rows(manifest: Mapping[str, Any], k: int) -> list[dict[str, int | str]
 
 
 def _passes_note(manifest: Mapping[str, Any]) -> str:
-    rounding = {str(p.get("labels_rounding")) for p in manifest.get("passes", [])} - {"None"}
+    passes = manifest.get("passes", [])
+    if passes and all(p.get("scope") == PASS_SCOPE for p in passes):
+        return (
+            '<p class="mute">Each pass counted over the records published at group level '
+            "only (they took part in every pass): counts over all records would give the "
+            "number of input records, and with it the suppressed ones.</p>"
+        )
+    rounding = {str(p.get("labels_rounding")) for p in passes} - {"None"}
     if not rounding:
         return ""
     return (
