@@ -133,7 +133,10 @@ TEXT_PHRASES = (
     r"r_max/\d+",
     r"\b2 r_max\b",
     r"1\.\.k-1",
+    r"\d+ of \d+ independent checks passed",  # the report's verdict
     r"centres of [\d.,]+ m grid cells",  # the snap grid of the representatives
+    r"(?:square cells of|records per) [\d.,]+ k?m\b",  # the map's raster
+    r"more than [\d,]+ groups would not read as dots",
     r"\b\d+(?:\.\d+){2,}\b",  # versions
     r"\b[0-9a-f]{16,}\b",  # checksums
     r"geokanon-release/\d+",
@@ -299,6 +302,17 @@ def _manifest(m: Mapping[str, Any], k: int, out: Published) -> None:
             continue  # the global '<k' (subjects) is a cell of its own in hidden_ranges
         rounding = _rounding(holder, sub, f"manifest {name}", out.problems)
         add(_count_figure(f"manifest {name}", ((quantity, 1.0),), value, k, rounding))
+    risk = m.get("mask_risk")
+    if isinstance(risk, Mapping):
+        for key in ("share_below_k", "worst_case_share_below_k"):
+            v = risk.get(key)
+            if isinstance(v, float) and round(v, 3) != v:
+                out.problems.append(
+                    f"manifest mask_risk.{key}: a share of the input records to more than 3 "
+                    "decimals gives their number away (the share's denominator)"
+                )
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                out.known.add(100.0 * float(v))  # the report shows it as a percentage
     share = m.get("suppressed_share")
     sup = (m.get("counts") or {}).get("suppressed") if isinstance(m.get("counts"), Mapping) else None
     if isinstance(share, int | float) and not isinstance(share, bool) and _int(sup) is None:
@@ -563,7 +577,7 @@ def _tables(
                     continue
                 unit = html.unescape(row[0]).strip()
                 for h, cell in zip(head[1:], row[1:], strict=False):
-                    col = UNIT_COLUMNS.get(h)
+                    col = _unit_column(h)
                     if col is None:
                         if h not in UNIT_BANDS:
                             free.append(cell)
@@ -592,6 +606,21 @@ def _tables(
             for row in t.rows:
                 free.extend(row)
     return free
+
+
+def _unit_column(heading: str) -> str | None:
+    """The units.csv cell a per-unit table column shows (by its heading), or None."""
+    h = heading.strip().lower()
+    if h in UNIT_COLUMNS:
+        return UNIT_COLUMNS[h]
+    if h in UNIT_BANDS or "share" in h:
+        return None
+    for word, col in (("synthetic", "synthetic"), ("generalis", "generalised_up"),
+                      ("generaliz", "generalised_up"), ("suppress", "suppressed"),
+                      ("total", "source_total"), ("released", "released")):  # fmt: skip
+        if word in h:
+            return col
+    return None
 
 
 def _unit_cell(
@@ -668,11 +697,10 @@ def _free_numbers(texts: Iterable[str], name: str, out: Published) -> None:
                 continue
             if not any(math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-9) for w in out.known):
                 bad.append(raw)
-    if bad:
-        shown = ", ".join(dict.fromkeys(bad[:5]))
+    if bad:  # not quoted: such a number may be anything, a coordinate too
         out.problems.append(
-            f"{name}: {len(bad)} numbers that are no published figure of the release "
-            f"({shown}); every number shown must be part of the holes system"
+            f"{name}: {len(bad)} numbers that are no published figure of the release; "
+            "every number shown must be part of the holes system"
         )
 
 

@@ -157,6 +157,22 @@ def _published_pass(entry: dict[str, Any], k: int) -> dict[str, Any]:
     }
 
 
+def _published_mask_risk(risk: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The mask's risk summary as published: no record count, shares to 3 decimals.
+
+    Its ``records`` is the input size, and a share of the input records at full
+    precision gives that size away too (the denominator of the float); both would let
+    the released counts pin the suppressed mass. The audit keeps the exact summary.
+    """
+    if risk is None:
+        return None
+    out = {key: v for key, v in risk.items() if key != "records"}
+    for key in ("share_below_k", "worst_case_share_below_k"):
+        if isinstance(out.get(key), float):
+            out[key] = round(out[key], 3)
+    return out
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -1051,7 +1067,7 @@ def build_release_files(
             "rule": SYNTHESIS_RULE,
         },
         "mask": None if options.mask is None else options.mask.to_dict(),
-        "mask_risk": mask_risk,
+        "mask_risk": _published_mask_risk(mask_risk),
         "passes": published_passes,
         "verification": dict(verification or {}),
     }

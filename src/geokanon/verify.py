@@ -1989,7 +1989,7 @@ def holes_check(
     pub = collect(
         manifest, k=k, unit_cells=cells, group_records=group_total, class_records=class_total,
         records_rows=records_rows, notes=notes, report=report,
-        extra_known=[*range(len(CHECKS) + 2), MAX_PASSES, len(rows)],
+        extra_known=[MAX_PASSES, len(rows)],
     )  # fmt: skip
     problems += pub.problems
     for (unit, col), value in pub.unit_values.items():
@@ -2025,14 +2025,16 @@ def holes_check(
         )
     except ValueError as exc:
         return CheckResult("holes", False, "; ".join([*problems, f"{exc} (see counts)"][:6]))
-    problems += [p for h in ranges if (p := h.problem(k)) is not None]
+    narrowed = [p for h in ranges if (p := h.problem(k)) is not None]
+    if narrowed:
+        problems = [
+            f"{len(narrowed)} of {len(ranges)} hidden figures recoverable: " + narrowed[0],
+            *narrowed[1:],
+            *problems,
+        ]
     if problems:
         return CheckResult(
-            "holes",
-            False,
-            f"{len(problems)} problems ({len(ranges)} hidden figures): "
-            + "; ".join(problems[:5])
-            + (" ..." if len(problems) > 5 else ""),
+            "holes", False, "; ".join(problems[:5]) + (" ..." if len(problems) > 5 else "")
         )
     return CheckResult(
         "holes",
