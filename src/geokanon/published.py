@@ -73,8 +73,24 @@ QUANTITIES: dict[str, str] = {
 #: (bias: rank-test medians and p-values of suppressed vs retained records).
 PARAMETER_FIELDS = frozenset(
     {"format", "version", "k", "r_max_m", "tau", "unit_cap", "policy", "seed", "crs",
-     "input_sha256", "totals", "keep", "mask", "verification", "files", "bias"}
+     "input_sha256", "totals", "keep", "mask", "verification", "files", "bias", "layout",
+     "record_parts"}
 )  # fmt: skip
+#: Manifest fields of text (the partitioned release's): their numbers are read by the
+#: declared phrases of :data:`MANIFEST_PHRASES`, any other number in them must be known.
+TEXT_FIELDS = frozenset({"verification_scope", "verification_not_run", "bias_sample"})
+#: Phrases of the manifest's text fields that bound the input records: (pattern, kind) with
+#: kind ``"above"`` (more than v records) or ``"per_million"`` (the bias sample's 1 in
+#: ``N // 1,000,000``).
+MANIFEST_PHRASES = ((r"the input has more than ([\d,]+) records", "above"),)
+#: A sample of 1 in m records, m the input's records divided by D, rounded down, at least
+#: m0 (the partitioned release's bias sample and report sample): a bucket of the input size.
+SAMPLE_PHRASE = (
+    r"1 in ([\d,]+)\b[^;:()]{0,120}?: the input's records divided by ([\d,]+), rounded "
+    r"down, at least (\d+)"
+)
+#: The size of such a sample: a count over records chosen by a hash, tied to no other count.
+SAMPLE_SIZE_PHRASE = r"a deterministic sample of [\d,]+ records"
 #: Manifest fields that carry counts, with the quantity of each count.
 MANIFEST_FIELDS: dict[str, str] = {
     "records_published": "records_published",
@@ -280,6 +296,8 @@ def _manifest(m: Mapping[str, Any], k: int, out: Published) -> None:
     for key, value in m.items():
         if key in PARAMETER_FIELDS or key in OTHER_FIELDS or key in MANIFEST_FIELDS:
             continue
+        if key in TEXT_FIELDS:
+            continue  # read by _manifest_text
         if key in ("counts", "synthetic", "mask_risk") and isinstance(value, Mapping):
             for sub, v in value.items():
                 name = f"{key}.{sub}"
@@ -362,6 +380,45 @@ def _passes(passes: list[Any], k: int, out: Published) -> None:
                 out.figures.append(fig)
     out.figures.extend(identities(passes))
     out.known.update(float(i) for i in range(n + 1))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def _manifest_text(m: Mapping[str, Any], out: Published) -> list[str]:
+    """Figures of the manifest's text fields; the text left for the free-number check."""
+    rest: list[str] = []
+    for key in sorted(TEXT_FIELDS):
+        for text in _strings(m.get(key)):
+            for pattern, _kind in MANIFEST_PHRASES:
+                for hit in re.finditer(pattern, text):
+                    v = int(hit.group(1).replace(",", ""))
+                    out.figures.append(
+                        Figure(f"manifest {key}", (("records", 1.0),), v + 1.0, math.inf)
+                    )
+                text = re.sub(pattern, " ", text)
+            rest.append(_samples(text, f"manifest {key}", out))
+    return rest
+
+
+def _samples(text: str, where: str, out: Published) -> str:
+    """Figures of the sample phrases in ``text`` (input records in m's bucket); the rest."""
+    for hit in re.finditer(SAMPLE_PHRASE, text):
+        m, d, m0 = (int(g.replace(",", "")) for g in hit.groups())
+        # a sample is drawn only above d records; m = max(m0, N // d)
+        lo = d + 1 if m <= m0 else m * d
+        out.figures.append(Figure(f"{where} sample", (("records", 1.0),), float(lo),
+                                  float((m + 1) * d - 1)))  # fmt: skip
+    text = re.sub(SAMPLE_PHRASE, " ", text)
+    return re.sub(SAMPLE_SIZE_PHRASE, " ", text)
 
 
 def identities(passes: Sequence[Any] = ()) -> list[Figure]:
@@ -762,8 +819,9 @@ def collect(
             out.figures.append(Figure(where, ((q, 1.0),), float(v), float(v)))
     # the vocabulary of the text: every number the other files publish, the parameters
     known = out.known
+    manifest_text = _manifest_text(manifest, out)
     for key, value in manifest.items():
-        if key not in ("files", "input_sha256"):
+        if key not in ("files", "input_sha256") and key not in TEXT_FIELDS:
             known.update(_numbers(value))
     for key in ("tau", "unit_cap", "suppressed_share"):
         v = manifest.get(key)
@@ -775,6 +833,7 @@ def collect(
             known.add(f.low)
     known.update(float(v) for v in extra_known)
     known.update({0.0, 1.0, float(k), float(k - 1)})
+    _free_numbers(manifest_text, "manifest.json text", out)
     rounding = _pass_rounding(manifest.get("passes"))
     for name, text in (("RELEASE_NOTES.md", notes), ("report.html", report)):
         if text is None:
@@ -790,6 +849,6 @@ def collect(
             counts = manifest.get("counts")
             sup = counts.get("suppressed") if isinstance(counts, Mapping) else None
             free += _cards(parts.cards, k, _int(sup) is not None, out) + parts.text
-        _free_numbers(free, name, out)
+        _free_numbers([_samples(html.unescape(t), name, out) for t in free], name, out)
     out.figures = [f for f in out.figures if f.terms]
     return out
