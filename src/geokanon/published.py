@@ -258,9 +258,12 @@ def _has_number(value: Any) -> bool:
 
 
 def _count_figure(
-    where: str, terms: tuple[tuple[str, float], ...], value: object, k: int,
+    where: str,
+    terms: tuple[tuple[str, float], ...],
+    value: object,
+    k: int,
     rounding: int | None = None,
-) -> Figure | None | str:
+) -> Figure | str | None:
     """A published count as a figure (None: withheld; a string: why it is unreadable)."""
     if value == WITHHELD or value is None:
         return None
@@ -287,7 +290,7 @@ def _rounding(entry: Mapping[str, Any], name: str, where: str, problems: list[st
 
 
 def _manifest(m: Mapping[str, Any], k: int, out: Published) -> None:
-    def add(fig: Figure | None | str) -> None:
+    def add(fig: Figure | str | None) -> None:
         if isinstance(fig, str):
             out.problems.append(fig)
         elif fig is not None:
@@ -303,10 +306,14 @@ def _manifest(m: Mapping[str, Any], k: int, out: Published) -> None:
                 name = f"{key}.{sub}"
                 if sub.endswith("_rounding"):
                     continue
-                if name not in MANIFEST_FIELDS and name not in OTHER_FIELDS and (
-                    _has_number(v) or _parse_cell(str(v)) == LESS_THAN_K
+                if (
+                    name not in MANIFEST_FIELDS
+                    and name not in OTHER_FIELDS
+                    and (_has_number(v) or _parse_cell(str(v)) == LESS_THAN_K)
                 ):
-                    out.problems.append(f"manifest {name}: a figure the release format does not declare")
+                    out.problems.append(
+                        f"manifest {name}: a figure the release format does not declare"
+                    )
             continue
         if _has_number(value) or value == LESS_THAN_K:
             out.problems.append(f"manifest {key}: a figure the release format does not declare")
@@ -332,7 +339,9 @@ def _manifest(m: Mapping[str, Any], k: int, out: Published) -> None:
             if isinstance(v, int | float) and not isinstance(v, bool):
                 out.known.add(100.0 * float(v))  # the report shows it as a percentage
     share = m.get("suppressed_share")
-    sup = (m.get("counts") or {}).get("suppressed") if isinstance(m.get("counts"), Mapping) else None
+    sup = (
+        (m.get("counts") or {}).get("suppressed") if isinstance(m.get("counts"), Mapping) else None
+    )
     if isinstance(share, int | float) and not isinstance(share, bool) and _int(sup) is None:
         out.problems.append(
             "manifest suppressed_share: a share of a suppressed figure that is itself hidden"
@@ -352,7 +361,9 @@ def _passes(passes: list[Any], k: int, out: Published) -> None:
         p = _int(entry.get("pass")) or i + 1
         scope = entry.get("scope")
         for key, value in entry.items():
-            if key in ("pass", "scope", "labels", "changed", "records") or key.endswith("_rounding"):
+            if key in ("pass", "scope", "labels", "changed", "records") or key.endswith(
+                "_rounding"
+            ):
                 continue
             if _has_number(value):
                 out.problems.append(f"{where}.{key}: a figure the release format does not declare")
@@ -464,27 +475,57 @@ def identities(passes: Sequence[Any] = ()) -> list[Figure]:
         else:
             scope = ((f"pass{p}.records", 1.0),)
             if p == 1:
-                out.append(Figure("pass 1 classifies every record",
-                                  (("pass1.records", 1.0), ("records", -1.0)), 0.0, 0.0))
+                out.append(
+                    Figure(
+                        "pass 1 classifies every record",
+                        (("pass1.records", 1.0), ("records", -1.0)),
+                        0.0,
+                        0.0,
+                    )
+                )
             elif i > 0:
-                prev = _int(passes[i - 1].get("pass")) if isinstance(passes[i - 1], Mapping) else None
-                out.append(Figure(f"pass {p} classifies no more records than pass {prev or i}",
-                                  ((f"pass{p}.records", 1.0), (f"pass{prev or i}.records", -1.0)),
-                                  -math.inf, 0.0))
+                prev = (
+                    _int(passes[i - 1].get("pass")) if isinstance(passes[i - 1], Mapping) else None
+                )
+                out.append(
+                    Figure(
+                        f"pass {p} classifies no more records than pass {prev or i}",
+                        ((f"pass{p}.records", 1.0), (f"pass{prev or i}.records", -1.0)),
+                        -math.inf,
+                        0.0,
+                    )
+                )
             last = i == n - 1  # the last pass classifies exactly the group-level records
-            out.append(Figure(f"pass {p} classifies the group-level records at least",
-                              ((f"pass{p}.records", 1.0), ("grouped", -1.0), ("merged", -1.0)),
-                              0.0, 0.0 if last else math.inf))
+            out.append(
+                Figure(
+                    f"pass {p} classifies the group-level records at least",
+                    ((f"pass{p}.records", 1.0), ("grouped", -1.0), ("merged", -1.0)),
+                    0.0,
+                    0.0 if last else math.inf,
+                )
+            )
         neg = tuple((q, -c) for q, c in scope)
         if sums:
             out.append(Figure(f"pass {p} labels add up to its records", sums + neg,
                               -math.inf if not whole else 0.0, 0.0))  # fmt: skip
         if p == 1:
-            out.append(Figure("pass 1 labels every record for the first time",
-                              ((f"pass{p}.changed", 1.0), *neg), 0.0, 0.0))
+            out.append(
+                Figure(
+                    "pass 1 labels every record for the first time",
+                    ((f"pass{p}.changed", 1.0), *neg),
+                    0.0,
+                    0.0,
+                )
+            )
         else:
-            out.append(Figure(f"pass {p} changes no more labels than it has records",
-                              ((f"pass{p}.changed", 1.0), *neg), -math.inf, 0.0))
+            out.append(
+                Figure(
+                    f"pass {p} changes no more labels than it has records",
+                    ((f"pass{p}.changed", 1.0), *neg),
+                    -math.inf,
+                    0.0,
+                )
+            )
     return out
 
 
@@ -621,8 +662,12 @@ def _pass_rounding(passes: Any) -> dict[tuple[int, str], int]:
 
 
 def _tables(
-    tables: Iterable[_Table], name: str, k: int, unit_cells: Mapping[tuple[str, str], object],
-    rounding: Mapping[tuple[int, str], int], out: Published,
+    tables: Iterable[_Table],
+    name: str,
+    k: int,
+    unit_cells: Mapping[tuple[str, str], object],
+    rounding: Mapping[tuple[int, str], int],
+    out: Published,
 ) -> list[str]:
     """Figures of the per-unit and per-pass tables; the text of every other table."""
     free: list[str] = []
@@ -681,8 +726,13 @@ def _unit_column(heading: str) -> str | None:
 
 
 def _unit_cell(
-    name: str, unit: str, col: str, cell: str, k: int,
-    unit_cells: Mapping[tuple[str, str], object], out: Published,
+    name: str,
+    unit: str,
+    col: str,
+    cell: str,
+    k: int,
+    unit_cells: Mapping[tuple[str, str], object],
+    out: Published,
 ) -> None:
     value = _parse_cell(cell)
     if value is None:

@@ -30,11 +30,16 @@ The rules, exactly as implemented
     shortest decimal that round-trips the published float (``0.01`` is
     exactly 1/100), so there is no rounding at all.
 ``holes``
-    The published figures (``units.csv`` rows, the class sizes, the manifest's
-    counts and global suppressed figure, the input size when the first pass's
-    ``records`` publishes it) are turned into a linear system and every hidden
-    cell (``<k``, ``withheld``) is bounded with :func:`scipy.optimize.linprog`
-    (min and max). See :func:`hidden_ranges` for the variables and identities.
+    Every number of every release file is turned into one linear system: the
+    ``units.csv`` rows, and the figures :func:`geokanon.published.collect` reads
+    by the release format's declared schema from the manifest (counts, the
+    passes by their ``scope``, rounded counts as intervals, the mask's record
+    count, ...), the group and class tables, ``records.parquet``'s rows, and the
+    notes' and report's tables and cards; any other number in the notes and the
+    report must be a value the system holds, and a number in a field or column
+    the format does not declare fails. Every hidden cell (``<k``, ``withheld``)
+    is bounded with :func:`scipy.optimize.linprog` (min and max). See
+    :func:`hidden_ranges` for the variables and identities.
     A ``<k`` cell fails when its feasible range does not contain both 1 and k-1
     (so with k = 2 a ``<k`` cell always fails: it reveals exactly 1); a
     ``withheld`` cell fails when its range holds fewer than k integers.
@@ -682,8 +687,8 @@ def hidden_ranges(
     hidden_q: set[int] = set()
     for f in figures:
         row = {}
-        for q, c in f.terms:
-            _add(row, quantity(q), c)
+        for q, coef in f.terms:
+            _add(row, quantity(q), coef)
         if f.hidden and len(f.terms) == 1 and qvar[f.terms[0][0]] not in hidden_q:
             hidden_q.add(qvar[f.terms[0][0]])
             hidden.append((f.where, LESS_THAN_K, qvar[f.terms[0][0]]))
@@ -1930,7 +1935,9 @@ def _undeclared_columns(name: str, frame: pd.DataFrame, declared: frozenset[str]
             text = values.astype(str).str.strip()
             numeric = bool(text.str.fullmatch(r"[+-]?\d[\d,]*(\.\d+)?|<k").any())
         if numeric:
-            out.append(f"{name} column {str(col)[:24]!r}: a figure the release format does not declare")
+            out.append(
+                f"{name} column {str(col)[:24]!r}: a figure the release format does not declare"
+            )
     return out
 
 
