@@ -656,12 +656,12 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
             "are the sample's"
         )
     cols: dict[str, list[NDArray[Any]]] = {
-        k: [] for k in ("group_id", "subject", "x_m", "y_m", "iota")
+        k: [] for k in ("group_id", "subject", "x_m", "y_m", "iota", "disposal")
     }
-    names = ("group_id", "subjects", "x", "y", "iota")
-    for _, (gi, subj, x, y, iota) in state.chunks(*names):
+    names = ("group_id", "subjects", "x", "y", "iota", "disposal")
+    for _, (gi, subj, x, y, iota, disp) in state.chunks(*names):
         take = _report_sample(gi, x, y, m) if m > 1 else slice(None)
-        for key, v in zip(cols, (gi, subj, x, y, iota), strict=True):
+        for key, v in zip(cols, (gi, subj, x, y, iota, disp), strict=True):
             cols[key].append(v[take])
     joined = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
     gid = joined["group_id"].astype(np.int64)
@@ -677,6 +677,11 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
             "x_m": joined["x_m"].astype(np.float64),
             "y_m": joined["y_m"].astype(np.float64),
             "iota": joined["iota"].astype(np.float64),
+            # the report's isolation ratios leave suppressed records out when their number
+            # is hidden (a histogram of every record would bound it)
+            "disposal": np.where(
+                joined["disposal"] == Disposal.SUPPRESSED, "suppressed", "published"
+            ),
         }
     )
     frame.loc[gid < 0, "group_id"] = pd.NA

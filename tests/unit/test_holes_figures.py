@@ -304,3 +304,31 @@ def test_group_level_pass_counts_add_up_to_the_group_level_records() -> None:
     assert [first[name] for name in ("ok", "merge", "generalise", "suppress")] == list(labels)
     last = core.passes[-1]
     assert last.group_level == last.labels and last.group_level_changed == 0
+
+
+def test_report_isolation_histogram_counts_published_records_only(tmp_path, monkeypatch) -> None:
+    # The lone records 1.5 km from B and C are 'generalise'-labelled (iota about 3, below
+    # the generalise ratio 4) and suppressed (no class of 5 can hold them). Drawn over
+    # every record, the histogram's bars would add up to 302, the input size: with 300
+    # grouped, both '<k' cells would read 1. Only published records are drawn.
+    import geokanon.report.html as report
+
+    frame = _towns()
+    frame.loc[frame.index[-2:], "y"] = 461_500.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = table_from_frame(frame, unit="unit", crs="EPSG:28992")
+        release_points(table, POLICY, tmp_path / "out", check_determinism=False)
+    units = pd.read_csv(tmp_path / "out" / "release" / "units.csv", dtype=str)
+    assert list(units["suppressed"]) == ["0", "<k", "<k"]
+    audit = json.loads((tmp_path / "out" / "audit" / "audit.json").read_text())
+    assert audit["passes_exact"][0]["labels"]["generalise"] == 2
+    seen: list[int] = []
+
+    def spy(iota, subj, manifest):
+        seen.append(int((~np.isnan(iota) & (iota <= 4.0)).sum()))
+        return ""
+
+    monkeypatch.setattr(report, "_iota_figure", spy)
+    report.report_html(tmp_path / "out")
+    assert seen == [300]

@@ -14,8 +14,13 @@ publishes, plus histograms aggregated from the audit under a masking rule:
   the end joins the bin before it); bin edges are fixed in advance, never fitted
   to the data;
 - when the release hides its global suppressed figure (``<k`` or ``withheld``),
-  the isolation ratios above the generalise threshold are one hatched bar with no
-  height, and the per-pass ``suppress`` label counts read ``withheld``;
+  the isolation ratios are those of the published records only (over every record
+  the bars would add up to the input size less the records above the generalise
+  threshold, a bound of the hidden suppressed total), those above the generalise
+  threshold are one hatched bar with no height, and per-pass ``suppress`` label
+  counts over all records read ``withheld``;
+- per-pass label counts are the manifest's, counted over the records published at
+  group level;
 - per-pass label counts of 1..k-1 records read ``<k``;
 - per-unit suppressed shares are published as bands relative to the unit cap,
   and only where the unit's suppressed figure is published as a number;
@@ -953,6 +958,19 @@ def _read_columns(path: Path, columns: list[str]) -> dict[str, NDArray[Any]]:
     return out
 
 
+def _suppressed_rows(path: Path) -> NDArray[np.bool_]:
+    """Whether each audit row's ``disposal`` is ``suppressed`` (with pyarrow's compute)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    col = pq.ParquetFile(path).read(columns=["disposal"]).column(0)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
+    hit = pc.fill_null(pc.equal(col, "suppressed"), False)
+    return np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def _fill_null(arr: Any, fill: int) -> NDArray[Any]:
     """An integer arrow array as numpy with ``fill`` where null (from its buffers: the
     values and the validity bitmap, without a pass through pyarrow's compute)."""
@@ -1404,6 +1422,11 @@ def report_html(
     del gid, xm, ym
     subj = _read_columns(assignment, ["subject"])["subject"].astype(np.int64, copy=False)
     iota = _read_columns(assignment, ["iota"])["iota"].astype(np.float64, copy=False)
+    if not isinstance(counts.get("suppressed"), int):
+        # Over all records, the bars would add up to the input size less the records above
+        # the generalise threshold: with the released counts a lower bound of the hidden
+        # suppressed total (exact when no record is above it). Only published records count.
+        iota = np.where(_suppressed_rows(assignment), np.nan, iota)
 
     results = _check_results(manifest, verification, deterministic)
     all_ok = all(ok for _, ok in results if ok is not None) and all(
@@ -1481,7 +1504,9 @@ def report_html(
         "suppressed figure is a published number.</p>",
         "<h2>Distributions</h2>",
         '<div class="grid2">',
-        '<div class="panel" id="plot-iota"><h3>Isolation ratios and the thresholds</h3>'
+        '<div class="panel" id="plot-iota"><h3>Isolation ratios and the thresholds'
+        + ("" if isinstance(counts.get("suppressed"), int) else " (published records)")
+        + "</h3>"
         f"{_iota_figure(iota, subj, manifest)}</div>",
         '<div class="panel" id="plot-diameter"><h3>Group diameters against r_max</h3>'
         f"{_diameter_figure(diam, r_max)}</div>",
