@@ -150,6 +150,7 @@ TEXT_PHRASES = (
     r"\b2 r_max\b",
     r"1\.\.k-1",
     r"\d+ of \d+ independent checks passed",  # the report's verdict
+    r"\d+ comparisons with no significant difference",  # bias findings listed
     r"centres of [\d.,]+ m grid cells",  # the snap grid of the representatives
     r"(?:square cells of|records per) [\d.,]+ k?m\b",  # the map's raster
     r"more than [\d,]+ groups would not read as dots",
