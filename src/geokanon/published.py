@@ -102,9 +102,11 @@ MANIFEST_FIELDS: dict[str, str] = {
     "synthetic.total": "synthetic",
     "mask_risk.records": "records",
 }
-#: Manifest fields read by the per-unit part of the system or structural.
+#: Manifest fields read by the per-unit part of the system or structural. ``duplicates``
+#: counts input rows that repeat another row in every column: a count of input rows
+#: that no identity ties to a disposal (the input size itself is never published).
 OTHER_FIELDS = frozenset(
-    {"groups", "classes", "suppressed_share", "synthetic.allowed", "synthetic.per_unit",
+    {"groups", "classes", "duplicates", "suppressed_share", "synthetic.allowed", "synthetic.per_unit",
      "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
      "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
      "mask_risk.p5", "mask_risk.median"}
