@@ -106,8 +106,8 @@ MANIFEST_FIELDS: dict[str, str] = {
 #: counts input rows that repeat another row in every column: a count of input rows
 #: that no identity ties to a disposal (the input size itself is never published).
 OTHER_FIELDS = frozenset(
-    {"groups", "classes", "duplicates", "suppressed_share", "synthetic.allowed", "synthetic.per_unit",
-     "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
+    {"groups", "classes", "duplicates", "suppressed_share", "synthetic.allowed",
+     "synthetic.per_unit", "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
      "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
      "mask_risk.p5", "mask_risk.median"}
 )  # fmt: skip
