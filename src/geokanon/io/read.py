@@ -48,8 +48,10 @@ from geokanon.projection import (
 __all__ = [
     "PointTable",
     "ReadOptions",
+    "SourceFrame",
     "check_r_max",
     "read_points",
+    "read_source_frame",
     "sha256_file",
     "table_from_frame",
 ]
@@ -1345,6 +1347,90 @@ def read_points(
     except OSError as exc:
         raise _read_error(p.name, kind, exc) from None
     return _assemble(src, opts, checksum, kind)
+
+
+@dataclass(frozen=True)
+class SourceFrame:
+    """A source file's records as the file holds them, for independent checks.
+
+    Attributes
+    ----------
+    frame
+        Every attribute column (CSV: as text, empty cells ``""``); point geometry,
+        when the file has it, as two float columns named by ``geometry_xy``.
+    geometry_xy
+        The names of the geometry's x and y columns in ``frame``, or ``None``.
+    crs
+        The CRS the file's own metadata names (GeoParquet, GeoPackage, ...), or ``None``.
+    """
+
+    frame: pd.DataFrame
+    geometry_xy: tuple[str, str] | None
+    crs: str | None
+
+
+def read_source_frame(path: str | Path) -> SourceFrame:
+    """Read every record and column of a source file, in any format :func:`read_points` reads.
+
+    No role is resolved and nothing is projected: :mod:`geokanon.verify` compares a
+    release with the file's own values.
+
+    Parameters
+    ----------
+    path
+        CSV (``.csv``, ``.tsv``, ``.txt``, ``.csv.gz``; the separator sniffed as by
+        :func:`read_points`), Parquet/GeoParquet, GeoPackage, GeoJSON or Shapefile.
+
+    Returns
+    -------
+    SourceFrame
+
+    Raises
+    ------
+    InputError
+        Missing, empty, unreadable or unsupported file.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "gps.csv.gz")
+    >>> pd.DataFrame({"lon": [116.3], "lat": [39.9], "user": ["007"]}).to_csv(f, index=False)
+    >>> s = read_source_frame(f)
+    >>> s.frame["user"].tolist(), s.geometry_xy
+    (['007'], None)
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"source file {str(p)!r} does not exist")
+    if p.is_dir():
+        raise InputError(f"source {str(p)!r} is a directory; give the file the release read")
+    suffix = _suffix(p)
+    geometry = False
+    crs: str | None = None
+    if suffix in CSV_SUFFIXES:
+        sep = _sniff_csv(p, suffix)
+        try:
+            frame = pd.read_csv(
+                p, sep=sep, dtype=str, keep_default_na=False, low_memory=False, index_col=False
+            )
+        except pd.errors.EmptyDataError:
+            raise InputError(f"source {p.name!r} is empty") from None
+        except (OSError, ValueError, UnicodeDecodeError, csv.Error) as exc:
+            raise _read_error(p.name, "CSV", exc) from None
+    elif suffix in PARQUET_SUFFIXES or suffix in VECTOR_SUFFIXES:
+        if suffix in PARQUET_SUFFIXES:
+            src = _open_parquet(p, ReadOptions())
+        else:
+            src = _open_vector(p)
+        parts = list(src.chunks)
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        geometry, crs = src.geometry, src.crs
+    else:
+        raise InputError(
+            f"source {p.name!r} has an unsupported type {suffix or '(none)'!r}; give the "
+            "file the release read (.csv, .csv.gz, .parquet, .gpkg, .geojson or .shp)"
+        )
+    return SourceFrame(frame, (_GEOM_A, _GEOM_B) if geometry else None, crs)
 
 
 def check_r_max(table: PointTable, r_max_m: float) -> None:
