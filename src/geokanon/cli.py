@@ -348,7 +348,7 @@ def _mask_key(args: argparse.Namespace, masked: bool) -> Any:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from geokanon.pipeline import release_points
-    from geokanon.release import ReleaseOptions
+    from geokanon.release import ReleaseOptions, check_keep
 
     policy = _policy_from_args(args)
     mask = _release_mask(args)
@@ -364,6 +364,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     if args.input.is_dir():
         return _release_partitions(args, policy, options)
     table = _read_input(args)
+    check_keep(options.keep, table)  # before any work, and for --dry-run too
     if args.dry_run:
         from geokanon.pipeline import Plan
 
@@ -408,7 +409,15 @@ def cmd_release(args: argparse.Namespace) -> int:
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
+    _print_report_path(args.out)
     return 0
+
+
+def _print_report_path(out: Path) -> None:
+    """The last line of a release: where the report is (read it before publishing)."""
+    report = out / "release" / "report.html"
+    if report.exists():
+        print(f"report: {report} (open it in a browser before publishing)")
 
 
 def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options: Any) -> int:
@@ -453,6 +462,7 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
+    _print_report_path(args.out)
     return 0
 
 
@@ -587,6 +597,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from geokanon.release import ReleaseOptions
 
     out = args.out or Path("geokanon-demo")
+    if out.exists() and not args.force:  # before any work: never replace a directory silently
+        raise InputError(
+            f"demo output directory {str(out)!r} already exists; pass --force to replace it, "
+            "or choose another --out"
+        )
     frame = demo_frame()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -608,7 +623,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "patients.\nThe global figure is the one that hides the problem: always read the "
         "per-unit table.\n"
     )
-    options = ReleaseOptions(keep=("age", "deprivation"), force=True)
+    options = ReleaseOptions(keep=("age", "deprivation"), force=args.force)
     released = release_points(table, policy, out, options)
     m = released.manifest
     c = released.counts
@@ -623,6 +638,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if (out / "release" / "report.html").exists():
         print(f"  report:                {out / 'release' / 'report.html'}")
     print(f"  audit (custodian):     {out / 'audit'}")
+    print(
+        "\nYour own data: name the coordinate, subject and unit columns and the CRS, e.g.\n"
+        "  geokanon sweep records.csv --k 3,5,10 --r-max 250,500,1000 --subject patient_id "
+        "--unit district --crs EPSG:3035\n"
+        "  geokanon release records.csv --k 5 --r-max 500 --subject patient_id "
+        "--unit district --crs EPSG:3035 --keep age --out my-release\n"
+        "(lon/lat columns need no --crs; geokanon release --help lists every option)"
+    )
     return 0
 
 
@@ -894,7 +917,8 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run the bundled synthetic example", epilog=EXAMPLES["demo"],
         formatter_class=fmt,
     )  # fmt: skip
-    p.add_argument("--out", type=Path, help="directory for the outputs")
+    p.add_argument("--out", type=Path, help="directory for the outputs (geokanon-demo)")
+    p.add_argument("--force", action="store_true", help="replace an existing output directory")
     p.set_defaults(func=cmd_demo)
 
     # -- release / verify commands (lead) --

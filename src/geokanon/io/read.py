@@ -14,7 +14,6 @@ the header).
 from __future__ import annotations
 
 import csv
-import difflib
 import gzip
 import hashlib
 import json
@@ -33,6 +32,7 @@ import pyproj
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError, PrivacyRiskWarning
+from geokanon.io._names import closest_name
 from geokanon.projection import (
     UTM_MAX_SCALE_ERROR,
     Projection,
@@ -306,12 +306,8 @@ def sha256_file(path: str | Path) -> str:
 
 
 def _missing_column(name: str, columns: list[str], role: str, flag: str) -> InputError:
-    close = difflib.get_close_matches(name, columns, n=1)
-    if not close:
-        folded = {c.casefold().strip(): c for c in columns}
-        if name.casefold().strip() in folded:
-            close = [folded[name.casefold().strip()]]
-    hint = f"; did you mean {close[0]!r}?" if close else "."
+    close = closest_name(name, columns)
+    hint = f"; did you mean {close!r}?" if close else "."
     return InputError(
         f"{role} column {name!r} is not in the input{hint} Give the right name with {flag} "
         f"(the input has {len(columns)} columns: {', '.join(map(repr, columns[:12]))})"
@@ -354,6 +350,13 @@ def _read_error(name: str, kind: str, exc: BaseException) -> InputError:
         detail = (
             f"the rows break near line {m.group(1)}: a row has more fields than the header "
             "(decimal commas, or a separator inside an unquoted value?)"
+        )
+    quote = re.search(r"EOF inside string starting at row (\d+)", str(exc))
+    if isinstance(exc, pd.errors.ParserError) and quote:
+        row = int(quote.group(1))  # the parser counts the header as row 0
+        detail = (
+            f"the quote opened in row {row}, line {row + 1} of the file, is never closed, so "
+            "every later line is read as one value: close that quote or remove it"
         )
     return InputError(
         f"input {name!r} could not be read as {kind} ({detail}); check that the file is "
@@ -1452,17 +1455,20 @@ def check_r_max(table: PointTable, r_max_m: float) -> None:
     Traceback (most recent call last):
     ...
     geokanon.errors.InputError: --r-max 0.002 is in metres of the working CRS EPSG:32650; \
-0.002 degrees would be about 222 m, 0.002 km is 2 m: give r_max in metres (e.g. --r-max 222)
+0.002 km is 2 m, 0.002 degrees would be about 222 m: give r_max in metres (e.g. --r-max 2 \
+for kilometres, --r-max 222 for degrees)
     """
     if not math.isfinite(r_max_m) or r_max_m <= 0:
         return  # the policy refuses these with its own message
     where = f"the working CRS {table.working_crs}" if table.working_crs else "the input's CRS"
     if r_max_m < 1.0:
+        # kilometres first: the likelier slip (--r-max 0.5 for 500 m)
+        km_m = float(f"{r_max_m * 1000:.6g}")
         deg_m = r_max_m * 111_195.0
         raise InputError(
-            f"--r-max {r_max_m:g} is in metres of {where}; {r_max_m:g} degrees would be about "
-            f"{deg_m:.0f} m, {r_max_m:g} km is {r_max_m * 1000:.0f} m: give r_max in metres "
-            f"(e.g. --r-max {deg_m:.0f})"
+            f"--r-max {r_max_m:g} is in metres of {where}; {r_max_m:g} km is {km_m:,g} m, "
+            f"{r_max_m:g} degrees would be about {deg_m:,.0f} m: give r_max in metres (e.g. "
+            f"--r-max {km_m:g} for kilometres, --r-max {deg_m:.0f} for degrees)"
         )
     if r_max_m > 2.0e7:
         raise InputError(
