@@ -1007,8 +1007,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     g = p.add_argument_group("sweep")
-    g.add_argument("--k", help="comma-separated values of k, e.g. 3,5,10")
-    g.add_argument("--r-max", dest="r_max_m", help="comma-separated r_max values, m")
+    g.add_argument(
+        "--k", help="comma-separated values of k, e.g. 3,5,10 (required, or in --config)"
+    )
+    g.add_argument(
+        "--r-max", dest="r_max_m", help="comma-separated r_max values, m (required, or in --config)"
+    )
     g.add_argument("--mask", choices=["jitter", "donut"], help="geomask applied before classifying")
     g.add_argument("--mask-sd", help="jitter levels: comma-separated sd values, m (0 = no mask)")
     g.add_argument("--mask-min", type=float, help="donut: smallest displacement, m (0)")
