@@ -105,6 +105,12 @@ def _input_options(positional: bool = True) -> argparse.ArgumentParser:
     g.add_argument(
         "--study-area", type=Path, metavar="FILE", help="polygon file; records outside are refused"
     )
+    g.add_argument(
+        "--drop-duplicates",
+        action="store_true",
+        default=None,
+        help="remove records identical to an earlier one in every column (exact copies) first",
+    )
     return p
 
 
@@ -147,6 +153,11 @@ def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
         if args.lon or args.lat:
             raise InputError(
                 "a directory input needs projected x/y columns in metres; project lon/lat first"
+            )
+        if args.drop_duplicates:
+            raise InputError(
+                "--drop-duplicates is not available for a directory of partitions yet; remove "
+                "the exact copies first (or classify one file)"
             )
         source = ParquetPartitions.from_path(
             args.input, x=args.x, y=args.y, subject=args.subject, time=args.time, unit=args.unit
@@ -201,6 +212,7 @@ def _read_input(args: argparse.Namespace) -> Any:
         time=args.time, unit=args.unit, crs=args.crs, units=args.units, unit_id=args.unit_id,
         unit_grid_m=args.unit_grid, timezone=args.timezone, coord_scale=args.coord_scale,
         working_crs=args.working_crs, output_crs=args.output_crs, study_area=args.study_area,
+        drop_duplicates=bool(getattr(args, "drop_duplicates", None)),
     )  # fmt: skip
     r_max = getattr(args, "r_max_m", None)
     if isinstance(r_max, int | float) and not isinstance(r_max, bool):
@@ -309,7 +321,8 @@ def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
              "time": "time", "unit": "unit", "crs": "crs", "units": "units",
              "unit_id": "unit_id", "unit_grid": "unit_grid_m", "timezone": "timezone",
              "coord_scale": "coord_scale", "working_crs": "working_crs",
-             "output_crs": "output_crs", "study_area": "study_area"}  # fmt: skip
+             "output_crs": "output_crs", "study_area": "study_area",
+             "drop_duplicates": "drop_duplicates"}  # fmt: skip
     out = []
     for arg, kw in names.items():
         v = getattr(args, arg, None)
@@ -433,6 +446,11 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
         )
     if args.dry_run:
         raise InputError("--dry-run reads the whole input; it is not available for a directory")
+    if args.drop_duplicates:
+        raise InputError(
+            "--drop-duplicates is not available for a directory of partitions yet; remove the "
+            "exact copies first (or release one file)"
+        )
     from geokanon.distributed import ParquetPartitions, release_partitions
 
     source = ParquetPartitions.from_path(
@@ -530,14 +548,15 @@ def _options_of_release(args: argparse.Namespace, audit_doc: dict[str, Any]) -> 
     for name, given in _read_options(args):
         flag = _flag(name)
         was = recorded.get(name)
-        if was is None:
+        shown = flag if given is True else f"{flag} {given}"  # a switch (--drop-duplicates)
+        if was is None or was is False:
             raise InputError(
-                f"{flag} {given} given, the release was made without {flag}: drop {flag} "
+                f"{shown} given, the release was made without {flag}: drop {flag} "
                 "(verify and risk read the source as the release did)"
             )
         if not _same_value(name, given, was):
             raise InputError(
-                f"{flag} {given} given, the release was made with {flag} {was}: drop {flag} "
+                f"{shown} given, the release was made with {flag} {was}: drop {flag} "
                 "or give the release's value"
             )
     given_policy = _policy_values(args)

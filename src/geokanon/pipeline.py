@@ -28,7 +28,7 @@ from geokanon.classify import (
 )
 from geokanon.disposal import CoreResult, run_core
 from geokanon.errors import ReleaseRefused
-from geokanon.io.read import PointTable
+from geokanon.io.read import PointTable, identical_rows
 from geokanon.policy import Label, OutlierPolicy
 from geokanon.release import ReleaseOptions, write_release
 
@@ -174,22 +174,104 @@ def run_core_on(
 
 
 def record_tiebreak(table: PointTable) -> np.ndarray | None:
-    """A hash of each record's attributes: orders records at one place independently of rows."""
+    """A key of each record's content that orders records at one place independently of rows.
+
+    Every column but the coordinates goes into it (see :func:`content_tiebreak`): the
+    attributes, the subject id, the time and the unit. Records that are equal in
+    every column get equal keys (and are interchangeable); any two others differ.
+    ``None`` when there is nothing but coordinates and one unit.
+    """
+    attrs = None
     if len(table.attributes.columns):
-        return np.asarray(
+        attrs = np.asarray(
             pd.util.hash_pandas_object(table.attributes, index=False).to_numpy(), dtype=np.uint64
         )
-    return None
+    subject = table.subject_keys if table.subject_keys is not None else table.subjects
+    return content_tiebreak(attrs, subject, table.times, table.unit_codes)
 
 
-def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray) -> bool:
+def _fmix64(v: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser: a bijection of uint64 that maps 0 to 0."""
+    with np.errstate(over="ignore"):
+        h = v ^ (v >> np.uint64(33))
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xC4CEB9FE1A85EC53)
+        h ^= h >> np.uint64(33)
+    return h
+
+
+def content_tiebreak(
+    attributes: np.ndarray | None,
+    subjects: np.ndarray | None,
+    times: np.ndarray | None,
+    unit_codes: np.ndarray | None,
+) -> np.ndarray | None:
+    """One 64-bit key per record from the hashes or values of its non-coordinate columns.
+
+    Parameters
+    ----------
+    attributes
+        A hash of each record's attributes (``pandas.util.hash_pandas_object``), or None.
+    subjects
+        A hash of each raw subject id (or the subject codes), or None.
+    times
+        Times in seconds, or None.
+    unit_codes
+        Unit codes (sorted unit names, so independent of row order), or None.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        The key per record (both backends use this, so they order records alike);
+        None when no column is given and all unit codes are 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> key = content_tiebreak(None, None, None, np.array([0, 1, 0]))
+    >>> bool(key[0] == key[2]), bool(key[0] == key[1])
+    (True, False)
+    """
+    key: np.ndarray | None = None
+    parts: list[np.ndarray] = []
+    if subjects is not None:
+        parts.append(np.asarray(subjects).astype(np.uint64, copy=False))
+    if times is not None:
+        parts.append((np.asarray(times, dtype=np.float64) + 0.0).view(np.uint64))
+    if unit_codes is not None:
+        codes = np.asarray(unit_codes)
+        if codes.size and codes.any():
+            parts.append(codes.astype(np.uint64))
+    if attributes is not None:
+        key = np.array(attributes, dtype=np.uint64)
+    for i, part in enumerate(parts):
+        # a different odd multiplier per column, so equal values in two columns do not cancel
+        with np.errstate(over="ignore"):
+            mixed = _fmix64(part * np.uint64(2 * i + 3) + np.uint64(i + 1))
+        key = mixed if key is None else _fmix64(key ^ mixed)
+    return key
+
+
+def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray, classes: np.ndarray) -> bool:
+    """The ``deterministic`` rule (:func:`geokanon.verify.decisions_agree`) for two core runs.
+
+    ``b`` ran on the rows ``perm`` of ``a``'s input; ``classes`` are the input's
+    classes of records identical in every column (:func:`geokanon.io.read.identical_rows`).
+    Groups and classes must be the same; per-record decisions the same up to
+    exchanging identical records.
+    """
+    from geokanon.verify import decisions_agree
+
+    fields = ("first_labels", "final_labels", "disposal", "group_id", "class_id")
     return bool(
-        np.array_equal(a.disposal[perm], b.disposal)
-        and np.array_equal(a.group_id[perm], b.group_id)
-        and np.array_equal(a.class_id[perm], b.class_id)
-        and np.array_equal(a.group_x, b.group_x)
+        np.array_equal(a.group_x, b.group_x)
         and np.array_equal(a.group_y, b.group_y)
-        and a.class_unit == b.class_unit
+        and list(a.class_unit) == list(b.class_unit)
+        and list(a.class_level) == list(b.class_level)
+        and decisions_agree(
+            {f: getattr(a, f) for f in fields}, {f: getattr(b, f) for f in fields}, perm, classes
+        )
     )
 
 
@@ -334,8 +416,9 @@ def _release_points(
         )
         if progress is not None:
             progress("determinism check (core on shuffled rows)")
-        deterministic = _same_decisions(core, runner(shuffled, policy, progress=None), perm)
-        del shuffled, perm  # not held while the release is written and verified
+        again = runner(shuffled, policy, progress=None)
+        deterministic = _same_decisions(core, again, perm, identical_rows(table))
+        del shuffled, perm, again  # not held while the release is written and verified
     from geokanon import __version__
 
     if progress is not None:
@@ -454,6 +537,15 @@ class Plan:
                 + ")",
                 f"  times: {'yes' if table.times is not None else 'no'}",
             ]
+            copies = int(getattr(table, "duplicates", 0))
+            if copies:
+                fate = (
+                    "removed before anything else"
+                    if getattr(table, "duplicates_dropped", False)
+                    else "kept, each a record"
+                    + ("" if table.subjects is not None else " and a subject of its own")
+                )
+                lines.append(f"  exact copies of records: {copies:,} ({fate})")
         lines += [
             f"  labels: ok iota<=1, merge <={p.merge_ratio:g}, "
             f"generalise <={p.generalise_ratio:g}, suppress above "

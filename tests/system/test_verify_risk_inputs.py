@@ -91,6 +91,7 @@ def test_verify_and_risk_take_the_release_options_that_agree(gpkg_release, capsy
         (["--subject", "zone"], ("--subject zone given", "--subject person")),
         (["--crs", "EPSG:4326"], ("--crs EPSG:4326 given", "without --crs")),
         (["--t-max", "600"], ("--t-max 600.0 given", "without t_max_s")),
+        (["--drop-duplicates"], ("--drop-duplicates given", "without --drop-duplicates")),
     ],
 )
 def test_an_option_that_disagrees_exits_2_naming_both(gpkg_release, capsys, command, given, both):

@@ -65,6 +65,11 @@ def release_notes(
         f"(figures below {k} read `<k`; `withheld` means the figure would reveal a smaller one)",
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
         "never a member's own location",
+        "- the number of input records is not published, and the per-pass label counts in "
+        "`manifest.json` count only the records published at group level: with the released "
+        "counts, either would give the number of suppressed records and so the `<k` figures "
+        "below. Every number in these files is part of one system that the `holes` check "
+        "bounds (docs/release-format.md)",
     ]
     if manifest.get("mask"):
         lines.append(
@@ -72,6 +77,24 @@ def release_notes(
             "`mask` in `manifest.json`), and grouping and every check used the displaced "
             "locations. The mask's key is secret and kept by the custodian, never published: "
             "the seed below only breaks ties and cannot redraw or undo the mask"
+        )
+    dup = manifest.get("duplicates") or {}
+    copies = int(dup.get("copies") or 0)
+    if copies and dup.get("removed"):
+        lines.append(
+            f"- exact copies removed first: {copies:,} records of the input repeated another "
+            "record in every column and were removed before anything else; every figure "
+            "here is over the records that remain"
+        )
+    elif copies:
+        lines.append(
+            f"- exact copies kept: {copies:,} records of the input repeat another record in "
+            "every column; each is published as a record of its own"
+            + (
+                ""
+                if dup.get("subject_column")
+                else " and counted as a person of its own (see below)"
+            )
         )
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
@@ -129,6 +152,14 @@ def release_notes(
         "dot that their record was suppressed, and hence that they are in the data, unless "
         "the release was made with membership-sensitive mode.",
         "- Combining this release with other releases of the same records is not covered.",
+    ]
+    if copies and not dup.get("removed") and not dup.get("subject_column"):
+        lines.append(
+            f"- The input held {copies:,} exact copies of records and no person ids: each "
+            f"copy counted as a person of its own, so a group or class of {k} may stand for "
+            f"fewer than {k} people where copies met."
+        )
+    lines += [
         "",
         f"Policy: k={k}, r_max={policy.r_max_m:g} m, tau={policy.tau:.2%}, "
         f"unit cap={policy.unit_cap:.0%}, seed={policy.seed}; geokanon {manifest['version']}.",
