@@ -220,4 +220,8 @@ def _share(name: str, value: object, *, upper_inclusive: bool) -> None:
         ok = v > 0 and (v <= 1 if upper_inclusive else v < 1)
     if not ok:
         bound = "(0, 1]" if upper_inclusive else "(0, 1)"
-        raise InputError(f"{name} must be a share in {bound}, got {value!r}")
+        hint = ""
+        if _is_real(value) and 1 <= float(value) <= 100:  # type: ignore[arg-type]
+            pct = float(value)  # type: ignore[arg-type]
+            hint = f"; a share, not a percentage: {pct:g} % is {pct / 100:g}"
+        raise InputError(f"{name} must be a share in {bound}, got {value!r}{hint}")

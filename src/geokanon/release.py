@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from geokanon._outdir import claim
 from geokanon.disposal import CoreResult, group_units
 from geokanon.errors import InputError, VerificationFailed
+from geokanon.io._names import closest_name
 from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
 
@@ -359,6 +360,35 @@ _CSV_OPTIONS = {"quoting_style": "needed"}
 _AUDIT_ZSTD = -1
 #: Columns of ``records.parquet`` other than kept attributes.
 _RECORD_COLUMNS = ("group_id", "class_id", "level", "unit", "x", "y", "time_bin", "geometry")
+
+
+def check_keep(keep: Sequence[str], table: PointTable) -> None:
+    """Refuse ``--keep`` names that are not attribute columns of ``table`` (or clash).
+
+    Run by the writer and by ``release --dry-run``, so a plan that prints is a plan
+    that runs.
+
+    Raises
+    ------
+    InputError
+        Naming the missing columns, the likely intended name and the available ones.
+    """
+    columns = list(map(str, table.attributes.columns))
+    missing = [c for c in keep if c not in columns]
+    if missing:
+        close = {c: closest_name(c, columns) for c in missing}
+        hints = [f"{m!r} for {c!r}" for c, m in close.items() if m is not None]
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+        raise InputError(
+            f"--keep names columns that are not attributes of the input: {missing}{hint}; "
+            f"available: {columns[:20]}"
+        )
+    clash = [c for c in keep if c in _RECORD_COLUMNS]
+    if clash:
+        raise InputError(
+            f"--keep names columns that the release publishes itself: {clash}; "
+            "rename them in the input"
+        )
 
 
 @dataclass(frozen=True)
@@ -755,18 +785,7 @@ def build_release_files(
     aud.mkdir(parents=True, exist_ok=True)
     k = policy.k
     n = len(table)
-    missing = [c for c in options.keep if c not in table.attributes.columns]
-    if missing:
-        raise InputError(
-            f"--keep names columns that are not attributes of the input: {missing}; "
-            f"available: {list(map(str, table.attributes.columns))[:20]}"
-        )
-    clash = [c for c in options.keep if c in _RECORD_COLUMNS]
-    if clash:
-        raise InputError(
-            f"--keep names columns that the release publishes itself: {clash}; "
-            "rename them in the input"
-        )
+    check_keep(options.keep, table)
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
     gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)

@@ -172,7 +172,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.io.read import PointTable, sha256_file
+from geokanon.io.read import PointTable, read_source_frame, sha256_file
 from geokanon.policy import MAX_PASSES
 from geokanon.published import Figure
 
@@ -1620,18 +1620,9 @@ def _load_source(
         return src
     path = Path(arg)
     opts = _read_options(audit)
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".csv", ".txt"):
-            raw = pd.read_csv(path, dtype=str, keep_default_na=False, low_memory=False)
-        elif suffix in (".parquet", ".pq"):
-            raw = pd.read_parquet(path)
-        else:
-            raise InputError(f"source {path.name!r}: give a .csv or .parquet file")
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"source {path.name!r} could not be read ({type(exc).__name__})") from None
+    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...)
+    source_frame = read_source_frame(path)
+    raw = source_frame.frame
     if opts.get("drop_duplicates"):
         # The release removed exact copies first: so does the verifier, by the file's own
         # cells (a row repeating an earlier one cell for cell). Rows equal only once parsed
@@ -1644,12 +1635,17 @@ def _load_source(
             raw = raw.loc[~copies].reset_index(drop=True)
     src.n_rows = len(raw)
     src.sha256 = sha256_file(path)
-    xcol = opts.get("x") or opts.get("lon") or ("x" if "x" in raw else "lon")
-    ycol = opts.get("y") or opts.get("lat") or ("y" if "y" in raw else "lat")
+    geom = source_frame.geometry_xy
+    named = opts.get("x") or opts.get("lon")
+    if geom is not None and not named:
+        xcol, ycol = geom
+    else:
+        xcol = named or ("x" if "x" in raw else "lon")
+        ycol = opts.get("y") or opts.get("lat") or ("y" if "y" in raw else "lat")
     if xcol in raw and ycol in raw:
         xs = pd.to_numeric(raw[xcol], errors="coerce").to_numpy(dtype=np.float64)
         ys = pd.to_numeric(raw[ycol], errors="coerce").to_numpy(dtype=np.float64)
-        in_crs = opts.get("crs")
+        in_crs = source_frame.crs or opts.get("crs")
         in_crs = None if in_crs in (None, "") else str(in_crs)
         if _same_crs(in_crs, output_crs):
             src.x, src.y = xs, ys
