@@ -36,6 +36,7 @@ __all__ = [
     "Plan",
     "ReleaseResult",
     "classify_points",
+    "on_ground",
     "release_points",
     "run_core_on",
 ]
@@ -82,6 +83,35 @@ class ClassifyResult:
         }
 
 
+def on_ground(table: PointTable, policy: OutlierPolicy, *, pad_m: float | None = None) -> OutlierPolicy:
+    """The policy with the working CRS's smallest scale factor over the table's data.
+
+    ``r_max_m`` holds on the ground; the stages measure in working-CRS metres against
+    :attr:`~geokanon.policy.OutlierPolicy.r_work_m`, which this sets (see
+    :func:`geokanon.projection.scale_factor_range`: the region is the data's bounding
+    box widened by ``pad_m``, default ``r_max_m``, and snapped outward to 10 km).
+    An unnamed metric CRS keeps scale 1. A smaller ``scale_factor_min`` already on the
+    policy is kept.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from geokanon.io import table_from_frame
+    >>> t = table_from_frame(pd.DataFrame({"lon": [-3.0, -3.001], "lat": [53.6, 53.6]}))
+    >>> pol = on_ground(t, OutlierPolicy(k=2, r_max_m=250.0))
+    >>> t.working_crs, bool(249.89 < pol.r_work_m < 249.9)
+    ('EPSG:32630', True)
+    """
+    from geokanon.projection import scale_factor_range
+
+    working = getattr(table, "working_crs", None) or table.crs
+    pad = policy.r_max_m if pad_m is None else float(pad_m)
+    low = scale_factor_range(table.x, table.y, working, pad_m=pad).low
+    if low >= policy.scale_factor_min:
+        return policy
+    return policy.replace(scale_factor_min=low)
+
+
 def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
     """Classify a point table and summarise suppression per unit (first pass only).
 
@@ -105,6 +135,7 @@ def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
     >>> classify_points(t, OutlierPolicy(k=3, r_max_m=10.0)).counts["suppress"]
     1
     """
+    policy = on_ground(table, policy)
     cls = classify(table.x, table.y, policy, subjects=table.subjects, times=table.times)
     return summarise_classification(table, policy, cls)
 
@@ -164,6 +195,7 @@ def run_core_on(
     -------
     CoreResult
     """
+    policy = on_ground(table, policy)
     return run_core(
         table.x, table.y, policy,
         subjects=table.subjects, times=table.times,
@@ -288,6 +320,8 @@ def release_points(
         mx, my = apply_mask(table.x, table.y, options.mask, seed=policy.seed, subjects=keys)
         mask_risk = summarise_mask_anonymity(table, mx, my, options.mask, policy.k)
         table = dataclasses.replace(table, x=mx, y=my)
+    # r_max on the ground: the working CRS's scale over the (masked) data sets r_work_m
+    policy = on_ground(table, policy)
     runner = core_runner or run_core_on
     try:
         core = runner(table, policy, progress=progress)
