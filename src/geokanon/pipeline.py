@@ -83,7 +83,9 @@ class ClassifyResult:
         }
 
 
-def on_ground(table: PointTable, policy: OutlierPolicy, *, pad_m: float | None = None) -> OutlierPolicy:
+def on_ground(
+    table: PointTable, policy: OutlierPolicy, *, pad_m: float | None = None
+) -> OutlierPolicy:
     """The policy with the working CRS's smallest scale factor over the table's data.
 
     ``r_max_m`` holds on the ground; the stages measure in working-CRS metres against

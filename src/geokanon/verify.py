@@ -1757,7 +1757,9 @@ class _Ground:
         v = np.asarray(f.tissot_semiminor, dtype=np.float64).reshape(gx.shape)
         if not np.isfinite(v).all() or (v <= 0).any():
             return 0.0
-        change = max(float(np.abs(np.diff(v, axis=0)).max()), float(np.abs(np.diff(v, axis=1)).max()))
+        change = max(
+            float(np.abs(np.diff(v, axis=0)).max()), float(np.abs(np.diff(v, axis=1)).max())
+        )
         return float(v.min()) - max(change, _GROUND_BAND)
 
     def lonlat_out(
@@ -1898,8 +1900,7 @@ def _check_extent(rel: _Release) -> CheckResult:
     return CheckResult(
         "extent",
         True,
-        f"{rows.size} members of {gids.size} groups within {r_max:g} m of their "
-        f"representative{on}",
+        f"{rows.size} members of {gids.size} groups within {r_max:g} m of their representative{on}",
     )
 
 
