@@ -157,7 +157,8 @@ def test_verifier_measures_extent_on_the_ellipsoid(tmp_path: Path) -> None:
         f.loc[at, "y"] = new_lat
         if "geometry" in f:
             f["geometry"] = [
-                _wkb(new_lon, new_lat) if hit else g for hit, g in zip(at, f["geometry"])
+                _wkb(new_lon, new_lat) if hit else g
+                for hit, g in zip(at, f["geometry"], strict=True)
             ]
         return f
 
@@ -208,3 +209,33 @@ def test_named_projected_crs_is_measured_on_its_ellipsoid(code: str, tmp_path: P
     rlon, rlat = to_geo.transform(rep["x"].to_numpy(), rep["y"].to_numpy())
     _, _, d = crs.geodetic_crs.get_geod().inv(mlon, mlat, rlon, rlat)
     assert len(a) >= 20 and np.max(d) <= R_MAX
+
+
+def test_ground_prefilter_finds_every_pair_beyond_the_limit_on_the_ellipsoid() -> None:
+    """Planar distances settle most pairs; those left are exactly the ones over on the ground."""
+    from geokanon.verify import _Ground
+
+    ground = _Ground.of("EPSG:32630", "EPSG:4326")
+    assert ground is not None
+    fwd, back = _utm(32630)
+    rng = np.random.default_rng(5)
+    n = 20_000
+    # members over a box across the central meridian and 150 km east of it
+    x0, y0 = fwd.transform(-3.2, 53.4)
+    mx = x0 + rng.uniform(0, 170_000, n)
+    my = y0 + rng.uniform(0, 40_000, n)
+    t = rng.uniform(0, 2 * np.pi, n)
+    dist = rng.uniform(248.5, 250.5, n)
+    rx, ry = mx + dist * np.cos(t), my + dist * np.sin(t)
+    rlon, rlat = back.transform(rx, ry)
+    d = np.hypot(mx - rx, my - ry)
+    allowed = np.full(n, R_MAX)
+    bad, dg = ground.beyond(mx, my, rx, ry, d, allowed, rep_out=(rlon, rlat))
+    mlon, mlat = back.transform(mx, my)
+    _, _, truth = GEOD.inv(mlon, mlat, rlon, rlat)
+    want = (d <= R_MAX) & (truth > R_MAX)
+    assert want.sum() > 100  # the map understates near the central meridian
+    np.testing.assert_array_equal(bad, want)
+    measured = np.isfinite(dg)
+    np.testing.assert_allclose(dg[measured], truth[measured], rtol=0, atol=1e-6)
+    assert measured.sum() < n / 2  # the planar distance settled the rest

@@ -66,6 +66,13 @@ def release_notes(
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
         "never a member's own location",
     ]
+    if policy.scale_factor_min < 1.0:
+        lines.append(
+            f"- the {policy.r_max_m:g} m hold on the ground (the Earth's ellipsoid), not only "
+            "on the map: the map projection used to measure distances shortens them by up to "
+            f"{100 * (1 - policy.scale_factor_min):.3f}% over this area, so groups were held "
+            f"to {policy.r_work_m:.2f} m on the map"
+        )
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
         lines += [
