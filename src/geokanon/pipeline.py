@@ -215,6 +215,19 @@ def record_tiebreak(table: PointTable) -> np.ndarray | None:
     return None
 
 
+def _describe_scale(table: PointTable, policy: OutlierPolicy) -> str:
+    """The plan's line on the working CRS's scale and the radius held on the map."""
+    from geokanon.projection import scale_factor_range
+
+    working = getattr(table, "working_crs", None) or table.crs
+    s = scale_factor_range(table.x, table.y, working, pad_m=policy.r_max_m)
+    held = policy.replace(scale_factor_min=min(s.low, policy.scale_factor_min)).r_work_m
+    return (
+        f"  scale factor of the working CRS over the data: {s.low:.7g} to {s.high:.7g}; "
+        f"r_max {policy.r_max_m:g} m on the ground is held as {held:.6g} m on the map"
+    )
+
+
 def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray) -> bool:
     return bool(
         np.array_equal(a.disposal[perm], b.disposal)
@@ -433,6 +446,7 @@ class Plan:
         p = self.policy
         lines = [f"plan: release {self.source} with k={p.k}, r_max={p.r_max_m:g} m"]
         if table is not None:
+            p = on_ground(table, p)  # the radius the stages will measure against
             working = getattr(table, "working_crs", None) or table.crs
             output = getattr(table, "output_crs", None) or table.crs
             lines += [
@@ -440,6 +454,7 @@ class Plan:
                 + ("" if table.subjects is not None else " (each record its own subject)"),
                 f"  CRS: input {table.crs or 'unnamed metric'}; distances in "
                 f"{working or 'unnamed metric'}; published in {output or 'unnamed metric'}",
+                _describe_scale(table, p),
                 f"  units: {len(table.unit_names):,} ("
                 + ", ".join(map(str, table.unit_names[:6]))
                 + (", ..." if len(table.unit_names) > 6 else "")

@@ -20,6 +20,7 @@ import pytest
 from geokanon.io import read_points, table_from_frame
 from geokanon.pipeline import release_points
 from geokanon.policy import OutlierPolicy
+from geokanon.testing import assert_group_extents
 from geokanon.verify import verify_release
 from tests.release_fixtures import edit_csv, edit_parquet
 
@@ -143,6 +144,7 @@ def test_verifier_measures_extent_on_the_ellipsoid(tmp_path: Path) -> None:
     root = tmp_path / "rel"
     release_points(read_points(src), OutlierPolicy(k=3, r_max_m=R_MAX), root)
     assert verify_release(root, source=src).passed
+    assert_group_extents(root)
     # move group 0's representative to 249.97 m (UTM) east of its members
     a = pd.read_parquet(root / "audit" / "assignment.parquet")
     rows = a.loc[a["group_id"] == 0, "source_row"].to_numpy(dtype=np.int64)
@@ -176,6 +178,8 @@ def test_verifier_measures_extent_on_the_ellipsoid(tmp_path: Path) -> None:
         report = verify_release(root, source=source)
         assert report.failed == ("extent",), report.failed
         assert "on the ellipsoid" in report["extent"].detail
+    with pytest.raises(AssertionError, match="beyond r_max"):
+        assert_group_extents(root)  # the downstream assertion measures on the ground too
 
 
 @pytest.mark.parametrize("code", ["EPSG:27700"])
