@@ -371,8 +371,8 @@ class ScaleRange:
     the scale in every direction: the semi-minor axis of Tissot's indicatrix), and the
     geodesic is no longer than any curve between its ends. So ``d_p <= r_max * low``
     implies ``d_g <= r_max``. Where ``low < 1`` (UTM near its central meridian,
-    ``k0 = 0.9996``) the map understates ground distances: a projected 249.97 m can be
-    250.04 m on the ellipsoid.
+    ``k0 = 0.9996``) the map understates ground distances: a projected 249.97 m is
+    250.07 m on the ellipsoid on the central meridian.
 
     Attributes
     ----------
@@ -418,7 +418,7 @@ def scale_factor_range(
     Groups are measured in working-CRS metres, but ``r_max`` is a promise on the
     ground: projected distance = scale x ground distance, and a transverse Mercator
     (UTM, British National Grid) has scale ``k0 = 0.9996 < 1`` on its central
-    meridian (a projected 249.97 m is 250.04 m on the ellipsoid there) and up to
+    meridian (a projected 249.97 m is 250.07 m on the ellipsoid there) and up to
     ``~1.0008`` at a zone's edge. With ``low`` the smallest scale in any direction
     over the region, a member within ``r_max * min(1, low)`` of its representative
     in the working CRS is within ``r_max`` on the ellipsoid (see :class:`ScaleRange`),
@@ -433,9 +433,11 @@ def scale_factor_range(
     (the semi-axes of Tissot's indicatrix, :meth:`pyproj.Proj.get_factors`) is
     evaluated on a grid of nodes over the region (every ``grid_m``, at most 65 a
     side); in each grid cell the smallest corner is lowered by the largest change
-    along the edges of that cell and its eight neighbours (a smooth scale that dips
-    inside a cell rises again by as much towards its neighbours), the maximum
-    likewise raised, and the range is rounded outward to 7 decimals.
+    along the edges of that cell and its eight neighbours (the scale of a projection
+    varies smoothly and slowly over any region where it is usable, so a dip inside a
+    cell is smaller than the change across the cells around it), the maximum likewise
+    raised, and the range is rounded outward to 7 decimals. The range is a function
+    of the snapped box alone.
 
     Parameters
     ----------

@@ -1736,17 +1736,27 @@ class _Ground:
             out_to_lonlat=out_tr,
         )
 
-    def scale_floor(self, xs: NDArray[np.float64], ys: NDArray[np.float64]) -> float:
-        """A lower bound of the CRS's scale, in any direction, over the box of the points."""
+    def scale_floor(self, *coords: NDArray[np.float64]) -> float:
+        """A lower bound of the CRS's scale, in any direction, over the box of the points.
+
+        ``coords`` are x and y arrays in turn (``x1, y1, x2, y2, ...``); no copy is made.
+        """
         from pyproj import Proj
 
-        fin = np.isfinite(xs) & np.isfinite(ys)
-        if not fin.any():
+        xs, ys = coords[0::2], coords[1::2]
+        with np.errstate(all="ignore"):
+            bounds = [
+                (float(np.nanmin(v)), float(np.nanmax(v))) if v.size else (np.inf, -np.inf)
+                for v in (*xs, *ys)
+            ]
+        x_lo = min(b[0] for b in bounds[: len(xs)])
+        x_hi = max(b[1] for b in bounds[: len(xs)])
+        y_lo = min(b[0] for b in bounds[len(xs) :])
+        y_hi = max(b[1] for b in bounds[len(xs) :])
+        if not all(math.isfinite(v) for v in (x_lo, x_hi, y_lo, y_hi)):
             return 0.0
-        xs, ys = xs[fin], ys[fin]
         gx, gy = np.meshgrid(
-            np.linspace(float(xs.min()), float(xs.max()), _GROUND_NODES),
-            np.linspace(float(ys.min()), float(ys.max()), _GROUND_NODES),
+            np.linspace(x_lo, x_hi, _GROUND_NODES), np.linspace(y_lo, y_hi, _GROUND_NODES)
         )
         try:
             with np.errstate(all="ignore"):
@@ -1775,8 +1785,10 @@ class _Ground:
         self,
         mx: NDArray[np.float64],
         my: NDArray[np.float64],
+        at: NDArray[np.int64],
         rx: NDArray[np.float64],
         ry: NDArray[np.float64],
+        gi: NDArray[np.int64],
         d: NDArray[np.float64],
         allowed: NDArray[np.float64],
         *,
@@ -1786,34 +1798,42 @@ class _Ground:
         """Pairs within ``allowed`` on the map but beyond it on the ellipsoid, and their
         geodesic distances (NaN where the planar distance settled it).
 
-        ``mx, my`` (members) and ``rx, ry`` (their representatives) are working-CRS
-        metres, ``d`` their planar distances. The geodesic is measured from the
-        published representative (``rep_out``: output-CRS coordinates, per pair) when
-        given, else from ``rx, ry``; and from the members' own output-CRS coordinates
-        (``member_out``, e.g. a lon/lat source) when given, else from ``mx, my``.
+        Pair ``i`` is member ``at[i]`` of ``mx, my`` (working-CRS metres) and
+        representative ``gi[i]`` of ``rx, ry`` (working-CRS metres), ``d[i]`` their
+        planar distance; nothing is copied per pair but the pairs measured. The
+        geodesic is measured from the published representative (``rep_out``:
+        output-CRS coordinates, indexed like ``rx``) when given, else from ``rx, ry``;
+        and from the members' own output-CRS coordinates (``member_out``, indexed like
+        ``mx``; e.g. a lon/lat source) when given, else from ``mx, my``. The scale bound
+        is taken over the box of all of ``mx, my, rx, ry`` (a larger box only lowers it).
         """
         out = np.zeros(d.size, dtype=bool)
         ground = np.full(d.size, np.nan)
         if d.size == 0:
             return out, ground
-        s = self.scale_floor(np.r_[mx, rx], np.r_[my, ry])
+        s = self.scale_floor(mx, my, rx, ry)
         near = np.flatnonzero((d <= allowed) & ~(d <= allowed * s))
         if near.size == 0:
             return out, ground
+        m, g = at[near], gi[near]
         if member_out is not None:
-            mlon, mlat = self.lonlat_out(member_out[0][near], member_out[1][near])
+            mlon, mlat = self.lonlat_out(member_out[0][m], member_out[1][m])
         else:
-            lon, lat = self.to_lonlat.transform(mx[near], my[near])
-            mlon, mlat = np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
+            mlon, mlat = self._lonlat(mx[m], my[m])
         if rep_out is not None:
-            rlon, rlat = self.lonlat_out(rep_out[0][near], rep_out[1][near])
+            rlon, rlat = self.lonlat_out(rep_out[0][g], rep_out[1][g])
         else:
-            lon, lat = self.to_lonlat.transform(rx[near], ry[near])
-            rlon, rlat = np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
+            rlon, rlat = self._lonlat(rx[g], ry[g])
         _, _, dg = self.geod.inv(mlon, mlat, rlon, rlat)
         ground[near] = dg
         out[near] = ~(ground[near] <= allowed[near])
         return out, ground
+
+    def _lonlat(
+        self, x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        lon, lat = self.to_lonlat.transform(x, y)
+        return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
 
 
 def _check_extent(rel: _Release) -> CheckResult:
@@ -1877,9 +1897,8 @@ def _check_extent(rel: _Release) -> CheckResult:
         beyond = ~(d <= allowed)
         if ground is not None:
             on_ground, dg = ground.beyond(
-                xs[at], ys[at], wx[gi], wy[gi], d, allowed, rep_out=(gx[gi], gy[gi]),
-                member_out=None if own is None else (own[0][at], own[1][at]),
-            )  # fmt: skip
+                xs, ys, at, wx, wy, gi, d, allowed, rep_out=(gx, gy), member_out=own
+            )
             n_ground = max(n_ground, int(on_ground.sum()))
             beyond |= on_ground
             d = np.where(on_ground, dg, d)

@@ -419,8 +419,9 @@ def _part_task(
         far = dist > limit[pos[okm]]
         ground = V._Ground.of(crs, crs)
         if ground is not None:
-            rxm, rym = rx[pos[okm]], ry[pos[okm]]
-            on_ground, _ = ground.beyond(mx[okm], my[okm], rxm, rym, dist, limit[pos[okm]])
+            on_ground, _ = ground.beyond(
+                mx, my, np.flatnonzero(okm), rx, ry, pos[okm], dist, limit[pos[okm]]
+            )
             if on_ground.any():
                 n_g = int(np.unique(mid[okm][on_ground]).size)
                 probs["extent"].append(

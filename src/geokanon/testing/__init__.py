@@ -410,9 +410,8 @@ def assert_group_extents(
         beyond = ~(d <= limit)
         if reader.ground is not None:  # and on the ellipsoid of a named working CRS
             on_ground, dg = reader.ground.beyond(
-                xs[rows], ys[rows], gx[gi], gy[gi], d, np.full(d.size, limit),
-                rep_out=(ox[gi], oy[gi]),
-            )  # fmt: skip
+                xs, ys, rows, gx, gy, gi, d, np.full(d.size, limit), rep_out=(ox, oy)
+            )
             beyond |= on_ground
             d = np.where(on_ground, dg, d)
         if beyond.any():
