@@ -50,7 +50,7 @@ def _policy_options() -> argparse.ArgumentParser:
     g.add_argument(
         "--time-mode", choices=["absolute", "time_of_day"], help="absolute time or 24 h clock"
     )
-    g.add_argument("--seed", type=int, help="seed of every random choice (0)")
+    g.add_argument("--seed", type=int, help="seed of tie-breaking choices (0); never keys a mask")
     return p
 
 
@@ -89,6 +89,12 @@ def _input_options() -> argparse.ArgumentParser:
     g.add_argument("--unit-grid", type=float, metavar="M", help="square grid cells of M metres")
     g.add_argument(
         "--study-area", type=Path, metavar="FILE", help="polygon file; records outside are refused"
+    )
+    g.add_argument(
+        "--drop-duplicates",
+        action="store_true",
+        default=None,
+        help="remove records identical to an earlier one in every column (exact copies) first",
     )
     return p
 
@@ -132,6 +138,11 @@ def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
         if args.lon or args.lat:
             raise InputError(
                 "a directory input needs projected x/y columns in metres; project lon/lat first"
+            )
+        if args.drop_duplicates:
+            raise InputError(
+                "--drop-duplicates is not available for a directory of partitions yet; remove "
+                "the exact copies first (or classify one file)"
             )
         source = ParquetPartitions.from_path(
             args.input, x=args.x, y=args.y, subject=args.subject, time=args.time, unit=args.unit
@@ -180,6 +191,7 @@ def _read_input(args: argparse.Namespace) -> Any:
         time=args.time, unit=args.unit, crs=args.crs, units=args.units, unit_id=args.unit_id,
         unit_grid_m=args.unit_grid, timezone=args.timezone, coord_scale=args.coord_scale,
         working_crs=args.working_crs, output_crs=args.output_crs, study_area=args.study_area,
+        drop_duplicates=bool(getattr(args, "drop_duplicates", None)),
     )  # fmt: skip
     r_max = getattr(args, "r_max_m", None)
     if isinstance(r_max, int | float) and not isinstance(r_max, bool):
@@ -288,7 +300,8 @@ def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
              "time": "time", "unit": "unit", "crs": "crs", "units": "units",
              "unit_id": "unit_id", "unit_grid": "unit_grid_m", "timezone": "timezone",
              "coord_scale": "coord_scale", "working_crs": "working_crs",
-             "output_crs": "output_crs", "study_area": "study_area"}  # fmt: skip
+             "output_crs": "output_crs", "study_area": "study_area",
+             "drop_duplicates": "drop_duplicates"}  # fmt: skip
     out = []
     for arg, kw in names.items():
         v = getattr(args, arg, None)
@@ -314,18 +327,31 @@ def _release_mask(args: argparse.Namespace) -> Any:
     return MaskSpec.donut(min_m=args.mask_min or 0.0, max_m=args.mask_max)
 
 
+def _mask_key(args: argparse.Namespace, masked: bool) -> Any:
+    """The key file of ``--mask-key`` as a :class:`~geokanon.mask.MaskKey`, or None."""
+    if args.mask_key is None:
+        return None
+    if not masked:
+        raise InputError("--mask-key needs a mask (--mask jitter or --mask donut)")
+    from geokanon.mask import MaskKey
+
+    return MaskKey.from_file(args.mask_key)
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     from geokanon.pipeline import release_points
     from geokanon.release import ReleaseOptions
 
     policy = _policy_from_args(args)
+    mask = _release_mask(args)
     options = ReleaseOptions(
         keep=tuple(c.strip() for c in args.keep.split(",") if c.strip()),
         totals=args.totals,
         force=args.force,
         output_crs=args.output_crs,
         read_options=_read_options(args),
-        mask=_release_mask(args),
+        mask=mask,
+        mask_key=_mask_key(args, mask is not None),
     )
     if args.input.is_dir():
         return _release_partitions(args, policy, options)
@@ -390,6 +416,11 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
         )
     if args.dry_run:
         raise InputError("--dry-run reads the whole input; it is not available for a directory")
+    if args.drop_duplicates:
+        raise InputError(
+            "--drop-duplicates is not available for a directory of partitions yet; remove the "
+            "exact copies first (or release one file)"
+        )
     from geokanon.distributed import ParquetPartitions, release_partitions
 
     source = ParquetPartitions.from_path(
@@ -696,6 +727,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     policy = on_ground(table, policy, pad_m=max(rs))  # r_max on the ground, for every cell
     contain = masks is not None and any(m is not None and m.contain for m in masks)
     polygons = _mask_polygons(args, table) if contain else None
+    mask_key = _mask_key(args, bool(masks and any(m is not None for m in masks)))
     mask_subjects = None
     if masks and args.subject:
         mask_subjects = _mask_subject_ids(args, table)
@@ -706,6 +738,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             table.x, table.y, ks, rs, policy, subjects=table.subjects, times=table.times,
             unit_codes=table.unit_codes, unit_names=table.unit_names, masks=masks,
             mask_subjects=mask_subjects, unit_polygons=polygons, full=args.full,
+            mask_key=mask_key,
         )  # fmt: skip
     if args.json:
         rows = [
@@ -759,8 +792,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="geokanon",
         description="Spatially k-anonymous releases of sensitive point records, "
         "with honest handling of outliers.",
-        epilog="exit codes: 0 done; 2 bad input or parameters; 3 release refused; "
-        "4 verification failed",
+        epilog="exit codes: 0 done; 2 bad input or parameters (or another run is writing "
+        "--out); 3 release refused; 4 verification failed; 5 the output could not be "
+        "written (read-only or full filesystem, no permission)",
     )
     parser.add_argument("--version", action="version", version=f"geokanon {__version__}")
     parser.add_argument(
@@ -814,6 +848,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mask-sd", type=float, help="jitter: standard deviation, m")
     g.add_argument("--mask-min", type=float, help="donut: minimum displacement, m")
     g.add_argument("--mask-max", type=float, help="donut: maximum (jitter: truncation), m")
+    g.add_argument(
+        "--mask-key",
+        type=Path,
+        metavar="FILE",
+        help="secret key of the mask (>= 16 random bytes, e.g. an earlier DIR/audit/mask_key); "
+        "default: drawn from the OS random source (or kept from DIR when --force replaces it); "
+        "kept in DIR/audit/mask_key, never published",
+    )
     p.add_argument(
         "--membership-sensitive",
         action="store_true",
@@ -873,6 +915,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mask-contain", action="store_true", help="keep records inside their unit")
     g.add_argument("--mask-units", type=Path, help="unit polygon file for --mask-contain")
     g.add_argument("--mask-unit-id", help="unit id column of --mask-units (default: --unit)")
+    g.add_argument(
+        "--mask-key",
+        type=Path,
+        metavar="FILE",
+        help="secret key of the masks (e.g. a release's DIR/audit/mask_key); default: a new "
+        "random key, so masked figures vary slightly from run to run",
+    )
     g.add_argument("--full", action="store_true", help="also run the release core per cell")
     g.add_argument("--out", type=Path, help="write sweep.csv, tau_frontier.svg/.png, sweep.html")
     g.add_argument("--json", action="store_true", help="print the cells as one JSON object")
@@ -908,6 +957,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             warnings.showwarning = _show_warning
+            _tidy_output_parent(args)
             return int(args.func(args))
     except GeokanonError as exc:
         print(f"geokanon: error: {exc}", file=sys.stderr)
@@ -915,6 +965,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("geokanon: interrupted; nothing was written", file=sys.stderr)
         return 130
+
+
+def _tidy_output_parent(args: argparse.Namespace) -> None:
+    """Before anything else, remove what killed runs left beside the directory named.
+
+    Every command naming an output or release directory (``--out``, ``DIR``) tidies its
+    parent's build area (``geokanon._outdir``): a killed run's audit never waits there for
+    a later release to a different directory.
+    """
+    from geokanon._outdir import remove_stale
+
+    target = getattr(args, "out", None)
+    if target is None and args.command == "demo":
+        target = Path("geokanon-demo")
+    if target is None:
+        target = getattr(args, "dir", None)
+    if isinstance(target, (str, Path)):
+        for note in remove_stale(target):
+            warnings.warn(note, stacklevel=2)
 
 
 def _show_warning(message: Any, category: Any, *_: Any, **__: Any) -> None:

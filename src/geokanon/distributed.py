@@ -749,10 +749,12 @@ def group_tiled(
     rest = np.flatnonzero(group_id < 0)
     if rest.size and reps_x.size:
         # A canonical order: the outcome never depends on the input's row order.
-        by: tuple[NDArray[Any], ...] = (subjects[rest], y[rest], x[rest])
+        # Coordinates, then the content key, then the subject code (a row number when there
+        # is no subject column): only records equal in every column stay in row order.
+        by: tuple[NDArray[Any], ...] = (y[rest], x[rest])
         if tiebreak is not None:
             by = (tiebreak[rest], *by)
-        rest = rest[np.lexsort(by)]
+        rest = rest[np.lexsort((subjects[rest], *by))]
         _join_existing(rest, x, y, group_id, reps_x, reps_y, policy)
     rx, ry = [reps_x], [reps_y]
     rest = np.flatnonzero(group_id < 0)
@@ -1280,8 +1282,10 @@ def release_partitions(
     crs
         The CRS of the coordinates (recorded in the manifest; default unnamed).
     scratch_dir
-        Where the routed pieces go (every worker must read and write it);
-        removed afterwards, also on failure.
+        Where the routed pieces and the driver's spilled arrays go (every worker must
+        read and write it); removed afterwards, also on failure. Default: the private
+        build area beside ``out`` (``.geokanon-build/``, mode 0700), which the next
+        geokanon run there empties if this one is killed.
     records_per_part
         About this many published records per ``records/part-NNNNN.parquet``.
     check_determinism

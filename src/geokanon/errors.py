@@ -67,6 +67,28 @@ class VerificationFailed(GeokanonError, RuntimeError):
         self.results: dict[str, bool] = dict(results or {})
 
 
+class WriteError(GeokanonError, OSError):
+    """The output could not be written: the filesystem refused (exit code 5).
+
+    A read-only or full filesystem, a quota, a missing permission. The message names the
+    directory and the system's error; the build was removed and an earlier release at
+    that directory is unchanged.
+
+    Parameters
+    ----------
+    message
+        The directory, the system's error (``os.strerror``) and the fix.
+    code
+        The ``errno`` value, also in :attr:`errno`.
+    """
+
+    exit_code = 5
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        OSError.__init__(self, message)
+        self.errno = code
+
+
 class PrivacyRiskWarning(UserWarning):
     """A guarantee is weakened (for example suppression replaced or a tiny class published)."""
 

@@ -653,10 +653,13 @@ def _canonical_order(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
 ) -> NDArray[np.int64]:
-    """``np.lexsort((y, x, subj, tb, h))``, by one integer sort plus a sort of the ties.
+    """``np.lexsort((subj, tb, y, x, h))``, by one integer sort plus a sort of the ties.
 
     Records sharing a Hilbert key are few (the grid is 2**21 cells wide), so only
     they are ordered by the remaining keys; the result is the lexicographic order.
+    Coordinates come before the content key and the content key before the subject
+    code (a row number when there is no subject column): only records equal in
+    every column are left in row order, and those are interchangeable.
     """
     order = stable_argsort(h)
     hs = h[order]
@@ -665,7 +668,7 @@ def _canonical_order(
     pos = np.flatnonzero(tie)
     if pos.size:
         idx = order[pos]
-        sub = np.lexsort((y[idx], x[idx], subj[idx], tb[idx], hs[pos]))
+        sub = np.lexsort((subj[idx], tb[idx], y[idx], x[idx], hs[pos]))
         order[pos] = idx[sub]
     return order
 
@@ -750,8 +753,8 @@ def _atoms(
 
     Returns the atom of each record, and per atom x, y, subject and record count,
     in a canonical order that does not depend on the input's row order: ties at
-    one place are broken by ``tiebreak`` (a hash of each record's content) before
-    the subject code.
+    one place are broken by ``tiebreak`` (a key of each record's content, see
+    :func:`geokanon.pipeline.record_tiebreak`) before the subject code.
     """
     h = hilbert_keys(x, y)
     tb = np.zeros(x.size, dtype=np.uint64) if tiebreak is None else tiebreak

@@ -7,43 +7,58 @@ function over coordinate arrays in metres; the caller classifies what comes out.
 Keyed noise
 -----------
 A record's displacement is not drawn from a generator that advances row by
-row. It is a function of ``(seed, subject, location rounded to
-key_precision_m)`` through a counter-based hash (splitmix64), so:
+row. It is a function of ``(key, subject, location rounded to
+key_precision_m)``: SipHash-2-4 (a keyed pseudo-random function with a 128-bit
+key) of the subject and the rounded location gives each record its own stream,
+so:
 
-- re-running with the same seed reproduces every displacement exactly, and a
-  custodian who re-publishes cannot hand out fresh noise for the same record
-  (fresh noise could be averaged away across releases);
+- re-running with the same key reproduces every displacement exactly, and a
+  custodian who re-publishes with it cannot hand out fresh noise for the same
+  record (fresh noise could be averaged away across releases);
 - permuting the input rows changes nothing;
 - all records of one subject at one place share one displacement (were they
   jittered independently, their mean would sit close to the true place);
   records without a subject column are keyed by location alone, so co-located
   records share a displacement too.
 
-The seed is a secret key: whoever knows it can recompute the displacement of any
-candidate location and so test guesses. Use a random seed, keep it with the
-audit files, and never publish it.
+The key (:class:`MaskKey`) is secret: whoever holds it can recompute the
+displacement of any candidate location and so test guesses, or undo the mask.
+It is drawn from the operating system's random source (:meth:`MaskKey.generate`)
+or read from a file the custodian keeps (:meth:`MaskKey.from_file`), never
+derived from the published ``seed``, and a release keeps it in
+``audit/mask_key``, never in ``release/``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import secrets
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geokanon.errors import InputError, PrivacyRiskWarning
 
-__all__ = ["MaskSpec", "apply_mask", "mask_keys"]
+__all__ = ["MaskKey", "MaskSpec", "apply_mask", "mask_keys"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 #: Halvings of a record's first draw tried when no full-size draw stays inside its unit.
 _SHRINK_STEPS = 8
+#: A key (file) must hold at least this many bytes, of at least _KEY_MIN_DISTINCT values.
+KEY_MIN_BYTES = 16
+_KEY_MIN_DISTINCT = 8
+#: BLAKE2b personalisation of the key derivation (the verifier derives the same way).
+KEY_PERSON = b"geokanon-mask/1"
 
 
 def _is_real(value: object) -> bool:
@@ -59,6 +74,123 @@ def _finite(name: str, value: object, *, low: float, strict: bool) -> float:
         rel = ">" if strict else ">="
         raise InputError(f"{name} must be a finite number {rel} {low:g} metres, got {value!r}")
     return float(value)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MaskKey:
+    """The secret key of a geomask: it alone fixes every displacement.
+
+    Parameters
+    ----------
+    material
+        The key's bytes (surrounding ASCII whitespace is dropped, so a key file
+        ending in a newline reads the same): at least 16 bytes, of at least 8
+        distinct values. Its SipHash key is the 128-bit BLAKE2b digest of them.
+    origin
+        Where the key came from, for the audit (not part of the key).
+
+    Raises
+    ------
+    InputError
+        Too few bytes, or too few distinct ones, for a random key. The message
+        never shows the bytes.
+
+    Notes
+    -----
+    Keep the key with the audit and never publish it: with it, anyone who
+    knows a candidate location can recompute its displacement. The ``repr``
+    does not show it. The published ``seed`` plays no part in the mask.
+
+    Examples
+    --------
+    >>> key = MaskKey.generate()
+    >>> key == MaskKey(key.material), key == MaskKey.generate()
+    (True, False)
+    >>> repr(MaskKey(b"0123456789abcdef", origin="test"))
+    "MaskKey(<secret>, origin='test')"
+    >>> MaskKey(b"0000000000000000")
+    Traceback (most recent call last):
+    ...
+    geokanon.errors.InputError: a mask key needs at least 8 distinct byte values, ...
+    """
+
+    material: bytes = field(repr=False)
+    origin: str = field(default="given", compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.material, bytes | bytearray):
+            raise InputError(
+                f"a mask key is bytes (MaskKey.generate() or MaskKey.from_file(path)), got "
+                f"{type(self.material).__name__}; an integer seed is published and cannot "
+                "key a mask"
+            )
+        m = bytes(self.material).strip()
+        if len(m) < KEY_MIN_BYTES:
+            raise InputError(
+                f"a mask key needs at least {KEY_MIN_BYTES} bytes from a random source, got "
+                f"{len(m)}; write one with `head -c 32 /dev/urandom > FILE`, or let geokanon "
+                "draw one (it is kept in DIR/audit/mask_key)"
+            )
+        if len(set(m)) < _KEY_MIN_DISTINCT:
+            raise InputError(
+                f"a mask key needs at least {_KEY_MIN_DISTINCT} distinct byte values, got "
+                f"{len(set(m))} in {len(m)} bytes: it is not random; write one with "
+                "`head -c 32 /dev/urandom > FILE`"
+            )
+        object.__setattr__(self, "material", m)
+
+    def __repr__(self) -> str:
+        return f"MaskKey(<secret>, origin={self.origin!r})"
+
+    @classmethod
+    def generate(cls) -> MaskKey:
+        """A fresh key of 256 bits from the operating system's random source (as hex text)."""
+        return cls(
+            secrets.token_hex(32).encode("ascii"),
+            origin="drawn from the operating system's random source",
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, origin: str | None = None) -> MaskKey:
+        """The key held in ``path`` (its bytes, surrounding whitespace dropped).
+
+        Raises
+        ------
+        InputError
+            The file is missing, unreadable, or too short or too regular for a
+            random key; the message names the file, never its content.
+        """
+        p = Path(path)
+        if not p.exists():
+            raise InputError(
+                f"mask key file {str(p)!r} does not exist; give a file of at least "
+                f"{KEY_MIN_BYTES} random bytes (`head -c 32 /dev/urandom > FILE`), or the "
+                "audit/mask_key of an earlier release, or omit --mask-key to draw a new key"
+            )
+        if not p.is_file():
+            raise InputError(f"mask key file {str(p)!r} is not a regular file")
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise InputError(
+                f"mask key file {str(p)!r} cannot be read ({type(exc).__name__})"
+            ) from None
+        try:
+            return cls(data, origin=origin or f"key file {p}")
+        except InputError as exc:
+            raise InputError(f"mask key file {str(p)!r}: {exc}") from None
+
+    def write(self, path: str | Path) -> None:
+        """Write the key to a new file ``path`` readable by its owner only (mode 0600)."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(self.material + b"\n")
+
+    @property
+    def words(self) -> tuple[int, int]:
+        """The two 64-bit halves of the SipHash key (BLAKE2b-128 of the material)."""
+        d = hashlib.blake2b(self.material, digest_size=16, person=KEY_PERSON).digest()
+        return int.from_bytes(d[:8], "little"), int.from_bytes(d[8:], "little")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,22 +359,79 @@ def _subject_hashes(subjects: ArrayLike | None, n: int) -> NDArray[np.uint64]:
     return np.asarray(pd.util.hash_array(arr.astype(str).astype(object)), dtype=np.uint64)
 
 
+_SIP_V0 = np.uint64(0x736F6D6570736575)
+_SIP_V1 = np.uint64(0x646F72616E646F6D)
+_SIP_V2 = np.uint64(0x6C7967656E657261)
+_SIP_V3 = np.uint64(0x7465646279746573)
+#: SipHash's last block for a 24-byte message: the length in its top byte.
+_SIP_LAST = np.uint64(24 << 56)
+
+
+@nb.njit(cache=True, inline="always")
+def _rotl(x: np.uint64, b: int) -> np.uint64:
+    return (x << np.uint64(b)) | (x >> np.uint64(64 - b))
+
+
+@nb.njit(cache=True, inline="always")
+def _sip_round(
+    v0: np.uint64, v1: np.uint64, v2: np.uint64, v3: np.uint64
+) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
+    v0 += v1
+    v1 = _rotl(v1, 13) ^ v0
+    v0 = _rotl(v0, 32)
+    v2 += v3
+    v3 = _rotl(v3, 16) ^ v2
+    v0 += v3
+    v3 = _rotl(v3, 21) ^ v0
+    v2 += v1
+    v1 = _rotl(v1, 17) ^ v2
+    v2 = _rotl(v2, 32)
+    return v0, v1, v2, v3
+
+
+@nb.njit(cache=True)
+def _siphash24_3(
+    k0: np.uint64,
+    k1: np.uint64,
+    a: NDArray[np.uint64],
+    b: NDArray[np.uint64],
+    c: NDArray[np.uint64],
+) -> NDArray[np.uint64]:  # pragma: no cover - compiled
+    """SipHash-2-4 of the 24-byte little-endian message ``(a[i], b[i], c[i])`` per record."""
+    out = np.empty(a.size, dtype=np.uint64)
+    for i in range(a.size):
+        v0 = k0 ^ _SIP_V0
+        v1 = k1 ^ _SIP_V1
+        v2 = k0 ^ _SIP_V2
+        v3 = k1 ^ _SIP_V3
+        for m in (a[i], b[i], c[i], _SIP_LAST):
+            v3 ^= m
+            v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+            v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+            v0 ^= m
+        v2 ^= np.uint64(0xFF)
+        for _ in range(4):
+            v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+        out[i] = v0 ^ v1 ^ v2 ^ v3
+    return out
+
+
 def mask_keys(
     x: ArrayLike,
     y: ArrayLike,
     *,
-    seed: int,
+    key: MaskKey,
     subjects: ArrayLike | None = None,
     key_precision_m: float = 0.01,
 ) -> NDArray[np.uint64]:
-    """The uint64 noise key of every record: a hash of (seed, subject, rounded location).
+    """The uint64 noise key of every record: SipHash, keyed by ``key``, of (subject, location).
 
     Parameters
     ----------
     x, y
         Coordinates in metres.
-    seed
-        Secret non-negative integer.
+    key
+        The secret :class:`MaskKey`.
     subjects
         Subject id per record (any dtype; hashed by its text), or ``None``.
     key_precision_m
@@ -255,21 +444,23 @@ def mask_keys(
 
     Examples
     --------
-    >>> k = mask_keys([0.0, 0.0, 5.0], [0.0, 0.0, 0.0], seed=1, subjects=["a", "a", "a"])
+    >>> key = MaskKey(b"an example key, not a secret one")
+    >>> k = mask_keys([0.0, 0.0, 5.0], [0.0, 0.0, 0.0], key=key, subjects=["a", "a", "a"])
     >>> bool(k[0] == k[1]), bool(k[0] == k[2])
     (True, False)
     """
+    if not isinstance(key, MaskKey):
+        raise InputError(
+            f"key must be a MaskKey (MaskKey.generate() or MaskKey.from_file(path)), got "
+            f"{type(key).__name__}; the published seed cannot key a mask"
+        )
     xa = np.asarray(x, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
-    xi = np.round(xa / key_precision_m).astype(np.int64).view(np.uint64)
-    yi = np.round(ya / key_precision_m).astype(np.int64).view(np.uint64)
-    s = np.uint64(int(seed) & 0xFFFFFFFFFFFFFFFF)
-    h = _mix(np.full(xa.shape, s, dtype=np.uint64))
-    h = _mix(h ^ _subject_hashes(subjects, xa.size))
-    h = _mix(h ^ xi)
-    return _mix(h ^ yi)
+    xi = np.round(xa / key_precision_m).astype(np.int64).view(np.uint64).ravel()
+    yi = np.round(ya / key_precision_m).astype(np.int64).view(np.uint64).ravel()
+    k0, k1 = key.words
+    subj = _subject_hashes(subjects, xa.size)
+    return _siphash24_3(np.uint64(k0), np.uint64(k1), subj, xi, yi).reshape(xa.shape)
 
 
 def _draw(
@@ -294,7 +485,7 @@ def apply_mask(
     y: ArrayLike,
     spec: MaskSpec,
     *,
-    seed: int,
+    key: MaskKey,
     subjects: ArrayLike | None = None,
     unit_polygons: Sequence[Any] | None = None,
     unit_codes: ArrayLike | None = None,
@@ -307,8 +498,8 @@ def apply_mask(
         Coordinates in metres of a projected CRS.
     spec
         The mask.
-    seed
-        Secret non-negative integer keying all the noise (see the module notes).
+    key
+        The secret :class:`MaskKey` keying all the noise (see the module notes).
     subjects
         Subject id per record, or ``None`` (records keyed by location only).
     unit_polygons
@@ -348,11 +539,12 @@ def apply_mask(
     --------
     >>> import numpy as np
     >>> spec = MaskSpec.donut(min_m=10.0, max_m=20.0)
-    >>> mx, my = apply_mask([0.0, 100.0], [0.0, 0.0], spec, seed=7)
+    >>> key = MaskKey.generate()
+    >>> mx, my = apply_mask([0.0, 100.0], [0.0, 0.0], spec, key=key)
     >>> d = np.hypot(mx - [0.0, 100.0], my)
     >>> bool(((d >= 10) & (d <= 20)).all())
     True
-    >>> bool((apply_mask([100.0, 0.0], [0.0, 0.0], spec, seed=7)[0] == mx[::-1]).all())
+    >>> bool((apply_mask([100.0, 0.0], [0.0, 0.0], spec, key=key)[0] == mx[::-1]).all())
     True
     """
     if not isinstance(spec, MaskSpec):
@@ -380,17 +572,17 @@ def apply_mask(
         if codes.shape != (n,):
             raise InputError(f"unit_codes must hold one code per record ({n}), got {codes.shape}")
         geoms = _polygon_array(unit_polygons, codes)
-    key = mask_keys(xa, ya, seed=seed, subjects=subjects, key_precision_m=spec.key_precision_m)
+    streams = mask_keys(xa, ya, key=key, subjects=subjects, key_precision_m=spec.key_precision_m)
     if n == 0:
         return xa.copy(), ya.copy()
     _, hi = spec.bounds_m
-    radius, theta = _draw(spec, key, 0)
+    radius, theta = _draw(spec, streams, 0)
     first_r, first_t = radius.copy(), theta.copy()
     pending = np.ones(n, dtype=bool)
     for attempt in range(spec.max_tries):
         if attempt:
             idx = np.flatnonzero(pending)
-            radius[idx], theta[idx] = (a[idx] for a in _draw(spec, key, attempt))
+            radius[idx], theta[idx] = (a[idx] for a in _draw(spec, streams, attempt))
         ok = pending & (radius <= hi)
         if geoms is not None and ok.any():
             idx = np.flatnonzero(ok)

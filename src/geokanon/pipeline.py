@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from geokanon._outdir import claim
 from geokanon.classify import (
     CapVerdict,
     Classification,
@@ -26,8 +27,8 @@ from geokanon.classify import (
     unit_table,
 )
 from geokanon.disposal import CoreResult, run_core
-from geokanon.errors import InputError, ReleaseRefused
-from geokanon.io.read import PointTable
+from geokanon.errors import ReleaseRefused
+from geokanon.io.read import PointTable, identical_rows
 from geokanon.policy import Label, OutlierPolicy
 from geokanon.release import ReleaseOptions, write_release
 
@@ -207,12 +208,20 @@ def run_core_on(
 
 
 def record_tiebreak(table: PointTable) -> np.ndarray | None:
-    """A hash of each record's attributes: orders records at one place independently of rows."""
+    """A key of each record's content that orders records at one place independently of rows.
+
+    Every column but the coordinates goes into it (see :func:`content_tiebreak`): the
+    attributes, the subject id, the time and the unit. Records that are equal in
+    every column get equal keys (and are interchangeable); any two others differ.
+    ``None`` when there is nothing but coordinates and one unit.
+    """
+    attrs = None
     if len(table.attributes.columns):
-        return np.asarray(
+        attrs = np.asarray(
             pd.util.hash_pandas_object(table.attributes, index=False).to_numpy(), dtype=np.uint64
         )
-    return None
+    subject = table.subject_keys if table.subject_keys is not None else table.subjects
+    return content_tiebreak(attrs, subject, table.times, table.unit_codes)
 
 
 def _describe_scale(table: PointTable, policy: OutlierPolicy) -> str:
@@ -228,14 +237,88 @@ def _describe_scale(table: PointTable, policy: OutlierPolicy) -> str:
     )
 
 
-def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray) -> bool:
+def _fmix64(v: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser: a bijection of uint64 that maps 0 to 0."""
+    with np.errstate(over="ignore"):
+        h = v ^ (v >> np.uint64(33))
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xC4CEB9FE1A85EC53)
+        h ^= h >> np.uint64(33)
+    return h
+
+
+def content_tiebreak(
+    attributes: np.ndarray | None,
+    subjects: np.ndarray | None,
+    times: np.ndarray | None,
+    unit_codes: np.ndarray | None,
+) -> np.ndarray | None:
+    """One 64-bit key per record from the hashes or values of its non-coordinate columns.
+
+    Parameters
+    ----------
+    attributes
+        A hash of each record's attributes (``pandas.util.hash_pandas_object``), or None.
+    subjects
+        A hash of each raw subject id (or the subject codes), or None.
+    times
+        Times in seconds, or None.
+    unit_codes
+        Unit codes (sorted unit names, so independent of row order), or None.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        The key per record (both backends use this, so they order records alike);
+        None when no column is given and all unit codes are 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> key = content_tiebreak(None, None, None, np.array([0, 1, 0]))
+    >>> bool(key[0] == key[2]), bool(key[0] == key[1])
+    (True, False)
+    """
+    key: np.ndarray | None = None
+    parts: list[np.ndarray] = []
+    if subjects is not None:
+        parts.append(np.asarray(subjects).astype(np.uint64, copy=False))
+    if times is not None:
+        parts.append((np.asarray(times, dtype=np.float64) + 0.0).view(np.uint64))
+    if unit_codes is not None:
+        codes = np.asarray(unit_codes)
+        if codes.size and codes.any():
+            parts.append(codes.astype(np.uint64))
+    if attributes is not None:
+        key = np.array(attributes, dtype=np.uint64)
+    for i, part in enumerate(parts):
+        # a different odd multiplier per column, so equal values in two columns do not cancel
+        with np.errstate(over="ignore"):
+            mixed = _fmix64(part * np.uint64(2 * i + 3) + np.uint64(i + 1))
+        key = mixed if key is None else _fmix64(key ^ mixed)
+    return key
+
+
+def _same_decisions(a: CoreResult, b: CoreResult, perm: np.ndarray, classes: np.ndarray) -> bool:
+    """The ``deterministic`` rule (:func:`geokanon.verify.decisions_agree`) for two core runs.
+
+    ``b`` ran on the rows ``perm`` of ``a``'s input; ``classes`` are the input's
+    classes of records identical in every column (:func:`geokanon.io.read.identical_rows`).
+    Groups and classes must be the same; per-record decisions the same up to
+    exchanging identical records.
+    """
+    from geokanon.verify import decisions_agree
+
+    fields = ("first_labels", "final_labels", "disposal", "group_id", "class_id")
     return bool(
-        np.array_equal(a.disposal[perm], b.disposal)
-        and np.array_equal(a.group_id[perm], b.group_id)
-        and np.array_equal(a.class_id[perm], b.class_id)
-        and np.array_equal(a.group_x, b.group_x)
+        np.array_equal(a.group_x, b.group_x)
         and np.array_equal(a.group_y, b.group_y)
-        and a.class_unit == b.class_unit
+        and list(a.class_unit) == list(b.class_unit)
+        and list(a.class_level) == list(b.class_level)
+        and decisions_agree(
+            {f: getattr(a, f) for f in fields}, {f: getattr(b, f) for f in fields}, perm, classes
+        )
     )
 
 
@@ -314,25 +397,46 @@ def release_points(
     VerificationFailed
         An independent check failed; nothing is written.
     InputError
-        Bad input or options; nothing is written.
+        Bad input or options, an existing ``out`` without ``force``, or another run
+        writing ``out`` (its PID and start time are named); nothing is written.
+    WriteError
+        ``out`` could not be written (read-only or full filesystem, no permission):
+        the build is removed and an earlier release at ``out`` is unchanged.
     """
     options = options or ReleaseOptions()
     out = Path(out)
-    if out.exists() and not options.force:
-        raise InputError(
-            f"output directory {out.name!r} already exists; choose another --out or pass --force"
-        )
+    # Held from the start: a second run to ``out`` stops at once, and the parent's
+    # leftovers of killed runs are removed before anything else (geokanon._outdir).
+    with claim(out, force=options.force):
+        return _release_points(
+            table, policy, out, options, check_determinism=check_determinism,
+            progress=progress, core_runner=core_runner,
+        )  # fmt: skip
+
+
+def _release_points(
+    table: PointTable,
+    policy: OutlierPolicy,
+    out: Path,
+    options: ReleaseOptions,
+    *,
+    check_determinism: bool | None,
+    progress: Callable[[str], None] | None,
+    core_runner: Callable[..., CoreResult] | None,
+) -> ReleaseResult:
     source = table
     mask_risk = None
+    mask_key = None
     if options.mask is not None:
         from geokanon.mask import apply_mask
 
+        mask_key = resolve_mask_key(out, options)
         if progress is not None:
             progress("mask (classification and checks run on the masked coordinates)")
         # Noise is keyed by the raw subject ids (their hash) where known, so adding
         # subjects to a later release draws no fresh noise for anyone already in it.
         keys = table.subject_keys if table.subject_keys is not None else table.subjects
-        mx, my = apply_mask(table.x, table.y, options.mask, seed=policy.seed, subjects=keys)
+        mx, my = apply_mask(table.x, table.y, options.mask, key=mask_key, subjects=keys)
         mask_risk = summarise_mask_anonymity(table, mx, my, options.mask, policy.k)
         table = dataclasses.replace(table, x=mx, y=my)
     # r_max on the ground: the working CRS's scale over the (masked) data sets r_work_m
@@ -361,18 +465,41 @@ def release_points(
         )
         if progress is not None:
             progress("determinism check (core on shuffled rows)")
-        deterministic = _same_decisions(core, runner(shuffled, policy, progress=None), perm)
-        del shuffled, perm  # not held while the release is written and verified
+        again = runner(shuffled, policy, progress=None)
+        deterministic = _same_decisions(core, again, perm, identical_rows(table))
+        del shuffled, perm, again  # not held while the release is written and verified
     from geokanon import __version__
 
     if progress is not None:
         progress("write, verify and rename")
     manifest = write_release(
         out, table, core, policy, options, version=__version__, deterministic=deterministic,
-        source=source, mask_risk=mask_risk,
+        source=source, mask_risk=mask_risk, mask_key=mask_key,
     )  # fmt: skip
     _remove_refusal(out)
     return ReleaseResult(out=out, core=core, manifest=manifest)
+
+
+def resolve_mask_key(out: str | Path, options: ReleaseOptions) -> Any:
+    """The secret key of the release's mask, never derived from the published seed.
+
+    ``options.mask_key`` when given; else, when ``out`` is replaced (``force``) and
+    its audit holds a key, that key (so re-publishing draws no fresh noise that
+    could be averaged away); else a new key from the operating system's random
+    source. The release keeps it in ``audit/mask_key``.
+
+    Returns
+    -------
+    geokanon.mask.MaskKey
+    """
+    from geokanon.mask import MaskKey
+
+    if options.mask_key is not None:
+        return options.mask_key
+    previous = Path(out) / "audit" / "mask_key"
+    if options.force and previous.is_file():
+        return MaskKey.from_file(previous, origin="kept from the release it replaced")
+    return MaskKey.generate()
 
 
 def summarise_mask_anonymity(
@@ -461,6 +588,15 @@ class Plan:
                 + ")",
                 f"  times: {'yes' if table.times is not None else 'no'}",
             ]
+            copies = int(getattr(table, "duplicates", 0))
+            if copies:
+                fate = (
+                    "removed before anything else"
+                    if getattr(table, "duplicates_dropped", False)
+                    else "kept, each a record"
+                    + ("" if table.subjects is not None else " and a subject of its own")
+                )
+                lines.append(f"  exact copies of records: {copies:,} ({fate})")
         lines += [
             f"  labels: ok iota<=1, merge <={p.merge_ratio:g}, "
             f"generalise <={p.generalise_ratio:g}, suppress above "
@@ -479,6 +615,17 @@ class Plan:
                 f"  release to {self.out}/release (publishable) and {self.out}/audit (custodian)",
                 f"  kept columns: {', '.join(r.keep) if r.keep else 'none'}; totals: {r.totals}",
             ]
+            if r.mask is not None:
+                origin = (
+                    r.mask_key.origin
+                    if r.mask_key is not None
+                    else "drawn from the operating system's random source (kept from "
+                    "DIR/audit/mask_key when --force replaces a masked release)"
+                )
+                lines.append(
+                    f"  mask: {r.mask.label}, before classification; secret key {origin}, "
+                    f"kept in {self.out}/audit/mask_key, never published"
+                )
         lines.append(
             "  stages: read -> classify -> group/dispose (<= 5 passes) -> caps -> write -> "
             "verify -> rename"

@@ -8,11 +8,12 @@ directory described in ``docs/release-format.md``:
   ``RELEASE_NOTES.md``, ``report.html`` (:mod:`geokanon.report.html`);
 - ``DIR/audit/`` (custodian only): ``assignment.parquet``, ``audit.json``.
 
-Everything is built in a hidden temporary sibling of ``DIR``, fsynced, checked by
-the independent verifier (:mod:`geokanon.verify`), and only then renamed into
-place. An existing ``DIR`` is replaced only with ``force=True``, and stays intact
-until the new one is complete. A failure at any point leaves no ``DIR/release``
-and no temporary files.
+Everything is built in the private build area ``PARENT/.geokanon-build/`` beside
+``DIR`` (:mod:`geokanon._outdir`), fsynced, checked by the independent verifier
+(:mod:`geokanon.verify`), and only then swapped into place in one step. An existing
+``DIR`` is replaced only with ``force=True``, and holds an intact release at every
+instant. A failure at any point leaves no ``DIR/release`` and no build; a killed run's
+build is removed by the next geokanon run into the same parent.
 
 Figures about suppressed records are published only where they rest on 0 or at
 least ``k`` subjects (``<k`` otherwise), and the global suppressed figure is
@@ -25,12 +26,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import shutil
-import signal
 import sys
 import threading
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from geokanon._outdir import claim
 from geokanon.disposal import CoreResult, group_units
 from geokanon.errors import InputError, VerificationFailed
 from geokanon.io.read import PointTable
@@ -60,6 +58,11 @@ WITHHELD = "withheld"
 FORMAT = "geokanon-release/1"
 #: How synthetic records are placed (stated in the manifest; the verifier's holes check
 #: uses it: a unit's synthetic count equals its suppressed subjects wherever it is not 0).
+#: What the manifest says of the mask's key (the key itself is never in ``release/``).
+MASK_KEY_NOTE = (
+    "secret: kept by the custodian (audit/mask_key), never published; the seed does not "
+    "reproduce the mask"
+)
 SYNTHESIS_RULE = (
     "one synthetic record per suppressed subject and unit, placed in that unit's own "
     "generalised class, else in the nearest group counted in that unit, else not at all"
@@ -90,6 +93,10 @@ class ReleaseOptions:
         A :class:`geokanon.mask.MaskSpec` applied before classification (``None``:
         no mask). Classification, grouping and every check then use the masked
         coordinates, never the originals.
+    mask_key
+        The mask's secret :class:`geokanon.mask.MaskKey` (``None``: see
+        :func:`geokanon.pipeline.resolve_mask_key`). It is written to
+        ``audit/mask_key``, never to ``release/``.
     """
 
     keep: tuple[str, ...] = ()
@@ -98,12 +105,23 @@ class ReleaseOptions:
     output_crs: str | None = None
     read_options: tuple[tuple[str, Any], ...] = ()
     mask: Any = None
+    mask_key: Any = None
 
     def __post_init__(self) -> None:
         if self.totals not in TOTALS_MODES:
             raise InputError(
                 f"totals must be one of {', '.join(TOTALS_MODES)}, got {self.totals!r}"
             )
+        if self.mask_key is not None:
+            from geokanon.mask import MaskKey
+
+            if self.mask is None:
+                raise InputError("a mask key needs a mask (--mask jitter or --mask donut)")
+            if not isinstance(self.mask_key, MaskKey):
+                raise InputError(
+                    f"mask_key must be a MaskKey (MaskKey.from_file(path)), got "
+                    f"{type(self.mask_key).__name__}"
+                )
 
 
 def mask_small(value: int, k: int) -> int | str:
@@ -243,78 +261,15 @@ def _coded_text(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
     ).cast(pa.string())
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(dirpath, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _remove_stale_builds(out: Path) -> None:
-    """Remove temporary builds of ``out`` left by processes that no longer run."""
-    for p in out.parent.glob(f".{out.name}.build-*"):
-        try:
-            pid = int(p.name.rsplit("-", 2)[-2])
-        except (ValueError, IndexError):
-            continue
-        try:
-            os.kill(pid, 0)
-            alive = pid != os.getpid()
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:
-            alive = True
-        if not alive:
-            shutil.rmtree(p, ignore_errors=True)
-
-
 @contextlib.contextmanager
 def _atomic_directory(out: Path, force: bool) -> Iterator[Path]:
-    """Yield a temporary sibling to build in; rename it to ``out`` on success."""
-    out = out.resolve()
-    if out.exists() and not force:
-        raise InputError(
-            f"output directory {out.name!r} already exists; choose another --out or pass --force"
-        )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_builds(out)
-    tmp = out.parent / f".{out.name}.build-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    old: Path | None = None
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        with contextlib.suppress(ValueError):  # not in the main thread: keep the handler
-            signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        yield tmp
-        _fsync_tree(tmp)
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            os.replace(out, old)
-        os.replace(tmp, out)
-        fd = os.open(out.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not out.exists():
-            os.replace(old, out)
-            old = None
-        raise
-    finally:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+    """Yield a private build directory; it replaces ``out`` in one step on success.
+
+    The lock, the build area and the exchange are :mod:`geokanon._outdir`'s (shared by
+    every writer of an output directory).
+    """
+    with claim(out, force=force) as held, held.build() as build:
+        yield build.path
 
 
 def _return_free_memory() -> None:
@@ -329,10 +284,6 @@ def _return_free_memory() -> None:
             import ctypes
 
             ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path, geo: dict[str, Any] | None = None) -> None:
@@ -771,11 +722,13 @@ def build_release_files(
     verification: dict[str, bool] | None = None,
     mask_risk: dict[str, Any] | None = None,
     digests: dict[str, str] | None = None,
+    mask_key: Any = None,
 ) -> dict[str, Any]:
     """Write ``root/release`` and ``root/audit``; return the manifest (without checksums).
 
     ``digests``, when given, receives the sha256 of the release files hashed as they
-    were written (for :func:`finish_manifest`'s ``unchanged``).
+    were written (for :func:`finish_manifest`'s ``unchanged``). ``mask_key`` (the
+    mask's secret key) goes to ``audit/mask_key`` only.
     """
     rel = root / "release"
     aud = root / "audit"
@@ -1025,7 +978,14 @@ def build_release_files(
         "passes_exact": [p.to_dict() for p in result.passes],
         "mask": None if options.mask is None else options.mask.to_dict(),
         "mask_risk": mask_risk,
+        "mask_key": None,
     }
+    if options.mask is not None:
+        if mask_key is None:
+            raise InputError("a masked release needs its mask key (to keep it in the audit)")
+        # The key is secret: the audit keeps it (owner-only); release/ never holds it.
+        mask_key.write(aud / "mask_key")
+        audit["mask_key"] = {"file": "mask_key", "origin": mask_key.origin}
     (aud / "audit.json").write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
     manifest: dict[str, Any] = {
         "format": FORMAT,
@@ -1054,10 +1014,11 @@ def build_release_files(
             "pooled": 0,
             "rule": SYNTHESIS_RULE,
         },
-        "mask": None if options.mask is None else options.mask.to_dict(),
+        "mask": None if options.mask is None else {**options.mask.to_dict(), "key": MASK_KEY_NOTE},
         "mask_risk": mask_risk,
         "passes": published_passes,
         "verification": dict(verification or {}),
+        "duplicates": duplicates_entry(table),
     }
     from geokanon.report.notes import release_notes
 
@@ -1075,6 +1036,20 @@ def build_release_files(
         sentences = overall or ["No attribute was compared."]
     (rel / "RELEASE_NOTES.md").write_text(release_notes(manifest, units, policy, sentences))
     return manifest
+
+
+def duplicates_entry(table: Any) -> dict[str, Any]:
+    """The manifest's ``duplicates``: exact copies in the input, and what became of them.
+
+    ``copies``: records repeating an earlier record in every column; ``removed``:
+    whether they were removed before anything else (``--drop-duplicates``); else each
+    counted as a record and, with no ``subject_column``, as a subject of its own.
+    """
+    return {
+        "copies": int(getattr(table, "duplicates", 0)),
+        "removed": bool(getattr(table, "duplicates_dropped", False)),
+        "subject_column": getattr(table, "subjects", None) is not None,
+    }
 
 
 def finish_manifest(
@@ -1110,6 +1085,7 @@ def write_release(
     source: PointTable | None = None,
     mask_risk: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    mask_key: Any = None,
 ) -> dict[str, Any]:
     """Write the release directory atomically, verified before it appears.
 
@@ -1132,6 +1108,9 @@ def write_release(
         representation checks search for the true locations.
     mask_risk
         Summary of the mask's spatial k-anonymity, for the manifest.
+    mask_key
+        The mask's secret key (required with ``options.mask``), kept in
+        ``audit/mask_key``; ``no_leak`` fails a release that holds it.
     progress
         Called with a short stage name as each stage starts (``build``, ``verify``,
         ``report``, ``reverify``, ``rename``).
@@ -1146,7 +1125,10 @@ def write_release(
     VerificationFailed
         An independent check failed; nothing was written.
     InputError
-        ``out`` exists and ``force`` is off, or ``keep`` names unknown columns.
+        ``out`` exists and ``force`` is off, another run is writing ``out``, or ``keep``
+        names unknown columns.
+    WriteError
+        ``out`` could not be written (read-only or full filesystem, no permission).
     """
     from geokanon.verify import verify_release
 
@@ -1161,7 +1143,7 @@ def write_release(
         written: dict[str, str] = {}
         manifest = build_release_files(
             tmp, table, result, policy, options, version=version, mask_risk=mask_risk,
-            digests=written,
+            digests=written, mask_key=mask_key,
         )  # fmt: skip
         digests = finish_manifest(tmp, manifest, unchanged=written)
         truth = source if source is not None else table

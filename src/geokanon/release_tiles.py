@@ -43,7 +43,6 @@ import contextlib
 import dataclasses
 import json
 import shutil
-import tempfile
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,6 +55,7 @@ import pandas as pd
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from geokanon._outdir import Claim, claim
 from geokanon.disposal import CoreResult
 from geokanon.distributed import (
     RECORDS_PER_PART,
@@ -225,13 +225,19 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     with_subject = [p["subject"] is not None for p in parts]
     if any(with_subject) and not all(with_subject):
         raise InputError("some partitions have the subject column and some do not")
-    subjects = None
-    if all(with_subject):
-        _, subjects = np.unique(joined("subject"), return_inverse=True)
-        subjects = subjects.astype(np.int64)
+    subject_hash = joined("subject") if all(with_subject) else None
     tb = None
     if parts[0]["tiebreak"] is not None:
         tb = joined("tiebreak")
+    # The content key of every record, as on one machine (attributes, subject id, unit).
+    from geokanon.pipeline import content_tiebreak
+
+    tb = content_tiebreak(tb, subject_hash, None, codes)
+    subjects = None
+    if subject_hash is not None:
+        _, subjects = np.unique(subject_hash, return_inverse=True)
+        subjects = subjects.astype(np.int64)
+    del subject_hash
     fingerprint = None
     if all(p["sha256"] for p in parts):
         fingerprint = hashlib.sha256("\n".join(p["sha256"] for p in parts).encode()).hexdigest()
@@ -730,13 +736,8 @@ def release_partitions(
     progress: Callable[[str], None] | None = None,
 ) -> PartitionedRelease:
     """See :func:`geokanon.distributed.release_partitions` (the documented entry point)."""
-    from geokanon import __version__
     from geokanon.distributed import _is_dask_frame, frame_source
-    from geokanon.pipeline import _same_decisions, _write_refusal
-    from geokanon.report.notes import release_notes
-    from geokanon.verify_tiles import SCOPE, verify_partitioned
 
-    say = progress or (lambda _stage: None)
     options = options or ReleaseOptions()
     out = Path(out)
     if _is_dask_frame(source):
@@ -757,16 +758,52 @@ def release_partitions(
         raise InputError("the partitioned release publishes in the input's CRS; drop --output-crs")
     if isinstance(records_per_part, bool) or records_per_part < 1:
         raise InputError(f"records_per_part must be >= 1, got {records_per_part!r}")
-    if out.exists() and not options.force:
-        raise InputError(
-            f"output directory {out.name!r} already exists; choose another --out or pass --force"
-        )
+    # Held from the start: a second run to ``out`` stops at once, and the parent's
+    # leftovers of killed runs are removed before anything else (geokanon._outdir).
+    with claim(out, force=options.force, what="release (partitioned)") as held:
+        return _release_held(
+            held, source, policy, out, options, tiling=tiling, client=client,
+            scheduler=scheduler, n_workers=n_workers, crs=crs, scratch_dir=scratch_dir,
+            records_per_part=records_per_part, check_determinism=check_determinism,
+            progress=progress,
+        )  # fmt: skip
+
+
+def _release_held(
+    held: Claim,
+    source: Any,
+    policy: OutlierPolicy,
+    out: Path,
+    options: ReleaseOptions,
+    *,
+    tiling: Tiling | None,
+    client: Any,
+    scheduler: str | None,
+    n_workers: int | None,
+    crs: str | None,
+    scratch_dir: str | Path | None,
+    records_per_part: int,
+    check_determinism: bool | None,
+    progress: Callable[[str], None] | None,
+) -> PartitionedRelease:
+    """:func:`release_partitions` once ``out`` is held."""
+    from geokanon import __version__
+    from geokanon.io.read import same_rows
+    from geokanon.pipeline import _same_decisions, _write_refusal
+    from geokanon.report.notes import release_notes
+    from geokanon.verify_tiles import SCOPE, verify_partitioned
+
+    say = progress or (lambda _stage: None)
     tiling = tiling or Tiling.for_policy(policy)
     _check_halo(tiling, policy)
     keep = tuple(options.keep)
-    base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
-    scratch = base / f"geokanon-release-{uuid.uuid4().hex[:12]}"
-    scratch.mkdir(parents=True)
+    # The spilled state holds the true coordinates: by default it lives in the private
+    # build area beside ``out``, which the next run tidies if this one is killed.
+    if scratch_dir is None:
+        scratch = held.private_dir("scratch")
+    else:
+        scratch = Path(scratch_dir) / f"geokanon-release-{uuid.uuid4().hex[:12]}"
+        scratch.mkdir(parents=True)
     try:
         with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
             say(f"gather compact arrays from {len(source)} partitions")
@@ -800,8 +837,11 @@ def release_partitions(
                     tiebreak=None if g.tiebreak is None else g.tiebreak[perm],
                     tiling=tiling, client=c,
                 )  # fmt: skip
-                deterministic = _same_decisions(core, again, perm)
-                del again
+                # records equal in every column: coordinates and the content key (which
+                # holds the subject id, the unit and the attributes)
+                same = same_rows(g.x, g.y, {"key": g.tiebreak, "subject": g.subjects})
+                deterministic = _same_decisions(core, again, perm, same)
+                del again, same
             layout = _plan_parts(core, tiling, records_per_part)
             core = _renumbered(core, layout)
             layout.new_of_old = layout.order = np.zeros(0, dtype=np.int64)

@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from geokanon.classify import labels_from_ratios
 from geokanon.errors import InputError
-from geokanon.mask import MaskSpec, apply_mask
+from geokanon.mask import MaskKey, MaskSpec, apply_mask
 from geokanon.neighbours import subject_codes, subject_neighbour_distances, subject_time_gaps
 from geokanon.policy import Label, OutlierPolicy, TimeMode
 
@@ -322,6 +322,7 @@ def sweep(
     mask_subjects: ArrayLike | None = None,
     unit_polygons: Sequence[Any] | None = None,
     full: bool = False,
+    mask_key: MaskKey | None = None,
 ) -> SweepResult:
     """First-pass label shares and cap verdicts for every (mask, k, r_max) combination.
 
@@ -334,8 +335,8 @@ def sweep(
     r_maxs
         Values of r_max in metres.
     policy
-        Supplies the ratios, ``tau``, ``unit_cap``, time settings and the mask
-        ``seed``; its own ``k`` and ``r_max_m`` are not used.
+        Supplies the ratios, ``tau``, ``unit_cap`` and time settings; its own ``k``
+        and ``r_max_m`` are not used (nor its ``seed``: it does not key the masks).
     subjects
         Subject id per record (``None``: every record its own subject).
     times
@@ -354,6 +355,10 @@ def sweep(
         Also run the release core per cell (caps not enforced) and report the mean
         displacement of grouped records from their true location (``NaN`` when the
         core finds no fixed point).
+    mask_key
+        The secret :class:`~geokanon.mask.MaskKey` of every mask level (a release's
+        ``audit/mask_key`` shows exactly what that release did); default: a new
+        random key per call, so masked cells vary slightly between calls.
 
     Returns
     -------
@@ -411,6 +416,8 @@ def sweep(
                 "give the codes and names of the same unit table"
             )
     mask_levels: list[MaskSpec | None] = list(masks) if masks else [None]
+    if mask_key is None and any(m is not None for m in mask_levels):
+        mask_key = MaskKey.generate()
     run_core = _release_core() if full else None
     t_arr = None if times is None else np.asarray(times, dtype=np.float64)
     count = max(k_list) - 1
@@ -420,8 +427,9 @@ def sweep(
         if spec is None:
             mx, my = xa, ya
         else:
+            assert mask_key is not None
             mx, my = apply_mask(
-                xa, ya, spec, seed=policy.seed,
+                xa, ya, spec, key=mask_key,
                 subjects=subjects if mask_subjects is None else mask_subjects,
                 unit_polygons=unit_polygons, unit_codes=codes,
             )  # fmt: skip

@@ -75,6 +75,11 @@ The rules, exactly as implemented
       time; a timestamp column value or a number equal to a source time in
       epoch seconds (>= 4 significant digits); a column named like the time
       column;
+    * the mask's secret key (``audit/mask_key``; fails when a mask was applied
+      and the audit holds no key): its bytes as text, hex, base64 or decimal,
+      and the same of the SipHash key derived from it and of that key's two
+      64-bit words (also as values of a 64-bit integer column), in free text,
+      in any text cell or column name, and in the bytes of any other file;
     * source row numbers: a column named ``source_row``, ``row``, ``row_id``,
       ``row_number``, ``rownum``, ``record_id``, ``point_id``, ``fid``,
       ``index``, ``level_0`` or ``__index_level_0__``, a column named like a
@@ -130,8 +135,17 @@ The rules, exactly as implemented
     ``files`` with its sha256, no listed file is missing, and the manifest's
     ``input_sha256`` matches the source when the source is given.
 
-``deterministic`` needs a second build, so the release writer runs it; it is
-reported here as not checked (:attr:`VerificationReport.skipped`).
+``deterministic``
+    Needs a second build, so the release writer runs it (the core again on the
+    input's rows in a seeded random order) and it is reported here as not
+    checked (:attr:`VerificationReport.skipped`). The two runs' per-group and
+    per-class outcomes (representatives, class levels and units) must be equal,
+    and their per-record decisions equal up to exchanging records identical in
+    every column (:func:`geokanon.io.read.identical_rows`): for every class of
+    identical records, the multiset of (label, final label, disposal, group id,
+    class id) is the same in both runs (:func:`decisions_agree`). The release
+    files are written from published values only, so they are then
+    byte-identical.
 """
 
 from __future__ import annotations
@@ -170,6 +184,7 @@ __all__ = [
     "CheckResult",
     "HiddenRange",
     "VerificationReport",
+    "decisions_agree",
     "format_report",
     "hidden_ranges",
     "verify_release",
@@ -192,6 +207,67 @@ CHECKS: tuple[str, ...] = (
 
 #: Checks that need more than the written release (the release writer runs them).
 NOT_CHECKED_HERE: tuple[str, ...] = ("deterministic",)
+
+
+def decisions_agree(
+    first: Mapping[str, Any],
+    second: Mapping[str, Any],
+    perm: Any,
+    classes: Any,
+) -> bool:
+    """The ``deterministic`` rule for the per-record decisions of two runs.
+
+    Parameters
+    ----------
+    first, second
+        Per-record decision arrays by name (e.g. ``disposal``, ``group_id``); the
+        same names in both. ``second`` is from a run on the first run's input with
+        its rows reordered: its record ``i`` is the first run's record ``perm[i]``.
+    perm
+        The reordering, a permutation of ``0..n-1``.
+    classes
+        Per record of the first run's input, a class id shared exactly by the
+        records identical in every column (:func:`geokanon.io.read.identical_rows`).
+
+    Returns
+    -------
+    bool
+        Whether every record's decisions agree, up to exchanging records of one
+        class: for every class, the multiset of decision tuples is the same in
+        both runs. A record unlike any other must keep exactly its decisions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> perm = np.array([1, 0, 2])  # the second run saw rows 1, 0, 2
+    >>> same = np.array([0, 0, 2])  # rows 0 and 1 are identical in every column
+    >>> decisions_agree({"g": np.array([4, 5, 6])}, {"g": np.array([4, 5, 6])}, perm, same)
+    True
+    >>> decisions_agree({"g": np.array([4, 5, 6])}, {"g": np.array([4, 6, 5])}, perm, same)
+    False
+    """
+    cls = np.asarray(classes)
+    p = np.asarray(perm)
+    n = cls.size
+    if set(first) != set(second) or p.shape != (n,):
+        return False
+    if not np.array_equal(np.sort(p), np.arange(n)):
+        return False
+    names = sorted(first)
+    a = [np.asarray(first[name]) for name in names]
+    b = [np.asarray(second[name]) for name in names]
+    if any(v.shape != (n,) for v in (*a, *b)):
+        return False
+    cls_b = cls[p]
+    # Both runs' records sorted by (class, decisions): equal sequences exactly when every
+    # class holds the same multiset of decisions in both.
+    order_a = np.lexsort((*a[::-1], cls))
+    order_b = np.lexsort((*b[::-1], cls_b))
+    return bool(
+        np.array_equal(cls[order_a], cls_b[order_b])
+        and all(np.array_equal(u[order_a], v[order_b]) for u, v in zip(a, b, strict=True))
+    )
+
 
 LESS_THAN_K = "<k"
 WITHHELD = "withheld"
@@ -1519,6 +1595,16 @@ def _load_source(
         if isinstance(exc, InputError):
             raise
         raise InputError(f"source {path.name!r} could not be read ({type(exc).__name__})") from None
+    if opts.get("drop_duplicates"):
+        # The release removed exact copies first: so does the verifier, by the file's own
+        # cells (a row repeating an earlier one cell for cell). Rows equal only once parsed
+        # ("1" and "1.0") are left, and the record counts then disagree: a failed check.
+        try:
+            copies = raw.duplicated().to_numpy(dtype=bool)
+        except TypeError:  # unhashable cells (lists from Parquet): compared as text
+            copies = raw.astype(str).duplicated().to_numpy(dtype=bool)
+        if copies.any():
+            raw = raw.loc[~copies].reset_index(drop=True)
     src.n_rows = len(raw)
     src.sha256 = sha256_file(path)
     xcol = opts.get("x") or opts.get("lon") or ("x" if "x" in raw else "lon")
@@ -2146,6 +2232,18 @@ class _Secrets:
     frac_coords: NDArray[np.float64] | None = None
     #: the source pairs as (x, y) arrays, in place of ``px``/``py`` (no copy is made)
     pair_sources: tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...] = ()
+    #: the mask key in every text form a file could hold it (see :func:`_mask_key_forms`)
+    key_forms: tuple[str, ...] = ()
+    #: the key's 64-bit words, signed and unsigned, as an integer column could hold them
+    key_ints: tuple[int, ...] = ()
+    #: the key's own bytes (and those its hex text spells) and its SipHash key, raw
+    key_raw: tuple[bytes, ...] = ()
+    #: why the release could not be searched for the mask key (None: it was, or no mask)
+    key_missing: str | None = None
+
+    @cached_property
+    def key_min_len(self) -> int:
+        return min((len(f) for f in self.key_forms), default=0)
 
     @cached_property
     def times(self) -> NDArray[np.float64]:
@@ -2302,6 +2400,19 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     bad_names = {n.lower() for n in bad_names} - _STRUCTURAL
     scanned.append("row-number columns")
     spaced = tuple(s for s in src.subject_ids if _TOKEN_SPLIT.search(s))
+    key_forms: tuple[str, ...] = ()
+    key_ints: tuple[int, ...] = ()
+    key_raw: tuple[bytes, ...] = ()
+    key_missing = None
+    key_file = rel.aud / "mask_key"
+    if key_file.is_file():
+        key_forms, key_ints, key_raw = _mask_key_forms(key_file.read_bytes())
+        scanned.append("the mask key")
+    elif rel.audit.get("mask") not in (None, "", "none"):
+        key_missing = (
+            "a mask was applied but audit/mask_key is missing, so the release cannot be "
+            "searched for the mask's secret key"
+        )
     return (
         _Secrets(
             px=np.empty(0),
@@ -2316,9 +2427,83 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
             near=near,
             near_tol=near_tol,
             pair_sources=tuple(zip(xs_list, ys_list, strict=True)),
+            key_forms=key_forms,
+            key_ints=key_ints,
+            key_raw=key_raw,
+            key_missing=key_missing,
         ),
         scanned,
     )
+
+
+#: BLAKE2b personalisation of the mask key derivation (as :class:`geokanon.mask.MaskKey`).
+_MASK_KEY_PERSON = b"geokanon-mask/1"
+#: Shorter forms of the key are not searched for (a chance match would be likely).
+_MASK_KEY_MIN_FORM = 12
+
+
+def _mask_key_forms(data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[bytes, ...]]:
+    """Every text form of the mask key ``data`` (a key file's bytes), its integer words, raw bytes.
+
+    The key's own bytes (as text, hex, base64, big- and little-endian decimal; for a
+    hex-text key also the bytes it spells), and the same of the 128-bit SipHash key
+    derived from it and of its two 64-bit words (decimal signed and unsigned, hex),
+    which is all that keys the noise. Derived here as :class:`geokanon.mask.MaskKey`
+    derives it (BLAKE2b-128, personalised), without importing it.
+    """
+    import base64
+
+    material = data.strip()
+    derived = hashlib.blake2b(material, digest_size=16, person=_MASK_KEY_PERSON).digest()
+    raws = [material, derived]
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        raws.append(bytes.fromhex(material.decode("ascii")))
+    forms: set[str] = set()
+    with contextlib.suppress(UnicodeDecodeError):
+        forms.add(material.decode("utf-8"))
+    for raw in raws:
+        forms |= {raw.hex(), raw.hex().upper()}
+        forms.add(base64.b64encode(raw).decode("ascii").rstrip("="))
+        forms.add(base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="))
+        forms |= {str(int.from_bytes(raw, "big")), str(int.from_bytes(raw, "little"))}
+    ints: set[int] = set()
+    for w in (int.from_bytes(derived[:8], "little"), int.from_bytes(derived[8:], "little")):
+        signed = w - (1 << 64) if w >= 1 << 63 else w
+        ints |= {w, signed}
+        forms |= {str(w), str(signed), f"{w:016x}", f"{w:016X}"}
+    kept = tuple(sorted(f for f in forms if len(f) >= _MASK_KEY_MIN_FORM))
+    return kept, tuple(sorted(ints)), tuple(raws)
+
+
+def _key_count(text: str, sec: _Secrets) -> int:
+    """Occurrences of the mask key (any of its forms) in ``text``."""
+    if not sec.key_forms or len(text) < sec.key_min_len:
+        return 0
+    return sum(text.count(f) for f in sec.key_forms)
+
+
+def _key_cells(col: _TextColumn, sec: _Secrets) -> int:
+    """Rows of a text column whose cell holds the mask key (in any of its forms)."""
+    if not sec.key_forms or col.texts.size == 0:
+        return 0
+    import pyarrow.compute as pc
+
+    length = np.asarray(pc.utf8_length(col.arrow).to_numpy(zero_copy_only=False))
+    counts = col.counts
+    long = np.flatnonzero((length >= sec.key_min_len) & (counts > 0))
+    return sum(int(counts[i]) for i in long.tolist() if _key_count(col.texts[i], sec))
+
+
+def _key_ints_in(arr: pa.ChunkedArray | pa.Array, sec: _Secrets) -> int:
+    """Values of a 64-bit integer column equal to a word of the mask key."""
+    t = arr.type
+    if not sec.key_ints or not pa.types.is_integer(t) or t.bit_width != 64:
+        return 0
+    import pyarrow.compute as pc
+
+    lo, hi = (0, 1 << 64) if pa.types.is_unsigned_integer(t) else (-(1 << 63), 1 << 63)
+    values = pa.array([v for v in sec.key_ints if lo <= v < hi], type=t)
+    return int(pc.sum(pc.cast(pc.is_in(arr, value_set=values), pa.int64())).as_py() or 0)
 
 
 def _in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
@@ -2519,6 +2704,9 @@ def _stamp_and_id_findings(text: str, sec: _Secrets, weight: int = 1) -> list[st
         n += sum(1 for s in sec.spaced_ids if s in text)
         if n:
             found.append(f"{n * weight} subject ids")
+    n = _key_count(text, sec)
+    if n:
+        found.append(f"{n * weight} copies of the mask key")
     return found
 
 
@@ -2795,6 +2983,9 @@ def _cell_counts(col: _TextColumn, sec: _Secrets) -> dict[str, int]:
                 hits += _timestamp_hits(stamps, sec) * int(counts[i])
         if hits:
             found["timestamps"] = hits
+    n = _key_cells(col, sec)
+    if n:
+        found["copies of the mask key"] = n
     return found
 
 
@@ -2997,6 +3188,10 @@ class _TableScan:
             if pa.types.is_boolean(t) or pa.types.is_null(t):
                 continue
             if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+                n_key = _key_ints_in(arr, sec)
+                if n_key:
+                    cell = self.cells[i]
+                    cell["copies of the mask key"] = cell.get("copies of the mask key", 0) + n_key
                 nums = _Numbers(rows=_arrow_numeric(arr), arrow=arr)
                 has = nums.any_value()
             else:
@@ -3048,9 +3243,12 @@ class _TableScan:
         for i, name in enumerate(self.names):
             if name.lower() in sec.bad_names:
                 found.append(f"column {name!r} names a source id, subject, time or row number")
+            if _key_count(name, sec):
+                found.append(f"column {name!r}: its name holds the mask key")
             if self.stamps[i]:
                 found.append(f"column {name!r}: source timestamps")
-            for what in ("subject ids", "timestamps"):  # as _cell_findings orders them
+            # as _cell_findings orders them
+            for what in ("subject ids", "timestamps", "copies of the mask key"):
                 if self.cells[i].get(what):
                     found.append(f"column {name!r}: {self.cells[i][what]} {what}")
             values = self.values(i)
@@ -3465,7 +3663,7 @@ def _check_no_leak(rel: _Release) -> CheckResult:
     # files a previous full run scanned, unchanged since (their sha256 is checked by
     # ``manifest``): not scanned again
     files = [p for p in all_files if p.relative_to(rel.rel).as_posix() not in rel.unchanged]
-    leaks: list[str] = []
+    leaks: list[str] = [sec.key_missing] if sec.key_missing else []
     for path in files:
         rel_name = path.relative_to(rel.rel).as_posix()
         suffix = path.suffix.lower()
@@ -3479,6 +3677,10 @@ def _check_no_leak(rel: _Release) -> CheckResult:
         elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
             text = path.read_text(encoding="utf-8", errors="replace")
             found = _scan_text(text, sec)
+        elif sec.key_forms:  # any other file: its bytes, for the mask key
+            data = path.read_bytes()
+            n = _key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
+            found = [f"{n} copies of the mask key"] if n else []
         if found:
             leaks.append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
     if leaks:

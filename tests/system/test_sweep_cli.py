@@ -122,9 +122,12 @@ def test_mask_keyed_by_raw_subject_ids_is_row_order_free(tmp_path, capsys):
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     frame.to_csv(a, index=False)
     frame.sample(frac=1.0, random_state=1).to_csv(b, index=False)
+    key = tmp_path / "mask_key"
+    key.write_bytes(bytes(range(32)))
     outs = []
     for path in (a, b):
         args = ["sweep", str(path), "--k", "3", "--r-max", "200,400", "--subject", "who"]
+        args += ["--mask-key", str(key)]
         assert main([*args, "--crs", "EPSG:3857", "--mask-sd", "80", "--json"]) == 0
         outs.append(json.loads(capsys.readouterr().out))
     assert outs[0] == outs[1]

@@ -622,3 +622,30 @@ def test_canonical_cases_read_or_refuse_cleanly(name):
         t = table_from_frame(frame, coord_scale=1.0, **kw)  # "these really are metres"
     assert len(t) == len(x)
     np.testing.assert_array_equal(t.x, x)
+
+
+def test_duplicate_warning_says_what_copies_mean_without_subjects(tmp_path):
+    f = tmp_path / "d.csv"
+    f.write_text("x,y,p\n155000,463000,a\n155100,463100,b\n155000,463000,a\n")
+    with pytest.warns(PrivacyRiskWarning, match=r"each copy counts as a subject of its own") as w:
+        read_points(f, crs="EPSG:28992")
+    text = str(w[0].message)
+    assert "--subject" in text and "--drop-duplicates" in text and "group of 5" in text
+    with pytest.warns(UserWarning, match=r"each counts as a record \(of its subject\)"):
+        t = read_points(f, crs="EPSG:28992", subject="p")
+    assert t.duplicates == 1 and not t.duplicates_dropped
+
+
+def test_drop_duplicates_removes_copies_first(tmp_path):
+    f = tmp_path / "d.csv"
+    f.write_text(
+        "x,y,p,v\n155000,463000,a,1\n155100,463100,b,2\n155000,463000,a,1\n"
+        "155000,463000,a,3\n155100,463100,b,2\n"
+    )
+    with pytest.warns(UserWarning, match=r"2 records .*rows 3, 5.*removed before anything"):
+        t = read_points(f, crs="EPSG:28992", subject="p", drop_duplicates=True)
+    assert len(t) == 3 and t.duplicates == 2 and t.duplicates_dropped
+    assert t.attributes["v"].tolist() == [1, 2, 3]  # the first of each set stays, in order
+    assert t.subjects is not None and t.subjects.tolist() == [0, 1, 0]
+    with pytest.raises(InputError, match="drop_duplicates"):
+        ReadOptions(drop_duplicates="yes")  # type: ignore[arg-type]

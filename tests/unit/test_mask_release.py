@@ -10,7 +10,7 @@ import pandas as pd
 
 from geokanon import Disposal, OutlierPolicy
 from geokanon.io import table_from_frame
-from geokanon.mask import MaskSpec
+from geokanon.mask import MaskKey, MaskSpec
 from geokanon.pipeline import release_points
 from geokanon.release import ReleaseOptions
 
@@ -33,7 +33,9 @@ def test_mask_that_isolates_a_member_redisposes_it(tmp_path):
     assert (plain.core.disposal[40:] == Disposal.GROUPED).all()
     # A donut of 150-400 m scatters the five far beyond r_max of each other.
     mask = MaskSpec.donut(min_m=150.0, max_m=400.0)
-    masked = release_points(table, policy, tmp_path / "masked", ReleaseOptions(mask=mask))
+    key = MaskKey(b"a fixed key: the test must not depend on chance")
+    options = ReleaseOptions(mask=mask, mask_key=key)
+    masked = release_points(table, policy, tmp_path / "masked", options)
     assert (masked.core.group_id[40:] < 0).any()
     assert (masked.core.disposal[40:] != Disposal.GROUPED).any()
     manifest = json.loads((tmp_path / "masked" / "release" / "manifest.json").read_text())
@@ -69,14 +71,15 @@ def test_mask_noise_keyed_by_raw_ids_survives_new_subjects(tmp_path):
     grown.to_csv(tmp_path / "b.csv", index=False)
     policy = OutlierPolicy(k=3, r_max_m=200.0, tau=0.5, unit_cap=1.0, seed=11)
     mask = MaskSpec.jitter(sd_m=20.0)
+    options = ReleaseOptions(mask=mask, mask_key=MaskKey(b"one key for both releases"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ta = read_points(tmp_path / "a.csv", subject="person", crs="EPSG:28992")
         tb = read_points(tmp_path / "b.csv", subject="person", crs="EPSG:28992")
     # The new subject sorts first, so every dense subject code shifts by one.
     assert (tb.subjects[1:] == ta.subjects + 1).all()
-    release_points(ta, policy, tmp_path / "ra", ReleaseOptions(mask=mask))
-    release_points(tb, policy, tmp_path / "rb", ReleaseOptions(mask=mask))
+    release_points(ta, policy, tmp_path / "ra", options)
+    release_points(tb, policy, tmp_path / "rb", options)
     xa = pd.read_parquet(tmp_path / "ra" / "audit" / "assignment.parquet")["x_m"].to_numpy()
     xb = pd.read_parquet(tmp_path / "rb" / "audit" / "assignment.parquet")["x_m"].to_numpy()
     np.testing.assert_array_equal(xa, xb[1:])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from geokanon.classify import cap_verdict, classify, unit_table
 from geokanon.errors import InputError
-from geokanon.mask import MaskSpec, apply_mask
+from geokanon.mask import MaskKey, MaskSpec, apply_mask
 from geokanon.policy import Label, OutlierPolicy
 from geokanon.sweep import SweepCell, SweepResult, parse_list, sweep
 
@@ -81,10 +81,11 @@ def test_masked_cells_classify_the_masked_coordinates():
     x, y, subj, units, names = _data(1_500, seed=2)
     base = OutlierPolicy(k=3, r_max_m=100.0, seed=77)
     spec = MaskSpec.jitter(sd_m=150.0)
+    key = MaskKey(b"a fixed key for this sweep test")
     res = sweep(x, y, [3, 5], [250.0], base, subjects=subj, unit_codes=units,
-                unit_names=names, masks=[None, spec])  # fmt: skip
+                unit_names=names, masks=[None, spec], mask_key=key)  # fmt: skip
     assert res.masks == ("none", spec.label)
-    mx, my = apply_mask(x, y, spec, seed=77, subjects=subj)
+    mx, my = apply_mask(x, y, spec, key=key, subjects=subj)
     for k in (3, 5):
         counts, _ = _direct(mx, my, subj, units, names, base.replace(k=k, r_max_m=250.0))
         assert res.cell(k, 250.0, mask=1).counts == counts

@@ -49,7 +49,9 @@ __all__ = [
     "PointTable",
     "ReadOptions",
     "check_r_max",
+    "identical_rows",
     "read_points",
+    "same_rows",
     "sha256_file",
     "table_from_frame",
 ]
@@ -102,6 +104,12 @@ class PointTable:
         Records in no unit polygon (put in the ``unassigned`` unit).
     notes
         The warnings issued while reading, for the release notes (no values in them).
+    duplicates
+        Records of the input that repeat an earlier record in every column (exact
+        copies: coordinates, subject, time, unit and every other column).
+    duplicates_dropped
+        Whether those copies were removed on reading (``drop_duplicates``); the
+        table then holds the first record of each set of copies, in input order.
 
     Examples
     --------
@@ -128,6 +136,8 @@ class PointTable:
     n_unassigned: int = 0
     notes: tuple[str, ...] = ()
     subject_keys: NDArray[np.uint64] | None = field(default=None, repr=False)
+    duplicates: int = 0
+    duplicates_dropped: bool = False
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -183,6 +193,9 @@ class ReadOptions:
         CRS of published coordinates (default: the input's).
     study_area
         Polygon file of the declared study area: records outside it are refused.
+    drop_duplicates
+        Remove the records that repeat an earlier record in every column (exact
+        copies) before anything else; the first of each set of copies stays.
 
     Examples
     --------
@@ -212,6 +225,7 @@ class ReadOptions:
     working_crs: str | None = None
     output_crs: str | None = None
     study_area: str | Path | None = None
+    drop_duplicates: bool = False
 
     def __post_init__(self) -> None:
         for one, other, f1, f2 in (
@@ -266,6 +280,8 @@ class ReadOptions:
                 "--coord-scale applies to projected x/y only; longitude/latitude are "
                 "degrees and are projected to metres automatically"
             )
+        if not isinstance(self.drop_duplicates, bool):
+            raise InputError(f"drop_duplicates must be true or false, got {self.drop_duplicates!r}")
         if not (isinstance(self.chunksize, int) and self.chunksize >= 1):
             raise InputError(f"chunksize must be an integer >= 1, got {self.chunksize}")
         if self.timezone is not None:
@@ -1030,42 +1046,136 @@ def _epoch(vals: NDArray[np.float64], col: str) -> NDArray[np.float64]:
     return np.ascontiguousarray(vals, dtype=np.float64)
 
 
-def _duplicates(
-    a: NDArray[np.float64], b: NDArray[np.float64], columns: list[pd.Series], notes: list[str]
-) -> None:
-    """Warn about records equal to an earlier one in every column (coordinates compared first)."""
+def _repeated_pairs(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Indices of the records whose coordinate pair occurs more than once (and a few more).
+
+    One 64-bit key per pair, sorted (far faster than hashing 1e7 keys); a collision
+    only adds candidates, which the caller compares in full.
+    """
     if a.size < 2:
-        return
-    # one 64-bit key per coordinate pair (collisions only add candidates, compared in full)
+        return np.zeros(0, dtype=np.int64)
     with np.errstate(over="ignore"):
         key = (a + 0.0).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ (b + 0.0).view(np.uint64)
-    # keys that occur more than once, by sorting (far faster than hashing 1e7 keys)
     ordered = np.sort(key)
     again = ordered[1:][ordered[1:] == ordered[:-1]]
     if not again.size:
-        return
+        return np.zeros(0, dtype=np.int64)
     again = again[np.concatenate(([True], again[1:] != again[:-1]))]
     at = np.minimum(np.searchsorted(again, key), again.size - 1)
-    cand = again[at] == key
-    del ordered, at
-    idx = np.flatnonzero(cand)
+    return np.flatnonzero(again[at] == key)
+
+
+def _first_of_class(parts: dict[str, Any]) -> NDArray[np.int64]:
+    """Per row of ``parts`` (equal-length columns), the first row equal to it in every column."""
+    frame = pd.DataFrame(parts)
+    try:
+        cls = frame.groupby(list(frame.columns), sort=False, dropna=False).ngroup().to_numpy()
+    except TypeError:  # unhashable cells (lists from Parquet): compared as their text
+        text = frame.astype(str)
+        cls = text.groupby(list(text.columns), sort=False, dropna=False).ngroup().to_numpy()
+    first = np.full(int(cls.max()) + 1 if cls.size else 0, -1, dtype=np.int64)
+    rows = np.arange(cls.size, dtype=np.int64)
+    first[cls[::-1]] = rows[::-1]  # the lowest row of each class wins
+    return first[cls]
+
+
+def _duplicates(
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    columns: list[pd.Series],
+    notes: list[str],
+    *,
+    drop: bool = False,
+    subject: bool = False,
+) -> NDArray[np.bool_] | None:
+    """Records equal to an earlier one in every column (coordinates compared first).
+
+    Returns the mask of those copies (``None`` when there are none) and warns: a
+    copy counts as a record and, without a subject column, as a subject of its own,
+    so copies of one person can make up a group of k on their own.
+    """
+    idx = _repeated_pairs(a, b)
+    if not idx.size:
+        return None
     parts: dict[str, Any] = {"a": a[idx], "b": b[idx]}
     for i, col in enumerate(columns):
         parts[f"c{i}"] = col.iloc[idx].reset_index(drop=True)
-    try:
-        dup_sub = np.asarray(pd.DataFrame(parts).duplicated().to_numpy(), dtype=bool)
-    except TypeError:  # unhashable cells (lists from Parquet): no duplicate check
-        return
+    first = _first_of_class(parts)
     dup = np.zeros(a.size, dtype=bool)
-    dup[idx[dup_sub]] = True
-    if dup.any():
+    dup[idx[first != np.arange(idx.size)]] = True
+    if not dup.any():
+        return None
+    n = int(dup.sum())
+    rows = f"{n} records repeat an earlier record in every column (rows {_row_list(dup)})"
+    if drop:
+        msg = f"{rows}; they are removed before anything else (--drop-duplicates)"
+    elif subject:
         msg = (
-            f"{int(dup.sum())} records repeat an earlier record in every column (rows "
-            f"{_row_list(dup)}); they are kept and each counts as a record: drop them if they "
-            "are copies"
+            f"{rows}; they are kept and each counts as a record (of its subject); "
+            "pass --drop-duplicates if they are copies"
         )
-        notes.append(msg)
-        warnings.warn(msg, UserWarning, stacklevel=4)
+    else:
+        msg = (
+            f"{rows}; they are kept and, with no --subject column, each copy counts as a "
+            "subject of its own: 5 copies of one person would make a group of 5, so a "
+            "published group or class may hold fewer than k people. Name the subject "
+            "column with --subject, or pass --drop-duplicates if they are copies"
+        )
+    notes.append(msg)
+    warnings.warn(msg, PrivacyRiskWarning if not (drop or subject) else UserWarning, stacklevel=4)
+    return dup
+
+
+def identical_rows(table: PointTable) -> NDArray[np.int64]:
+    """Classes of records identical in every column of ``table``: a row number per record.
+
+    Records are identical when they agree in their coordinates, subject id, time,
+    unit and every attribute; each record gets the (0-based) position of the first
+    record identical to it, so a record unlike any other gets its own position.
+    Such records are interchangeable: no row-order-free rule can tell them apart,
+    so the determinism check compares decisions up to exchanging them.
+
+    Examples
+    --------
+    >>> t = table_from_frame(pd.DataFrame({"x": [0.0, 500.0, 0.0, 0.0], "y": [0.0] * 4,
+    ...                                    "a": [1, 1, 1, 2]}))
+    >>> identical_rows(t).tolist()
+    [0, 1, 0, 3]
+    """
+    columns: dict[str, Any] = {
+        "subject": table.subject_keys if table.subject_keys is not None else table.subjects,
+        "time": table.times,
+        "unit": table.unit_codes,
+    }
+    for i, col in enumerate(table.attributes.columns):
+        columns[f"a{i}"] = table.attributes[col]
+    return same_rows(table.x, table.y, columns)
+
+
+def same_rows(
+    x: NDArray[np.float64], y: NDArray[np.float64], columns: dict[str, Any]
+) -> NDArray[np.int64]:
+    """As :func:`identical_rows`, over coordinates and any per-record columns (None: absent).
+
+    Examples
+    --------
+    >>> same_rows(np.zeros(3), np.zeros(3), {"unit": np.array([2, 1, 2]), "t": None}).tolist()
+    [0, 1, 0]
+    """
+    cls = np.arange(x.size, dtype=np.int64)
+    idx = _repeated_pairs(x, y)
+    if not idx.size:
+        return cls
+    parts: dict[str, Any] = {"x": x[idx] + 0.0, "y": y[idx] + 0.0}
+    for name, col in columns.items():
+        if col is None:
+            continue
+        if isinstance(col, pd.Series):
+            parts[f"c_{name}"] = col.iloc[idx].reset_index(drop=True)
+        else:
+            parts[f"c_{name}"] = np.asarray(col)[idx]
+    cls[idx] = idx[_first_of_class(parts)]
+    return cls
 
 
 # --------------------------------------------------------------------------- assembly
@@ -1156,7 +1266,24 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         unit_names = np.asarray(["all"], dtype=object)
     attributes = pd.concat(got.attrs, ignore_index=True) if len(got.attrs) > 1 else got.attrs[0]
     id_columns = [_series(v) for v in (got.subject, got.time, got.unit) if v]
-    _duplicates(a, b, [*id_columns, *(attributes[c] for c in attributes.columns)], notes)
+    dup = _duplicates(
+        a, b, [*id_columns, *(attributes[c] for c in attributes.columns)], notes,
+        drop=opts.drop_duplicates, subject=opts.subject is not None,
+    )  # fmt: skip
+    n_duplicates = 0 if dup is None else int(dup.sum())
+    if dup is not None and opts.drop_duplicates:
+        # Exact copies leave before any stage sees them; every subject and unit keeps
+        # its first record, so subject and unit codes stay as they are.
+        keep = np.flatnonzero(~dup)
+        x, y, unit_codes = x[keep], y[keep], unit_codes[keep]
+        subjects = None if subjects is None else subjects[keep]
+        subject_keys = None if subject_keys is None else subject_keys[keep]
+        times = None if times is None else times[keep]
+        attributes = attributes.iloc[keep].reset_index(drop=True)
+        if n_unassigned:
+            from geokanon.io.units import UNASSIGNED
+
+            n_unassigned = int(np.count_nonzero(unit_names[unit_codes] == UNASSIGNED))
     output = crs_to_string(parse_crs(opts.output_crs)) if opts.output_crs is not None else source
     if output is not None and working is None:
         raise InputError(
@@ -1179,6 +1306,8 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         coord_scale=scale,
         n_unassigned=n_unassigned,
         notes=tuple(notes),
+        duplicates=n_duplicates,
+        duplicates_dropped=bool(opts.drop_duplicates and n_duplicates),
     )
 
 
@@ -1258,6 +1387,7 @@ def read_points(
     working_crs: str | None = None,
     output_crs: str | None = None,
     study_area: str | Path | None = None,
+    drop_duplicates: bool = False,
 ) -> PointTable:
     """Read a file of point records into a :class:`PointTable` in metres.
 
@@ -1293,6 +1423,9 @@ def read_points(
         CRS for published coordinates (default: the input's).
     study_area
         Polygon file of the declared study area; records outside it are refused.
+    drop_duplicates
+        Remove exact copies (records repeating an earlier record in every column)
+        before anything else; :attr:`PointTable.duplicates` counts them.
 
     Returns
     -------
@@ -1317,7 +1450,7 @@ def read_points(
         x=x, y=y, lon=lon, lat=lat, subject=subject, time=time, unit=unit, crs=crs,
         units=units, unit_id=unit_id, unit_grid_m=unit_grid_m, timezone=timezone,
         coord_scale=coord_scale, chunksize=chunksize, working_crs=working_crs,
-        output_crs=output_crs, study_area=study_area,
+        output_crs=output_crs, study_area=study_area, drop_duplicates=drop_duplicates,
     )  # fmt: skip
     p = Path(path)
     if not p.exists():

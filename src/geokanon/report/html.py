@@ -41,14 +41,12 @@ The refusal report (:func:`write_refusal_report`) holds the figures of a
 from __future__ import annotations
 
 import base64
-import contextlib
 import html
 import io
 import json
 import math
 import os
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -1283,7 +1281,24 @@ def _mask_section(manifest: Mapping[str, Any]) -> list[str]:
         f"{float(risk.get('median', 0)):g}); an adversary who knew everyone else's true "
         "address could single those out from the mask alone. The published groups add the "
         f"group's protection on top (at least k = {k} subjects per published location).</p>",
+        "<p>The mask's key is secret: the custodian keeps it with the audit and it is not "
+        "published. The seed shown below only breaks ties; it cannot redraw or undo the "
+        "mask.</p>",
     ]
+
+
+def _duplicates_text(dup: Any) -> str:
+    """The manifest's ``duplicates`` in words: how many exact copies, and their fate."""
+    if not isinstance(dup, Mapping):
+        return "not checked"
+    if not dup.get("copies"):
+        return "none"
+    n = f"{int(dup['copies']):,}"
+    if dup.get("removed"):
+        return f"{n}, removed before anything else (--drop-duplicates)"
+    if dup.get("subject_column"):
+        return f"{n}, kept (each a record of its subject)"
+    return f"{n}, kept (no subject ids: each counted as a subject of its own)"
 
 
 def _params_section(manifest: Mapping[str, Any]) -> list[str]:
@@ -1300,6 +1315,7 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("CRS of published coordinates", manifest.get("crs") or "unnamed"),
         ("totals", manifest.get("totals", "")),
         ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
+        ("exact copies in the input", _duplicates_text(manifest.get("duplicates"))),
     ]
     par = "".join(
         f'<tr><td class="l">{html.escape(a)}</td><td class="l"><code>{_esc(b)}</code></td></tr>'
@@ -1496,13 +1512,9 @@ def report_html(
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    from geokanon._outdir import replace_file
+
+    replace_file(path, text)
 
 
 def build_report(
@@ -1542,6 +1554,10 @@ def build_report(
     return path
 
 
+#: Files ``rebuild_report`` writes (copied into its build, never hard-linked).
+_REBUILT = ("report.html", "RELEASE_NOTES.md", "manifest.json")
+
+
 def rebuild_report(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, bool]]:
     """Rebuild ``release/report.html`` of a finished release and update its checksums.
 
@@ -1576,20 +1592,20 @@ def rebuild_report(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, b
             f"{str(root)!r} is not a geokanon release directory (needs release/manifest.json, "
             "release/units.csv and audit/audit.json)"
         )
-    page = rel / "report.html"
-    old_page = page.read_bytes() if page.is_file() else None
-    old_manifest = (rel / "manifest.json").read_bytes()
-    path = build_report(root)
-    manifest = json.loads(old_manifest)
-    finish_manifest(root, manifest)
-    results = verify_release(root, checks=RECHECKED).as_dict()
-    if not all(results.values()):
-        if old_page is None:
-            page.unlink(missing_ok=True)
-        else:
-            page.write_bytes(old_page)
-        (rel / "manifest.json").write_bytes(old_manifest)
-    return path, results
+    from geokanon._outdir import claim
+
+    # The page and the manifest change together: they are written into a build that
+    # starts as hard links of the release (real copies of the files written here) and
+    # replaces it in one step; a failed check or a killed run leaves the release as it was.
+    with claim(root, force=True, what="report") as held:
+        with held.build(seed=frozenset(f"release/{n}" for n in _REBUILT)) as build:
+            tmp = build.path
+            manifest = json.loads((tmp / "release" / "manifest.json").read_bytes())
+            build_report(tmp)
+            finish_manifest(tmp, manifest)
+            results = verify_release(tmp, checks=RECHECKED).as_dict()
+            build.install = all(results.values())
+    return rel / "report.html", results
 
 
 # --------------------------------------------------------------------------------------

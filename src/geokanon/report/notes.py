@@ -73,6 +73,31 @@ def release_notes(
             f"{100 * (1 - policy.scale_factor_min):.3f}% over this area, so groups were held "
             f"to {policy.r_work_m:.2f} m on the map"
         )
+    if manifest.get("mask"):
+        lines.append(
+            "- every record was first displaced by a geomask (its kind and distances are "
+            "`mask` in `manifest.json`), and grouping and every check used the displaced "
+            "locations. The mask's key is secret and kept by the custodian, never published: "
+            "the seed below only breaks ties and cannot redraw or undo the mask"
+        )
+    dup = manifest.get("duplicates") or {}
+    copies = int(dup.get("copies") or 0)
+    if copies and dup.get("removed"):
+        lines.append(
+            f"- exact copies removed first: {copies:,} records of the input repeated another "
+            "record in every column and were removed before anything else; every figure "
+            "here is over the records that remain"
+        )
+    elif copies:
+        lines.append(
+            f"- exact copies kept: {copies:,} records of the input repeat another record in "
+            "every column; each is published as a record of its own"
+            + (
+                ""
+                if dup.get("subject_column")
+                else " and counted as a person of its own (see below)"
+            )
+        )
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
         lines += [
@@ -129,6 +154,14 @@ def release_notes(
         "dot that their record was suppressed, and hence that they are in the data, unless "
         "the release was made with membership-sensitive mode.",
         "- Combining this release with other releases of the same records is not covered.",
+    ]
+    if copies and not dup.get("removed") and not dup.get("subject_column"):
+        lines.append(
+            f"- The input held {copies:,} exact copies of records and no person ids: each "
+            f"copy counted as a person of its own, so a group or class of {k} may stand for "
+            f"fewer than {k} people where copies met."
+        )
+    lines += [
         "",
         f"Policy: k={k}, r_max={policy.r_max_m:g} m, tau={policy.tau:.2%}, "
         f"unit cap={policy.unit_cap:.0%}, seed={policy.seed}; geokanon {manifest['version']}.",

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import html
 import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from geokanon import __version__
 from geokanon.sweep import SweepCell, SweepResult
@@ -235,25 +236,34 @@ def write_sweep_outputs(result: SweepResult, out_dir: str | Path) -> dict[str, P
     result
         A finished sweep.
     out_dir
-        Directory (created if needed).
+        Directory (created if needed; other files in it are left alone).
 
     Returns
     -------
     dict
         Kind (``csv``, ``svg``, ``png``, ``html``) -> path written.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "csv": out / "sweep.csv",
-        "svg": out / "tau_frontier.svg",
-        "png": out / "tau_frontier.png",
-        "html": out / "sweep.html",
-    }
-    result.to_frame().to_csv(paths["csv"], index=False, lineterminator="\n")
+    from geokanon._outdir import claim
+
     fig = frontier_figure(result)
     svg = _svg_text(fig)
-    paths["svg"].write_text(svg, encoding="utf-8")
-    fig.savefig(paths["png"], format="png", dpi=120, metadata={"Software": None})
-    paths["html"].write_text(sweep_html(result, svg), encoding="utf-8")
-    return paths
+    page = sweep_html(result, svg)
+    # The directory may hold other files: the four are written whole (through the private
+    # build area beside it) and renamed into place together, under the directory's lock.
+    names = {
+        "csv": "sweep.csv",
+        "svg": "tau_frontier.svg",
+        "png": "tau_frontier.png",
+        "html": "sweep.html",
+    }
+    writers: dict[str, Callable[[Path], Any]] = {
+        names["csv"]: lambda p: result.to_frame().to_csv(p, index=False, lineterminator="\n"),
+        names["svg"]: lambda p: p.write_text(svg, encoding="utf-8"),
+        names["png"]: lambda p: fig.savefig(p, format="png", dpi=120, metadata={"Software": None}),
+        names["html"]: lambda p: p.write_text(page, encoding="utf-8"),
+    }
+    with claim(out_dir, force=True, what="sweep") as held:
+        held.out.mkdir(exist_ok=True)
+        held.replace_files(writers)
+    out = Path(out_dir)
+    return {kind: out / name for kind, name in names.items()}
