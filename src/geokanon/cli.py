@@ -841,6 +841,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         for r in rs:
             check_r_max(table, r)
+    from geokanon.pipeline import on_ground
+
+    policy = on_ground(table, policy, pad_m=max(rs))  # r_max on the ground, for every cell
     contain = masks is not None and any(m is not None and m.contain for m in masks)
     polygons = _mask_polygons(args, table) if contain else None
     mask_key = _mask_key(args, bool(masks and any(m is not None for m in masks)))

@@ -804,7 +804,7 @@ def _join_existing(
 
     from geokanon.grouping import _covering_rep
 
-    r_max = policy.r_max_m
+    r_max = policy.r_work_m  # r_max in working metres: r_max_m on the ground
     step = policy.snap_step_m
     # Only representatives within 2 r_max of a leftover matter: those in its cell of
     # side 2 r_max or a neighbouring one. The tree holds only them.
@@ -966,8 +966,9 @@ def run_core_on_distributed(
     progress: Callable[[str], None] | None = None,
 ) -> CoreResult:
     """:func:`run_core_distributed` on a point table (as :func:`geokanon.pipeline.run_core_on`)."""
-    from geokanon.pipeline import record_tiebreak
+    from geokanon.pipeline import on_ground, record_tiebreak
 
+    policy = on_ground(table, policy)  # r_max on the ground (geokanon.projection)
     return run_core_distributed(
         table.x, table.y, policy,
         subjects=table.subjects, times=table.times,
@@ -1045,8 +1046,9 @@ def classify_points_distributed(
     geokanon.pipeline.ClassifyResult
         The same object, figures and verdicts as the single-machine function.
     """
-    from geokanon.pipeline import summarise_classification
+    from geokanon.pipeline import on_ground, summarise_classification
 
+    policy = on_ground(table, policy)  # r_max on the ground (geokanon.projection)
     with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
         cls = classify_tiled(
             table.x, table.y, policy, subjects=table.subjects, times=table.times,

@@ -47,6 +47,7 @@ from geokanon.errors import InputError, VerificationFailed
 from geokanon.io._names import closest_name
 from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
+from geokanon.projection import scale_factor_range
 
 __all__ = ["TOTALS_MODES", "ReleaseOptions", "mask_small", "write_release"]
 
@@ -997,8 +998,15 @@ def build_release_files(
     share: float | str = (
         total_sup_subjects / total_subjects if isinstance(global_shown, int) else global_shown
     )
+    scale = scale_factor_range(
+        table.x, table.y, getattr(table, "working_crs", None) or table.crs, pad_m=policy.r_max_m
+    )
     audit = {
         "working_crs": getattr(table, "working_crs", None) or table.crs,
+        # the working CRS's scale over the data's (10 km-snapped) box, and the radius the
+        # core held on the map so that r_max_m holds on the ellipsoid
+        "scale_factor_range": [scale.low, scale.high],
+        "r_work_m": policy.r_work_m,
         "output_crs": out_crs,
         "read_options": dict(options.read_options),
         "counts": counts_exact,

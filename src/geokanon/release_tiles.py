@@ -68,6 +68,7 @@ from geokanon.distributed import (
 )
 from geokanon.errors import InputError, ReleaseRefused, VerificationFailed
 from geokanon.policy import Disposal, Label, OutlierPolicy
+from geokanon.projection import scale_factor_range
 from geokanon.release import (
     FORMAT,
     LT_K,
@@ -817,6 +818,11 @@ def _release_held(
             say(f"gather compact arrays from {len(source)} partitions")
             g = _combine(_run(c, _gather_task, [(source, i, keep) for i in range(len(source))]))
             n = g.x.size
+            # r_max on the ground: the named CRS's smallest scale over the data (the
+            # halo, from the policy's larger search radius before this, stays wide enough)
+            low = scale_factor_range(g.x, g.y, crs, pad_m=policy.r_max_m).low
+            if low < policy.scale_factor_min:
+                policy = policy.replace(scale_factor_min=low)
             say("release core on tiles")
             try:
                 core = run_core_distributed(

@@ -29,7 +29,8 @@ tiles hold it (so a representative equal to any source point meets that point).
 *Part round* (one task per release part): from the part file, the part's rows
 of ``groups.parquet``/``classes.parquet`` and the routed source rows:
 ``k_subjects`` (distinct subjects per group and class), ``extent`` (every member
-within ``min(r_max_m, radius_m)`` of the published representative, inclusive),
+within ``min(r_max_m, radius_m)`` of the published representative, inclusive, on
+the map and, for a named CRS, on its ellipsoid),
 ``representation`` (no representative equals a member's coordinate or the
 exact mean of its members), ``counts`` (group and class sizes, rows per group
 and class in the part, the part's representatives, each group's majority unit,
@@ -333,8 +334,14 @@ def _part_task(
     has_subject: bool,
     bad_names: frozenset[str],
     scan: bool,
+    crs: str | None = None,
 ) -> dict[str, Any]:
-    """Every per-group (or per-class) check of one release part."""
+    """Every per-group (or per-class) check of one release part.
+
+    ``crs`` is the release's CRS (working and published): when it is named, a member
+    within r_max on the map is measured again on its ellipsoid, as in
+    :func:`geokanon.verify.verify_release` (``extent``).
+    """
     import pyarrow.parquet as pq
 
     rel = Path(root) / "release"
@@ -411,6 +418,16 @@ def _part_task(
         dy = my[okm] - ry[pos[okm]]
         dist = np.sqrt(dx * dx + dy * dy)
         far = dist > limit[pos[okm]]
+        ground = V._Ground.of(crs, crs)
+        if ground is not None:
+            on_ground, _ = ground.beyond(
+                mx, my, np.flatnonzero(okm), rx, ry, pos[okm], dist, limit[pos[okm]]
+            )
+            if on_ground.any():
+                n_g = int(np.unique(mid[okm][on_ground]).size)
+                probs["extent"].append(
+                    f"{n_g} groups in {name} have members beyond r_max on the ellipsoid"
+                )
         if far.any() or not np.isfinite(dist).all():
             n_far = int(np.unique(mid[okm][far | ~np.isfinite(dist)]).size)
             probs["extent"].append(f"{n_far} groups in {name} have members beyond r_max")
@@ -561,6 +578,8 @@ def verify_partitioned(
         )
     k = int(manifest.get("k", 0) or 0)
     r_max = float(manifest.get("r_max_m", 0.0) or 0.0)
+    working = audit.get("working_crs") or manifest.get("crs") or None
+    working = None if working is None else str(working)
     sizes = [int(s) for s in info.get("rows_per_source_part", [])]
     if len(source) != len(sizes):
         raise InputError(
@@ -616,7 +635,7 @@ def verify_partitioned(
             r2 = _run_tasks(
                 client, _part_task,
                 [(str(root), j, p, str(scratch), k, r_max, tolerance_m, tiling, has_subject,
-                  bad_names, "no_leak" in names) for j, p in enumerate(parts)],
+                  bad_names, "no_leak" in names, working) for j, p in enumerate(parts)],
             )  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
