@@ -159,6 +159,10 @@ TEXT_PHRASES = (
     r"\b\d+(?:\.\d+){2,}\b",  # versions
     r"\b[0-9a-f]{16,}\b",  # checksums
     r"geokanon-release/\d+",
+    # the radius held on the map so that r_max holds on the ellipsoid (a CRS property)
+    r"[\d.,]+ m \(the working CRS's (?:smallest scale factor over the data is [\d.]+|scale)",
+    r"shortens them by up to [\d.]+%",
+    r"held to [\d.,]+ m on the map",
     r"[\d.]+[–-][\d.]+ %",  # share bands
 )
 _NUMBER = re.compile(r"(?<![\w.,/])([+-]?\d[\d,]*(?:\.\d+)?)(?![\w])")
