@@ -1300,6 +1300,10 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("CRS of published coordinates", manifest.get("crs") or "unnamed"),
         ("totals", manifest.get("totals", "")),
         ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
+        (
+            "subject ids merged (spellings of another id: case, spacing, Unicode form)",
+            manifest.get("subject_ids_merged", "not recorded"),
+        ),
     ]
     par = "".join(
         f'<tr><td class="l">{html.escape(a)}</td><td class="l"><code>{_esc(b)}</code></td></tr>'

@@ -66,6 +66,13 @@ def release_notes(
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
         "never a member's own location",
     ]
+    merged = manifest.get("subject_ids_merged") or 0
+    if merged:
+        lines.append(
+            f"- people were told apart by their subject id, compared regardless of case, "
+            f"surrounding spaces and Unicode form: {_fmt_count(merged)} ids were spellings of "
+            "another id and were taken as the same person (this only makes groups stricter)"
+        )
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
         lines += [
