@@ -1422,7 +1422,9 @@ def _bucket(
         raw = frame["subject"]
         if not pd.api.types.is_numeric_dtype(raw.dtype):
             codes, texts, _ = factorize_subject_ids(raw)
-            norm = np.append(texts, None)[codes]  # a missing id stays missing
+            with_missing = np.empty(texts.size + 1, dtype=object)
+            with_missing[:-1] = texts  # the last entry, None, is code -1: missing stays missing
+            norm = with_missing[codes]
             frame = frame.assign(subject=norm)
         raw_ids = np.unique(
             pd.util.hash_array(np.asarray([str(u) for u in pd.unique(raw)], dtype=object))

@@ -7,7 +7,8 @@ directory of Parquet files, a Dask DataFrame, or any object with ``__len__`` and
 1. *Gather* (one task per source partition): each task reads its partition and
    sends back compact per-record arrays only: ``x``, ``y`` (float64), a 64-bit
    hash of the normalised subject id (NFKC, case folded, stripped: the spellings
-   of one id are one subject; the distinct raw ids' hashes count the merges), the unit codes of the partition and their names, and a
+   of one id are one subject; the distinct raw ids' hashes count the merges), the
+   unit codes of the partition and their names, and a
    hash of the kept attributes (the tiebreak). Row ids are implicit: partitions
    are concatenated in their order, so a record's ``source_row`` is its
    partition's offset plus its position.

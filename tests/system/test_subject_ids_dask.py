@@ -51,11 +51,11 @@ def partitions(tmp_path):
     second = np.setdiff1d(np.arange(len(frame)), first)
     for i, rows in enumerate((first, second)):
         frame.iloc[rows].to_parquet(d / f"part-{i}.parquet", index=False)
-    return ParquetPartitions.from_path(d, subject="person"), frame
+    return ParquetPartitions.from_path(d, subject="person")
 
 
 def test_partitioned_classification_takes_the_spellings_for_one_subject(client, partitions):
-    src, frame = partitions
+    src = partitions
     res = classify_partitions(src, POLICY, client=client, return_labels=True)
     d = res.to_dict()
     assert d["counts"]["suppress"] == 5 and d["counts"]["ok"] == 60
@@ -63,7 +63,7 @@ def test_partitioned_classification_takes_the_spellings_for_one_subject(client, 
 
 
 def test_partitioned_release_does_not_group_the_spellings(client, partitions, tmp_path):
-    src, frame = partitions
+    src = partitions
     out = tmp_path / "out"
     tiling = Tiling.for_policy(POLICY, tile_m=2000.0)
     result = release_partitions(src, POLICY, out, tiling=tiling, client=client)
@@ -76,7 +76,9 @@ def test_partitioned_release_does_not_group_the_spellings(client, partitions, tm
     m = result.manifest
     assert all(m["verification"].values()), m["verification"]
     assert m["subject_ids_merged"] == 4
-    assert "4 ids were spellings of another id" in (out / "release" / "RELEASE_NOTES.md").read_text()
+    assert (
+        "4 ids were spellings of another id" in (out / "release" / "RELEASE_NOTES.md").read_text()
+    )
     for f in (out / "release").rglob("*"):
         if f.is_file():
             text = f.read_bytes().decode("utf-8", errors="replace")

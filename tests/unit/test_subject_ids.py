@@ -126,7 +126,9 @@ def test_integer_ids_are_taken_as_they_are(tmp_path):
 def test_empty_or_blank_ids_are_refused_as_before(tmp_path, empty):
     f = tmp_path / "e.csv"
     f.write_text(f"x,y,user\n155000,463000,a\n155100,463100,{empty}\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"1 records have an empty subject id in 'user' \(rows 2\)"):
+    with pytest.raises(
+        InputError, match=r"1 records have an empty subject id in 'user' \(rows 2\)"
+    ):
         read_points(f, subject="user", crs="EPSG:28992")
     from geokanon.neighbours import subject_codes
 
