@@ -1570,8 +1570,8 @@ def _load_source(
         src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
         src.subject_column = str(scol)
         src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
-    else:
-        src.subject_ids_merged = 0
+    elif not scol:
+        src.subject_ids_merged = 0  # every record its own subject: nothing merged
     ucol = opts.get("unit") or audit.get("unit_column")
     if ucol and ucol in raw:
         src.units = raw[ucol].astype(str).to_numpy(dtype=object)
