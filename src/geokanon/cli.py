@@ -261,6 +261,13 @@ def _print_classification(result: Any, out: Any) -> None:
         f"{d['records']:,} records, {d['subjects']:,} subjects; k={pol.k}, r_max={pol.r_max_m:g} m",
         file=out,
     )
+    merged = d.get("subject_ids_merged", 0)
+    if merged:
+        print(
+            f"{merged:,} subject ids merged into another (they differ from it only by case, "
+            "surrounding space or Unicode form: one subject)",
+            file=out,
+        )
     print("label        records    share", file=out)
     for label, n in d["counts"].items():
         print(f"{label:<11}{n:>9,}  {_pct(n / d['records']):>8}", file=out)

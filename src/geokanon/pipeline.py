@@ -53,6 +53,9 @@ class ClassifyResult:
     verdict: CapVerdict
     n_records: int
     n_subjects: int
+    #: Distinct subject ids merged into another (they differ only by case, surrounding
+    #: whitespace or Unicode form): distinct ids minus distinct subjects.
+    subject_ids_merged: int = 0
 
     @property
     def counts(self) -> dict[str, int]:
@@ -70,6 +73,7 @@ class ClassifyResult:
             "unit_cap": self.policy.unit_cap,
             "records": self.n_records,
             "subjects": self.n_subjects,
+            "subject_ids_merged": self.subject_ids_merged,
             "counts": self.counts,
             "suppressed_share": self.verdict.suppressed_share,
             "disposal_share": self.verdict.disposal_share,
@@ -159,6 +163,7 @@ def summarise_classification(
         verdict=verdict,
         n_records=len(table),
         n_subjects=table.n_subjects,
+        subject_ids_merged=int(getattr(table, "subject_ids_merged", 0)),
     )
 
 
@@ -578,7 +583,12 @@ class Plan:
             output = getattr(table, "output_crs", None) or table.crs
             lines += [
                 f"  records: {len(table):,}; subjects: {table.n_subjects:,}"
-                + ("" if table.subjects is not None else " (each record its own subject)"),
+                + ("" if table.subjects is not None else " (each record its own subject)")
+                + (
+                    f" ({table.subject_ids_merged:,} ids merged: case, spacing or Unicode form)"
+                    if getattr(table, "subject_ids_merged", 0)
+                    else ""
+                ),
                 f"  CRS: input {table.crs or 'unnamed metric'}; distances in "
                 f"{working or 'unnamed metric'}; published in {output or 'unnamed metric'}",
                 _describe_scale(table, p),

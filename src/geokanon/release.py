@@ -1037,6 +1037,8 @@ def build_release_files(
         "seed": policy.seed,
         "crs": out_crs,
         "input_sha256": table.source_sha256,
+        # spellings of one subject id (case, spacing, Unicode form) taken as one subject
+        "subject_ids_merged": int(getattr(table, "subject_ids_merged", 0)),
         "totals": options.totals,
         "keep": list(options.keep),
         "records_published": int(rows.size),

@@ -14,7 +14,9 @@ The rules, exactly as implemented
     holds >= k distinct subjects among the real records of the audit.
     Synthetic records never count. Subjects are taken from the source when it
     is given (so a wrong subject code in the audit cannot inflate a group),
-    else from the audit's ``subject`` column.
+    else from the audit's ``subject`` column. Source ids are compared normalised
+    (:func:`subject_id_text`: NFKC, case folded, stripped), by the verifier's own
+    copy of the rule: five spellings of one id are one subject, never five.
 ``extent``
     Every member of every group lies within ``min(r_max_m, radius_m) +
     tolerance_m`` of the published representative, distances
@@ -117,7 +119,9 @@ The rules, exactly as implemented
     ``suppressed_share`` (within 5e-7 of the subject or the record share) all
     equal what the audit assigns; the audit is self-consistent (a group id
     exactly for grouped/merged rows, a class id exactly for generalised rows)
-    and agrees with the source (rows, subjects, units).
+    and agrees with the source (rows, subjects, units). With the source, the
+    manifest's ``subject_ids_merged`` equals the distinct source ids minus the
+    distinct subjects.
 ``fixed_point``
     ``passes`` is a non-empty list of at most :data:`~geokanon.policy.MAX_PASSES`
     entries, the last with ``changed == 0``, equal to the audit's passes when
@@ -165,6 +169,7 @@ import math
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -894,6 +899,8 @@ class _Source:
     unit_names: NDArray[np.object_] | None = None
     subject_ids: frozenset[str] = frozenset()
     subject_column: str | None = None
+    #: distinct source ids minus distinct subjects (spellings merged); None when unknown
+    subject_ids_merged: int | None = None
     time_column: str | None = None
     epoch_s: NDArray[np.float64] | None = None
     wall_s: NDArray[np.float64] | None = None
@@ -1592,6 +1599,41 @@ def _transformer(src: str | None, dst: str | None) -> Callable[[Any, Any], tuple
     return apply
 
 
+def subject_id_text(text: str) -> str:
+    """A subject id as subjects are compared: NFKC, case folded (and NFKC again), stripped.
+
+    The verifier's own copy of the rule (it imports no algorithm module): ids that
+    differ only in case, surrounding whitespace or Unicode form are one subject.
+
+    Examples
+    --------
+    >>> {subject_id_text(s) for s in ("P001", " P001", "p001", "P001 ", "\uff30\uff10\uff10\uff11")}
+    {'p001'}
+    """
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def subject_codes_of_ids(ids: pd.Series) -> tuple[NDArray[np.int64], int]:
+    """Dense subject codes of text ids compared by :func:`subject_id_text`, and the merges.
+
+    Only the distinct ids are normalised. Returns the codes and the number of
+    distinct ids merged into another (distinct ids minus distinct subjects).
+
+    Examples
+    --------
+    >>> codes, merged = subject_codes_of_ids(pd.Series(["Ann", " ann", "Bo"]))
+    >>> codes.tolist(), merged
+    ([0, 0, 1], 1)
+    """
+    codes, uniq = pd.factorize(ids.astype(str), sort=False)
+    texts = np.empty(len(uniq), dtype=object)
+    texts[:] = [subject_id_text(str(u)) for u in np.asarray(uniq, dtype=object)]
+    # any one-to-one numbering will do here (the order of codes is never compared)
+    inverse, names = pd.factorize(texts, sort=False)
+    dense = np.asarray(inverse, dtype=np.int64)[codes] if codes.size else codes
+    return np.asarray(dense, dtype=np.int64), int(len(uniq) - len(names))
+
+
 def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
     """Column names the source was read with: ``audit["read_options"]`` or top-level keys."""
     opts = audit.get("read_options")
@@ -1626,6 +1668,7 @@ def _load_source(
             if raw and _same_crs(working_crs, output_crs):
                 src.x, src.y = arg.x, arg.y
         src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
+        src.subject_ids_merged = int(getattr(arg, "subject_ids_merged", 0))
         src.unit_codes = np.asarray(arg.unit_codes, dtype=np.int64)
         src.unit_names = np.asarray(arg.unit_names, dtype=object)
         if arg.times is not None:
@@ -1669,10 +1712,11 @@ def _load_source(
     scol = opts.get("subject") or audit.get("subject_column")
     if scol and scol in raw:
         ids = raw[scol].astype(str)
-        codes, _ = pd.factorize(ids, sort=True)
-        src.subjects = codes.astype(np.int64)
+        src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
         src.subject_column = str(scol)
         src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
+    elif not scol:
+        src.subject_ids_merged = 0  # every record its own subject: nothing merged
     ucol = opts.get("unit") or audit.get("unit_column")
     if ucol and ucol in raw:
         src.units = raw[ucol].astype(str).to_numpy(dtype=object)
@@ -3956,6 +4000,17 @@ def _check_counts(rel: _Release) -> CheckResult:
                 one[ca] = cs
                 if not (na == ns and np.array_equal(one[ca], cs)):
                     problems.append("audit subject codes disagree with the source's subjects")
+            merged = rel.manifest.get("subject_ids_merged")
+            if (
+                merged is not None
+                and src.subject_ids_merged is not None
+                and merged != src.subject_ids_merged
+            ):
+                problems.append(
+                    f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
+                    f"{src.subject_ids_merged} (ids differing only by case, spacing or "
+                    "Unicode form are one subject)"
+                )
             if src.unit_codes is not None and src.unit_names is not None:
                 ucode, unames = rel.unit_codes
                 as_audit = _text_codes(src.unit_names, unames)

@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 
 from geokanon.errors import InputError, PrivacyRiskWarning
 from geokanon.io._names import closest_name
+from geokanon.neighbours import factorize_subject_ids
 from geokanon.projection import (
     UTM_MAX_SCALE_ERROR,
     Projection,
@@ -82,7 +83,9 @@ class PointTable:
     x, y
         Coordinates in metres (float64) of :attr:`working_crs`.
     subjects
-        Dense int64 subject codes, or ``None`` (every record its own subject).
+        Dense int64 subject codes, or ``None`` (every record its own subject). Ids
+        are compared normalised (NFKC, case folded, stripped): ``"P001"``,
+        ``" p001"`` and ``P001`` in fullwidth letters are one subject.
     times
         Seconds since 1970-01-01 UTC (float64), or ``None``.
     unit_codes, unit_names
@@ -112,6 +115,12 @@ class PointTable:
     duplicates_dropped
         Whether those copies were removed on reading (``drop_duplicates``); the
         table then holds the first record of each set of copies, in input order.
+    subject_keys
+        A 64-bit hash of each record's normalised subject id (keys the mask noise).
+    subject_ids_merged
+        Distinct subject ids merged into another because they differ from it only by
+        case, surrounding whitespace or Unicode form (distinct ids minus distinct
+        subjects; 0 without a subject column or with numeric ids).
 
     Examples
     --------
@@ -140,6 +149,7 @@ class PointTable:
     subject_keys: NDArray[np.uint64] | None = field(default=None, repr=False)
     duplicates: int = 0
     duplicates_dropped: bool = False
+    subject_ids_merged: int = 0
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -916,31 +926,37 @@ def _check_geographic(lon: NDArray[np.float64], lat: NDArray[np.float64], roles:
         )
 
 
-def _subjects(raw: pd.Series, col: str, notes: list[str]) -> NDArray[np.int64]:
-    # factorise first, then look at the distinct ids only (cheap for millions of records)
+def _subjects(
+    raw: pd.Series, col: str, notes: list[str]
+) -> tuple[NDArray[np.int64], NDArray[np.uint64], int]:
+    """Subject codes, a hash key per record and the number of ids merged by normalisation.
+
+    Ids are compared normalised (NFKC, case folded, stripped:
+    :func:`geokanon.neighbours.normalise_subject_id`): the spellings of one id are
+    one subject. Only the distinct ids are looked at (cheap for millions of records).
+    """
     if not pd.api.types.is_numeric_dtype(raw.dtype):
         raw = raw.astype("string")
-    codes, uniq = pd.factorize(raw, sort=True)
-    codes = np.asarray(codes, dtype=np.int64)
-    stripped = pd.Series(uniq).astype("string").str.strip()
-    empty_id = np.asarray((stripped == "").fillna(True), dtype=bool)
+    codes, texts, merged = factorize_subject_ids(raw)
+    empty_id = texts == ""
     empty = (codes < 0) | empty_id[np.maximum(codes, 0)] if empty_id.size else codes < 0
     if empty.any():
         raise InputError(
             f"{int(empty.sum())} records have an empty subject id in {col!r} "
             f"(rows {_row_list(empty)}); give every record a subject"
         )
-    n_raw = len(uniq)
-    n_folded = int(stripped.str.casefold().nunique())
-    if n_folded != n_raw:
+    if merged:
         msg = (
-            f"{n_raw - n_folded} subject ids in {col!r} differ from another only by case or "
-            "surrounding space; they are counted as different subjects, which overstates group "
-            "sizes if they are the same person: clean the ids"
+            f"{merged} subject ids in {col!r} differ from another only by case, surrounding "
+            "space or Unicode form; they are merged into one subject each (ids are compared "
+            "NFKC-normalised, case folded and stripped)"
         )
         notes.append(msg)
-        warnings.warn(msg, PrivacyRiskWarning, stacklevel=4)
-    return codes
+        warnings.warn(msg, UserWarning, stacklevel=4)
+    # A hash of each id's normalised text (of the number's text for numeric ids): keys
+    # that do not shift when subjects are added, the same for every spelling of an id.
+    keys = np.asarray(pd.util.hash_array(texts), dtype=np.uint64)[codes]
+    return codes, keys, merged
 
 
 _OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
@@ -1233,12 +1249,10 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         x, y = Projection(source_crs=source, working_crs=working).to_metric(a, b)
     subjects = None
     subject_keys = None
+    subject_ids_merged = 0
     if opts.subject is not None:
-        raw_subjects = _series(got.subject)
-        subjects = _subjects(raw_subjects, opts.subject, notes)
-        # A hash of each raw id's text: keys that do not shift when subjects are added.
-        subject_keys = np.asarray(
-            pd.util.hash_array(raw_subjects.astype(str).to_numpy(dtype=object)), dtype=np.uint64
+        subjects, subject_keys, subject_ids_merged = _subjects(
+            _series(got.subject), opts.subject, notes
         )
     times = None
     if opts.time is not None:
@@ -1313,6 +1327,7 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         notes=tuple(notes),
         duplicates=n_duplicates,
         duplicates_dropped=bool(opts.drop_duplicates and n_duplicates),
+        subject_ids_merged=subject_ids_merged,
     )
 
 

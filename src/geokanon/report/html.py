@@ -1358,6 +1358,10 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("totals", manifest.get("totals", "")),
         ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
         ("exact copies in the input", _duplicates_text(manifest.get("duplicates"))),
+        (
+            "subject ids merged (spellings of another id: case, spacing, Unicode form)",
+            manifest.get("subject_ids_merged", "not recorded"),
+        ),
     ]
     par = "".join(
         f'<tr><td class="l">{html.escape(a)}</td><td class="l"><code>{_esc(b)}</code></td></tr>'

@@ -103,6 +103,13 @@ def release_notes(
                 else " and counted as a person of its own (see below)"
             )
         )
+    merged = manifest.get("subject_ids_merged") or 0
+    if merged:
+        lines.append(
+            f"- people were told apart by their subject id, compared regardless of case, "
+            f"surrounding spaces and Unicode form: {_fmt_count(merged)} ids were spellings of "
+            "another id and were taken as the same person (this only makes groups stricter)"
+        )
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
         lines += [
