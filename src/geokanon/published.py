@@ -104,10 +104,12 @@ MANIFEST_FIELDS: dict[str, str] = {
 }
 #: Manifest fields read by the per-unit part of the system or structural. ``duplicates``
 #: counts input rows that repeat another row in every column: a count of input rows
-#: that no identity ties to a disposal (the input size itself is never published).
+#: that no identity ties to a disposal (the input size itself is never published);
+#: ``subject_ids_merged`` (distinct ids minus distinct subjects) likewise counts spellings
+#: of ids, tied to no count of records or subjects the release publishes.
 OTHER_FIELDS = frozenset(
-    {"groups", "classes", "duplicates", "suppressed_share", "synthetic.allowed",
-     "synthetic.per_unit", "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
+    {"groups", "classes", "duplicates", "subject_ids_merged", "suppressed_share",
+     "synthetic.allowed", "synthetic.per_unit", "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
      "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
      "mask_risk.p5", "mask_risk.median"}
 )  # fmt: skip
