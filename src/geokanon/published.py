@@ -109,7 +109,8 @@ MANIFEST_FIELDS: dict[str, str] = {
 #: of ids, tied to no count of records or subjects the release publishes.
 OTHER_FIELDS = frozenset(
     {"groups", "classes", "duplicates", "subject_ids_merged", "suppressed_share",
-     "synthetic.allowed", "synthetic.per_unit", "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
+     "synthetic.allowed", "synthetic.per_unit", "synthetic.pooled", "synthetic.rule", "passes",
+     "mask_risk.mask",
      "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
      "mask_risk.p5", "mask_risk.median"}
 )  # fmt: skip
