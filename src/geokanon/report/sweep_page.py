@@ -95,10 +95,16 @@ def frontier_figure(result: SweepResult) -> Figure:
                 ha="center", va="center", fontsize=7.5, color="black",
             )  # fmt: skip
             if c is best or c is nearest:  # solid: recommended; dashed: nearest to passing
+                style = "-" if c is best else "--"
                 ax.add_patch(
                     Rectangle(
-                        (j - 0.47, i - 0.47), 0.94, 0.94, fill=False, lw=2.5, edgecolor="black",
-                        ls="-" if c is best else "--",
+                        (j - 0.47, i - 0.47),
+                        0.94,
+                        0.94,
+                        fill=False,
+                        lw=2.5,
+                        ls=style,
+                        edgecolor="black",
                     )
                 )
         # The frontier: the left edge of each k's smallest passing r_max, as a staircase.
