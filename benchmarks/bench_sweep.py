@@ -36,7 +36,7 @@ except ModuleNotFoundError:  # run as a script: put the repository root on the p
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.synthetic import clustered_points
 from geokanon.classify import cap_verdict, classify, unit_table
-from geokanon.mask import MaskSpec, apply_mask
+from geokanon.mask import MaskKey, MaskSpec, apply_mask
 from geokanon.policy import Label, OutlierPolicy
 from geokanon.sweep import parse_list, sweep
 
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     rows.append((f"sweep {len(ks)} x {len(rs)} (one neighbour search)", t_sweep, peak_sweep))
     t_mask, peak_mask, _ = _timed(
-        lambda: apply_mask(x, y, MaskSpec.jitter(sd_m=50.0), seed=1), args.repeat
+        lambda: apply_mask(x, y, MaskSpec.jitter(sd_m=50.0), key=MaskKey.generate()), args.repeat
     )
     rows.append(("keyed jitter mask (apply_mask), one level", t_mask, peak_mask))
 

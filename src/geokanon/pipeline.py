@@ -29,7 +29,12 @@ from geokanon.disposal import CoreResult, run_core
 from geokanon.errors import InputError, ReleaseRefused
 from geokanon.io.read import PointTable
 from geokanon.policy import Label, OutlierPolicy
-from geokanon.release import ReleaseOptions, write_release
+from geokanon.release import (
+    ReleaseOptions,
+    check_coordinate_frame,
+    published_crs,
+    write_release,
+)
 
 __all__ = [
     "ClassifyResult",
@@ -270,6 +275,8 @@ def release_points(
         Bad input or options; nothing is written.
     """
     options = options or ReleaseOptions()
+    # Before any work: a release must say what its coordinates are (a CRS or local metres).
+    check_coordinate_frame(published_crs(table, options), options)
     out = Path(out)
     if out.exists() and not options.force:
         raise InputError(

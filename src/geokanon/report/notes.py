@@ -66,6 +66,13 @@ def release_notes(
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
         "never a member's own location",
     ]
+    if manifest.get("local_metres"):
+        lines.append(
+            "- **coordinates: local metres, no CRS.** x and y are metres in a local frame "
+            "the custodian did not name: distances between published points are in metres, "
+            "but the points cannot be placed on a map or joined with other data without that "
+            "frame's definition (`crs` is null and `local_metres` true in `manifest.json`)"
+        )
     if manifest.get("mask"):
         lines.append(
             "- every record was first displaced by a geomask (its kind and distances are "
