@@ -65,9 +65,10 @@ def see_running_site_packages(py: Path, env: dict[str, str]) -> None:
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, env=env, check=True,
     ).stdout.strip()  # fmt: skip
+    # One line, run by site.py (no comprehension: it would not see the line's names).
     line = (
-        "import site, sys; "
-        f"[site.addsitedir(p) for p in {sorted(set(dirs))!r} if p not in sys.path]\n"
+        "import itertools, site, sys; list(map(site.addsitedir, "
+        f"itertools.filterfalse(sys.path.__contains__, {list(dict.fromkeys(dirs))!r})))\n"
     )
     (Path(own) / "zz_running_site_packages.pth").write_text(line, encoding="utf-8")
 
