@@ -35,13 +35,16 @@ The rules, exactly as implemented
     ``records`` publishes it) are turned into a linear system and every hidden
     cell (``<k``, ``withheld``) is bounded with :func:`scipy.optimize.linprog`
     (min and max). See :func:`hidden_ranges` for the variables and identities.
-    A ``<k`` cell fails when its feasible range does not contain both 1 and k-1
-    (so with k = 2 a ``<k`` cell always fails: it reveals exactly 1); a
-    ``withheld`` cell fails when its range holds fewer than k integers.
-    Mutually inconsistent published figures fail too. The LP relaxation
-    ignores integrality, so parity-style narrowing is not detected; an
-    attacker who can place groups inside units from their geometry is not
-    modelled (per-unit group shifts are free, summing to 0).
+    A ``<k`` cell (a sensitive figure: one resting on 1..k-1 subjects) fails
+    when its feasible range does not contain both 1 and k-1 (so with k = 2 a
+    ``<k`` cell always fails: it reveals exactly 1), and, where the system is
+    small enough (:data:`INTEGER_CHECK_MAX` solves), when some value 1..k-1
+    has no integer solution (:func:`scipy.optimize.milp`, one program per
+    value). A ``withheld`` figure is a complementary (secondary) suppression:
+    it owes nothing of its own, however narrow its range. Mutually
+    inconsistent published figures fail too. An attacker who can place groups
+    inside units from their geometry is not modelled (per-unit group shifts
+    are free, summing to 0).
 ``no_leak``
     Every file in ``release/`` is scanned (text files as text and, for CSV, as
     a table too; Parquet column by column, plus its key-value metadata):
@@ -93,7 +96,8 @@ The rules, exactly as implemented
     records of the groups whose ``unit`` it is, plus its ``unit``-level class;
     by the members' own units when ``groups.parquet`` has no ``unit``),
     ``suppressed`` and ``generalised_up`` (the integer, or ``<k`` exactly when
-    1..k-1 subjects, or ``withheld``), ``source_total`` (records in the unit),
+    1..k-1 subjects, or ``withheld``), ``source_total`` (records in the unit;
+    ``<k`` exactly when the unit has 1..k-1 subjects, or ``withheld``),
     the manifest's ``counts`` (records per disposal; ``suppressed`` may read
     ``<k`` exactly when 1..k-1 subjects, or ``withheld``) and
     ``suppressed_share`` (within 5e-7 of the subject or the record share) all
@@ -113,8 +117,8 @@ The rules, exactly as implemented
     not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
     "suppressed: 3" or "3 records were suppressed" carry such a figure.
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
-    1..k-1, nor may a ``source_total`` be published as an integer for a unit of
-    1..k-1 subjects, and the manifest's ``counts.suppressed`` and ``suppressed_share``
+    1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
+    (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
     must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed;
     no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1.
 ``manifest``
@@ -164,6 +168,7 @@ __all__ = [
     "VerificationReport",
     "format_report",
     "hidden_ranges",
+    "holes_system",
     "verify_release",
 ]
 
@@ -236,6 +241,9 @@ _SUPPRESSED_PHRASES = (
     ),
 )
 _EPS = 1e-6
+#: Integer programs :func:`hidden_ranges` solves at most to show that every value
+#: 1..k-1 of every ``<k`` cell has an integer solution (beyond, the LP range only).
+INTEGER_CHECK_MAX = 512
 #: Table columns whose cells are per-unit hidden figures (must read "<k" below k).
 _HIDDEN_HEADER = re.compile(r"suppress|generali[sz]", re.IGNORECASE)
 
@@ -365,29 +373,30 @@ class HiddenRange:
     kind: str
     low: float
     high: float
+    #: values in 1..k-1 inside ``[low, high]`` that no integer solution reaches
+    gaps: tuple[int, ...] = ()
 
     def problem(self, k: int) -> str | None:
-        """Why this range discloses too much, or ``None`` when it is safe."""
-        if self.kind == LESS_THAN_K:
-            if k <= 2:
-                return f"{self.cell}: with k=2 '<k' means exactly 1"
-            if self.low > 1 + _EPS or self.high < k - 1 - _EPS:
-                return f"{self.cell}: '<k' narrowed to [{_fmt(self.low)}, {_fmt(self.high)}]"
+        """Why this range discloses too much, or ``None`` when it is safe.
+
+        Only a ``<k`` cell owes anything: it must admit every value 1..k-1. A
+        ``withheld`` figure protects others (a secondary suppression) and owes
+        nothing of its own.
+        """
+        if self.kind != LESS_THAN_K:
             return None
-        n = _integers_in(self.low, self.high)
-        if n < k:
-            return f"{self.cell}: withheld figure narrowed to {n} possible values (< k={k})"
+        if k <= 2:
+            return f"{self.cell}: with k=2 '<k' means exactly 1"
+        if self.low > 1 + _EPS or self.high < k - 1 - _EPS:
+            return f"{self.cell}: '<k' narrowed to [{_fmt(self.low)}, {_fmt(self.high)}]"
+        if self.gaps:
+            shown = ", ".join(map(str, self.gaps))
+            return f"{self.cell}: '<k' cannot be {shown} in integers"
         return None
 
 
 def _fmt(v: float) -> str:
     return "inf" if math.isinf(v) else f"{v:.4g}"
-
-
-def _integers_in(low: float, high: float) -> float:
-    if math.isinf(high):
-        return math.inf
-    return max(0, math.floor(high + _EPS) - math.ceil(low - _EPS) + 1)
 
 
 def _cell_value(raw: object) -> int | str | None:
@@ -435,6 +444,7 @@ def hidden_ranges(
     total_records: int | None = None,
     released_records: int | None = None,
     exact: bool = True,
+    integer: bool = True,
 ) -> list[HiddenRange]:
     """Feasible ranges of every hidden figure, given all published figures together.
 
@@ -448,7 +458,9 @@ def hidden_ranges(
       published; bounds as for ``s_u``) and ``p_u`` their records (``p_u = g_u``,
       or ``g_u <= p_u <= N g_u``; free ``>= 0`` when ``generalised_up`` is not
       published);
-    * ``T_u`` the source total (fixed, or ``[0, inf)`` when withheld);
+    * ``T_u`` the source total (fixed, or ``[0, inf)`` when withheld; ``<k``: the
+      unit rests on ``sigma_u`` in ``[1, k-1]`` subjects, ``s_u <= sigma_u``, and
+      ``T_u`` are their records, as ``r_u`` are of ``s_u``);
     * ``d_u`` the unit's own group-level records minus the group records counted
       in it (0 when groups are counted by their members' units; free with
       ``d_u >= -(released_u - C_u)`` and ``sum_u d_u = 0`` when every group is
@@ -475,7 +487,7 @@ def hidden_ranges(
     units
         One mapping per unit with ``unit`` (id), ``released`` (int),
         ``suppressed`` (int, ``"<k"`` or ``"withheld"``) and optional
-        ``generalised_up`` (int or ``"<k"``), ``source_total`` (int or
+        ``generalised_up`` (int or ``"<k"``), ``source_total`` (int, ``"<k"`` or
         ``"withheld"``), ``synthetic`` (int or ``"<k"``) and ``class_records`` (``C_u``, the
         records of the unit's own class included in ``released``).
     k
@@ -506,6 +518,10 @@ def hidden_ranges(
         aggregate programs first find an interval inside every cell's range, and
         only cells that interval does not already clear are bounded exactly: the
         ranges of safe cells are then inner intervals, those of unsafe cells exact.
+    integer
+        Also solve, in integers, for every value 1..k-1 of every ``<k`` cell whose
+        LP range holds them (when at most :data:`INTEGER_CHECK_MAX` programs are
+        needed); the values with no integer solution are the range's ``gaps``.
 
     Returns
     -------
@@ -602,6 +618,12 @@ def hidden_ranges(
         if t == WITHHELD:
             ti = var(f"unit {uid} source_total", 0.0, math.inf)
             hidden.append((f"unit {uid} source_total", WITHHELD, ti))
+        elif t == LESS_THAN_K:
+            # the unit rests on 1..k-1 subjects: its subjects are the sensitive figure
+            ui = subject_cell(f"unit {uid} source_total", LESS_THAN_K)
+            ti = records_of(f"unit {uid} source_total records", ui)
+            ub_rows.append({si: 1.0, ui: -1.0})  # suppressed subjects <= the unit's
+            ub_rhs.append(0.0)
         elif t is None:
             ti = var(f"unit {uid} source_total", 0.0, math.inf)
         else:
@@ -722,7 +744,47 @@ def hidden_ranges(
             else:
                 ends.append(float(res.x[idx]))
         out.append(HiddenRange(label, kind, ends[0], ends[1]))
-    return out
+    if not integer or k <= 2:
+        return out
+    # The LP relaxation's range of a cell is an interval (the projection of a convex
+    # set), but an integer value inside it may have no integer solution: each value
+    # 1..k-1 of each '<k' cell is solved for in integers, every solution found
+    # crossing off the values it gives the other cells.
+    todo = {
+        idx: set(range(1, k))
+        for (_, kind, idx), h in zip(hidden, out, strict=True)
+        if kind == LESS_THAN_K and h.problem(k) is None
+    }
+    if not todo or len(todo) * (k - 1) > INTEGER_CHECK_MAX:
+        return out
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    constraints = []
+    if a_eq is not None:
+        constraints.append(LinearConstraint(a_eq, b_eq, b_eq))
+    if a_ub is not None:
+        constraints.append(LinearConstraint(a_ub, -np.inf, b_ub))
+    low_b, high_b = np.asarray(lo), np.asarray(hi)
+    gaps: dict[int, list[int]] = {idx: [] for idx in todo}
+    for idx, values in todo.items():
+        while values:
+            v = min(values)
+            values.discard(v)
+            lb, ub = low_b.copy(), high_b.copy()
+            lb[idx] = ub[idx] = v
+            res = milp(
+                np.zeros(n), integrality=np.ones(n), bounds=Bounds(lb, ub),
+                constraints=constraints, options={"time_limit": 10.0},
+            )  # fmt: skip
+            if res.status != 0 or res.x is None:  # infeasible, or not shown feasible in time
+                gaps[idx].append(v)
+                continue
+            for other, rest in todo.items():
+                rest.discard(int(round(res.x[other])))
+    return [
+        dataclasses.replace(h, gaps=tuple(gaps[i])) if gaps.get(i) else h
+        for (_, _, i), h in zip(hidden, out, strict=True)
+    ]
 
 
 def _add(row: dict[int, float], j: int, v: float) -> None:
@@ -1832,8 +1894,6 @@ def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
         if sup is None:
             raise _Unreadable("units.csv suppressed is empty in some row")
         total = _cell_value(r["source_total"]) if "source_total" in t.columns else None
-        if total == LESS_THAN_K:
-            raise _Unreadable("units.csv source_total must be an integer or 'withheld'")
         up = _cell_value(r["generalised_up"]) if "generalised_up" in t.columns else None
         rows.append(
             {
@@ -1866,19 +1926,41 @@ def _published_input_size(manifest: Mapping[str, Any]) -> tuple[int | None, int 
     return total, released
 
 
-def _check_holes(rel: _Release) -> CheckResult:
-    k = rel.k
-    rows = _unit_rows(rel)
-    counts = rel.manifest.get("counts") or {}
+def holes_system(
+    manifest: Mapping[str, Any],
+    classes: pd.DataFrame,
+    *,
+    own_subjects: bool,
+    record_bound: int | None,
+    groups_by_majority_unit: bool,
+) -> dict[str, Any]:
+    """The figures besides ``units.csv`` that :func:`hidden_ranges` combines with it.
+
+    Parameters
+    ----------
+    manifest
+        The manifest (``counts``, ``synthetic``, ``passes`` are read).
+    classes
+        ``classes.parquet`` (``level``, ``n_records``).
+    own_subjects, record_bound, groups_by_majority_unit
+        As for :func:`hidden_ranges`.
+
+    Returns
+    -------
+    dict
+        Keyword arguments of :func:`hidden_ranges` (all but ``units``, ``k``,
+        ``exact`` and ``integer``). The release writer chooses its complementary
+        suppressions against the same system.
+    """
+    counts = manifest.get("counts") or {}
     g = _cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
     if g == WITHHELD:
         g = None
-    classes = rel.classes
     pooled = 0
     if len(classes) and "level" in classes:
         up = classes["level"].astype(str) != "unit"
         pooled = int(pd.to_numeric(classes.loc[up, "n_records"]).sum())
-    syn = rel.manifest.get("synthetic") or {}
+    syn = manifest.get("synthetic") or {}
     syn = syn if isinstance(syn, Mapping) else {}
     raw_total = _cell_value(syn.get("total", 0))
     syn_total = raw_total if isinstance(raw_total, int) else None
@@ -1887,37 +1969,54 @@ def _check_holes(rel: _Release) -> CheckResult:
     pooled_syn = (
         raw_pooled if isinstance(raw_pooled, int) else (pooled if syn_total is None else syn_total)
     )
-    total, released = _published_input_size(rel.manifest)
+    total, released = _published_input_size(manifest)
+    return {
+        "global_suppressed": g,
+        "own_subjects": own_subjects,
+        "pooled_records": pooled,
+        "pooled_synthetic_max": min(pooled_syn, pooled),
+        "synthetic_total": syn_total,
+        "record_bound": record_bound,
+        "groups_by_majority_unit": groups_by_majority_unit,
+        "total_records": total,
+        "released_records": released,
+    }
+
+
+def _check_holes(rel: _Release) -> CheckResult:
+    k = rel.k
+    rows = _unit_rows(rel)
+    system = holes_system(
+        rel.manifest,
+        rel.classes,
+        own_subjects=rel.own_subjects,
+        record_bound=rel.n_audit,
+        groups_by_majority_unit="unit" in rel.groups.columns,
+    )
     try:
-        ranges = hidden_ranges(
-            rows,
-            k=k,
-            global_suppressed=g,
-            own_subjects=rel.own_subjects,
-            pooled_records=pooled,
-            pooled_synthetic_max=min(pooled_syn, pooled),
-            synthetic_total=syn_total,
-            record_bound=rel.n_audit,
-            groups_by_majority_unit="unit" in rel.groups.columns,
-            total_records=total,
-            released_records=released,
-            exact=False,
-        )
+        ranges = hidden_ranges(rows, k=k, exact=False, **system)
     except ValueError as exc:
         return CheckResult("holes", False, f"{exc} (see counts)")
     problems = [p for h in ranges if (p := h.problem(k)) is not None]
+    sensitive = sum(h.kind == LESS_THAN_K for h in ranges)
     if problems:
         return CheckResult(
             "holes",
             False,
-            f"{len(problems)} of {len(ranges)} hidden figures recoverable: "
+            f"{len(problems)} of {sensitive} '<k' figures recoverable: "
             + "; ".join(problems[:5])
             + (" ..." if len(problems) > 5 else ""),
         )
-    return CheckResult(
-        "holes",
-        True,
-        f"{len(ranges)} hidden figures, none narrowed by the {len(rows)} unit rows and totals",
+    return CheckResult("holes", True, holes_summary(ranges, k, len(rows)))
+
+
+def holes_summary(ranges: Sequence[HiddenRange], k: int, n_rows: int) -> str:
+    """The ``holes`` detail line of a passing system."""
+    sensitive = sum(h.kind == LESS_THAN_K for h in ranges)
+    how = "in integers" if sensitive * max(k - 1, 0) <= INTEGER_CHECK_MAX else "LP ranges"
+    return (
+        f"{sensitive} '<k' figures keep every value 1..k-1 ({how}) given the {n_rows} unit "
+        f"rows and totals; {len(ranges) - sensitive} withheld (secondary) figures owe nothing"
     )
 
 
@@ -3695,7 +3794,10 @@ def _unit_count_problems(rel: _Release) -> list[str]:
     def wrong(published_value: object, true: int) -> bool:
         if published_value == LESS_THAN_K:
             return not 0 < true < k
-        return published_value not in (WITHHELD, None) and published_value != true
+        if published_value == WITHHELD:
+            # a sensitive figure reads '<k' ('withheld' owes nothing in `holes`)
+            return 0 < true < k
+        return published_value is not None and published_value != true
 
     for u in sorted(audit_units & set(published)):
         r = published[u]
@@ -3859,13 +3961,20 @@ def _check_report_safety(rel: _Release) -> CheckResult:
         ucode, unames = rel.unit_codes
         subjects = _distinct_counts(ucode, rel.subjects, unames.size, rel.subject_codes)
         small_units = {str(unames[i]) for i in np.flatnonzero((subjects > 0) & (subjects < k))}
-        n_small = sum(
-            1
+        shown = [
+            (u, _cell_value(t))
             for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
-            if u in small_units and isinstance(_cell_value(t), int)
-        )
+        ]
+        # A unit of 1..k-1 subjects is itself a sensitive figure: its total reads '<k'
+        # (a 'withheld' figure owes nothing in `holes`, so it would not be protected).
+        n_small = sum(1 for u, t in shown if u in small_units and t != LESS_THAN_K)
         if n_small:
-            problems.append(f"units.csv: {n_small} source totals rest on 1..k-1 subjects")
+            problems.append(
+                f"units.csv: {n_small} source totals rest on 1..k-1 subjects and do not read <k"
+            )
+        n_false = sum(1 for u, t in shown if u not in small_units and t == LESS_THAN_K)
+        if n_false:
+            problems.append(f"units.csv: {n_false} source totals read <k for 0 or >= k subjects")
     scanned.append("units.csv")
     passes = rel.manifest.get("passes")
     if isinstance(passes, list):
