@@ -1998,12 +1998,11 @@ def _check_holes(rel: _Release) -> CheckResult:
     except ValueError as exc:
         return CheckResult("holes", False, f"{exc} (see counts)")
     problems = [p for h in ranges if (p := h.problem(k)) is not None]
-    sensitive = sum(h.kind == LESS_THAN_K for h in ranges)
     if problems:
         return CheckResult(
             "holes",
             False,
-            f"{len(problems)} of {sensitive} '<k' figures recoverable: "
+            f"{len(problems)} of {len(ranges)} hidden figures recoverable: "
             + "; ".join(problems[:5])
             + (" ..." if len(problems) > 5 else ""),
         )
@@ -2016,7 +2015,7 @@ def holes_summary(ranges: Sequence[HiddenRange], k: int, n_rows: int) -> str:
     how = "in integers" if sensitive * max(k - 1, 0) <= INTEGER_CHECK_MAX else "LP ranges"
     return (
         f"{sensitive} '<k' figures keep every value 1..k-1 ({how}) given the {n_rows} unit "
-        f"rows and totals; {len(ranges) - sensitive} withheld (secondary) figures owe nothing"
+        f"rows and totals; {len(ranges) - sensitive} withheld figures owe nothing of their own"
     )
 
 

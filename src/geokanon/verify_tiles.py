@@ -779,9 +779,8 @@ class _Reduced:
         except ValueError as exc:
             return V.CheckResult("holes", False, f"{exc} (see counts)")
         problems = [p for h in ranges if (p := h.problem(k)) is not None]
-        sensitive = sum(h.kind == V.LESS_THAN_K for h in ranges)
         return _result(
-            "holes", [f"{len(problems)} of {sensitive} '<k' figures recoverable", *problems]
+            "holes", [f"{len(problems)} of {len(ranges)} hidden figures recoverable", *problems]
             if problems else [],
             V.holes_summary(ranges, k, len(rows)),
         )  # fmt: skip

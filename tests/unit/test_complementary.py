@@ -1,0 +1,278 @@
+"""``--totals complementary``: secondary suppression of the per-unit source totals.
+
+The choice (:func:`geokanon.complementary.choose_complementary_totals`) is checked
+against an independent brute-force oracle on small tables (every integer solution of
+the published figures enumerated), for protection (every ``<k`` figure keeps every
+value 1..k-1) and for economy (no fewer withheld totals would do). Whole releases
+with ``<k`` units are written, verified, and tampered with.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from geokanon.cli import main
+from geokanon.verify import verify_release
+from tests.release_fixtures import edit_csv
+
+K = 4
+LT_K = "<k"
+WITHHELD = "withheld"
+
+
+# ---- the brute-force oracle -------------------------------------------------------------
+
+
+def _compositions(total: int, parts: int):
+    """Every way of writing ``total`` as ``parts`` non-negative integers."""
+    for bars in itertools.combinations(range(total + parts - 1), parts - 1):
+        edges = (-1, *bars, total + parts - 1)
+        yield tuple(edges[i + 1] - edges[i] - 1 for i in range(parts))
+
+
+def _safe(rows: list[dict], totals, pooled: int, k: int, n_input: int | None) -> bool:
+    """Whether every ``<k`` figure attains every value 1..k-1 over the integer solutions.
+
+    Records are their own subjects and groups are counted by their members' units:
+    unit u has ``released_u + s_u + p_u`` records, ``s_u`` suppressed (fixed, or 1..k-1
+    for ``<k``) and ``p_u >= 0`` generalised to the area class, ``sum p_u = pooled``.
+    A published total fixes the unit's records, ``<k`` bounds them to 1..k-1, withheld
+    says nothing; a published input size fixes their sum.
+    """
+    hidden = [i for i, r in enumerate(rows) if r["suppressed"] == LT_K]
+    small = [i for i, t in enumerate(totals) if t == LT_K]
+    seen_s = {i: set() for i in hidden}
+    seen_t = {i: set() for i in small}
+    n = len(rows)
+    for s_vals in itertools.product(range(1, k), repeat=len(hidden)):
+        s = [0 if r["suppressed"] == LT_K else int(r["suppressed"]) for r in rows]
+        for i, v in zip(hidden, s_vals, strict=True):
+            s[i] = v
+        for p in _compositions(pooled, n):
+            recs = [rows[i]["released"] + s[i] + p[i] for i in range(n)]
+            if n_input is not None and sum(recs) != n_input:
+                continue
+            ok = True
+            for i, t in enumerate(totals):
+                if t == LT_K:
+                    ok &= 1 <= recs[i] <= k - 1
+                elif t != WITHHELD:
+                    ok &= recs[i] == t
+            if not ok:
+                continue
+            for i in hidden:
+                seen_s[i].add(s[i])
+            for i in small:
+                seen_t[i].add(recs[i])
+    want = set(range(1, k))
+    return all(v >= want for v in seen_s.values()) and all(v >= want for v in seen_t.values())
+
+
+def _table(rng: np.random.Generator) -> tuple[list[dict], list[int], int, int | None]:
+    """A small random unit table consistent with some source (records, pooled, N)."""
+    n = int(rng.integers(3, 5))
+    rows, records = [], []
+    pooled = 0
+    for u in range(n):
+        kind = rng.choice(["normal", "normal", "lt", "small"])
+        if kind == "small":  # 1..k-1 records, mostly generalised to the area class
+            s = int(rng.integers(0, 2))
+            p = int(rng.integers(1 - s, K - s))
+            released = int(rng.integers(0, K - s - p))
+        else:
+            s = int(rng.integers(1, K)) if kind == "lt" else int(rng.choice([0, K + 1]))
+            p = int(rng.integers(0, 3))
+            released = int(rng.integers(K, 12))
+        if pooled + p > 6:
+            p = 0 if kind != "small" or s else p
+        pooled += p
+        rows.append(
+            {
+                "unit": f"u{u}",
+                "released": released,
+                "suppressed": LT_K if 0 < s < K else s,
+                "generalised_up": None,
+                "synthetic": 0,
+                "class_records": 0,
+            }
+        )
+        records.append(released + s + p)
+    n_input = sum(records) if rng.random() < 0.3 else None
+    return rows, records, pooled, n_input
+
+
+def _system(pooled: int, n_input: int | None) -> dict:
+    return {
+        "global_suppressed": None,
+        "own_subjects": True,
+        "pooled_records": pooled,
+        "pooled_synthetic_max": 0,
+        "groups_by_majority_unit": False,
+        "total_records": n_input,
+    }
+
+
+def test_chosen_totals_protect_every_small_figure_with_the_fewest_secondaries() -> None:
+    from geokanon.complementary import choose_complementary_totals
+
+    rng = np.random.default_rng(15)
+    needed = compared = 0
+    for _ in range(40):
+        rows, records, pooled, n_input = _table(rng)
+        chosen = choose_complementary_totals(
+            rows, records, records, k=K, system=_system(pooled, n_input)
+        )
+        totals = list(chosen.totals)
+        base = [
+            LT_K if records[i] < K else WITHHELD if r["suppressed"] == LT_K else records[i]
+            for i, r in enumerate(rows)
+        ]
+        # primaries as documented; a secondary only ever withholds a published total
+        assert all(t == b or (t == WITHHELD and isinstance(b, int)) for t, b in zip(totals, base))
+        assert chosen.primary == sum(not isinstance(b, int) for b in base)
+        assert chosen.secondary == sum(t != b for t, b in zip(totals, base, strict=True))
+        candidates = [i for i, b in enumerate(base) if isinstance(b, int)]
+        all_hidden = [WITHHELD if i in candidates else b for i, b in enumerate(base)]
+        if not _safe(rows, all_hidden, pooled, K, n_input):
+            # the hole is not in the totals (e.g. one '<k' unit and a published input
+            # size): every total is withheld, as --totals released would publish
+            assert totals == all_hidden
+            continue
+        assert _safe(rows, totals, pooled, K, n_input), (rows, records, pooled, totals)
+        # the fewest withheld totals that protect every '<k' figure, by brute force
+        fewest = next(
+            size
+            for size in range(len(candidates) + 1)
+            if any(
+                _safe(
+                    rows, [WITHHELD if i in extra else b for i, b in enumerate(base)], pooled,
+                    K, n_input,
+                )  # fmt: skip
+                for extra in itertools.combinations(candidates, size)
+            )
+        )
+        assert chosen.secondary == fewest, (rows, records, pooled, n_input, totals)
+        needed += fewest > 0
+        compared += 1
+    assert compared >= 25 and needed >= 4  # the family exercises secondary suppression
+
+
+def test_a_lone_small_unit_needs_a_secondary_with_enough_room() -> None:
+    from geokanon.complementary import choose_complementary_totals
+
+    # a: 3 people, all generalised (0 released); b sent 1 record to the area class of 4,
+    # c none. With b and c published a is 4 - 1 = 3; c's total cannot help (it leaves a
+    # in 1..3); b's can.
+    rows = [
+        {"unit": u, "released": rel, "suppressed": 0, "synthetic": 0, "class_records": 0}
+        for u, rel in (("a", 0), ("b", 20), ("c", 12))
+    ]
+    system = {**_system(4, None), "global_suppressed": 0}
+    chosen = choose_complementary_totals(rows, [3, 21, 12], [3, 21, 12], k=5, system=system)
+    assert chosen.totals == (LT_K, WITHHELD, 12)
+    assert (chosen.primary, chosen.secondary) == (1, 1)
+    assert _safe(rows, list(chosen.totals), 4, 5, None)
+    assert not _safe(rows, [LT_K, 21, WITHHELD], 4, 5, None)
+
+
+# ---- whole releases ---------------------------------------------------------------------
+
+
+def _scene(small_unit: bool, suppressed_unit: bool) -> pd.DataFrame:
+    """Towns A and B; C: 3 dwellings inside A's groups (a unit of 1..k-1 subjects, counted
+    in A's groups); D: a village with 2 isolated farms, suppressed ('<k')."""
+    rng = np.random.default_rng(11)
+    parts = [(rng.normal(0, 30, (60, 2)), "A"), (rng.normal(0, 30, (40, 2)) + [3000, 0], "B")]
+    c = (rng.normal(0, 30, (3, 2)), "C")
+    if small_unit:
+        parts.append(c)
+    if suppressed_unit:
+        parts.append((rng.normal(0, 30, (30, 2)) + [0, 6000], "D"))
+        parts.append((np.array([[0.0, 20000.0], [20000.0, 20000.0]]), "D"))
+    xy = np.concatenate([p for p, _ in parts])
+    unit = np.concatenate([[u] * len(p) for p, u in parts])
+    return pd.DataFrame(
+        {"x": (155_000 + xy[:, 0]).round(1), "y": (463_000 + xy[:, 1]).round(1), "unit": unit}
+    )
+
+
+def _release(tmp_path: Path, frame: pd.DataFrame) -> tuple[int, Path, Path]:
+    src = tmp_path / "points.csv"
+    frame.to_csv(src, index=False)
+    out = tmp_path / "out"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(
+            [
+                "release", str(src), "--k", "5", "--r-max", "200", "--unit", "unit",
+                "--crs", "EPSG:28992", "--tau", "0.05", "--unit-cap", "1.0",
+                "--totals", "complementary", "--out", str(out),
+            ]
+        )  # fmt: skip
+    return code, out, src
+
+
+def _units(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "release" / "units.csv", dtype=str).set_index("unit")
+
+
+def test_complementary_release_with_a_small_suppressed_unit_passes_holes(tmp_path) -> None:
+    # D's suppressed reads '<k'; its withheld total owes nothing (before: exit 4, the
+    # total was known to lie in 4 values)
+    code, out, src = _release(tmp_path, _scene(small_unit=False, suppressed_unit=True))
+    assert code == 0
+    units = _units(out)
+    assert units.loc["D", "suppressed"] == LT_K
+    assert units.loc["D", "source_total"] == WITHHELD
+    assert units.loc["A", "source_total"] == "60" and units.loc["B", "source_total"] == "40"
+    report = verify_release(out, source=src)
+    assert report.passed and report["holes"].passed
+
+
+def test_secondary_total_of_a_small_unit_is_needed(tmp_path) -> None:
+    # C (3 dwellings counted in A's groups) publishes '<k'; with A's and B's totals both
+    # published the group shifts would give C exactly 3, so one of them is withheld
+    code, out, src = _release(tmp_path, _scene(small_unit=True, suppressed_unit=False))
+    assert code == 0
+    units = _units(out)
+    assert units.loc["C", "source_total"] == LT_K
+    secondary = [u for u in ("A", "B") if units.loc[u, "source_total"] == WITHHELD]
+    assert secondary == ["B"]  # the one with fewer records
+    report = verify_release(out, source=src)
+    assert report.passed, report["holes"].detail
+    assert "1 withheld figures owe nothing" in report["holes"].detail
+
+    # tampered: the needed secondary total published again (checksums recomputed)
+    true_b = int((pd.read_csv(src)["unit"] == "B").sum())
+
+    def publish_b(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["unit"] == "B", "source_total"] = str(true_b)
+        return f
+
+    edit_csv(out, "units.csv", publish_b)
+    report = verify_release(out, source=src)
+    assert not report["holes"].passed
+    assert "unit C source_total: '<k' narrowed to [3, 3]" in report["holes"].detail
+    assert report["manifest"].passed and report["counts"].passed
+
+
+@pytest.mark.parametrize("published", ["3", WITHHELD])
+def test_small_unit_total_must_read_lt_k(tmp_path, published) -> None:
+    code, out, src = _release(tmp_path, _scene(small_unit=True, suppressed_unit=True))
+    assert code == 0
+
+    def show_c(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["unit"] == "C", "source_total"] = published
+        return f
+
+    edit_csv(out, "units.csv", show_c)
+    report = verify_release(out, source=src)
+    assert "1 source totals rest on 1..k-1 subjects and do not read <k" in (
+        report["report_safety"].detail
+    )
