@@ -22,7 +22,8 @@ withholding as few as possible:
    system (:func:`geokanon.verify.hidden_ranges` over :func:`geokanon.verify.holes_system`);
 2. while some ``<k`` figure is narrowed, withhold the published total that
    narrows them least, over all candidates (ties: the unit with fewer records,
-   i.e. the smaller loss of information, then the unit id);
+   i.e. the smaller loss of information, then the unit id; above
+   :data:`BEST_OF_MAX` candidates, the first that narrows them less);
 3. prune: try publishing each secondary again, in the order chosen, and keep it
    published whenever every ``<k`` figure still holds its range;
 4. the same again with integer programs (every value 1..k-1 solved for in
@@ -40,8 +41,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 LT_K = "<k"
 WITHHELD = "withheld"
+#: As the verifier's tolerance: a bound within this of 1 or k-1 holds it.
+_EPS = 1e-6
+#: Above this many candidate totals, each step takes the first (cheapest) total that
+#: helps rather than the one that helps most (one program per candidate and step).
+BEST_OF_MAX = 64
 
 __all__ = ["ComplementaryTotals", "choose_complementary_totals"]
 
@@ -75,14 +84,16 @@ def _shortfall(ranges: Sequence[Any], k: int) -> float:
     for h in ranges:
         if h.kind != LT_K:
             continue
-        out += max(0.0, h.low - 1.0) + max(0.0, (k - 1.0) - h.high) + len(h.gaps)
+        below, above = h.low - 1.0, (k - 1.0) - h.high
+        out += (below if below > _EPS else 0.0) + (above if above > _EPS else 0.0)
+        out += len(h.gaps)
     return out
 
 
 def choose_complementary_totals(
     rows: Sequence[Mapping[str, Any]],
-    records: Sequence[int],
-    subjects: Sequence[int],
+    records: Sequence[int] | NDArray[np.int64],
+    subjects: Sequence[int] | NDArray[np.int64],
     *,
     k: int,
     system: Mapping[str, Any],
@@ -156,6 +167,7 @@ def choose_complementary_totals(
     chosen: list[int] = []
     if primary and k > 2:
         for integer in (False, True):
+            before = len(chosen)
             current = score(frozenset(chosen), integer)
             while current > 0:
                 best: tuple[float, int] | None = None
@@ -165,7 +177,7 @@ def choose_complementary_totals(
                     s = score(frozenset([*chosen, c]), integer)
                     if s < current and (best is None or s < best[0]):
                         best = (s, c)
-                        if s == 0:
+                        if s == 0 or len(candidates) > BEST_OF_MAX:
                             break  # candidates come cheapest first
                 if best is None:  # no total helps: the hole is elsewhere
                     chosen = list(candidates)
@@ -173,7 +185,9 @@ def choose_complementary_totals(
                 chosen.append(best[1])
                 current = best[0]
             if len(chosen) == len(candidates):
-                break
+                break  # nothing more to withhold
+            if len(chosen) == before:
+                continue  # nothing added in this phase: nothing to prune
             for c in list(chosen):
                 rest = frozenset(x for x in chosen if x != c)
                 if score(rest, integer) == 0:

@@ -591,7 +591,9 @@ def _units_frame(
             pairs = np.union1d(pairs, ucodes.astype(np.int64) * n_subj + subj)
         unit_subjects = np.bincount(pairs // n_subj, minlength=nu)
         counts: dict[str, int | str] = dict(counts_exact or {})
-        counts["suppressed"] = int(sup_codes.size) if isinstance(global_shown, int) else global_shown
+        counts["suppressed"] = (
+            int(sup_codes.size) if isinstance(global_shown, int) else global_shown
+        )
         units["source_total"] = source_totals(
             units, classes, records[order], unit_subjects[order], k=k,
             published={"counts": counts, "synthetic": {"total": 0, "pooled": 0},

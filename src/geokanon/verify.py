@@ -780,7 +780,7 @@ def hidden_ranges(
                 gaps[idx].append(v)
                 continue
             for other, rest in todo.items():
-                rest.discard(int(round(res.x[other])))
+                rest.discard(round(float(res.x[other])))
     return [
         dataclasses.replace(h, gaps=tuple(gaps[i])) if gaps.get(i) else h
         for (_, _, i), h in zip(hidden, out, strict=True)

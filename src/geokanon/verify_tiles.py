@@ -936,8 +936,7 @@ class _Reduced:
             n_small = sum(1 for u, t in shown if u in smallu and t != V.LESS_THAN_K)
             if n_small:
                 problems.append(
-                    f"units.csv: {n_small} source totals rest on 1..k-1 subjects "
-                    "and do not read <k"
+                    f"units.csv: {n_small} source totals rest on 1..k-1 subjects and do not read <k"
                 )
             n_false = sum(1 for u, t in shown if u not in smallu and t == V.LESS_THAN_K)
             if n_false:

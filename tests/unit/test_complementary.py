@@ -107,6 +107,10 @@ def _table(rng: np.random.Generator) -> tuple[list[dict], list[int], int, int | 
     return rows, records, pooled, n_input
 
 
+def _withhold(base: list, extra: tuple[int, ...]) -> list:
+    return [WITHHELD if i in extra else b for i, b in enumerate(base)]
+
+
 def _system(pooled: int, n_input: int | None) -> dict:
     return {
         "global_suppressed": None,
@@ -134,7 +138,10 @@ def test_chosen_totals_protect_every_small_figure_with_the_fewest_secondaries() 
             for i, r in enumerate(rows)
         ]
         # primaries as documented; a secondary only ever withholds a published total
-        assert all(t == b or (t == WITHHELD and isinstance(b, int)) for t, b in zip(totals, base))
+        assert all(
+            t == b or (t == WITHHELD and isinstance(b, int))
+            for t, b in zip(totals, base, strict=True)
+        )
         assert chosen.primary == sum(not isinstance(b, int) for b in base)
         assert chosen.secondary == sum(t != b for t, b in zip(totals, base, strict=True))
         candidates = [i for i, b in enumerate(base) if isinstance(b, int)]
@@ -150,10 +157,7 @@ def test_chosen_totals_protect_every_small_figure_with_the_fewest_secondaries() 
             size
             for size in range(len(candidates) + 1)
             if any(
-                _safe(
-                    rows, [WITHHELD if i in extra else b for i, b in enumerate(base)], pooled,
-                    K, n_input,
-                )  # fmt: skip
+                _safe(rows, _withhold(base, extra), pooled, K, n_input)
                 for extra in itertools.combinations(candidates, size)
             )
         )
@@ -188,12 +192,13 @@ def _scene(small_unit: bool, suppressed_unit: bool) -> pd.DataFrame:
     """Towns A and B; C: 3 dwellings inside A's groups (a unit of 1..k-1 subjects, counted
     in A's groups); D: a village with 2 isolated farms, suppressed ('<k')."""
     rng = np.random.default_rng(11)
-    parts = [(rng.normal(0, 30, (60, 2)), "A"), (rng.normal(0, 30, (40, 2)) + [3000, 0], "B")]
+    east, north = np.array([3000.0, 0.0]), np.array([0.0, 6000.0])
+    parts = [(rng.normal(0, 30, (60, 2)), "A"), (rng.normal(0, 30, (40, 2)) + east, "B")]
     c = (rng.normal(0, 30, (3, 2)), "C")
     if small_unit:
         parts.append(c)
     if suppressed_unit:
-        parts.append((rng.normal(0, 30, (30, 2)) + [0, 6000], "D"))
+        parts.append((rng.normal(0, 30, (30, 2)) + north, "D"))
         parts.append((np.array([[0.0, 20000.0], [20000.0, 20000.0]]), "D"))
     xy = np.concatenate([p for p, _ in parts])
     unit = np.concatenate([[u] * len(p) for p, u in parts])
