@@ -252,6 +252,8 @@ def test_secondary_total_of_a_small_unit_is_needed(tmp_path) -> None:
     report = verify_release(out, source=src)
     assert report.passed, report["holes"].detail
     assert "1 withheld figures owe nothing" in report["holes"].detail
+    notes = (out / "release" / "RELEASE_NOTES.md").read_text()
+    assert "for 1 more unit(s) whose total is withheld only so that no `<k`" in notes
 
     # tampered: the needed secondary total published again (checksums recomputed)
     true_b = int((pd.read_csv(src)["unit"] == "B").sum())
@@ -281,3 +283,39 @@ def test_small_unit_total_must_read_lt_k(tmp_path, published) -> None:
     assert "1 source totals rest on 1..k-1 subjects and do not read <k" in (
         report["report_safety"].detail
     )
+
+
+# ---- the verifier: every value, in integers -------------------------------------------
+
+
+def test_every_value_of_every_lt_k_cell_is_solved_for_in_integers(monkeypatch) -> None:
+    import geokanon.verify as V
+
+    rows = [
+        {"unit": f"u{i}", "released": 10, "suppressed": LT_K, "source_total": WITHHELD}
+        for i in range(4)
+    ] + [{"unit": "v", "released": 10, "suppressed": 0, "source_total": 10}]
+    # no program for single values: the aggregate ones (sums, and the cells as near
+    # each of 2..k-2 as they can be together) reach every value of every cell
+    monkeypatch.setattr(V, "INTEGER_CHECK_MAX", 0)
+    ranges = V.hidden_ranges(rows, k=6, global_suppressed=None, own_subjects=True, exact=False)
+    cells = [h for h in ranges if h.kind == LT_K]
+    assert len(cells) == 4
+    assert all(h.unsolved == 0 and not h.gaps and h.problem(6) is None for h in cells)
+    assert "(in integers) given the 5 unit rows" in V.holes_summary(ranges, 6, len(rows))
+    # a published input size: 4 cells summing to 8 in 1..5 each still let each take every
+    # value; a sum of 7 lets none reach 5
+    for total, safe in ((8 + 40, True), (7 + 40, False)):
+        ranges = V.hidden_ranges(
+            rows, k=6, global_suppressed=None, own_subjects=True, exact=False,
+            total_records=total + 10,
+        )  # fmt: skip
+        assert all(h.problem(6) is None for h in ranges if h.kind == LT_K) is safe
+
+
+def test_an_integer_gap_fails_the_cell() -> None:
+    from geokanon.verify import HiddenRange
+
+    h = HiddenRange("unit a suppressed", LT_K, 1.0, 4.0, gaps=(2,))
+    assert h.problem(5) == "unit a suppressed: '<k' cannot be 2 in integers"
+    assert HiddenRange("unit a source_total", WITHHELD, 3.0, 3.0).problem(5) is None
