@@ -518,3 +518,32 @@ def test_audit_iota_and_labels_are_the_single_machine_classification(towns_relea
     assert np.array_equal(np.asarray(result.core.iota), cls.iota)  # the returned map
     labels = np.asarray(["ok", "merge", "generalise", "suppress"], dtype=object)
     assert np.array_equal(audit["label"].to_numpy(dtype=object), labels[cls.labels])
+
+
+def test_partitioned_complementary_totals_withhold_the_needed_secondary(client, tmp_path):
+    from tests.release_fixtures import edit_csv
+    from tests.unit.test_complementary import _scene
+
+    # C: 3 dwellings counted in A's groups; its total reads '<k' and needs B's withheld
+    # (as the single-machine writer chooses: one function for both)
+    frame = _scene(small_unit=True, suppressed_unit=False)
+    src = ParquetPartitions.from_path(_split(frame, tmp_path / "in", 2), unit="unit")
+    policy = OutlierPolicy(k=5, r_max_m=200.0, tau=0.05, unit_cap=1.0)
+    out = tmp_path / "out"
+    result = release_partitions(
+        src, policy, out, ReleaseOptions(totals="complementary"),
+        tiling=Tiling.for_policy(policy, tile_m=2000.0), client=client, crs="EPSG:28992",
+    )  # fmt: skip
+    assert result.manifest["layout"] == "partitioned"
+    units = pd.read_csv(out / "release" / "units.csv", dtype=str).set_index("unit")
+    assert units["source_total"].to_dict() == {"A": "60", "B": "withheld", "C": "<k"}
+    assert verify_partitioned(out, source=src, client=client).passed
+
+    def publish_b(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["unit"] == "B", "source_total"] = "40"
+        return f
+
+    edit_csv(out, "units.csv", publish_b)
+    report = verify_partitioned(out, source=src, client=client)
+    holes = next(c for c in report.checks if c.name == "holes")
+    assert not holes.passed and "unit C source_total: '<k' narrowed to [3, 3]" in holes.detail
