@@ -29,7 +29,9 @@ withholding as few as possible:
 4. the same again with integer programs (every value 1..k-1 solved for in
    integers), should an integer gap remain.
 
-A withheld total protects others and owes nothing of its own: it may be narrow.
+The programs run without a wall-clock limit, so the same figures always give the
+same choice (releases are byte-identical). A withheld total protects others and owes
+nothing of its own: it may be narrow.
 When no choice of totals protects a figure (the hole is in figures other than the
 totals), every total is withheld, which is what ``--totals released`` publishes,
 and the verifier judges the rest.
@@ -161,7 +163,9 @@ def choose_complementary_totals(
             {**r, "source_total": WITHHELD if i in withheld else base[i]}
             for i, r in enumerate(rows)
         ]
-        ranges = hidden_ranges(trial, k=k, exact=False, integer=integer, **system)
+        ranges = hidden_ranges(
+            trial, k=k, exact=False, integer=integer, integer_seconds=None, **system
+        )
         return _shortfall(ranges, k)
 
     chosen: list[int] = []

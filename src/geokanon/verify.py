@@ -143,6 +143,7 @@ import math
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -245,6 +246,8 @@ _EPS = 1e-6
 #: Integer programs :func:`hidden_ranges` solves at most to show that every value
 #: 1..k-1 of every ``<k`` cell has an integer solution (beyond, the LP range only).
 INTEGER_CHECK_MAX = 256
+#: Seconds :func:`hidden_ranges` spends at most on integer programs (then as above).
+INTEGER_CHECK_S = 120.0
 #: Table columns whose cells are per-unit hidden figures (must read "<k" below k).
 _HIDDEN_HEADER = re.compile(r"suppress|generali[sz]", re.IGNORECASE)
 
@@ -376,7 +379,8 @@ class HiddenRange:
     high: float
     #: values in 1..k-1 inside ``[low, high]`` that no integer solution reaches
     gaps: tuple[int, ...] = ()
-    #: values in 1..k-1 not solved for in integers (beyond :data:`INTEGER_CHECK_MAX`)
+    #: values in 1..k-1 not solved for in integers (beyond :data:`INTEGER_CHECK_MAX`
+    #: programs or :data:`INTEGER_CHECK_S` seconds): for them the LP range stands
     unsolved: int = 0
 
     def problem(self, k: int) -> str | None:
@@ -448,6 +452,7 @@ def hidden_ranges(
     released_records: int | None = None,
     exact: bool = True,
     integer: bool = True,
+    integer_seconds: float | None = INTEGER_CHECK_S,
 ) -> list[HiddenRange]:
     """Feasible ranges of every hidden figure, given all published figures together.
 
@@ -526,6 +531,10 @@ def hidden_ranges(
         LP range holds them (aggregate integer programs first, then at most
         :data:`INTEGER_CHECK_MAX` programs for single values); the values with no
         integer solution are the range's ``gaps``, those not reached ``unsolved``.
+    integer_seconds
+        Wall-clock budget of the integer programs; None: none (the outcome then
+        depends on the figures only, as the release writer needs for byte-identical
+        releases).
 
     Returns
     -------
@@ -775,13 +784,21 @@ def hidden_ranges(
     low_b, high_b = np.asarray(lo), np.asarray(hi)
     every = np.ones(n)
 
+    deadline = math.inf if integer_seconds is None else time.monotonic() + integer_seconds
+    infeasible = False  # of the last program
+
+    def limit() -> dict[str, float]:
+        return {} if math.isinf(deadline) else {"time_limit": max(deadline - time.monotonic(), 0.1)}
+
     def integer_point(
         c: NDArray[np.float64], lb: NDArray[np.float64], ub: NDArray[np.float64]
     ) -> NDArray[np.float64] | None:
+        nonlocal infeasible
         res = milp(
             c, integrality=every, bounds=Bounds(lb, ub), constraints=constraints,
-            options={"time_limit": 10.0},
+            options=limit(),
         )  # fmt: skip
+        infeasible = res.status == 2
         return res.x if res.status == 0 and res.x is not None else None
 
     def cross_off(x: NDArray[np.float64]) -> None:
@@ -811,13 +828,13 @@ def hidden_ranges(
         res = milp(
             np.r_[np.zeros(n), np.ones(m)], integrality=np.r_[every, np.zeros(m)],
             bounds=Bounds(np.r_[low_b, np.zeros(m)], np.r_[high_b, np.full(m, np.inf)]),
-            constraints=cons, options={"time_limit": 10.0},
+            constraints=cons, options=limit(),
         )  # fmt: skip
         return res.x[:n] if res.status == 0 and res.x is not None else None
 
     for value in range(1, k):
         short = [i for i, rest in todo.items() if value in rest]
-        while len(short) > 1:
+        while len(short) > 1 and time.monotonic() < deadline:
             if value in (1, k - 1):  # the cells' bounds: their sum is enough
                 c = np.zeros(n)
                 c[short] = 1.0 if value == 1 else -1.0
@@ -838,17 +855,19 @@ def hidden_ranges(
         while values:
             v = min(values)
             values.discard(v)
-            if solves >= INTEGER_CHECK_MAX:
+            if solves >= INTEGER_CHECK_MAX or time.monotonic() >= deadline:
                 unsolved[idx] += 1
                 continue
             solves += 1
             lb, ub = low_b.copy(), high_b.copy()
             lb[idx] = ub[idx] = v
             x = integer_point(np.zeros(n), lb, ub)
-            if x is None:  # infeasible, or not shown feasible in time
+            if x is not None:
+                cross_off(x)
+            elif infeasible:
                 gaps[idx].append(v)
-                continue
-            cross_off(x)
+            else:  # not decided in time: the LP range stands
+                unsolved[idx] += 1
     return [
         dataclasses.replace(h, gaps=tuple(gaps[i]), unsolved=unsolved[i]) if i in todo else h
         for (_, _, i), h in zip(hidden, out, strict=True)
@@ -2118,7 +2137,7 @@ def holes_summary(ranges: Sequence[HiddenRange], k: int, n_rows: int) -> str:
     how = (
         "in integers"
         if not unsolved
-        else f"in integers but {unsolved} values, LP range only: {INTEGER_CHECK_MAX} programs"
+        else f"in integers but {unsolved} values, LP range only: integer programs capped"
     )
     return (
         f"{sensitive} '<k' figures keep every value 1..k-1 ({how}) given the {n_rows} unit "
