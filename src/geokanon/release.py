@@ -17,7 +17,9 @@ and no temporary files.
 Figures about suppressed records are published only where they rest on 0 or at
 least ``k`` subjects (``<k`` otherwise), and the global suppressed figure is
 withheld when, together with the per-unit figures, it would narrow a hidden
-``<k`` count (complementary suppression).
+``<k`` count (complementary suppression). With ``totals="complementary"`` the
+per-unit source totals are published with primary and secondary suppressions
+(:mod:`geokanon.complementary`).
 """
 
 from __future__ import annotations
