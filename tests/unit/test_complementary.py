@@ -330,3 +330,20 @@ def test_an_integer_gap_fails_the_cell() -> None:
     h = HiddenRange("unit a suppressed", LT_K, 1.0, 4.0, gaps=(2,))
     assert h.problem(5) == "unit a suppressed: '<k' cannot be 2 in integers"
     assert HiddenRange("unit a source_total", WITHHELD, 3.0, 3.0).problem(5) is None
+
+
+def test_a_sensitive_count_published_as_withheld_fails_counts(tmp_path) -> None:
+    # 'withheld' owes nothing in `holes`, so a count of 1..k-1 must read '<k'
+    from tests.release_fixtures import minimal_scene, write_release
+
+    w = write_release(tmp_path / "out", minimal_scene())
+    assert verify_release(w.root, source=w.source).passed
+
+    def withhold(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["suppressed"] == LT_K, "suppressed"] = WITHHELD
+        return f
+
+    edit_csv(w.root, "units.csv", withhold)
+    report = verify_release(w.root, source=w.source)
+    assert not report["counts"].passed
+    assert "units publish a wrong suppressed count" in report["counts"].detail
