@@ -137,14 +137,17 @@ def release_notes(
 
 
 def _source_total_lines(units: pd.DataFrame, k: int) -> list[str]:
-    """What ``units.csv``'s ``source_total`` column says (``--totals complementary``)."""
+    """What ``units.csv``'s ``source_total`` column says (``--totals complementary``).
+
+    No count of its own: every number in the notes must be a figure of the release.
+    """
     shown = units["source_total"].astype(str)
-    own = shown.eq("withheld") & units["suppressed"].astype(str).eq("<k")
-    secondary = int((shown.eq("withheld") & ~own).sum())
+    own = units["suppressed"].astype(str).eq("<k")
+    secondary = bool((shown.eq("withheld") & ~own).any())
     more = (
-        f", and for {secondary:,} more unit(s) whose total is withheld only so that no `<k` "
-        "figure elsewhere can be worked out from the others (complementary suppression, as "
-        "statistics offices do for tables)"
+        ", and for the other units whose total reads `withheld`: those are withheld only so "
+        "that no `<k` figure elsewhere can be worked out from the others (complementary "
+        "suppression, as statistics offices do for tables)"
         if secondary
         else ""
     )
