@@ -69,6 +69,8 @@ class ClassifyResult:
             "records": self.n_records,
             "subjects": self.n_subjects,
             "counts": self.counts,
+            # Per label, records that have it only because of time (null without times).
+            "because_of_time": self.classification.time_counts(),
             "suppressed_share": self.verdict.suppressed_share,
             "disposal_share": self.verdict.disposal_share,
             "per_unit": self.units.rows(),

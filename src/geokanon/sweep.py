@@ -24,18 +24,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geokanon.classify import labels_from_ratios
+from geokanon.classify import labels_from_ratios, spacetime_ratios
 from geokanon.errors import InputError
 from geokanon.mask import MaskSpec, apply_mask
-from geokanon.neighbours import subject_codes, subject_neighbour_distances, subject_time_gaps
-from geokanon.policy import Label, OutlierPolicy, TimeMode
+from geokanon.neighbours import subject_codes, subject_neighbour_distances
+from geokanon.policy import Label, OutlierPolicy
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["SweepCell", "SweepResult", "parse_list", "sweep"]
-
-_DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -434,17 +432,19 @@ def sweep(
         # with the exact distance bounds of its three ratio thresholds.
         columns = {k: np.ascontiguousarray(d[:, k - 2]) for k in k_list}
         for r in r_list:
-            gaps = None
+            joint = None
             if policy.uses_time:
-                gaps = _time_gaps(mx, my, subj, t_arr, policy, count, r)
+                # Space and time together: the ratios depend on r, one search per r.
+                assert t_arr is not None
+                joint = spacetime_ratios(
+                    mx, my, subj, t_arr, policy, count=count, r_max_m=r, last_only=False
+                )
             for k in k_list:
                 pol = cell_policies[(k, r)]
-                if gaps is None:
+                if joint is None:
                     counts, sup_idx = _cell_labels(columns[k], r, pol)
                 else:
-                    assert pol.t_max_s is not None
-                    iota = np.maximum(columns[k] / r, gaps[:, k - 2] / pol.t_max_s)
-                    labels = labels_from_ratios(iota, pol)
+                    labels = labels_from_ratios(joint[:, k - 2], pol)
                     counts = np.bincount(labels, minlength=len(Label))
                     sup_idx = np.flatnonzero(labels == Label.SUPPRESS)
                 v = units.verdict(sup_idx, pol)
@@ -583,24 +583,6 @@ class _UnitSuppression:
             worst_unit_share=worst_share,
             units_over_cap=int((share[keep] > policy.unit_cap).sum()),
         )
-
-
-def _time_gaps(
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    subj: NDArray[np.int64] | None,
-    times: NDArray[np.float64] | None,
-    policy: OutlierPolicy,
-    count: int,
-    r_max_m: float,
-) -> NDArray[np.float64]:
-    assert times is not None
-    t = times
-    period = None
-    if policy.time_mode is TimeMode.TIME_OF_DAY:
-        t = np.mod(t, _DAY_S)
-        period = _DAY_S
-    return subject_time_gaps(x, y, t, subj, count=count, radius=r_max_m, period=period)
 
 
 def _release_core() -> Any:
