@@ -134,7 +134,10 @@ def test_towns_cut_by_tiles_with_subjects_and_time(client):
     )  # fmt: skip
     assert np.array_equal(local.labels, tiled.labels)
     assert np.array_equal(local.iota, tiled.iota)
-    assert np.array_equal(local.iota_time, tiled.iota_time)
+    assert np.array_equal(local.iota_space, tiled.iota_space)
+    assert local.space_labels is not None and tiled.space_labels is not None
+    assert np.array_equal(local.space_labels, tiled.space_labels)
+    assert local.because_of_time().any()
     assert len(set(local.labels.tolist())) == 4  # every label occurs
 
 

@@ -74,7 +74,7 @@ def test_time_without_t_max_is_an_input_error(tmp_path, capsys, command):
             "--crs", "EPSG:28992"]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "--t-max" in err and "2008" not in err
+    assert "--time 't' needs --t-max SECONDS" in err and "2008" not in err
     assert not (tmp_path / "out").exists()
     # With t_max in a config file the same command runs.
     config = tmp_path / "policy.toml"
