@@ -74,15 +74,21 @@ class PassRecord:
     records: int
     labels: dict[str, int]
     changed: int
+    #: With times, per label the records that have it only because of time (their
+    #: spatial ratio alone gives a milder label); ``None`` without times.
+    because_of_time: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready mapping."""
-        return {
+        """JSON-ready mapping (``because_of_time`` only where there is one)."""
+        out: dict[str, Any] = {
             "pass": self.number,
             "records": self.records,
             "labels": dict(self.labels),
             "changed": self.changed,
         }
+        if self.because_of_time is not None:
+            out["because_of_time"] = dict(self.because_of_time)
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -497,10 +503,12 @@ def run_core(
     say("classify pass 1")
     first = classify_(xa, ya, policy, subjects=None if subjects is None else subj, times=ta)
     first_labels, first_iota = first.labels, first.iota
+    first_by_time = first.time_counts()
     del first  # the other per-record arrays of the classification are not needed
     final_labels = first_labels.copy()
     active = _indices(first_labels <= Label.MERGE)
-    passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
+    first_counts = {lab.text: int((first_labels == lab).sum()) for lab in Label}
+    passes = [PassRecord(1, n, first_counts, n, because_of_time=first_by_time)]
     group_id = np.full(n, -1, dtype=np.int64)
     gx = np.zeros(0)
     gy = np.zeros(0)

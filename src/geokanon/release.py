@@ -144,13 +144,19 @@ def _published_pass(entry: dict[str, Any], k: int) -> dict[str, Any]:
     compute the suppressed mass from the released counts; rounded counts show the
     trend the passes are for. The exact ones stay in the audit.
     """
-    return {
+    out = {
         "pass": entry["pass"],
         "labels": {lab: _round_to_k(int(v), k) for lab, v in entry["labels"].items()},
         "labels_rounding": f"nearest multiple of k={k}",
         # Pass 1 labels every record: its count would be the input size.
         "changed": int(entry["changed"]) if entry["pass"] > 1 else _round_to_k(entry["changed"], k),
     }
+    if entry.get("because_of_time") is not None:
+        # Records labelled so only because of time (pass 1, with times), rounded alike.
+        out["because_of_time"] = {
+            lab: _round_to_k(int(v), k) for lab, v in entry["because_of_time"].items()
+        }
+    return out
 
 
 def _sha256(path: Path) -> str:

@@ -58,7 +58,22 @@ def test_geolife_release_with_times_reaches_its_fixed_point(tmp_path, capsys):
     assert passes[-1]["changed"] == 0 and len(passes) <= 5
     # The first pass with a ten-year t_max is the spatial classification.
     assert passes[0]["labels"] == space["counts"]
+    assert passes[0]["because_of_time"] == {"ok": 0, "merge": 0, "generalise": 0, "suppress": 0}
     assert manifest["counts"]["merged"] + manifest["counts"]["generalised"] > 0
+    # An hour on the 24 h clock: merges settle too, and the report says how many records
+    # are outliers only because of time (rounded to multiples of k, as the pass counts).
+    hour = tmp_path / "hour"
+    argv = ["release", src, *GEOLIFE, "--time", "started_at", "--t-max", "3600", "--time-mode",
+            "time_of_day", "--tau", "0.99", "--unit-cap", "1", "--out", str(hour)]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    manifest = json.loads((hour / "release" / "manifest.json").read_text())
+    assert all(manifest["verification"].values())
+    exact = json.loads((hour / "audit" / "audit.json").read_text())["passes_exact"]
+    assert exact[-1]["changed"] == 0 and exact[0]["because_of_time"]["merge"] > 0
+    published = manifest["passes"][0]["because_of_time"]
+    assert all(v % 3 == 0 for v in published.values()) and published["merge"] > 0
+    assert "1: only because of time" in (hour / "release" / "report.html").read_text()
 
 
 @pytest.mark.parametrize(
