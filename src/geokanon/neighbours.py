@@ -1005,6 +1005,14 @@ def _st_level(
                             if v < worst:
                                 _offer2(best_d, best_s, m, v, sj, True)
                                 worst = best_d[m - 1]
+                                if worst == 0.0:  # nothing can be nearer
+                                    break
+                        if worst == 0.0:
+                            break
+                    if worst == 0.0:
+                        break
+                if worst == 0.0:
+                    break
             # Exact distance (space, then time) from the point to the outside of the
             # block; sides beyond the data's extent hide nothing.
             ux = (px - x0) / cj
