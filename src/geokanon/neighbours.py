@@ -21,6 +21,17 @@ margin far above any rounding, and the cell size only affects the speed.
 Distances are computed as ``sqrt(dx*dx + dy*dy)`` in float64, the same
 arithmetic as :class:`scipy.spatial.cKDTree` with ``p=2``, so labels derived
 from them match a cKDTree-based rule bit for bit.
+
+With times, :func:`subject_spacetime_ratios` measures space and time together:
+the ratio between two records is ``max(distance / r_max, gap / t_max)`` (gaps on
+a 24-hour clock wrap), and a record's ratio to a subject is the smallest over
+that subject's records. Its search is the same idea in three dimensions: cells
+of side ``h * 2**j`` in units of ``(r_max, t_max)`` (one sort of the points per
+level, row-major keys, the time slots wrapping with the clock), the 3 x 3 x 3
+block around each record's cell, and a record resolved when its ``k-1``-th
+ratio is no larger than the exact combined distance to the outside of the
+block. The spatial part of the ratio uses the arithmetic above, so where every
+gap is within ``t_max`` a ratio above 1 is the spatial ratio exactly.
 """
 
 from __future__ import annotations
