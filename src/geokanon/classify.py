@@ -5,9 +5,13 @@ distance to its ``(k-1)``-th nearest other subject (see
 :mod:`geokanon.neighbours`), both in working-CRS metres (``r_max`` is
 :attr:`~geokanon.policy.OutlierPolicy.r_work_m`, so that an ``ok`` label promises
 k-1 other subjects within r_max on the ground, the labels saying what the groups
-can achieve). With a time column the temporal ratio
-``t_{k-1} / t_max`` is computed too and the worse of the two decides. Labels
-are :class:`~geokanon.policy.Label` codes (``uint8``), upper bounds inclusive.
+can achieve). With a time column space and time are judged
+together: ``iota`` is the ``(k-1)``-th smallest, over the other subjects, of
+``max(distance / r_max, time gap / t_max)`` (a subject's nearest record in that
+measure), so ``iota <= 1`` means ``k-1`` other subjects within ``r_max`` *and*
+``t_max`` at once, and a ``t_max`` longer than the data's time span changes no
+label. Labels are :class:`~geokanon.policy.Label` codes (``uint8``), upper
+bounds inclusive.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geokanon.errors import InputError, ParameterWarning
-from geokanon.neighbours import subject_codes, subject_neighbour_distances, subject_time_gaps
+from geokanon.neighbours import (
+    subject_codes,
+    subject_neighbour_distances,
+    subject_spacetime_ratios,
+)
 from geokanon.policy import Label, OutlierPolicy, TimeMode
 
 __all__ = [
@@ -31,6 +39,7 @@ __all__ = [
     "cap_verdict",
     "classify",
     "labels_from_ratios",
+    "spacetime_ratios",
     "unit_table",
 ]
 
@@ -46,22 +55,42 @@ class Classification:
     labels
         ``uint8`` :class:`~geokanon.policy.Label` codes, one per record.
     iota
-        Isolation ratio that decided the label (worse of space and time);
-        ``inf`` where no ``k-1`` other subjects lie within the search radius.
+        Isolation ratio that decided the label (space and time together where
+        the policy has ``t_max_s``); ``inf`` where no ``k-1`` other subjects lie
+        within the search limits.
     iota_space
-        Spatial ratio ``d_{k-1} / r_max``.
-    iota_time
-        Temporal ratio ``t_{k-1} / t_max``, or ``None`` without a time dimension.
+        Spatial ratio ``d_{k-1} / r_max`` (the same array as ``iota`` without times).
+    space_labels
+        The labels the spatial ratio alone gives, or ``None`` without a time
+        dimension. Never milder than ``labels``: a record whose label is worse
+        is an outlier (or a worse one) only because of time.
     """
 
     labels: NDArray[np.uint8]
     iota: NDArray[np.float64]
     iota_space: NDArray[np.float64]
-    iota_time: NDArray[np.float64] | None = None
+    space_labels: NDArray[np.uint8] | None = None
 
     def counts(self) -> dict[str, int]:
         """Records per label; every label is present, ``ok`` to ``suppress``."""
         c = np.bincount(self.labels, minlength=len(Label))
+        return {lab.text: int(c[lab]) for lab in Label}
+
+    def because_of_time(self) -> NDArray[np.bool_]:
+        """Per record: its label is worse than the spatial ratio alone would give."""
+        if self.space_labels is None:
+            return np.zeros(self.labels.shape, dtype=bool)
+        return self.labels > self.space_labels
+
+    def time_counts(self) -> dict[str, int] | None:
+        """Per label, the records that have it only because of time (``None`` without times).
+
+        ``ok`` is always 0; e.g. ``suppress: 3`` means three records are labelled
+        ``suppress`` whose spatial ratio alone would give a milder label.
+        """
+        if self.space_labels is None:
+            return None
+        c = np.bincount(self.labels[self.because_of_time()], minlength=len(Label))
         return {lab.text: int(c[lab]) for lab in Label}
 
 
@@ -94,23 +123,32 @@ def labels_from_ratios(iota: ArrayLike, policy: OutlierPolicy) -> NDArray[np.uin
     return labels
 
 
-def _time_ratio(
+def spacetime_ratios(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
     subj: NDArray[np.int64] | None,
     times: ArrayLike,
     policy: OutlierPolicy,
+    *,
+    count: int | None = None,
+    r_max_m: float | None = None,
+    last_only: bool = True,
 ) -> NDArray[np.float64]:
+    """The joint space-time ratios of the policy: ``(n, 1)``, or ``(n, count)``.
+
+    Records farther than the search radius (``generalise_ratio * r_max_m``) or
+    ``generalise_ratio * t_max_s`` apart are not searched for: no label
+    depends on them. ``r_max_m`` overrides the policy's (the sweep's cells).
+    """
     assert policy.t_max_s is not None
-    t = np.asarray(times, dtype=np.float64)
-    period = None
-    if policy.time_mode is TimeMode.TIME_OF_DAY:
-        t = np.mod(t, _DAY_S)
-        period = _DAY_S
-    gaps = subject_time_gaps(
-        x, y, t, subj, count=policy.k - 1, radius=policy.r_work_m, period=period
-    )
-    return gaps[:, -1] / policy.t_max_s
+    r = policy.r_work_m if r_max_m is None else float(r_max_m)
+    return subject_spacetime_ratios(
+        x, y, np.asarray(times, dtype=np.float64), subj,
+        count=policy.k - 1 if count is None else count, r_max_m=r, t_max_s=policy.t_max_s,
+        period=_DAY_S if policy.time_mode is TimeMode.TIME_OF_DAY else None,
+        max_distance=policy.generalise_ratio * r,
+        max_gap=policy.generalise_ratio * policy.t_max_s, last_only=last_only,
+    )  # fmt: skip
 
 
 def classify(
@@ -175,17 +213,17 @@ def classify(
     # The same arithmetic as the design note (d / r_max, then compare ratios), with r_max
     # in working-CRS metres (policy.r_work_m: r_max on the ground, see OutlierPolicy).
     iota_space = d[:, 0] / policy.r_work_m
-    iota_time = None
-    iota = iota_space
-    if policy.uses_time:
-        assert times is not None
-        iota_time = _time_ratio(xa, ya, subj, times, policy)
-        iota = np.maximum(iota_space, iota_time)
+    if not policy.uses_time:
+        return Classification(
+            labels=labels_from_ratios(iota_space, policy), iota=iota_space, iota_space=iota_space
+        )
+    assert times is not None
+    iota = spacetime_ratios(xa, ya, subj, times, policy)[:, 0]
     return Classification(
         labels=labels_from_ratios(iota, policy),
         iota=iota,
         iota_space=iota_space,
-        iota_time=iota_time,
+        space_labels=labels_from_ratios(iota_space, policy),
     )
 
 

@@ -176,6 +176,14 @@ def _policy_from_args(args: argparse.Namespace) -> OutlierPolicy:
     for name, flag in (("k", "--k"), ("r_max_m", "--r-max")):
         if name not in values:
             raise InputError(f"{flag} is required (or set {name} in the --config file)")
+    if getattr(args, "time", None) is not None and values.get("t_max_s") is None:
+        # A time column is judged only against a tolerated gap; without one it would be
+        # read, binned and published while no label looked at it.
+        raise InputError(
+            f"--time {args.time!r} needs --t-max SECONDS (or t_max_s in the --config file): "
+            "the largest time gap the release tolerates, judged together with r_max "
+            "(e.g. --t-max 3600); or drop --time"
+        )
     return OutlierPolicy(**values)
 
 
@@ -268,9 +276,23 @@ def _print_classification(result: Any, out: Any) -> None:
             "surrounding space or Unicode form: one subject)",
             file=out,
         )
-    print("label        records    share", file=out)
-    for label, n in d["counts"].items():
-        print(f"{label:<11}{n:>9,}  {_pct(n / d['records']):>8}", file=out)
+    by_time = d.get("because_of_time")
+    if by_time is None:
+        print("label        records    share", file=out)
+        for label, n in d["counts"].items():
+            print(f"{label:<11}{n:>9,}  {_pct(n / d['records']):>8}", file=out)
+    else:
+        # With times: how many records of each label have it only because of time.
+        print(f"label        records    share  by time (t_max={pol.t_max_s:g} s)", file=out)
+        for label, n in d["counts"].items():
+            print(
+                f"{label:<11}{n:>9,}  {_pct(n / d['records']):>8}  {by_time[label]:>8,}", file=out
+            )
+        print(
+            f"by time: records whose label is worse than space alone gives "
+            f"({sum(by_time.values()):,} in all)",
+            file=out,
+        )
     print(
         f"suppressed share {_pct(d['suppressed_share'])} (cap {_pct(pol.tau)}): "
         f"{'passes' if d['passes_global_cap'] else 'BREACHED'}",

@@ -80,20 +80,29 @@ class PassRecord:
     records: int
     labels: dict[str, int]
     changed: int
+    #: With times, per label the records that have it only because of time (their
+    #: spatial ratio alone gives a milder label); ``None`` without times.
+    because_of_time: dict[str, int] | None = None
     group_level: dict[str, int] | None = None
     group_level_changed: int | None = None
+    #: ``because_of_time`` over the records that end at group level (pass 1 only).
+    group_level_because_of_time: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready mapping."""
+        """JSON-ready mapping (``because_of_time`` only where there is one)."""
         out: dict[str, Any] = {
             "pass": self.number,
             "records": self.records,
             "labels": dict(self.labels),
             "changed": self.changed,
         }
+        if self.because_of_time is not None:
+            out["because_of_time"] = dict(self.because_of_time)
         if self.group_level is not None:
             out["group_level"] = dict(self.group_level)
             out["group_level_changed"] = self.group_level_changed
+        if self.group_level_because_of_time is not None:
+            out["group_level_because_of_time"] = dict(self.group_level_because_of_time)
         return out
 
 
@@ -539,10 +548,14 @@ def run_core(
     say("classify pass 1")
     first = classify_(xa, ya, policy, subjects=None if subjects is None else subj, times=ta)
     first_labels, first_iota = first.labels, first.iota
+    first_by_time = first.time_counts()
+    # which records have their first-pass label only because of time (with times)
+    first_time = first.because_of_time() if first_by_time is not None else None
     del first  # the other per-record arrays of the classification are not needed
     final_labels = first_labels.copy()
     active = _indices(first_labels <= Label.MERGE)
-    passes = [PassRecord(1, n, {lab.text: int((first_labels == lab).sum()) for lab in Label}, n)]
+    first_counts = {lab.text: int((first_labels == lab).sum()) for lab in Label}
+    passes = [PassRecord(1, n, first_counts, n, because_of_time=first_by_time)]
     group_id = np.full(n, -1, dtype=np.int64)
     gx = np.zeros(0)
     gy = np.zeros(0)
@@ -626,6 +639,15 @@ def run_core(
     del kept, kept_mask, labels, removed, last_set
     passes = _group_level_passes(passes, undo, final_labels, group_id >= 0)
     del undo
+    if first_time is not None:
+        # Published records only: their first-pass labels (time's share of them) rest on
+        # no record that is not published.
+        by_time = first_labels[first_time & (group_id >= 0)]
+        c = np.bincount(by_time, minlength=len(Label))
+        passes[0] = dataclasses.replace(
+            passes[0], group_level_because_of_time={lab.text: int(c[lab]) for lab in Label}
+        )
+    del first_time
     say("generalise and suppress")
     at_group = group_id >= 0
     # Everything not at group level and not labelled suppress is generalised.

@@ -406,18 +406,19 @@ def classify_tile(
     n_subjects = n if subj is None else (int(subj.max()) + 1 if n else 0)
     if n_subjects < policy.k:
         inf = np.full(n_owned, np.inf)
+        suppress = np.full(n_owned, Label.SUPPRESS, dtype=np.uint8)
         return Classification(
-            labels=np.full(n_owned, Label.SUPPRESS, dtype=np.uint8),
+            labels=suppress,
             iota=inf,
-            iota_space=inf.copy(),
-            iota_time=inf.copy() if policy.uses_time else None,
+            iota_space=inf.copy() if policy.uses_time else inf,
+            space_labels=suppress.copy() if policy.uses_time else None,
         )
     cls = classify(xa, ya, policy, subjects=subj, times=times)
     return Classification(
         labels=cls.labels[:n_owned].copy(),
         iota=cls.iota[:n_owned].copy(),
         iota_space=cls.iota_space[:n_owned].copy(),
-        iota_time=None if cls.iota_time is None else cls.iota_time[:n_owned].copy(),
+        space_labels=None if cls.space_labels is None else cls.space_labels[:n_owned].copy(),
     )
 
 
@@ -604,18 +605,20 @@ def classify_tiled(
     iota = np.empty(n)
     # Without times iota is the spatial iota (one array, as on one machine).
     iota_space = np.empty(n) if policy.uses_time else iota
-    iota_time = np.empty(n) if policy.uses_time else None
+    space_labels = np.empty(n, dtype=np.uint8) if policy.uses_time else None
 
     def consume(t: int, cls: Classification) -> None:
         owned = owned_of.pop(t)
         labels[owned] = cls.labels
         iota[owned] = cls.iota
-        if iota_time is not None and cls.iota_time is not None:
+        if space_labels is not None and cls.space_labels is not None:
             iota_space[owned] = cls.iota_space
-            iota_time[owned] = cls.iota_time
+            space_labels[owned] = cls.space_labels
 
     _run(client, _classify_task, payloads(), consume=consume)
-    return Classification(labels=labels, iota=iota, iota_space=iota_space, iota_time=iota_time)
+    return Classification(
+        labels=labels, iota=iota, iota_space=iota_space, space_labels=space_labels
+    )
 
 
 def _check_halo(tiling: Tiling, policy: OutlierPolicy) -> None:
@@ -944,12 +947,12 @@ def run_core_distributed(
     def classifier(x: ArrayLike, y: ArrayLike, pol: OutlierPolicy, **kw: Any) -> Classification:
         cls = classify_tiled(x, y, pol, tiling=tiling, client=client, **kw)
         calls[0] += 1
-        if spill_dir is not None and calls[0] == 1 and cls.iota_time is None:
+        if spill_dir is not None and calls[0] == 1 and cls.space_labels is None:
             path = Path(spill_dir) / "iota.npy"
             path.parent.mkdir(parents=True, exist_ok=True)
             np.save(path, cls.iota)
             iota = np.load(path, mmap_mode="r")  # mapped, no page read
-            cls = Classification(labels=cls.labels, iota=iota, iota_space=iota, iota_time=None)
+            cls = Classification(labels=cls.labels, iota=iota, iota_space=iota)
         return cls
 
     def grouper(*args: Any, subset: NDArray[np.int64] | None = None) -> Grouping:

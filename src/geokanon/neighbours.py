@@ -21,6 +21,17 @@ margin far above any rounding, and the cell size only affects the speed.
 Distances are computed as ``sqrt(dx*dx + dy*dy)`` in float64, the same
 arithmetic as :class:`scipy.spatial.cKDTree` with ``p=2``, so labels derived
 from them match a cKDTree-based rule bit for bit.
+
+With times, :func:`subject_spacetime_ratios` measures space and time together:
+the ratio between two records is ``max(distance / r_max, gap / t_max)`` (gaps on
+a 24-hour clock wrap), and a record's ratio to a subject is the smallest over
+that subject's records. Its search is the same idea in three dimensions: cells
+of side ``h * 2**j`` in units of ``(r_max, t_max)`` (one sort of the points per
+level, row-major keys, the time slots wrapping with the clock), the 3 x 3 x 3
+block around each record's cell, and a record resolved when its ``k-1``-th
+ratio is no larger than the exact combined distance to the outside of the
+block. The spatial part of the ratio uses the arithmetic above, so where every
+gap is within ``t_max`` a ratio above 1 is the spatial ratio exactly.
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ __all__ = [
     "stable_argsort",
     "subject_codes",
     "subject_neighbour_distances",
-    "subject_time_gaps",
+    "subject_spacetime_ratios",
     "unpack_key",
 ]
 
@@ -321,39 +332,8 @@ def subject_codes(subjects: ArrayLike | None, n: int) -> NDArray[np.int64]:
 
 
 # ----------------------------------------------------------------------------
-# The time search's grid: points sorted by row-major cell key, one run per cell.
+# Sorted cell keys: the points of a run of cells are one contiguous range.
 # ----------------------------------------------------------------------------
-
-
-class _Grid:
-    """Points bucketed into square cells of side ``cell``, sorted by cell key."""
-
-    def __init__(
-        self,
-        x: NDArray[np.float64],
-        y: NDArray[np.float64],
-        subj: NDArray[np.int64],
-        cell: float,
-        x0: float,
-        y0: float,
-    ) -> None:
-        self.cell = float(cell)
-        self.x0 = x0
-        self.y0 = y0
-        cx = np.floor((x - x0) / cell).astype(np.int64)
-        cy = np.floor((y - y0) / cell).astype(np.int64)
-        self.ny = int(cy.max()) + 1 if cy.size else 1
-        self.nx = int(cx.max()) + 1 if cx.size else 1
-        keys = cx * self.ny + cy
-        order = np.argsort(keys, kind="stable")
-        self.order = order
-        skeys = keys[order]
-        self.xs = np.ascontiguousarray(x[order])
-        self.ys = np.ascontiguousarray(y[order])
-        self.ss = np.ascontiguousarray(subj[order])
-        starts = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]]) if skeys.size else np.zeros(0)
-        self.cell_keys = np.ascontiguousarray(skeys[starts])
-        self.cell_start = np.ascontiguousarray(np.r_[starts, skeys.size].astype(np.int64))
 
 
 @nb.njit(cache=True, inline="always")
@@ -366,40 +346,6 @@ def _lower_bound(a: NDArray[np.int64], value: int) -> int:
         else:
             hi = mid
     return lo
-
-
-@nb.njit(cache=True, inline="always")
-def _offer(
-    best_d: NDArray[np.float64], best_s: NDArray[np.int64], filled: int, d: float, s: int
-) -> int:
-    """Offer (d, subject s) to the sorted top list of distinct subjects; return new fill."""
-    m = best_d.size
-    # Already listed: keep the smaller distance and restore the order.
-    for t in range(filled):
-        if best_s[t] == s:
-            if d < best_d[t]:
-                u = t
-                while u > 0 and best_d[u - 1] > d:
-                    best_d[u] = best_d[u - 1]
-                    best_s[u] = best_s[u - 1]
-                    u -= 1
-                best_d[u] = d
-                best_s[u] = s
-            return filled
-    if filled < m:
-        u = filled
-        filled += 1
-    elif d < best_d[m - 1]:
-        u = m - 1
-    else:
-        return filled
-    while u > 0 and best_d[u - 1] > d:
-        best_d[u] = best_d[u - 1]
-        best_s[u] = best_s[u - 1]
-        u -= 1
-    best_d[u] = d
-    best_s[u] = s
-    return filled
 
 
 @nb.njit(cache=True, inline="always")
@@ -1024,85 +970,333 @@ def subject_neighbour_distances(
 
 
 # ----------------------------------------------------------------------------
-# Time: the (k-1)-th smallest time gap to other subjects within r_max.
+# Space and time together: the (k-1)-th smallest max(distance / r_max, gap / t_max).
 # ----------------------------------------------------------------------------
+
+#: Bounds of the side of the level-0 space-time cells, in units of (r_max, t_max).
+_ST_CELL_MIN = 2.0**-10
+_ST_CELL_MAX = 8.0
+#: Queries processed by one parallel task of the space-time search.
+_ST_QUERIES_PER_TASK = 256
+
+
+@nb.njit(cache=True, inline="always")
+def _st_cell(
+    px: float, py: float, pt: float, x0: float, y0: float, t0: float,
+    cj: float, ctj: float, nt: int, periodic: bool,
+) -> tuple[int, int, int]:  # fmt: skip
+    """Cell ``(column, row, time slot)`` of a point at one level."""
+    cx = math.floor((px - x0) / cj)
+    cy = math.floor((py - y0) / cj)
+    ct = math.floor((pt - t0) / ctj)
+    if periodic and ct >= nt:  # a time just below the period, rounded up
+        ct = nt - 1
+    return cx, cy, ct
 
 
 @nb.njit(cache=True, parallel=True)
-def _time_gaps(
-    qx: NDArray[np.float64],
-    qy: NDArray[np.float64],
-    qs: NDArray[np.int64],
-    qt: NDArray[np.float64],
+def _st_keys(
+    x: NDArray[np.float64], y: NDArray[np.float64], t: NDArray[np.float64],
+    x0: float, y0: float, t0: float, cj: float, ctj: float, ny: int, nt: int, periodic: bool,
+) -> NDArray[np.int64]:  # fmt: skip
+    """Row-major key ``(column * ny + row) * nt + slot`` of every point's cell."""
+    n = x.size
+    keys = np.empty(n, np.int64)
+    for i in nb.prange(n):
+        cx, cy, ct = _st_cell(x[i], y[i], t[i], x0, y0, t0, cj, ctj, nt, periodic)
+        keys[i] = (cx * ny + cy) * nt + ct
+    return keys
+
+
+@nb.njit(cache=True, parallel=True)
+def _st_level(
+    queries: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    t: NDArray[np.float64],
+    s: NDArray[np.int64],
     xs: NDArray[np.float64],
     ys: NDArray[np.float64],
-    ss: NDArray[np.int64],
     ts: NDArray[np.float64],
-    keys: NDArray[np.int64],
-    start: NDArray[np.int64],
-    ny: int,
-    cell: float,
+    ss: NDArray[np.int64],
+    cell_keys: NDArray[np.int64],
+    cell_start: NDArray[np.int64],
     x0: float,
     y0: float,
-    m: int,
-    radius: float,
+    t0: float,
+    cj: float,
+    ctj: float,
+    nx: int,
+    ny: int,
+    nt: int,
+    periodic: bool,
     period: float,
+    r: float,
+    tmax: float,
+    m: int,
+    max_d: float,
+    max_g: float,
+    margin_m: float,
+    margin_t: float,
+    last_only: bool,
     out: NDArray[np.float64],
+    resolved: NDArray[np.bool_],
 ) -> None:
-    nq = qx.size
-    nchunks = (nq + 4095) // 4096
-    rings = math.ceil(radius / cell)
-    for c in nb.prange(nchunks):
+    """Scan the 3 x 3 x 3 block of cells around each query's cell at one level.
+
+    A query is resolved when its ``m``-th distinct other subject (in the
+    combined measure) is no farther than the exact combined distance to the
+    outside of the block, or when the block holds every point within ``max_d``
+    metres and ``max_g`` seconds of it. Resolved queries write their row of ``out``.
+    """
+    nq = queries.size
+    ntasks = (nq + _ST_QUERIES_PER_TASK - 1) // _ST_QUERIES_PER_TASK
+    for task in nb.prange(ntasks):
         best_d = np.empty(m, np.float64)
         best_s = np.empty(m, np.int64)
-        for i in range(c * 4096, min(nq, (c + 1) * 4096)):
-            px = qx[i]
-            py = qy[i]
-            ps = qs[i]
-            pt = qt[i]
-            cx = math.floor((px - x0) / cell)
-            cy = math.floor((py - y0) / cell)
-            filled = 0
-            for gx in range(max(cx - rings, 0), cx + rings + 1):
-                ylo = max(cy - rings, 0)
-                yhi = min(cy + rings, ny - 1)
-                if ylo > yhi:
-                    continue
-                lo, hi = _cells_run(keys, start, gx * ny + ylo, gx * ny + yhi)
-                for j in range(lo, hi):
-                    s = ss[j]
-                    if s == ps:
-                        continue
-                    dx = xs[j] - px
-                    dy = ys[j] - py
-                    if math.sqrt(dx * dx + dy * dy) > radius:
-                        continue
-                    g = abs(ts[j] - pt)
-                    if period > 0.0:
-                        g = g % period
-                        g = min(g, period - g)
-                    if filled == m and g >= best_d[m - 1]:
-                        continue
-                    filled = _offer(best_d, best_s, filled, g, s)
-            for t in range(m):
-                out[i, t] = best_d[t] if t < filled else np.inf
+        tlo = np.empty(2, np.int64)
+        thi = np.empty(2, np.int64)
+        for q in range(task * _ST_QUERIES_PER_TASK, min(nq, (task + 1) * _ST_QUERIES_PER_TASK)):
+            i = queries[q]
+            px = x[i]
+            py = y[i]
+            pt = t[i]
+            ps = s[i]
+            cx, cy, ct = _st_cell(px, py, pt, x0, y0, t0, cj, ctj, nt, periodic)
+            # The time slots ct-1..ct+1 as one or two runs of keys (the clock wraps).
+            if not periodic:
+                tlo[0] = max(ct - 1, 0)
+                thi[0] = min(ct + 1, nt - 1)
+                nr = 1
+            elif nt <= 3:
+                tlo[0] = 0
+                thi[0] = nt - 1
+                nr = 1
+            elif ct == 0:
+                tlo[0] = 0
+                thi[0] = 1
+                tlo[1] = nt - 1
+                thi[1] = nt - 1
+                nr = 2
+            elif ct == nt - 1:
+                tlo[0] = nt - 2
+                thi[0] = nt - 1
+                tlo[1] = 0
+                thi[1] = 0
+                nr = 2
+            else:
+                tlo[0] = ct - 1
+                thi[0] = ct + 1
+                nr = 1
+            for u in range(m):
+                best_d[u] = np.inf
+                best_s[u] = -1
+            worst = np.inf
+            for gx in range(max(cx - 1, 0), min(cx + 1, nx - 1) + 1):
+                for gy in range(max(cy - 1, 0), min(cy + 1, ny - 1) + 1):
+                    base = (gx * ny + gy) * nt
+                    for rr in range(nr):
+                        lo, hi = _cells_run(cell_keys, cell_start, base + tlo[rr], base + thi[rr])
+                        for j in range(lo, hi):
+                            sj = ss[j]
+                            if sj == ps:
+                                continue
+                            dx = xs[j] - px
+                            dy = ys[j] - py
+                            d = math.sqrt(dx * dx + dy * dy)
+                            if d > max_d:
+                                continue
+                            ds = d / r
+                            if ds >= worst:
+                                continue
+                            g = abs(ts[j] - pt)
+                            if periodic:
+                                g = min(g, period - g)
+                            if g > max_g:
+                                continue
+                            v = max(ds, g / tmax)
+                            if v < worst:
+                                _offer2(best_d, best_s, m, v, sj, True)
+                                worst = best_d[m - 1]
+                                if worst == 0.0:  # nothing can be nearer
+                                    break
+                        if worst == 0.0:
+                            break
+                    if worst == 0.0:
+                        break
+                if worst == 0.0:
+                    break
+            # Exact distance (space, then time) from the point to the outside of the
+            # block; sides beyond the data's extent hide nothing.
+            ux = (px - x0) / cj
+            uy = (py - y0) / cj
+            bs = np.inf
+            if cx - 1 > 0:
+                bs = min(bs, ux - (cx - 1))
+            if cx + 1 < nx - 1:
+                bs = min(bs, (cx + 2) - ux)
+            if cy - 1 > 0:
+                bs = min(bs, uy - (cy - 1))
+            if cy + 1 < ny - 1:
+                bs = min(bs, (cy + 2) - uy)
+            bs = bs * cj - margin_m
+            ut = (pt - t0) / ctj
+            bt = np.inf
+            if periodic:
+                if nt > 3:
+                    bt = min(ut - (ct - 1), (ct + 2) - ut)
+            else:
+                if ct - 1 > 0:
+                    bt = min(bt, ut - (ct - 1))
+                if ct + 1 < nt - 1:
+                    bt = min(bt, (ct + 2) - ut)
+            bt = bt * ctj - margin_t
+            if (bs >= max_d and bt >= max_g) or worst <= min(bs / r, bt / tmax):
+                resolved[q] = True
+                if last_only:
+                    out[i, 0] = worst
+                else:
+                    for u in range(m):
+                        out[i, u] = best_d[u]
+            else:
+                resolved[q] = False
 
 
-def subject_time_gaps(
+def _spacetime_cell(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    t: NDArray[np.float64],
+    r: float,
+    tmax: float,
+    count: int,
+) -> float:
+    """Side of the level-0 cells in units of ``(r, tmax)``: about
+    ``_POINTS_PER_CELL * (count + 1)`` points in the cell of the median record.
+
+    As in :func:`_level0_cell`, from the 8th neighbour (Chebyshev, scaled
+    units) within a fixed subsample; only the speed depends on it.
+    """
+    n = x.size
+    if n < 3:
+        return 1.0
+    from scipy.spatial import cKDTree
+
+    step = max(1, n // 20_000)
+    pts = np.column_stack((x[::step] / r, y[::step] / r, t[::step] / tmax))
+    m = pts.shape[0]
+    q = min(8, m - 1)
+    probe = pts[:: max(1, m // 1024)]
+    d, _ = cKDTree(pts).query(probe, k=q + 1, p=np.inf)
+    rho = float(np.median(d[:, q]))
+    target = _POINTS_PER_CELL * (count + 1)
+    side = 2.0 * rho * (target * m / (q * n)) ** (1.0 / 3.0)
+    if not math.isfinite(side):
+        return 1.0
+    return min(max(side, _ST_CELL_MIN), _ST_CELL_MAX)
+
+
+def _spacetime_search(
+    xa: NDArray[np.float64],
+    ya: NDArray[np.float64],
+    ta: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    count: int,
+    r: float,
+    tmax: float,
+    period: float | None,
+    max_d: float,
+    max_g: float,
+    last_only: bool,
+) -> NDArray[np.float64]:
+    """The level-by-level space-time search (inputs validated, ``n >= 1``).
+
+    Level ``j`` has cells of side ``h * 2**j`` in units of ``(r, tmax)``; each
+    level sorts the points by cell once and the unresolved records scan the
+    3 x 3 x 3 block of cells around their own.
+    """
+    n = xa.size
+    out = np.empty((n, 1 if last_only else count), dtype=np.float64)
+    periodic = period is not None
+    if periodic:
+        assert period is not None
+        t = np.mod(ta, period)
+        t[t >= period] = 0.0  # np.mod of a tiny negative time may give the period itself
+        t0, t1, p = 0.0, float(period), float(period)
+    else:
+        t = ta
+        t0, t1, p = float(ta.min()), float(ta.max()), 0.0
+    x0, x1 = float(xa.min()), float(xa.max())
+    y0, y1 = float(ya.min()), float(ya.max())
+    # Rounding of coordinates, times and distances is far below these margins.
+    margin_m = 1e-9 * (max(abs(x0), abs(x1)) + max(abs(y0), abs(y1))) + 1e-9
+    margin_t = 1e-9 * max(abs(t0), abs(t1)) + 1e-9
+    h = _spacetime_cell(xa, ya, t, r, tmax, count)
+    queries = np.arange(n, dtype=np.int64)
+    pending = np.ones(n, dtype=bool)
+    level = 0
+    while queries.size:
+        if level > 2000:  # pragma: no cover - a level of three cells a side resolves all
+            raise RuntimeError("space-time neighbour search did not resolve every record")
+        side = h * 2.0**level
+        level += 1
+        cj = side * r
+        if periodic:
+            nt = max(1, math.floor(p / (side * tmax)))
+            ctj = p / nt
+        else:
+            ctj = side * tmax
+            nt = math.floor((t1 - t0) / ctj) + 1
+        nx = math.floor((x1 - x0) / cj) + 1
+        ny = math.floor((y1 - y0) / cj) + 1
+        if nx * ny * nt >= 2**62:
+            continue  # too many cells for one int64 key: a coarser level
+        keys = _st_keys(xa, ya, t, x0, y0, t0, cj, ctj, ny, nt, periodic)
+        order = np.argsort(keys, kind="stable")
+        skeys = keys[order]
+        del keys
+        starts = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])
+        cell_keys = np.ascontiguousarray(skeys[starts])
+        cell_start = np.r_[starts, n].astype(np.int64)
+        del skeys
+        # Queries in cell order: neighbouring queries scan the same cells.
+        q_sorted = np.ascontiguousarray(order[pending[order]])
+        resolved = np.empty(q_sorted.size, dtype=np.bool_)
+        _st_level(
+            q_sorted, xa, ya, t, subj, np.ascontiguousarray(xa[order]),
+            np.ascontiguousarray(ya[order]), np.ascontiguousarray(t[order]),
+            np.ascontiguousarray(subj[order]), cell_keys, cell_start, x0, y0, t0, cj, ctj,
+            nx, ny, nt, periodic, p, r, tmax, int(count), max_d, max_g,
+            margin_m + 1e-9 * cj, margin_t + 1e-9 * ctj, last_only, out, resolved,
+        )  # fmt: skip
+        pending[q_sorted[resolved]] = False
+        queries = q_sorted[~resolved]
+    return out
+
+
+def subject_spacetime_ratios(
     x: ArrayLike,
     y: ArrayLike,
     t: ArrayLike,
     subjects: ArrayLike | None = None,
     *,
     count: int,
-    radius: float,
+    r_max_m: float,
+    t_max_s: float,
     period: float | None = None,
+    max_distance: float = math.inf,
+    max_gap: float = math.inf,
+    last_only: bool = False,
 ) -> NDArray[np.float64]:
-    """Smallest time gaps to the 1st..``count``-th other subject within ``radius``.
+    """Combined space-time ratios to the 1st..``count``-th nearest other subject.
 
-    The gap to a subject is the smallest ``|t_p - t_q|`` over that subject's
-    records ``q`` within ``radius`` metres of ``p``; with ``period`` (86,400 for
-    time of day) gaps wrap around the clock.
+    The ratio between records ``p`` and ``q`` is
+    ``max(dist(p, q) / r_max_m, |t_p - t_q| / t_max_s)``; the ratio to a subject
+    is the smallest over its records; records of ``p``'s own subject never
+    count. With ``period`` (86,400 for time of day) gaps wrap around the clock.
+    The search is exact: the result equals a brute-force computation bit for
+    bit, and ``dist`` uses the arithmetic of :func:`subject_neighbour_distances`,
+    so where every gap is at most ``t_max_s`` a ratio above 1 equals the
+    spatial ratio ``d / r_max_m`` exactly.
 
     Parameters
     ----------
@@ -1111,47 +1305,69 @@ def subject_time_gaps(
     t
         Times in seconds (epoch seconds, or seconds since midnight).
     subjects
-        Subject per record, or ``None``.
+        Subject per record, or ``None`` (every record its own subject).
     count
-        ``k - 1``.
-    radius
-        Spatial radius in metres (``r_max_m``), inclusive.
+        How many distinct other subjects to find (``k - 1``).
+    r_max_m, t_max_s
+        The scales of space (metres) and time (seconds), both > 0.
     period
         Clock period in seconds for cyclic gaps, or ``None``.
+    max_distance, max_gap
+        Records farther than ``max_distance`` metres or ``max_gap`` seconds are
+        not searched for (pass ``generalise_ratio`` times ``r_max_m`` and
+        ``t_max_s``: no label depends on anything farther).
+    last_only
+        Return only the ``count``-th column, as an ``(n, 1)`` array.
 
     Returns
     -------
     numpy.ndarray
-        ``(n, count)`` float64 sorted gaps, ``inf`` where fewer subjects are near.
+        ``(n, count)`` float64 (``(n, 1)`` with ``last_only``), each row sorted
+        ascending, ``inf`` where fewer than ``count`` other subjects lie within
+        both limits.
 
     Examples
     --------
-    >>> g = subject_time_gaps([0, 1, 2], [0, 0, 0], [0, 60, 7200], count=2, radius=10)
-    >>> g[0].tolist()
-    [60.0, 7200.0]
+    >>> r = subject_spacetime_ratios(
+    ...     [0, 10, 20], [0, 0, 0], [0, 0, 7200], count=2, r_max_m=100.0, t_max_s=3600.0
+    ... )
+    >>> r[0].tolist()
+    [0.1, 2.0]
     """
     xa = np.ascontiguousarray(x, dtype=np.float64)
     ya = np.ascontiguousarray(y, dtype=np.float64)
     ta = np.ascontiguousarray(t, dtype=np.float64)
     n = xa.size
+    if ya.shape != xa.shape or xa.ndim != 1:
+        raise InputError(f"x and y must be 1-D of equal length, got {xa.shape} and {ya.shape}")
     if ta.shape != xa.shape:
         raise InputError(f"t must hold one time per record ({n}), got shape {ta.shape}")
+    if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+        raise InputError(f"count must be an integer >= 1, got {count!r}")
+    for name, value in (("r_max_m", r_max_m), ("t_max_s", t_max_s)):
+        if not (math.isfinite(value) and value > 0):
+            raise InputError(f"{name} must be a finite number > 0, got {value!r}")
+    if period is not None and not (math.isfinite(period) and period > 0):
+        raise InputError(f"period must be a finite number > 0, got {period!r}")
+    if not (max_distance > 0 and max_gap > 0):
+        raise InputError(f"max_distance and max_gap must be > 0, got {max_distance!r}, {max_gap!r}")
+    if n == 0:
+        return np.full((0, 1 if last_only else int(count)), np.inf)
+    if not (np.isfinite(xa).all() and np.isfinite(ya).all()):
+        bad = int((~(np.isfinite(xa) & np.isfinite(ya))).sum())
+        raise InputError(f"{bad} records have NaN or infinite coordinates; drop or fix them")
     if not np.isfinite(ta).all():
         raise InputError(f"{int((~np.isfinite(ta)).sum())} records have a missing time")
-    out = np.full((n, int(count)), np.inf)
-    if n == 0:
-        return out
     subj = (
         np.arange(n, dtype=np.int64)
         if subjects is None
-        else np.ascontiguousarray(subject_codes(subjects, n))
+        else (
+            np.ascontiguousarray(subjects, dtype=np.int64)
+            if np.asarray(subjects).dtype.kind in "iu"
+            else subject_codes(subjects, n)
+        )
     )
-    x0, y0 = float(xa.min()), float(ya.min())
-    cell = float(radius)
-    grid = _Grid(xa, ya, subj, cell, x0, y0)
-    ts = np.ascontiguousarray(ta[grid.order])
-    _time_gaps(
-        xa, ya, subj, ta, grid.xs, grid.ys, grid.ss, ts, grid.cell_keys, grid.cell_start,
-        grid.ny, cell, x0, y0, int(count), float(radius), float(period or 0.0), out,
+    return _spacetime_search(
+        xa, ya, ta, subj, int(count), float(r_max_m), float(t_max_s),
+        None if period is None else float(period), float(max_distance), float(max_gap), last_only,
     )  # fmt: skip
-    return out

@@ -80,6 +80,8 @@ class ClassifyResult:
             "subjects": self.n_subjects,
             "subject_ids_merged": self.subject_ids_merged,
             "counts": self.counts,
+            # Per label, records that have it only because of time (null without times).
+            "because_of_time": self.classification.time_counts(),
             "suppressed_share": self.verdict.suppressed_share,
             "disposal_share": self.verdict.disposal_share,
             "per_unit": self.units.rows(),

@@ -375,6 +375,19 @@ def _passes(passes: list[Any], k: int, out: Published) -> None:
                 "_rounding"
             ):
                 continue
+            if key == "because_of_time" and isinstance(value, Mapping):
+                # of the pass's records per label, those with it only because of time:
+                # at most that label's count, over the same scope
+                for lab, v in value.items():
+                    count = _int(v)
+                    if count is None or count < 0 or lab not in LABELS:
+                        out.problems.append(f"{where}.because_of_time.{lab}: not a count")
+                        continue
+                    out.figures.append(
+                        Figure(f"{where}.because_of_time.{lab}", ((f"pass{p}.{lab}", 1.0),),
+                               float(count), math.inf)
+                    )  # fmt: skip
+                continue
             if _has_number(value):
                 out.problems.append(f"{where}.{key}: a figure the release format does not declare")
         labels = entry.get("labels") or {}

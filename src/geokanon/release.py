@@ -294,12 +294,18 @@ def _published_pass(entry: dict[str, Any], k: int) -> dict[str, Any]:
     """
     if entry.get("group_level") is None:
         raise ValueError("a pass without its group-level counts cannot be published")
-    return {
+    out: dict[str, Any] = {
         "pass": int(entry["pass"]),
         "scope": PASS_SCOPE,
         "labels": {lab: int(v) for lab, v in entry["group_level"].items()},
         "changed": int(entry["group_level_changed"]),
     }
+    if entry.get("group_level_because_of_time") is not None:
+        # Of those records, the ones labelled so only because of time (pass 1, with times).
+        out["because_of_time"] = {
+            lab: int(v) for lab, v in entry["group_level_because_of_time"].items()
+        }
+    return out
 
 
 def _published_mask_risk(risk: dict[str, Any] | None) -> dict[str, Any] | None:

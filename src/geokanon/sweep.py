@@ -24,18 +24,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from geokanon.classify import labels_from_ratios
+from geokanon.classify import labels_from_ratios, spacetime_ratios
 from geokanon.errors import InputError
 from geokanon.mask import MaskKey, MaskSpec, apply_mask
-from geokanon.neighbours import subject_codes, subject_neighbour_distances, subject_time_gaps
-from geokanon.policy import Label, OutlierPolicy, TimeMode
+from geokanon.neighbours import subject_codes, subject_neighbour_distances
+from geokanon.policy import Label, OutlierPolicy
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["SweepCell", "SweepResult", "parse_list", "sweep"]
-
-_DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -489,17 +487,19 @@ def sweep(
         for r in r_list:
             # r_max in working metres (r on the ground), as the classification measures it
             rw = cell_policies[(k_list[0], r)].r_work_m
-            gaps = None
+            joint = None
             if policy.uses_time:
-                gaps = _time_gaps(mx, my, subj, t_arr, policy, count, rw)
+                # Space and time together: the ratios depend on r, one search per r.
+                assert t_arr is not None
+                joint = spacetime_ratios(
+                    mx, my, subj, t_arr, policy, count=count, r_max_m=rw, last_only=False
+                )
             for k in k_list:
                 pol = cell_policies[(k, r)]
-                if gaps is None:
+                if joint is None:
                     counts, sup_idx = _cell_labels(columns[k], rw, pol)
                 else:
-                    assert pol.t_max_s is not None
-                    iota = np.maximum(columns[k] / rw, gaps[:, k - 2] / pol.t_max_s)
-                    labels = labels_from_ratios(iota, pol)
+                    labels = labels_from_ratios(joint[:, k - 2], pol)
                     counts = np.bincount(labels, minlength=len(Label))
                     sup_idx = np.flatnonzero(labels == Label.SUPPRESS)
                 v = units.verdict(sup_idx, pol)
@@ -664,24 +664,6 @@ class _UnitSuppression:
             units_over_cap=int((share[keep] > policy.unit_cap).sum()),
             subjects_over_caps=max(0, over_global, int(np.maximum(over_units, 0).sum())),
         )
-
-
-def _time_gaps(
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    subj: NDArray[np.int64] | None,
-    times: NDArray[np.float64] | None,
-    policy: OutlierPolicy,
-    count: int,
-    r_max_m: float,
-) -> NDArray[np.float64]:
-    assert times is not None
-    t = times
-    period = None
-    if policy.time_mode is TimeMode.TIME_OF_DAY:
-        t = np.mod(t, _DAY_S)
-        period = _DAY_S
-    return subject_time_gaps(x, y, t, subj, count=count, radius=r_max_m, period=period)
 
 
 def _release_core() -> Any:

@@ -130,8 +130,10 @@ The rules, exactly as implemented
     ``passes`` is a non-empty list of at most :data:`~geokanon.policy.MAX_PASSES`
     entries, the last with ``changed == 0``, equal to the audit's passes when
     the audit has them. Re-classifying at the published positions is implied
-    by ``k_subjects``: every group-level record shares its position with
-    >= k-1 other subjects, so its isolation ratio is 0.
+    by ``k_subjects``: every group-level record shares its position (and, with
+    times, its published time bin: ``k_subjects`` counts every group x time bin
+    class) with >= k-1 other subjects, so its isolation ratio is 0, in space
+    alone or in space and time together.
 ``report_safety``
     In ``RELEASE_NOTES.md`` (markdown tables) and ``report.html`` (HTML tables:
     the first all-``<th>`` row, else the first row, is the header), every cell in

@@ -108,3 +108,45 @@ def test_core_accounts_for_every_record_and_ignores_row_order(scene, k, rnd):
     np.testing.assert_array_equal(res2.group_id, res.group_id[perm])
     np.testing.assert_array_equal(res2.group_x, res.group_x)
     assert math.isfinite(res.verdict.suppressed_share)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scenes(),
+    st.integers(2, 4),
+    st.sampled_from(["absolute", "time_of_day"]),
+    st.sampled_from([600.0, 3600.0, 14_400.0]),
+    st.randoms(use_true_random=False),
+)
+def test_core_with_times_reaches_its_fixed_point(scene, k, mode, t_max, rnd):
+    # Times over three days, many in one morning hour: space and time judged together.
+    x, y, subj = scene
+    if np.unique(subj).size < k:
+        return
+    t = np.array(
+        [
+            1.2e9 + rnd.randrange(3) * 86_400 + (8 * 3600 + rnd.randrange(3600))
+            if rnd.random() < 0.7
+            else 1.2e9 + rnd.randrange(3 * 86_400)
+            for _ in range(x.size)
+        ],
+        dtype=float,
+    )
+    base = OutlierPolicy(k=k, r_max_m=R_MAX, tau=0.99, unit_cap=1.0)
+    policy = base.replace(t_max_s=t_max, time_mode=mode)
+    res = run_core(x, y, policy, subjects=subj, times=t, enforce_caps=False)
+    assert res.passes[-1].changed == 0 and len(res.passes) <= 5
+    check_groups(x, y, subj, res.group_id, res.group_x, res.group_y, k)
+    kept = np.flatnonzero(res.group_id >= 0)
+    if np.unique(subj[kept]).size >= k:
+        full = classify(x[kept], y[kept], policy, subjects=subj[kept], times=t[kept]).labels
+        np.testing.assert_array_equal(full, res.final_labels[kept])
+    # Judged together, time can only make a record's label worse than space's.
+    space = run_core(x, y, base, subjects=subj, enforce_caps=False)
+    assert (res.first_labels >= space.first_labels).all()
+    # A t_max longer than the whole time span changes nothing at all.
+    span = base.replace(t_max_s=float(t.max() - t.min()) + 1.0)
+    same = run_core(x, y, span, subjects=subj, times=t, enforce_caps=False)
+    np.testing.assert_array_equal(same.disposal, space.disposal)
+    np.testing.assert_array_equal(same.group_id, space.group_id)
+    np.testing.assert_array_equal(same.final_labels, space.final_labels)

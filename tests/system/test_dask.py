@@ -123,7 +123,7 @@ def test_charleston_labels_identical(client, charleston):
 def test_towns_cut_by_tiles_with_subjects_and_time(client):
     tile = 2000.0
     frame = towns_on_tile_corners(8_000, tile)
-    pol = OutlierPolicy(k=4, r_max_m=tile / 8, t_max_s=3 * 3600.0)
+    pol = OutlierPolicy(k=4, r_max_m=tile / 8, t_max_s=3600.0)
     tiling = Tiling.for_policy(pol, tile_m=tile)  # halo = 4 r_max = tile / 2
     ix, _ = tiling.tile_index(frame["x"], frame["y"])
     assert np.unique(ix).size >= 3  # the towns straddle tile edges
@@ -134,7 +134,10 @@ def test_towns_cut_by_tiles_with_subjects_and_time(client):
     )  # fmt: skip
     assert np.array_equal(local.labels, tiled.labels)
     assert np.array_equal(local.iota, tiled.iota)
-    assert np.array_equal(local.iota_time, tiled.iota_time)
+    assert np.array_equal(local.iota_space, tiled.iota_space)
+    assert local.space_labels is not None and tiled.space_labels is not None
+    assert np.array_equal(local.space_labels, tiled.space_labels)
+    assert local.because_of_time().any()
     assert len(set(local.labels.tolist())) == 4  # every label occurs
 
 

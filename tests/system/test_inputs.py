@@ -81,7 +81,8 @@ def test_geolife_lonlat_projects_to_utm_50n_and_classifies(capsys):
     assert t.n_subjects == 11
     assert t.times is not None and 1.17e9 < float(np.median(t.times)) < 1.25e9  # 2007-2009
     code = main(["classify", str(fixes), "--lon", "lon", "--lat", "lat", "--subject", "user_id",
-                 "--time", "tracked_at_utc", "--k", "3", "--r-max", "200", "--json"])  # fmt: skip
+                 "--time", "tracked_at_utc", "--t-max", "3600", "--k", "3", "--r-max", "200",
+                 "--json"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
     d = json.loads(out)

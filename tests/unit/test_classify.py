@@ -76,9 +76,67 @@ def test_time_makes_a_crowded_point_an_outlier():
     cls = classify(x, y, pol, times=t)
     assert cls.labels[-1] == Label.SUPPRESS
     assert (cls.labels[:4] == Label.OK).all()
-    assert (cls.iota_space[-1] <= 1.0) and cls.iota_time is not None
+    assert cls.iota_space[-1] <= 1.0 and cls.space_labels is not None
+    # Eight hours from the others on the clock: 16 t_max, beyond the generalise ratio.
+    assert np.isinf(cls.iota[-1])
+    assert cls.because_of_time().tolist() == [False] * 4 + [True]
+    assert cls.time_counts() == {"ok": 0, "merge": 0, "generalise": 0, "suppress": 1}
     with pytest.raises(InputError, match="no times"):
         classify(x, y, pol)
+
+
+def _villages(seed: int):
+    """A town, villages 1-4 r_max from it and from each other, one lone farm; 60 subjects
+    with repeat visits over two years."""
+    rng = np.random.default_rng(seed)
+    town = rng.normal(0, 30, (80, 2))
+    villages = np.concatenate(
+        [c + rng.normal(0, 5, (3, 2)) for c in ([250, 0], [0, 320], [-600, 0], [0, -900])]
+    )
+    farm = np.array([[5000.0, 5000.0]])
+    pts = np.concatenate([town, villages, farm])
+    subj = np.r_[rng.integers(0, 50, 80), np.repeat(np.arange(50, 54), 3), [59]]
+    t = 1.2e9 + rng.uniform(0, 2 * 365 * 86_400, len(pts))
+    return pts[:, 0], pts[:, 1], subj, t
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_t_max_longer_than_the_data_changes_no_label(seed):
+    # SPEC: a t_max longer than the data's whole time span changes no label at all;
+    # where the spatial ratio exceeds 1 the joint ratio is exactly the spatial one.
+    x, y, subj, t = _villages(seed)
+    pol = OutlierPolicy(k=3, r_max_m=100.0)
+    space = classify(x, y, pol, subjects=subj)
+    assert {Label.MERGE, Label.GENERALISE, Label.SUPPRESS} <= set(space.labels.tolist())
+    span = float(t.max() - t.min())
+    for t_max in (span, 10 * 365 * 86_400.0):
+        joint = classify(x, y, pol.replace(t_max_s=t_max), subjects=subj, times=t)
+        np.testing.assert_array_equal(joint.labels, space.labels)
+        far = space.iota > 1.0
+        np.testing.assert_array_equal(joint.iota[far], space.iota[far])
+        assert joint.time_counts() == {"ok": 0, "merge": 0, "generalise": 0, "suppress": 0}
+    # Half a day on the 24 h clock is the longest gap there is: no label changes either.
+    tod = classify(
+        x, y, pol.replace(t_max_s=43_200.0, time_mode="time_of_day"), subjects=subj, times=t
+    )
+    np.testing.assert_array_equal(tod.labels, space.labels)
+
+
+def test_space_and_time_are_judged_together():
+    # p's nearest subjects: q1 at 0.5 r_max and the same time, q2 at 0.5 r_max but 3 t_max
+    # later, q3 at 1.5 r_max and the same time. Together, q1 and q3 are the two nearest
+    # (ratios 0.5 and 1.5): p is a merge record, not a generalise one (the earlier rule
+    # took space's 0.5 and the gap to q2, 3).
+    x = [0.0, 50.0, 0.0, -150.0]
+    y = [0.0, 0.0, 50.0, 0.0]
+    t = [0.0, 0.0, 3 * 3600.0, 0.0]
+    pol = OutlierPolicy(k=3, r_max_m=100.0, t_max_s=3600.0)
+    cls = classify(x, y, pol, times=t)
+    assert cls.iota.tolist() == [1.5, 2.0, 3.0, 2.0]
+    assert cls.labels.tolist() == [Label.MERGE, Label.MERGE, Label.GENERALISE, Label.MERGE]
+    assert cls.space_labels is not None
+    assert cls.space_labels.tolist() == [Label.OK, Label.OK, Label.OK, Label.MERGE]
+    assert cls.time_counts() == {"ok": 0, "merge": 2, "generalise": 1, "suppress": 0}
 
 
 def test_unit_table_worst_first_and_distinct_subjects():

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial import cKDTree
 
 from geokanon.errors import InputError
-from geokanon.neighbours import subject_neighbour_distances, subject_time_gaps
+from geokanon.neighbours import subject_neighbour_distances, subject_spacetime_ratios
 from tests.cases import CASES
 
 
@@ -105,22 +106,24 @@ def test_nan_refused_with_count_only():
     assert "nan" not in str(info.value).split("NaN")[0].lower()
 
 
-def oracle_time(x, y, t, subj, count, radius, period=None):
+def oracle_spacetime(x, y, t, subj, count, r, tmax, period=None, max_d=math.inf, max_g=math.inf):
+    """Every pair: max(distance / r, gap / tmax); per other subject its nearest record."""
     n = len(x)
     out = np.full((n, count), np.inf)
+    tt = np.mod(t, period) if period else np.asarray(t, dtype=float)
     for i in range(n):
         best: dict[int, float] = {}
         for j in range(n):
             if subj[j] == subj[i]:
                 continue
             dx, dy = x[j] - x[i], y[j] - y[i]
-            if math.sqrt(dx * dx + dy * dy) > radius:
-                continue
-            g = abs(t[j] - t[i])
+            d = math.sqrt(dx * dx + dy * dy)
+            g = abs(tt[j] - tt[i])
             if period:
-                g = g % period
                 g = min(g, period - g)
-            best[subj[j]] = min(best.get(subj[j], math.inf), g)
+            if d > max_d or g > max_g:
+                continue
+            best[subj[j]] = min(best.get(subj[j], math.inf), max(d / r, g / tmax))
         vals = sorted(best.values())[:count]
         out[i, : len(vals)] = vals
     return out
@@ -131,13 +134,99 @@ def oracle_time(x, y, t, subj, count, radius, period=None):
     point_sets(),
     st.integers(1, 4),
     st.sampled_from([None, 86_400.0]),
+    st.sampled_from([60.0, 1800.0, 43_200.0]),
+    st.sampled_from([math.inf, 4.0]),
+    st.booleans(),
     st.randoms(use_true_random=False),
 )
-def test_time_gaps_match_oracle(pts, count, period, rnd):
+def test_spacetime_ratios_match_oracle(pts, count, period, tmax, limit, own, rnd):
     x, y, subj = pts
-    t = np.array([rnd.randrange(0, 3 * 86_400, 60) for _ in range(len(x))], dtype=float)
-    got = subject_time_gaps(x, y, t, subj, count=count, radius=100.0, period=period)
-    np.testing.assert_array_equal(got, oracle_time(x, y, t, subj, count, 100.0, period))
+    # Times on a coarse clock (many ties), over three days, from the epoch's 2008 or 0.
+    start = rnd.choice([0.0, 1.2e9, -3_600.0])
+    t = np.array([start + rnd.randrange(0, 3 * 86_400, 600) for _ in range(len(x))], dtype=float)
+    s = None if own else subj
+    oracle_s = np.arange(len(x)) if own else subj
+    got = subject_spacetime_ratios(
+        x, y, t, s, count=count, r_max_m=100.0, t_max_s=tmax, period=period,
+        max_distance=limit * 100.0, max_gap=limit * tmax,
+    )  # fmt: skip
+    expected = oracle_spacetime(
+        x, y, t, oracle_s, count, 100.0, tmax, period, limit * 100.0, limit * tmax
+    )
+    np.testing.assert_array_equal(got, expected)
+    last = subject_spacetime_ratios(
+        x, y, t, s, count=count, r_max_m=100.0, t_max_s=tmax, period=period,
+        max_distance=limit * 100.0, max_gap=limit * tmax, last_only=True,
+    )  # fmt: skip
+    np.testing.assert_array_equal(last[:, 0], expected[:, -1])
+
+
+def _spacetime_brute(x, y, t, subj, count, r, tmax, max_d, max_g, period=None):
+    """The oracle vectorised by rows, for a few thousand points."""
+    n = x.size
+    tt = np.mod(t, period) if period else t
+    out = np.full((n, count), np.inf)
+    for i in range(n):
+        dx, dy = x - x[i], y - y[i]
+        d = np.sqrt(dx * dx + dy * dy)
+        g = np.abs(tt - tt[i])
+        if period:
+            g = np.minimum(g, period - g)
+        ok = (subj != subj[i]) & (d <= max_d) & (g <= max_g)
+        v = pd.Series(np.maximum(d / r, g / tmax)[ok]).groupby(subj[ok]).min()
+        vals = np.sort(v.to_numpy())[:count]
+        out[i, : vals.size] = vals
+    return out
+
+
+@pytest.mark.parametrize("period", [None, 86_400.0])
+def test_spacetime_clustered_matches_brute_force(period):
+    # Towns of repeat visitors at rush hour, a few at night, and a sparse countryside:
+    # records resolve at many levels of the search.
+    rng = np.random.default_rng(11)
+    centres = rng.uniform(0, 30_000, (8, 2))
+    town = np.concatenate([c + rng.normal(0, 120, (250, 2)) for c in centres])
+    rural = rng.uniform(0, 30_000, (300, 2))
+    pts = np.concatenate([town, rural])
+    n = len(pts)
+    day = rng.integers(0, 30, n) * 86_400.0
+    hour = np.where(rng.random(n) < 0.9, rng.normal(8.5, 0.5, n), rng.uniform(0, 24, n))
+    t = 1.2e9 + day + hour * 3600.0
+    subj = rng.integers(0, n // 4, n)
+    x, y = pts[:, 0], pts[:, 1]
+    got = subject_spacetime_ratios(
+        x, y, t, subj, count=4, r_max_m=150.0, t_max_s=1800.0, period=period,
+        max_distance=600.0, max_gap=7200.0,
+    )  # fmt: skip
+    expected = _spacetime_brute(x, y, t, subj, 4, 150.0, 1800.0, 600.0, 7200.0, period)
+    np.testing.assert_array_equal(got, expected)
+    assert np.isfinite(got[:, -1]).mean() > 0.3 and np.isinf(got[:, -1]).any()
+
+
+def test_spacetime_long_t_max_keeps_every_spatial_ratio_above_one():
+    # Every gap is at most t_max: where the spatial ratio exceeds 1 the joint one is it,
+    # bit for bit; where it is at most 1 the joint one is at most 1 too.
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(0, 400, 3000), rng.normal(0, 400, 3000)
+    t = rng.uniform(1.2e9, 1.2e9 + 5e7, 3000)
+    subj = rng.integers(0, 600, 3000)
+    d = subject_neighbour_distances(x, y, subj, count=2, max_distance=400.0)[:, -1] / 100.0
+    joint = subject_spacetime_ratios(
+        x, y, t, subj, count=2, r_max_m=100.0, t_max_s=5e7, max_distance=400.0, max_gap=2e8
+    )[:, -1]  # fmt: skip
+    far = d > 1.0
+    assert far.any() and (~far).any()
+    np.testing.assert_array_equal(joint[far], d[far])
+    assert (joint[~far] <= 1.0).all()
+
+
+def test_spacetime_refuses_bad_input_without_values():
+    with pytest.raises(InputError, match="1 records have a missing time"):
+        subject_spacetime_ratios([0, 1], [0, 0], [0, math.nan], count=1, r_max_m=1, t_max_s=1)
+    with pytest.raises(InputError, match="t_max_s"):
+        subject_spacetime_ratios([0, 1], [0, 0], [0, 1], count=1, r_max_m=1, t_max_s=0)
+    empty = subject_spacetime_ratios([], [], [], count=2, r_max_m=1, t_max_s=1)
+    assert empty.shape == (0, 2)
 
 
 def _ckdtree_rows(pts, count, max_d=math.inf):

@@ -1251,16 +1251,46 @@ def _passes_note(manifest: Mapping[str, Any]) -> str:
     )
 
 
-def _passes_table(rows: list[dict[str, int | str]]) -> str:
+def _time_row(manifest: Mapping[str, Any], k: int) -> dict[str, int | str] | None:
+    """Pass 1's records per label that have it only because of time, as published."""
+    passes = manifest.get("passes") or []
+    first = passes[0] if passes and isinstance(passes[0], Mapping) else {}
+    by_time = first.get("because_of_time")
+    if not isinstance(by_time, Mapping):
+        return None
+    hidden = not isinstance((manifest.get("counts") or {}).get("suppressed"), int)
+    row: dict[str, int | str] = {"pass": "1: only because of time", "changed": ""}
+    for lab in LABEL_COLOURS:
+        raw = by_time.get(lab) or 0
+        if lab == "suppress" and hidden:
+            row[lab] = WITHHELD
+        elif isinstance(raw, int | float) and not isinstance(raw, bool):
+            row[lab] = _mask_count(int(raw), k)
+        else:
+            row[lab] = str(raw)
+    return row
+
+
+def _passes_table(
+    rows: list[dict[str, int | str]], time_row: dict[str, int | str] | None = None
+) -> str:
     head = ["pass", "ok", "merge", "generalise", "suppress", "labels changed"]
     th = "".join(f"<th>{h}</th>" for h in head)
+    shown = rows[:1] + ([time_row] if time_row is not None else []) + rows[1:]
     body = "".join(
         "<tr>"
         + "".join(f"<td>{_esc(r[c])}</td>" for c in ("pass", *LABEL_COLOURS, "changed"))
         + "</tr>"
-        for r in rows
+        for r in shown
     )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    table = f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    if time_row is None:
+        return table
+    return table + (
+        '<p class="mute">With times, space and time are judged together (k-1 other subjects '
+        "within r_max and t_max at once); the row under pass 1 counts the records whose label "
+        "is worse than their spatial ratio alone gives.</p>"
+    )
 
 
 def _bias_section(manifest: Mapping[str, Any]) -> list[str]:
@@ -1556,7 +1586,8 @@ def report_html(
         f"group level</h3>{_displacement_figure(disp, subj, r_max, k)}"
         f'<p class="mute">{_displacement_summary(disp, subj, r_max, k)}</p></div>',
         '<div class="panel" id="plot-passes"><h3>Labels per fixed-point pass</h3>'
-        f"{_passes_figure(_pass_rows(manifest, k), k)}{_passes_table(_pass_rows(manifest, k))}"
+        f"{_passes_figure(_pass_rows(manifest, k), k)}"
+        f"{_passes_table(_pass_rows(manifest, k), _time_row(manifest, k))}"
         f"{_passes_note(manifest)}</div>",
         "</div>",
         '<p class="mute">Histograms of records merge adjacent bins until each holds 0 or at '

@@ -117,6 +117,20 @@ def release_notes(
             f"surrounding spaces and Unicode form: {_fmt_count(merged)} ids were spellings of "
             "another id and were taken as the same person (this only makes groups stricter)"
         )
+    if policy.t_max_s is not None:
+        clock = (
+            " (times of day, on the 24-hour clock)"
+            if str(policy.time_mode) == "time_of_day"
+            else ""
+        )
+        lines.append(
+            f"- times were judged together with places: a record had company only where at "
+            f"least {k - 1} other people were within {policy.r_max_m:g} m *and* "
+            f"{policy.t_max_s:g} s of it at once{clock}, so a record alone at its place at "
+            "its time (the only one in the district at 4 a.m.) was treated as an outlier; "
+            "published times are bins that each hold at least "
+            f"{k} people per group or class"
+        )
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
         lines += [
