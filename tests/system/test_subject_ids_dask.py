@@ -66,7 +66,7 @@ def test_partitioned_release_does_not_group_the_spellings(client, partitions, tm
     src = partitions
     out = tmp_path / "out"
     tiling = Tiling.for_policy(POLICY, tile_m=2000.0)
-    result = release_partitions(src, POLICY, out, tiling=tiling, client=client)
+    result = release_partitions(src, POLICY, out, tiling=tiling, client=client, crs="EPSG:28992")
     audit = pd.concat(
         [pd.read_parquet(p) for p in sorted((out / "audit" / "assignment").glob("*.parquet"))]
     )

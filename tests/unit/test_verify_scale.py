@@ -40,7 +40,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         policy = OutlierPolicy(k=5, r_max_m=300.0, unit_cap=1.0, tau=0.5)
         core = run_core_on(table, policy)
     out = tmp_path_factory.mktemp("scale") / "rel"
-    write_release(out, table, core, policy, ReleaseOptions(), version=__version__)
+    write_release(out, table, core, policy, ReleaseOptions(local_metres=True), version=__version__)
     return out
 
 

@@ -119,15 +119,15 @@ def release_notes(
         )
     if policy.t_max_s is not None:
         clock = (
-            " (times of day, on the 24-hour clock)"
+            " (times of day: the clock wraps round at midnight)"
             if str(policy.time_mode) == "time_of_day"
             else ""
         )
         lines.append(
             f"- times were judged together with places: a record had company only where at "
             f"least {k - 1} other people were within {policy.r_max_m:g} m *and* "
-            f"{policy.t_max_s:g} s of it at once{clock}, so a record alone at its place at "
-            "its time (the only one in the district at 4 a.m.) was treated as an outlier; "
+            f"{_seconds(policy.t_max_s)} s of it at once{clock}, so a record alone at its place at "
+            "its time (the only one in the district in the middle of the night) was treated as an outlier; "
             "published times are bins that each hold at least "
             f"{k} people per group or class"
         )
@@ -230,3 +230,17 @@ def _source_total_lines(units: pd.DataFrame, k: int) -> list[str]:
         f"than {k} people, and `withheld` for a unit whose suppressed count reads `<k`{more}. "
         "A `withheld` total is not a zero.",
     ]
+
+
+def _seconds(value: float) -> str:
+    """A duration in seconds as the notes print it: every digit, never an exponent.
+
+    ``holes`` reads every number of the notes; ``3.1536e+08`` would read as two
+    numbers that are no figure of the release, ``315,360,000`` as ``t_max_s`` itself.
+
+    Examples
+    --------
+    >>> _seconds(315360000.0), _seconds(3600.0), _seconds(1.5)
+    ('315,360,000', '3,600', '1.5')
+    """
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
