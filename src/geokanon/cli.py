@@ -96,6 +96,24 @@ def _input_options() -> argparse.ArgumentParser:
         default=None,
         help="remove records identical to an earlier one in every column (exact copies) first",
     )
+    g.add_argument(
+        "--clip",
+        action="store_true",
+        default=None,
+        help="with --study-area: drop the records outside it and count them instead of refusing",
+    )
+    g.add_argument(
+        "--exclude-units",
+        metavar="A,B",
+        help="unit ids whose records are left out (dropped, counted and named in the release)",
+    )
+    g.add_argument(
+        "--merge-small-units",
+        type=int,
+        metavar="N",
+        help="a unit with fewer than N subjects joins its neighbour (polygon adjacency with "
+        "--units, else the nearest unit); merges are listed in the release",
+    )
     return p
 
 
@@ -144,6 +162,7 @@ def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
                 "--drop-duplicates is not available for a directory of partitions yet; remove "
                 "the exact copies first (or classify one file)"
             )
+        _whole_file_only(args)
         source = ParquetPartitions.from_path(
             args.input, x=args.x, y=args.y, subject=args.subject, time=args.time, unit=args.unit
         )
@@ -154,6 +173,25 @@ def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
     return classify_points_distributed(
         table, policy, tiling=tiling, scheduler=args.scheduler, n_workers=args.workers
     )
+
+
+def _whole_file_only(args: argparse.Namespace) -> None:
+    """Refuse the input options a directory of partitions does not support yet."""
+    given = [
+        flag
+        for flag, name in (
+            ("--clip", "clip"),
+            ("--exclude-units", "exclude_units"),
+            ("--merge-small-units", "merge_small_units"),
+            ("--study-area", "study_area"),
+        )
+        if getattr(args, name, None)
+    ]
+    if given:
+        raise InputError(
+            f"{', '.join(given)} not available for a directory of partitions yet; give one "
+            "file, or filter the partitions first"
+        )
 
 
 def _policy_from_args(args: argparse.Namespace) -> OutlierPolicy:
@@ -192,6 +230,8 @@ def _read_input(args: argparse.Namespace) -> Any:
         unit_grid_m=args.unit_grid, timezone=args.timezone, coord_scale=args.coord_scale,
         working_crs=args.working_crs, output_crs=args.output_crs, study_area=args.study_area,
         drop_duplicates=bool(getattr(args, "drop_duplicates", None)),
+        clip=bool(getattr(args, "clip", None)), exclude_units=getattr(args, "exclude_units", None),
+        merge_small_units=getattr(args, "merge_small_units", None),
     )  # fmt: skip
     r_max = getattr(args, "r_max_m", None)
     if isinstance(r_max, int | float) and not isinstance(r_max, bool):
@@ -301,12 +341,16 @@ def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
              "unit_id": "unit_id", "unit_grid": "unit_grid_m", "timezone": "timezone",
              "coord_scale": "coord_scale", "working_crs": "working_crs",
              "output_crs": "output_crs", "study_area": "study_area",
-             "drop_duplicates": "drop_duplicates"}  # fmt: skip
+             "drop_duplicates": "drop_duplicates", "clip": "clip",
+             "merge_small_units": "merge_small_units"}  # fmt: skip
     out = []
     for arg, kw in names.items():
         v = getattr(args, arg, None)
         if v is not None:
             out.append((kw, str(v.resolve()) if isinstance(v, Path) else v))
+    if getattr(args, "exclude_units", None):
+        ids = [u.strip() for u in args.exclude_units.split(",") if u.strip()]
+        out.append(("exclude_units", ids))
     return tuple(out)
 
 
@@ -421,6 +465,7 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
             "--drop-duplicates is not available for a directory of partitions yet; remove the "
             "exact copies first (or release one file)"
         )
+    _whole_file_only(args)
     from geokanon.distributed import ParquetPartitions, release_partitions
 
     source = ParquetPartitions.from_path(

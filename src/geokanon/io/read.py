@@ -115,9 +115,9 @@ class PointTable:
         records were dropped on reading).
     clipped
         Records outside the study area dropped on reading (``clip``).
-    clipped_rows
-        Their 0-based rows in the input (custodian only: kept in the audit so the
-        verifier drops the same rows; never published).
+    clipped_rows, excluded_rows
+        Their 0-based rows in the input, and those of the excluded units (custodian
+        only: kept in the audit so the verifier drops the same rows; never published).
     unit_merges
         ``(source unit, merged unit)`` for every unit merged into a neighbour with
         ``merge_small_units``; :attr:`unit_names` are the merged units.
@@ -156,6 +156,7 @@ class PointTable:
     excluded: tuple[tuple[str, int], ...] = ()
     clipped: int = 0
     clipped_rows: tuple[int, ...] = field(default=(), repr=False)
+    excluded_rows: tuple[int, ...] = field(default=(), repr=False)
     unit_merges: tuple[tuple[str, str], ...] = ()
     merge_threshold: int | None = None
     units_left_small: tuple[str, ...] = ()
@@ -1349,11 +1350,13 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         warnings.warn(msg, UserWarning, stacklevel=3)
         drop |= outside
     excluded: tuple[tuple[str, int], ...] = ()
+    excluded_rows: tuple[int, ...] = ()
     if opts.exclude_units is not None:
         excl = _excluded_units(opts.exclude_units, unit_names)
         gone = np.isin(unit_codes, excl)
         counts = np.bincount(unit_codes[gone & ~drop], minlength=unit_names.size)
         excluded = tuple((str(unit_names[c]), int(counts[c])) for c in excl)
+        excluded_rows = tuple(np.flatnonzero(gone & ~drop).tolist())
         drop |= gone
     if drop.any():
         if drop.all():
@@ -1426,6 +1429,7 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         excluded=excluded,
         clipped=n_clipped,
         clipped_rows=clipped_rows,
+        excluded_rows=excluded_rows,
         unit_merges=unit_merges,
         merge_threshold=opts.merge_small_units,
         units_left_small=left_small,
