@@ -6,6 +6,7 @@ Exit codes: 0 done; 2 bad input or parameters; 3 release refused; 4 verification
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tomllib
@@ -423,6 +424,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
             print(f"geokanon: {note}", file=sys.stderr)
+        _suggest_command(args, table, policy, exc)
         raise
     finally:
         if progress is not None:
@@ -445,6 +447,65 @@ def cmd_release(args: argparse.Namespace) -> int:
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
     return 0
+
+
+def _with_option(argv: list[str], option: str, value: str | None) -> list[str]:
+    """``argv`` with ``option`` set to ``value`` (replaced where given, else appended)."""
+    out = list(argv)
+    for i, tok in enumerate(out):
+        if value is not None and tok == option and i + 1 < len(out):
+            out[i + 1] = value
+            return out
+        if value is not None and tok.startswith(option + "="):
+            out[i] = f"{option}={value}"
+            return out
+        if value is None and tok == option:
+            return out
+    return [*out, option] if value is None else [*out, option, value]
+
+
+def _suggest_command(
+    args: argparse.Namespace, table: Any, policy: OutlierPolicy, exc: ReleaseRefused
+) -> None:
+    """Add to a cap refusal the smallest change whose first pass passes, as a command line.
+
+    The changes are classified, not released (:func:`geokanon.pipeline.what_would_pass`):
+    k-1, 1.5 x r_max, merging small units, membership-sensitive mode. The command is the
+    user's own (``args.argv``) with the one option changed.
+    """
+    import shlex
+
+    from geokanon.errors import Unsatisfiable
+    from geokanon.pipeline import what_would_pass
+
+    argv = getattr(args, "argv", None)
+    if isinstance(exc, Unsatisfiable) or argv is None:
+        return
+    adjacency = None
+    if args.units is not None and args.unit_id is not None:
+        from geokanon.io.units import unit_adjacency
+
+        adjacency = unit_adjacency(args.units, args.unit_id)
+    trials = what_would_pass(table, policy, adjacency=adjacency)
+    tried = "; ".join(
+        f"{t.change}: {t.suppressed_share:.2%} suppressed, {t.units_over_cap} units over the cap"
+        for t in trials
+        if not t.passes
+    )
+    passing = [t for t in trials if t.passes]
+    exc.figures["suggestion"] = [dataclasses.asdict(t) for t in trials]
+    if passing:
+        t = passing[0]
+        command = shlex.join(["geokanon", *_with_option(argv, t.option, t.value)])
+        text = (
+            f". Smallest change whose first pass breaches no cap ({t.change}: "
+            f"{t.suppressed_share:.2%} suppressed"
+            + (f"; tried first: {tried}" if tried else "")
+            + f"); run:\n  {command}"
+        )
+    else:
+        text = f". No single change tried passes the caps in its first pass ({tried})."
+    exc.args = (str(exc) + text, *exc.args[1:])
 
 
 def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options: Any) -> int:
@@ -995,6 +1056,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``geokanon`` and ``python -m geokanon``; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
