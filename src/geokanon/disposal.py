@@ -29,6 +29,7 @@ global cap ``tau`` and the per-unit cap; a breach raises
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -68,21 +69,62 @@ _CHUNK = 1_000_000
 
 @dataclass(frozen=True)
 class PassRecord:
-    """Label counts of one classification pass over the records meant for group level."""
+    """Label counts of one classification pass over the records meant for group level.
+
+    ``group_level`` and ``group_level_changed`` count the same pass over the records
+    that end at group level only (the release publishes those: every one of its
+    figures is then a count of published records, see docs/release-format.md).
+    """
 
     number: int
     records: int
     labels: dict[str, int]
     changed: int
+    group_level: dict[str, int] | None = None
+    group_level_changed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping."""
-        return {
+        out: dict[str, Any] = {
             "pass": self.number,
             "records": self.records,
             "labels": dict(self.labels),
             "changed": self.changed,
         }
+        if self.group_level is not None:
+            out["group_level"] = dict(self.group_level)
+            out["group_level_changed"] = self.group_level_changed
+        return out
+
+
+def _group_level_passes(
+    passes: list[PassRecord],
+    undo: list[tuple[NDArray[np.int64], NDArray[np.uint8]]],
+    final_labels: NDArray[np.uint8],
+    at_group: NDArray[np.bool_],
+) -> list[PassRecord]:
+    """``passes`` with each pass counted again over the records that end at group level.
+
+    Those records took part in every pass (groups only lose records), so their label in
+    pass ``p`` is their final label with the changes of the later passes undone.
+    """
+    lab = final_labels[at_group].copy()
+    pos = np.cumsum(at_group) - 1  # record -> position among the group-level records
+    counts: list[tuple[dict[str, int], int]] = []
+    for p in range(len(passes), 0, -1):
+        by_label = {lab_.text: int((lab == lab_).sum()) for lab_ in Label}
+        if p == 1:
+            counts.append((by_label, int(lab.size)))  # every record labelled for the first time
+            break
+        idx, old = undo[p - 2]
+        keep = at_group[idx]
+        counts.append((by_label, int(keep.sum())))
+        lab[pos[idx[keep]]] = old[keep]
+    counts.reverse()
+    return [
+        dataclasses.replace(rec, group_level=c, group_level_changed=ch)
+        for rec, (c, ch) in zip(passes, counts, strict=True)
+    ]
 
 
 @dataclass(frozen=True, eq=False)
@@ -513,6 +555,9 @@ def run_core(
     changed_any = True
     # The records the last classification ran over (pass 1: all of them).
     last_set = np.ones(n, dtype=bool)
+    # Per pass from the second: the records whose label changed and their earlier label
+    # (to count each pass again over the records that end at group level).
+    undo: list[tuple[NDArray[np.int64], NDArray[np.uint8]]] = []
     for number in range(2, MAX_PASSES + 1):
         # Re-classify the group-level records among themselves. A label depends only on
         # the records within the search radius (see geokanon.distributed), so only the
@@ -538,7 +583,10 @@ def run_core(
             else:
                 labels[redo] = Label.SUPPRESS
         last_set = kept_mask
-        changed = int((labels != final_labels[kept]).sum())
+        flips = labels != final_labels[kept]
+        changed = int(flips.sum())
+        undo.append((kept[flips], final_labels[kept[flips]].copy()))
+        del flips
         final_labels[kept] = labels
         passes.append(
             PassRecord(
@@ -576,6 +624,8 @@ def run_core(
 
     # The last pass's per-record temporaries are not needed any more.
     del kept, kept_mask, labels, removed, last_set
+    passes = _group_level_passes(passes, undo, final_labels, group_id >= 0)
+    del undo
     say("generalise and suppress")
     at_group = group_id >= 0
     # Everything not at group level and not labelled suppress is generalised.

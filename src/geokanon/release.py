@@ -150,25 +150,45 @@ def _hidden_cells_safe(published_total: int, shown: Sequence[int | str], k: int)
     return h >= (k - 1) + (m - 1) and h <= (m - 1) * (k - 1) + 1
 
 
-def _round_to_k(value: int, k: int) -> int:
-    """Round a count to the nearest multiple of k (halves up)."""
-    return int((value + k // 2) // k * k) if k > 1 else int(value)
+#: What the manifest's per-pass counts count (``passes[].scope``).
+PASS_SCOPE = "records published at group level"
 
 
 def _published_pass(entry: dict[str, Any], k: int) -> dict[str, Any]:
-    """A fixed-point pass as published: label counts rounded to multiples of k, no input size.
+    """A fixed-point pass as published: counted over the records published at group level.
 
-    Exact per-pass label counts (and the input size they add up to) would let anyone
-    compute the suppressed mass from the released counts; rounded counts show the
-    trend the passes are for. The exact ones stay in the audit.
+    Counts over all records (the first pass labels every one of them) tie the input
+    size, and with it the suppressed mass, to the released counts: even rounded to a
+    multiple of k they leave the suppressed total a window of fewer than k values,
+    which pins small ``<k`` cells. Every published record took part in every pass, so
+    the same passes counted over them alone show how the labels settled and add up to
+    ``grouped + merged`` in every pass: no figure here rests on a record that is not
+    published. The counts over all records stay in the audit (``passes_exact``).
     """
+    if entry.get("group_level") is None:
+        raise ValueError("a pass without its group-level counts cannot be published")
     return {
-        "pass": entry["pass"],
-        "labels": {lab: _round_to_k(int(v), k) for lab, v in entry["labels"].items()},
-        "labels_rounding": f"nearest multiple of k={k}",
-        # Pass 1 labels every record: its count would be the input size.
-        "changed": int(entry["changed"]) if entry["pass"] > 1 else _round_to_k(entry["changed"], k),
+        "pass": int(entry["pass"]),
+        "scope": PASS_SCOPE,
+        "labels": {lab: int(v) for lab, v in entry["group_level"].items()},
+        "changed": int(entry["group_level_changed"]),
     }
+
+
+def _published_mask_risk(risk: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The mask's risk summary as published: no record count, shares to 3 decimals.
+
+    Its ``records`` is the input size, and a share of the input records at full
+    precision gives that size away too (the denominator of the float); both would let
+    the released counts pin the suppressed mass. The audit keeps the exact summary.
+    """
+    if risk is None:
+        return None
+    out = {key: v for key, v in risk.items() if key != "records"}
+    for key in ("share_below_k", "worst_case_share_below_k"):
+        if isinstance(out.get(key), float):
+            out[key] = round(out[key], 3)
+    return out
 
 
 def _sha256(path: Path) -> str:
@@ -1008,7 +1028,7 @@ def build_release_files(
             "rule": SYNTHESIS_RULE,
         },
         "mask": None if options.mask is None else {**options.mask.to_dict(), "key": MASK_KEY_NOTE},
-        "mask_risk": mask_risk,
+        "mask_risk": _published_mask_risk(mask_risk),
         "passes": published_passes,
         "verification": dict(verification or {}),
         "duplicates": duplicates_entry(table),

@@ -615,7 +615,8 @@ def _bias(
     if n > BIAS_SAMPLE_MAX:
         note = (
             "every suppressed record against a deterministic sample of the retained records "
-            f"(1 in {max(1, n // BIAS_SAMPLE_MAX)}, chosen by a hash of the coordinates)"
+            f"(1 in {max(1, n // BIAS_SAMPLE_MAX)}: the input's records divided by "
+            f"{BIAS_SAMPLE_MAX:,}, rounded down, at least 1; chosen by a hash of the coordinates)"
         )
     return findings, note
 
@@ -652,18 +653,21 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
         m = max(2, n // REPORT_SAMPLE_MAX)
         picked = np.flatnonzero(np.arange(ng) % m == 0)
         note = (
-            f"a deterministic sample of {{size:,}} of {n:,} records (every member of "
-            f"1 in {m} groups, chosen by group id, and 1 in {m} other records, chosen by a hash "
-            "of the coordinates; the map shows the sampled groups); record counts in the "
-            "histograms are the sample's"
+            # not the input size itself: with the released counts it would give the
+            # suppressed total; m is a bucket of it (docs/release-format.md)
+            f"a deterministic sample of {{size:,}} records (every member of 1 in {m} groups, "
+            "chosen by group id, and 1 in that many other records, chosen by a hash of the "
+            f"coordinates: the input's records divided by {REPORT_SAMPLE_MAX:,}, rounded down, "
+            "at least 2; the map shows the sampled groups); record counts in the histograms "
+            "are the sample's"
         )
     cols: dict[str, list[NDArray[Any]]] = {
-        k: [] for k in ("group_id", "subject", "x_m", "y_m", "iota")
+        k: [] for k in ("group_id", "subject", "x_m", "y_m", "iota", "disposal")
     }
-    names = ("group_id", "subjects", "x", "y", "iota")
-    for _, (gi, subj, x, y, iota) in state.chunks(*names):
+    names = ("group_id", "subjects", "x", "y", "iota", "disposal")
+    for _, (gi, subj, x, y, iota, disp) in state.chunks(*names):
         take = _report_sample(gi, x, y, m) if m > 1 else slice(None)
-        for key, v in zip(cols, (gi, subj, x, y, iota), strict=True):
+        for key, v in zip(cols, (gi, subj, x, y, iota, disp), strict=True):
             cols[key].append(v[take])
     joined = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
     gid = joined["group_id"].astype(np.int64)
@@ -679,6 +683,11 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
             "x_m": joined["x_m"].astype(np.float64),
             "y_m": joined["y_m"].astype(np.float64),
             "iota": joined["iota"].astype(np.float64),
+            # the report's isolation ratios leave suppressed records out when their number
+            # is hidden (a histogram of every record would bound it)
+            "disposal": np.where(
+                joined["disposal"] == Disposal.SUPPRESSED, "suppressed", "published"
+            ),
         }
     )
     frame.loc[gid < 0, "group_id"] = pd.NA
@@ -877,9 +886,11 @@ def _release_held(
                 manifest["verification_scope"] = dict(SCOPE)
                 if deterministic is None:
                     manifest["verification_not_run"] = {
-                        "deterministic": f"the input has {n:,} records, more than "
-                        f"{DETERMINISM_CHECK_MAX:,}: the second core run on shuffled rows is "
-                        "skipped (pass check_determinism=True to run it)"
+                        # not the input size itself: with the released counts it would
+                        # give the suppressed total (see docs/release-format.md)
+                        "deterministic": f"the input has more than {DETERMINISM_CHECK_MAX:,} "
+                        "records: the second core run on shuffled rows is skipped (pass "
+                        "check_determinism=True to run it)"
                     }
                 finish_manifest(tmp, manifest)
                 say("report")

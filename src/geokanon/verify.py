@@ -30,11 +30,16 @@ The rules, exactly as implemented
     shortest decimal that round-trips the published float (``0.01`` is
     exactly 1/100), so there is no rounding at all.
 ``holes``
-    The published figures (``units.csv`` rows, the class sizes, the manifest's
-    counts and global suppressed figure, the input size when the first pass's
-    ``records`` publishes it) are turned into a linear system and every hidden
-    cell (``<k``, ``withheld``) is bounded with :func:`scipy.optimize.linprog`
-    (min and max). See :func:`hidden_ranges` for the variables and identities.
+    Every number of every release file is turned into one linear system: the
+    ``units.csv`` rows, and the figures :func:`geokanon.published.collect` reads
+    by the release format's declared schema from the manifest (counts, the
+    passes by their ``scope``, rounded counts as intervals, the mask's record
+    count, ...), the group and class tables, ``records.parquet``'s rows, and the
+    notes' and report's tables and cards; any other number in the notes and the
+    report must be a value the system holds, and a number in a field or column
+    the format does not declare fails. Every hidden cell (``<k``, ``withheld``)
+    is bounded with :func:`scipy.optimize.linprog` (min and max). See
+    :func:`hidden_ranges` for the variables and identities.
     A ``<k`` cell fails when its feasible range does not contain both 1 and k-1
     (so with k = 2 a ``<k`` cell always fails: it reveals exactly 1); a
     ``withheld`` cell fails when its range holds fewer than k integers.
@@ -169,6 +174,7 @@ from numpy.typing import NDArray
 from geokanon.errors import InputError
 from geokanon.io.read import PointTable, sha256_file
 from geokanon.policy import MAX_PASSES
+from geokanon.published import Figure
 
 __all__ = [
     "CHECKS",
@@ -511,6 +517,7 @@ def hidden_ranges(
     total_records: int | None = None,
     released_records: int | None = None,
     exact: bool = True,
+    figures: Sequence[Figure] = (),
 ) -> list[HiddenRange]:
     """Feasible ranges of every hidden figure, given all published figures together.
 
@@ -582,6 +589,12 @@ def hidden_ranges(
         aggregate programs first find an interval inside every cell's range, and
         only cells that interval does not already clear are bounded exactly: the
         ranges of safe cells are then inner intervals, those of unsafe cells exact.
+    figures
+        Published figures over the release's aggregate quantities (see
+        :mod:`geokanon.published`), each a constraint ``low <= sum(c q) <= high``;
+        a ``hidden`` one is a sensitive figure of its own. Every quantity is a count
+        (``>= 0``); ``suppressed_records`` is ``sum_u r_u`` and, when the units
+        publish a ``source_total`` column, ``records`` is ``sum_u T_u``.
 
     Returns
     -------
@@ -740,6 +753,43 @@ def hidden_ranges(
             for si in s_idx:
                 ub_rows.append({si: 1.0, gi: -1.0})  # s_u <= S
                 ub_rhs.append(0.0)
+    qvar: dict[str, int] = {}
+
+    def quantity(name: str) -> int:
+        if name not in qvar:
+            qvar[name] = var(name, 0.0, math.inf)
+        return qvar[name]
+
+    hidden_q: set[int] = set()
+    for f in figures:
+        row = {}
+        for q, coef in f.terms:
+            _add(row, quantity(q), coef)
+        if f.hidden and len(f.terms) == 1 and qvar[f.terms[0][0]] not in hidden_q:
+            hidden_q.add(qvar[f.terms[0][0]])
+            hidden.append((f.where, LESS_THAN_K, qvar[f.terms[0][0]]))
+        if f.low == f.high:
+            eq_rows.append(row)
+            eq_rhs.append(float(f.low))
+            continue
+        if math.isfinite(f.high):
+            ub_rows.append(row)
+            ub_rhs.append(float(f.high))
+        if math.isfinite(f.low):
+            ub_rows.append({j: -v for j, v in row.items()})
+            ub_rhs.append(-float(f.low))
+    if "suppressed_records" in qvar and r_idx:
+        row = {qvar["suppressed_records"]: 1.0}
+        for ri in r_idx:
+            _add(row, ri, -1.0)
+        eq_rows.append(row)  # the units' suppressed records add up to the suppressed total
+        eq_rhs.append(0.0)
+    if "records" in qvar and t_idx:
+        row = {qvar["records"]: 1.0}
+        for ti in t_idx:
+            _add(row, ti, -1.0)
+        eq_rows.append(row)  # the unit totals add up to the input
+        eq_rhs.append(0.0)
     if not hidden:
         return []
     n = len(names)
@@ -2012,19 +2062,98 @@ def _published_input_size(manifest: Mapping[str, Any]) -> tuple[int | None, int 
     return total, released
 
 
-def _check_holes(rel: _Release) -> CheckResult:
-    k = rel.k
-    rows = _unit_rows(rel)
-    counts = rel.manifest.get("counts") or {}
-    g = _cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
-    if g == WITHHELD:
-        g = None
-    classes = rel.classes
+#: Columns of units.csv, groups.parquet and classes.parquet the release format declares
+#: (any other column holding numbers is a figure the holes system cannot account for).
+UNIT_FILE_COLUMNS = frozenset({"unit", "released", "suppressed", "generalised_up",
+                               "source_total", "synthetic"})  # fmt: skip
+GROUP_FILE_COLUMNS = frozenset({"group_id", "n_records", "x", "y", "radius_m", "unit", "geometry"})
+CLASS_FILE_COLUMNS = frozenset({"class_id", "level", "unit", "n_records"})
+
+
+def _undeclared_columns(name: str, frame: pd.DataFrame, declared: frozenset[str]) -> list[str]:
+    out = []
+    for col in frame.columns:
+        if str(col) in declared:
+            continue
+        values = frame[col]
+        numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+        if not numeric:
+            text = values.astype(str).str.strip()
+            numeric = bool(text.str.fullmatch(r"[+-]?\d[\d,]*(\.\d+)?|<k").any())
+        if numeric:
+            out.append(
+                f"{name} column {str(col)[:24]!r}: a figure the release format does not declare"
+            )
+    return out
+
+
+def _text_file(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise _Unreadable(f"{path.name} is unreadable") from None
+
+
+def holes_check(
+    *,
+    k: int,
+    manifest: Mapping[str, Any],
+    rows: list[dict[str, Any]],
+    units_table: pd.DataFrame,
+    groups: pd.DataFrame | None,
+    classes: pd.DataFrame,
+    own_subjects: bool,
+    record_bound: int | None,
+    groups_by_majority_unit: bool,
+    records_rows: int | None,
+    notes: str | None,
+    report: str | None,
+) -> CheckResult:
+    """``holes`` over every figure of every release file (both verifiers run this).
+
+    ``rows`` are the units.csv rows as :func:`hidden_ranges` takes them; the other
+    files' figures are read by :func:`geokanon.published.collect`.
+    """
+    from geokanon.published import collect
+
+    problems = _undeclared_columns("units.csv", units_table, UNIT_FILE_COLUMNS)
+    if groups is not None:
+        problems += _undeclared_columns("groups.parquet", groups, GROUP_FILE_COLUMNS)
+    problems += _undeclared_columns("classes.parquet", classes, CLASS_FILE_COLUMNS)
+    cells: dict[tuple[str, str], object] = {}
+    for r in rows:
+        for col in ("released", "suppressed", "generalised_up", "source_total", "synthetic"):
+            if r.get(col) is not None:
+                cells[(r["unit"], col)] = r[col]
     pooled = 0
-    if len(classes) and "level" in classes:
-        up = classes["level"].astype(str) != "unit"
-        pooled = int(pd.to_numeric(classes.loc[up, "n_records"]).sum())
-    syn = rel.manifest.get("synthetic") or {}
+    class_total = None
+    if len(classes) and "n_records" in classes:
+        sizes = pd.to_numeric(classes["n_records"])
+        class_total = int(sizes.sum())
+        if "level" in classes:
+            pooled = int(sizes[classes["level"].astype(str) != "unit"].sum())
+    elif not len(classes):
+        class_total = 0
+    group_total = None
+    if groups is not None and "n_records" in groups:
+        group_total = int(pd.to_numeric(groups["n_records"]).sum())
+    pub = collect(
+        manifest, k=k, unit_cells=cells, group_records=group_total, class_records=class_total,
+        records_rows=records_rows, notes=notes, report=report,
+        extra_known=[MAX_PASSES, len(rows)],
+    )  # fmt: skip
+    problems += pub.problems
+    for (unit, col), value in pub.unit_values.items():
+        for r in rows:
+            if r["unit"] == unit:
+                r[col] = value
+    counts = manifest.get("counts") or {}
+    g = _cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
+    if g == WITHHELD or isinstance(g, int):
+        g = LESS_THAN_K if pub.global_less_than_k else None  # an int is one of the figures
+    syn = manifest.get("synthetic") or {}
     syn = syn if isinstance(syn, Mapping) else {}
     raw_total = _cell_value(syn.get("total", 0))
     syn_total = raw_total if isinstance(raw_total, int) else None
@@ -2033,37 +2162,62 @@ def _check_holes(rel: _Release) -> CheckResult:
     pooled_syn = (
         raw_pooled if isinstance(raw_pooled, int) else (pooled if syn_total is None else syn_total)
     )
-    total, released = _published_input_size(rel.manifest)
     try:
         ranges = hidden_ranges(
             rows,
             k=k,
             global_suppressed=g,
-            own_subjects=rel.own_subjects,
+            own_subjects=own_subjects,
             pooled_records=pooled,
             pooled_synthetic_max=min(pooled_syn, pooled),
             synthetic_total=syn_total,
-            record_bound=rel.n_audit,
-            groups_by_majority_unit="unit" in rel.groups.columns,
-            total_records=total,
-            released_records=released,
+            record_bound=record_bound,
+            groups_by_majority_unit=groups_by_majority_unit,
             exact=False,
+            figures=pub.figures,
         )
     except ValueError as exc:
-        return CheckResult("holes", False, f"{exc} (see counts)")
-    problems = [p for h in ranges if (p := h.problem(k)) is not None]
+        return CheckResult("holes", False, "; ".join([*problems, f"{exc} (see counts)"][:6]))
+    narrowed = [p for h in ranges if (p := h.problem(k)) is not None]
+    if narrowed:
+        problems = [
+            f"{len(narrowed)} of {len(ranges)} hidden figures recoverable: " + narrowed[0],
+            *narrowed[1:],
+            *problems,
+        ]
     if problems:
         return CheckResult(
-            "holes",
-            False,
-            f"{len(problems)} of {len(ranges)} hidden figures recoverable: "
-            + "; ".join(problems[:5])
-            + (" ..." if len(problems) > 5 else ""),
+            "holes", False, "; ".join(problems[:5]) + (" ..." if len(problems) > 5 else "")
         )
     return CheckResult(
         "holes",
         True,
-        f"{len(ranges)} hidden figures, none narrowed by the {len(rows)} unit rows and totals",
+        f"{len(ranges)} hidden figures, none narrowed by the {len(pub.figures)} published "
+        f"figures of the manifest, notes, report and tables and the {len(rows)} unit rows",
+    )
+
+
+def _check_holes(rel: _Release) -> CheckResult:
+    path = rel.rel / "records.parquet"
+    rows_n = None
+    if path.is_file():
+        try:
+            rows_n = int(pq.ParquetFile(path).metadata.num_rows)
+        except (OSError, pa.ArrowException):
+            raise _Unreadable("records.parquet is unreadable") from None
+    return holes_check(
+        k=rel.k,
+        manifest=rel.manifest,
+        rows=_unit_rows(rel),
+        units_table=rel.units_table,
+        groups=rel.groups,
+        classes=rel.classes,
+        own_subjects=rel.own_subjects,
+        record_bound=rel.n_audit,
+        groups_by_majority_unit="unit" in rel.groups.columns,
+        records_rows=rows_n,
+        notes=_text_file(rel.rel / "RELEASE_NOTES.md"),
+        report=_text_file(rel.rel / "report.html"),
     )
 
 

@@ -38,7 +38,8 @@ file and its ``groups.parquet`` rows against the coordinates routed to it and
 its members' subject ids).
 
 *Driver*: ``tau`` and ``unit_cap`` from the distinct triples, ``holes`` with
-:func:`geokanon.verify.hidden_ranges`, the manifest's and ``units.csv``'s
+:func:`geokanon.verify.holes_check` (the same system over every figure of every
+release file as the single-machine verifier), the manifest's and ``units.csv``'s
 figures against the reduced counts (``counts``), ``fixed_point``,
 ``report_safety``, and ``manifest`` (every file under ``release/`` listed with a
 matching sha256, and the input checksum).
@@ -760,29 +761,15 @@ class _Reduced:
         return rows
 
     def check_holes(self) -> V.CheckResult:
-        k = self.k
-        rows = self._unit_rows()
-        counts = self.manifest.get("counts") or {}
-        g = V._cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
-        if g == V.WITHHELD:
-            g = None
-        up = self.classes["level"].astype(str) != "unit"
-        pooled = int(pd.to_numeric(self.classes.loc[up, "n_records"]).sum())
-        total, released = V._published_input_size(self.manifest)
-        try:
-            ranges = V.hidden_ranges(
-                rows, k=k, global_suppressed=g, own_subjects=not self.has_subject,
-                pooled_records=pooled, pooled_synthetic_max=0, record_bound=self.n,
-                groups_by_majority_unit=True, total_records=total, released_records=released,
-                exact=False,
-            )  # fmt: skip
-        except ValueError as exc:
-            return V.CheckResult("holes", False, f"{exc} (see counts)")
-        problems = [p for h in ranges if (p := h.problem(k)) is not None]
-        return _result(
-            "holes", [f"{len(problems)} of {len(ranges)} hidden figures recoverable", *problems]
-            if problems else [],
-            f"{len(ranges)} hidden figures, none narrowed by the {len(rows)} unit rows and totals",
+        # the same system as the single-machine verifier: every figure of every release file
+        # (the groups are in the parts: their sizes enter through the manifest's counts)
+        return V.holes_check(
+            k=self.k, manifest=self.manifest, rows=self._unit_rows(),
+            units_table=self.units_table, groups=None, classes=self.classes,
+            own_subjects=not self.has_subject, record_bound=self.n,
+            groups_by_majority_unit=True, records_rows=None,
+            notes=V._text_file(self.rel / "RELEASE_NOTES.md"),
+            report=V._text_file(self.rel / "report.html"),
         )  # fmt: skip
 
     def check_no_leak(self) -> V.CheckResult:

@@ -238,7 +238,10 @@ def test_no_leak_fails_a_release_holding_the_key(two_runs, points, tmp_path, pla
     _rehash(root)
     report = verify_release(root, source=points)
     failed = {name for name, ok in report.as_dict().items() if not ok}
-    assert failed == {"no_leak"}
+    # An integer column the format does not declare is also a figure outside the holes
+    # system, so `holes` fails it too; every other plant is caught by `no_leak` alone.
+    also = {"holes"} if plant is _plant_parquet_int else set()
+    assert failed == {"no_leak", *also}
     detail = next(c.detail for c in report.checks if c.name == "no_leak")
     assert "mask key" in detail
     assert key.material.decode() not in detail  # the finding names the key, never shows it

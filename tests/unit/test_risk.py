@@ -16,7 +16,7 @@ from geokanon.cli import main
 from geokanon.errors import InputError
 from geokanon.mask import MaskSpec
 from geokanon.risk import mask_anonymity, release_risk, risk_counts, summarise_risk
-from tests.release_fixtures import Scene, write_release
+from tests.release_fixtures import GROUP_LEVEL, Scene, write_release
 
 # The 10-record example, k = 3.
 #   group 0: records 0-3, subjects A, A, B, C  -> 3 distinct subjects
@@ -45,10 +45,10 @@ def ten_point_scene() -> Scene:
         classes={0: ("unit", "south")},
         k=3,
         passes=(
-            {"pass": 1, "labels": {"ok": 7, "merge": 1, "generalise": 1, "suppress": "<k"},
-             "changed": 3},
-            {"pass": 2, "labels": {"ok": 7, "merge": 1, "generalise": 1, "suppress": "<k"},
-             "changed": 0},
+            {"pass": 1, "scope": GROUP_LEVEL,
+             "labels": {"ok": 6, "merge": 1, "generalise": 0, "suppress": 0}, "changed": 7},
+            {"pass": 2, "scope": GROUP_LEVEL,
+             "labels": {"ok": 6, "merge": 1, "generalise": 0, "suppress": 0}, "changed": 0},
         ),
     )  # fmt: skip
 

@@ -23,6 +23,7 @@ from geokanon.verify import (
     verify_release,
 )
 from tests.release_fixtures import (
+    GROUP_LEVEL,
     Scene,
     Written,
     edit_audit,
@@ -111,7 +112,9 @@ def test_verify_imports_no_algorithm_module() -> None:
         "geokanon.errors",
         "geokanon.policy",
         "geokanon.io.read",
+        "geokanon.published",  # the release format's declared figures; imports nothing
     }
+    assert _geokanon_imports("published.py") == set()
 
 
 def test_partitioned_verifier_imports_no_algorithm_module() -> None:
@@ -121,6 +124,7 @@ def test_partitioned_verifier_imports_no_algorithm_module() -> None:
         "geokanon.policy",
         "geokanon.neighbours",
         "geokanon.verify",
+        "geokanon.published",
     }
 
 
@@ -221,7 +225,8 @@ def test_small_suppressed_figure_in_notes_or_report_fails_report_safety(tmp_path
         "# Notes\n\n| unit | released | Suppressed subjects |\n|---|---|---|\n| north | 5 | 1 |\n"
     )
     w = write_release(tmp_path / "a", minimal_scene(), notes=notes)
-    assert_only(verify_release(w.root), "report_safety")
+    # holes too: the '<k' cell of units.csv reads 1 in the notes
+    assert_only(verify_release(w.root), "report_safety", "holes")
     html = (
         "<html><body><table><tr><th>unit</th><th>suppressed</th></tr>"
         "<tr><td>north</td><td>&lt;k</td></tr><tr><td>south</td><td>3</td></tr>"
@@ -229,13 +234,18 @@ def test_small_suppressed_figure_in_notes_or_report_fails_report_safety(tmp_path
     )
     w = write_release(tmp_path / "b", minimal_scene(), report_html=html)
     report = verify_release(w.root)
-    assert_only(report, "report_safety")
+    assert_only(report, "report_safety", "holes")
     assert "report.html: 1" in report["report_safety"].detail
     w = write_release(tmp_path / "c", minimal_scene(), notes="In all, 2 records were suppressed.\n")
     assert_only(verify_release(w.root), "report_safety")
-    safe = "| unit | suppressed |\n|---|---|\n| north | <k |\n| all | 0 |\n\nk is 5; 12 records.\n"
+    safe = "| unit | suppressed |\n|---|---|\n| north | <k |\n| south | <k |\n\nk is 5.\n"
     w = write_release(tmp_path / "d", minimal_scene(), notes=safe)
     assert verify_release(w.root).passed
+    # "12 records" is the input size: with the 10 released it pins both '<k' units to 1
+    w = write_release(tmp_path / "e", minimal_scene(), notes=safe + "In all, 12 records.\n")
+    report = verify_release(w.root)
+    assert_only(report, "holes")
+    assert "RELEASE_NOTES.md: 1 numbers that are no published figure" in report["holes"].detail
 
 
 def _three_unit_scene() -> Scene:
@@ -321,7 +331,8 @@ def test_small_suppress_label_count_in_the_passes_fails_report_safety(tmp_path: 
     )
     w = write_release(tmp_path / "out", minimal_scene().with_(passes=passes))
     report = verify_release(w.root)
-    assert_only(report, "report_safety")
+    # counted over all records, the first pass's labels also give the input size: 12
+    assert_only(report, "report_safety", "holes")
     assert "2 'suppress' label counts" in report["report_safety"].detail
 
 
@@ -417,7 +428,8 @@ def test_coordinate_pair_in_the_notes_fails_no_leak(tmp_path: Path) -> None:
     notes = f"# Notes\n\nThe farthest record sits at ({scene.x[11]}, {scene.y[11]}).\n"
     w = write_release(tmp_path / "out", scene, notes=notes)
     report = verify_release(w.root)
-    assert_only(report, "no_leak")
+    # the numbers are no figure of the release either: holes fails too
+    assert_only(report, "no_leak", "holes")
     assert "RELEASE_NOTES.md: 1 coordinate pairs" in report["no_leak"].detail
     assert str(scene.x[11]) not in format_report(report)
 
@@ -435,17 +447,21 @@ def test_raw_timestamp_fails_no_leak(tmp_path: Path) -> None:
     notes = "# Notes\n\nLast fix: 2008-10-23 02:07:04.\n"
     w = write_release(tmp_path / "b", scene, notes=notes)
     report = verify_release(w.root, source=w.source)
-    assert_only(report, "no_leak")
+    assert_only(report, "no_leak", "holes")  # its numbers are no figure of the release
     assert "1 timestamps" in report["no_leak"].detail
 
 
 def test_passes_without_a_final_unchanged_pass_fail_fixed_point(tmp_path: Path) -> None:
-    passes = ({"pass": 1, "labels": {}, "changed": 2}, {"pass": 2, "labels": {}, "changed": 1})
+    at_group = {"scope": GROUP_LEVEL, "labels": {}}
+    passes = ({"pass": 1, **at_group, "changed": 10}, {"pass": 2, **at_group, "changed": 1})
     w = write_release(tmp_path / "a", minimal_scene().with_(passes=passes))
     report = verify_release(w.root)
     assert_only(report, "fixed_point")
     assert "changed 1" in report["fixed_point"].detail
-    six = tuple({"pass": i, "labels": {}, "changed": 0 if i == 6 else 1} for i in range(1, 7))
+    six = tuple(
+        {"pass": i, **at_group, "changed": 10 if i == 1 else 0 if i == 6 else 1}
+        for i in range(1, 7)
+    )
     w = write_release(tmp_path / "b", minimal_scene().with_(passes=six))
     assert_only(verify_release(w.root), "fixed_point")
 
@@ -458,13 +474,14 @@ def test_manifest_passes_must_match_the_audit(valid: Written) -> None:
 def test_group_size_mismatch_fails_counts(valid: Written) -> None:
     edit_parquet(valid.root, "groups.parquet", lambda f: f.assign(n_records=f["n_records"] + 1))
     report = verify_release(valid.root)
-    assert_only(report, "counts")
+    # the group sizes no longer add up to the published counts: holes finds them inconsistent
+    assert_only(report, "counts", "holes")
     assert "2 groups publish a wrong n_records" in report["counts"].detail
 
 
 def test_manifest_count_and_unit_row_mismatches_fail_counts(valid: Written) -> None:
     edit_manifest(valid.root, lambda m: m["counts"].update(grouped=9))
-    assert_only(verify_release(valid.root), "counts")
+    assert_only(verify_release(valid.root), "counts", "holes")  # 9 contradicts the groups' 10
 
 
 def test_wrong_released_count_fails_counts(tmp_path: Path) -> None:
@@ -476,7 +493,7 @@ def test_wrong_released_count_fails_counts(tmp_path: Path) -> None:
 
     edit_csv(w.root, "units.csv", bump)
     report = verify_release(w.root)
-    assert_only(report, "counts")
+    assert_only(report, "counts", "holes")  # the notes' table still reads 5
     assert "1 units publish a wrong released count" in report["counts"].detail
 
 
@@ -598,7 +615,8 @@ def test_lonlat_output_is_scanned_for_transformed_source_pairs(tmp_path: Path) -
     crs = {"working_crs": "EPSG:28992", "output_crs": "EPSG:4326"}
     w = write_release(tmp_path / "out", scene, notes=notes, **crs)
     report = verify_release(w.root)
-    assert_only(report, "no_leak")
+    # the numbers are no figure of the release either: holes fails too
+    assert_only(report, "no_leak", "holes")
     assert "RELEASE_NOTES.md: 1 coordinate pairs" in report["no_leak"].detail
 
 

@@ -14,8 +14,13 @@ publishes, plus histograms aggregated from the audit under a masking rule:
   the end joins the bin before it); bin edges are fixed in advance, never fitted
   to the data;
 - when the release hides its global suppressed figure (``<k`` or ``withheld``),
-  the isolation ratios above the generalise threshold are one hatched bar with no
-  height, and the per-pass ``suppress`` label counts read ``withheld``;
+  the isolation ratios are those of the published records only (over every record
+  the bars would add up to the input size less the records above the generalise
+  threshold, a bound of the hidden suppressed total), those above the generalise
+  threshold are one hatched bar with no height, and per-pass ``suppress`` label
+  counts over all records read ``withheld``;
+- per-pass label counts are the manifest's, counted over the records published at
+  group level;
 - per-pass label counts of 1..k-1 records read ``<k``;
 - per-unit suppressed shares are published as bands relative to the unit cap,
   and only where the unit's suppressed figure is published as a number;
@@ -74,6 +79,9 @@ __all__ = [
 
 LT_K = "<k"
 WITHHELD = "withheld"
+#: ``passes[].scope`` of per-pass counts over the records published at group level
+#: (the value :data:`geokanon.published.PASS_SCOPE`).
+PASS_SCOPE = "records published at group level"
 
 #: What every check establishes, in the words of the specification.
 CHECK_TEXT: dict[str, str] = {
@@ -96,7 +104,7 @@ CHECK_TEXT: dict[str, str] = {
     "manifest": "every release file is listed in manifest.json with a matching sha256",
 }
 #: Checks run again once this page is in place (they read it).
-RECHECKED = ("no_leak", "report_safety", "manifest")
+RECHECKED = ("holes", "no_leak", "report_safety", "manifest")
 
 #: Okabe-Ito colours of the four labels, and the groups.
 LABEL_COLOURS = {
@@ -948,6 +956,19 @@ def _read_columns(path: Path, columns: list[str]) -> dict[str, NDArray[Any]]:
     return out
 
 
+def _suppressed_rows(path: Path) -> NDArray[np.bool_]:
+    """Whether each audit row's ``disposal`` is ``suppressed`` (with pyarrow's compute)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    col = pq.ParquetFile(path).read(columns=["disposal"]).column(0)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
+    hit = pc.fill_null(pc.equal(col, "suppressed"), False)
+    return np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def _fill_null(arr: Any, fill: int) -> NDArray[Any]:
     """An integer arrow array as numpy with ``fill`` where null (from its buffers: the
     values and the validity bitmap, without a pass through pyarrow's compute)."""
@@ -1189,9 +1210,10 @@ def _pass_rows(manifest: Mapping[str, Any], k: int) -> list[dict[str, int | str]
     for p in manifest.get("passes", []):
         labels = p.get("labels", {})
         row: dict[str, int | str] = {"pass": int(p.get("pass", len(rows) + 1))}
+        over_published = p.get("scope") == PASS_SCOPE  # counts of published records only
         for lab in LABEL_COLOURS:
             raw = labels.get(lab) or 0
-            if lab == "suppress" and hidden:
+            if lab == "suppress" and hidden and not over_published:
                 row[lab] = WITHHELD  # even 0: the column would give the hidden figure away
             elif isinstance(raw, int | float) and not isinstance(raw, bool):
                 row[lab] = _mask_count(int(raw), k)
@@ -1204,7 +1226,14 @@ def _pass_rows(manifest: Mapping[str, Any], k: int) -> list[dict[str, int | str]
 
 
 def _passes_note(manifest: Mapping[str, Any]) -> str:
-    rounding = {str(p.get("labels_rounding")) for p in manifest.get("passes", [])} - {"None"}
+    passes = manifest.get("passes", [])
+    if passes and all(p.get("scope") == PASS_SCOPE for p in passes):
+        return (
+            '<p class="mute">Each pass counted over the records published at group level '
+            "only (they took part in every pass): counts over all records would give the "
+            "number of input records, and with it the suppressed ones.</p>"
+        )
+    rounding = {str(p.get("labels_rounding")) for p in passes} - {"None"}
     if not rounding:
         return ""
     return (
@@ -1433,6 +1462,11 @@ def report_html(
     del gid, xm, ym
     subj = _read_columns(assignment, ["subject"])["subject"].astype(np.int64, copy=False)
     iota = _read_columns(assignment, ["iota"])["iota"].astype(np.float64, copy=False)
+    if not isinstance(counts.get("suppressed"), int):
+        # Over all records, the bars would add up to the input size less the records above
+        # the generalise threshold: with the released counts a lower bound of the hidden
+        # suppressed total (exact when no record is above it). Only published records count.
+        iota = np.where(_suppressed_rows(assignment), np.nan, iota)
 
     results = _check_results(manifest, verification, deterministic)
     all_ok = all(ok for _, ok in results if ok is not None) and all(
@@ -1510,7 +1544,9 @@ def report_html(
         "suppressed figure is a published number.</p>",
         "<h2>Distributions</h2>",
         '<div class="grid2">',
-        '<div class="panel" id="plot-iota"><h3>Isolation ratios and the thresholds</h3>'
+        '<div class="panel" id="plot-iota"><h3>Isolation ratios and the thresholds'
+        + ("" if isinstance(counts.get("suppressed"), int) else " (published records)")
+        + "</h3>"
         f"{_iota_figure(iota, subj, manifest)}</div>",
         '<div class="panel" id="plot-diameter"><h3>Group diameters against r_max</h3>'
         f"{_diameter_figure(diam, r_max)}</div>",

@@ -101,6 +101,11 @@ def release_notes(
         f"(figures below {k} read `<k`; `withheld` means the figure would reveal a smaller one)",
         f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
         "never a member's own location",
+        "- the number of input records is not published, and the per-pass label counts in "
+        "`manifest.json` count only the records published at group level: with the released "
+        "counts, either would give the number of suppressed records and so the `<k` figures "
+        "below. Every number in these files is part of one system that the `holes` check "
+        "bounds (docs/release-format.md)",
     ]
     if manifest.get("mask"):
         lines.append(

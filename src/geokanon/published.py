@@ -1,0 +1,907 @@
+"""Every figure a release publishes, read from every release file: the inputs of ``holes``.
+
+The release format declares here, in one place, which field of which release file
+carries which quantity (:data:`QUANTITIES`, :data:`MANIFEST_FIELDS`,
+:data:`UNIT_COLUMNS`, :data:`PASS_COLUMNS`, :data:`CARDS`). The ``holes`` check of
+:mod:`geokanon.verify` (and of :mod:`geokanon.verify_tiles`) builds one linear
+system from all of them together with the identities that tie the quantities to each
+other (:func:`identities`), and bounds every sensitive figure in it.
+
+A figure is one linear constraint ``low <= sum(c * quantity) <= high`` on the
+quantities: a published integer fixes its quantity, a count rounded to a multiple of
+k (``*_rounding`` beside it) bounds it to the values that round to it, ``<k`` makes
+it a sensitive figure in ``[1, k-1]``, ``withheld`` leaves it free. A number in a
+release file that the format does not declare is a problem of its own: an
+undeclared figure cannot be put in the system, so it cannot be shown harmless.
+
+The notes and the report are text: their tables are read by their column headings
+(a unit's ``released``, ``suppressed``, ...; a pass's label counts), their cards by
+their captions, and every other number in them must be a value the system already
+holds (a published figure, a parameter, a structural value such as a pass number)
+or sit in one of the declared non-count phrases (:data:`TEXT_PHRASES`); any other
+number fails ``holes``.
+
+This module imports no other geokanon module (the verifier must not import the
+writer or an algorithm).
+"""
+
+from __future__ import annotations
+
+import html
+import html.parser
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "PASS_SCOPE",
+    "Figure",
+    "Published",
+    "collect",
+    "identities",
+    "rounded_interval",
+]
+
+LESS_THAN_K = "<k"
+WITHHELD = "withheld"
+#: ``passes[].scope`` of the passes the writer publishes: counted over the records
+#: published at group level only (their labels add up to ``grouped + merged``).
+PASS_SCOPE = "records published at group level"
+LABELS = ("ok", "merge", "generalise", "suppress")
+
+#: The quantities of the system (besides the per-unit cells of ``units.csv``).
+QUANTITIES: dict[str, str] = {
+    "records": "input records",
+    "grouped": "real records published in groups, label ok",
+    "merged": "real records published in groups, merged in",
+    "generalised": "real records published in a generalised class",
+    "suppressed_records": "records suppressed (the sum of the units' suppressed records)",
+    "synthetic": "synthetic records published",
+    "group_synthetic": "synthetic records in groups",
+    "class_synthetic": "synthetic records in classes",
+    "group_records": "records in groups (groups.parquet n_records, synthetic included)",
+    "class_records": "records in classes (classes.parquet n_records, synthetic included)",
+    "records_published": "rows of records.parquet",
+    "pass{p}.records": "records a pass classified (all records in pass 1)",
+    "pass{p}.{label}": "records with that label in pass p (over the pass's scope)",
+    "pass{p}.changed": "records whose label changed in pass p (over the pass's scope)",
+}
+
+#: Manifest fields whose numbers are parameters, statistics or identifiers, not counts
+#: (bias: rank-test medians and p-values of suppressed vs retained records).
+PARAMETER_FIELDS = frozenset(
+    {"format", "version", "k", "r_max_m", "tau", "unit_cap", "policy", "seed", "crs",
+     "input_sha256", "totals", "keep", "mask", "verification", "files", "bias", "layout",
+     "record_parts"}
+)  # fmt: skip
+#: Manifest fields of text (the partitioned release's): their numbers are read by the
+#: declared phrases of :data:`MANIFEST_PHRASES`, any other number in them must be known.
+TEXT_FIELDS = frozenset({"verification_scope", "verification_not_run", "bias_sample"})
+#: Phrases of the manifest's text fields that bound the input records: (pattern, kind) with
+#: kind ``"above"`` (more than v records) or ``"per_million"`` (the bias sample's 1 in
+#: ``N // 1,000,000``).
+MANIFEST_PHRASES = ((r"the input has more than ([\d,]+) records", "above"),)
+#: A sample of 1 in m records, m the input's records divided by D, rounded down, at least
+#: m0 (the partitioned release's bias sample and report sample): a bucket of the input size.
+SAMPLE_PHRASE = (
+    r"1 in ([\d,]+)\b[^;:()]{0,120}?: the input's records divided by ([\d,]+), rounded "
+    r"down, at least (\d+)"
+)
+#: The size of such a sample: a count over records chosen by a hash, tied to no other count.
+SAMPLE_SIZE_PHRASE = r"a deterministic sample of [\d,]+ records"
+#: Manifest fields that carry counts, with the quantity of each count.
+MANIFEST_FIELDS: dict[str, str] = {
+    "records_published": "records_published",
+    "counts.grouped": "grouped",
+    "counts.merged": "merged",
+    "counts.generalised": "generalised",
+    "counts.suppressed": "suppressed_records",
+    "counts.synthetic": "synthetic",
+    "synthetic.total": "synthetic",
+    "mask_risk.records": "records",
+}
+#: Manifest fields read by the per-unit part of the system or structural. ``duplicates``
+#: counts input rows that repeat another row in every column: a count of input rows
+#: that no identity ties to a disposal (the input size itself is never published).
+OTHER_FIELDS = frozenset(
+    {"groups", "classes", "duplicates", "suppressed_share", "synthetic.allowed", "synthetic.per_unit",
+     "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
+     "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
+     "mask_risk.p5", "mask_risk.median"}
+)  # fmt: skip
+#: units.csv columns (and the notes' and report's per-unit table headings) -> cell.
+UNIT_COLUMNS: dict[str, str] = {
+    "released": "released",
+    "released records": "released",
+    "suppressed": "suppressed",
+    "suppressed (subjects)": "suppressed",
+    "generalised_up": "generalised_up",
+    "generalised to a coarser level (subjects)": "generalised_up",
+    "source_total": "source_total",
+    "source total": "source_total",
+    "synthetic": "synthetic",
+}
+#: Per-unit table columns that are not counts (share bands relative to the unit cap).
+UNIT_BANDS = frozenset({"suppressed share"})
+#: Pass table headings -> field of a pass.
+PASS_COLUMNS: dict[str, str] = {
+    **{lab: lab for lab in LABELS},
+    "changed": "changed",
+    "labels changed": "changed",
+    "records": "records",
+}
+#: Report cards: caption prefix -> quantity terms (``suppressed`` follows the manifest's
+#: ``counts.suppressed``; ``share`` is the suppressed share).
+CARDS: dict[str, tuple[tuple[str, float], ...] | str] = {
+    "records published at group level": (("grouped", 1.0), ("merged", 1.0)),
+    "of them joined a group from the edge": (("merged", 1.0),),
+    "records generalised to a unit or the whole area": (("generalised", 1.0),),
+    "suppressed subjects": "suppressed",
+    "suppressed share": "share",
+    "synthetic records": (("synthetic", 1.0),),
+}
+#: Phrases of the notes and the report whose numbers are not counts of records:
+#: distances and the share of group-level records near their representative (they rest
+#: on >= k subjects and enter no count), fractions of r_max, version and format numbers,
+#: checksums, the range ``1..k-1``, and bands of the unit cap.
+TEXT_PHRASES = (
+    r"Mean [\d,.]+ m, median [\d,.]+ m; [\d.]+ % of these records lie within r_max/4",
+    r"r_max/\d+",
+    r"\b2 r_max\b",
+    r"1\.\.k-1",
+    r"\d+ of \d+ independent checks passed",  # the report's verdict
+    r"\d+ comparisons with no significant difference",  # bias findings listed
+    r"centres of [\d.,]+ m grid cells",  # the snap grid of the representatives
+    r"(?:square cells of|records per) [\d.,]+ k?m\b",  # the map's raster
+    r"more than [\d,]+ groups would not read as dots",
+    r"\b\d+(?:\.\d+){2,}\b",  # versions
+    r"\b[0-9a-f]{16,}\b",  # checksums
+    r"geokanon-release/\d+",
+    r"[\d.]+[–-][\d.]+ %",  # share bands
+)
+_NUMBER = re.compile(r"(?<![\w.,/])([+-]?\d[\d,]*(?:\.\d+)?)(?![\w])")
+_ROUNDING = re.compile(r"nearest multiple of k=(\d+)")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published figure: ``low <= sum(c * quantity for quantity, c in terms) <= high``.
+
+    ``hidden`` marks a sensitive figure (published as ``<k``): its single quantity
+    must keep every value from 1 to k-1.
+    """
+
+    where: str
+    terms: tuple[tuple[str, float], ...]
+    low: float
+    high: float
+    hidden: bool = False
+
+
+@dataclass
+class Published:
+    """What :func:`collect` found: figures, corrections to the unit rows, problems."""
+
+    figures: list[Figure] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    #: (unit, cell) -> integer published for it outside units.csv
+    unit_values: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: the global suppressed figure read as ``<k`` somewhere (card), when the manifest hid it
+    global_less_than_k: bool = False
+    known: set[float] = field(default_factory=set)
+
+
+def rounded_interval(shown: int, k: int) -> tuple[float, float]:
+    """The counts that round to ``shown`` as the nearest multiple of ``k`` (halves up).
+
+    Examples
+    --------
+    >>> rounded_interval(300, 5), rounded_interval(0, 5), rounded_interval(8, 4)
+    ((298.0, 302.0), (0.0, 2.0), (6.0, 9.0))
+    """
+    low = shown - k // 2
+    return float(max(low, 0)), float(low + k - 1)
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _parse_cell(text: str) -> int | str | None:
+    """A table cell as a count: an int, ``<k``, ``withheld``, or None (not a count)."""
+    t = text.strip()
+    if t in (LESS_THAN_K, WITHHELD):
+        return t
+    t = t.replace(",", "").replace("\u202f", "").replace(" ", "")
+    if re.fullmatch(r"[+-]?\d+", t):
+        return int(t)
+    return None
+
+
+def _numbers(value: Any) -> Iterator[float]:
+    """Every number in a JSON value (numbers inside strings too)."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int | float):
+        if math.isfinite(value):
+            yield float(value)
+    elif isinstance(value, str):
+        for m in _NUMBER.finditer(value):
+            with_comma = m.group(1).replace(",", "")
+            try:
+                yield float(with_comma)
+            except ValueError:
+                continue
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _numbers(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _numbers(v)
+
+
+def _has_number(value: Any) -> bool:
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, int | float):
+        return True
+    if isinstance(value, Mapping):
+        return any(_has_number(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_number(v) for v in value)
+    return False
+
+
+def _count_figure(
+    where: str,
+    terms: tuple[tuple[str, float], ...],
+    value: object,
+    k: int,
+    rounding: int | None = None,
+) -> Figure | str | None:
+    """A published count as a figure (None: withheld; a string: why it is unreadable)."""
+    if value == WITHHELD or value is None:
+        return None
+    if value == LESS_THAN_K:
+        return Figure(where, terms, 1.0, float(k - 1), hidden=len(terms) == 1)
+    v = _int(value)
+    if v is None:
+        return f"{where}: {str(value)[:16]!r} is not a count"
+    if rounding is not None:
+        lo, hi = rounded_interval(v, rounding)
+        return Figure(where, terms, lo, hi)
+    return Figure(where, terms, float(v), float(v))
+
+
+def _rounding(entry: Mapping[str, Any], name: str, where: str, problems: list[str]) -> int | None:
+    rule = entry.get(f"{name}_rounding")
+    if rule is None:
+        return None
+    m = _ROUNDING.fullmatch(str(rule).strip())
+    if m is None:
+        problems.append(f"{where}_rounding: an undeclared rounding rule {str(rule)[:40]!r}")
+        return None
+    return int(m.group(1))
+
+
+def _manifest(m: Mapping[str, Any], k: int, out: Published) -> None:
+    def add(fig: Figure | str | None) -> None:
+        if isinstance(fig, str):
+            out.problems.append(fig)
+        elif fig is not None:
+            out.figures.append(fig)
+
+    for key, value in m.items():
+        if key in PARAMETER_FIELDS or key in OTHER_FIELDS or key in MANIFEST_FIELDS:
+            continue
+        if key in TEXT_FIELDS:
+            continue  # read by _manifest_text
+        if key in ("counts", "synthetic", "mask_risk") and isinstance(value, Mapping):
+            for sub, v in value.items():
+                name = f"{key}.{sub}"
+                if sub.endswith("_rounding"):
+                    continue
+                if (
+                    name not in MANIFEST_FIELDS
+                    and name not in OTHER_FIELDS
+                    and (_has_number(v) or _parse_cell(str(v)) == LESS_THAN_K)
+                ):
+                    out.problems.append(
+                        f"manifest {name}: a figure the release format does not declare"
+                    )
+            continue
+        if _has_number(value) or value == LESS_THAN_K:
+            out.problems.append(f"manifest {key}: a figure the release format does not declare")
+    for name, quantity in MANIFEST_FIELDS.items():
+        parent, _, sub = name.rpartition(".")
+        holder = m.get(parent) if parent else m
+        if not isinstance(holder, Mapping) or sub not in holder:
+            continue
+        value = holder[sub]
+        if name == "counts.suppressed" and value == LESS_THAN_K:
+            continue  # the global '<k' (subjects) is a cell of its own in hidden_ranges
+        rounding = _rounding(holder, sub, f"manifest {name}", out.problems)
+        add(_count_figure(f"manifest {name}", ((quantity, 1.0),), value, k, rounding))
+    risk = m.get("mask_risk")
+    if isinstance(risk, Mapping):
+        for key in ("share_below_k", "worst_case_share_below_k"):
+            v = risk.get(key)
+            if isinstance(v, float) and round(v, 3) != v:
+                out.problems.append(
+                    f"manifest mask_risk.{key}: a share of the input records to more than 3 "
+                    "decimals gives their number away (the share's denominator)"
+                )
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                out.known.add(100.0 * float(v))  # the report shows it as a percentage
+    share = m.get("suppressed_share")
+    sup = (
+        (m.get("counts") or {}).get("suppressed") if isinstance(m.get("counts"), Mapping) else None
+    )
+    if isinstance(share, int | float) and not isinstance(share, bool) and _int(sup) is None:
+        out.problems.append(
+            "manifest suppressed_share: a share of a suppressed figure that is itself hidden"
+        )
+    passes = m.get("passes")
+    if isinstance(passes, list):
+        _passes(passes, k, out)
+
+
+def _passes(passes: list[Any], k: int, out: Published) -> None:
+    n = len(passes)
+    for i, entry in enumerate(passes):
+        where = f"manifest passes[{i}]"
+        if not isinstance(entry, Mapping):
+            out.problems.append(f"{where}: not an object")
+            continue
+        p = _int(entry.get("pass")) or i + 1
+        scope = entry.get("scope")
+        for key, value in entry.items():
+            if key in ("pass", "scope", "labels", "changed", "records") or key.endswith(
+                "_rounding"
+            ):
+                continue
+            if _has_number(value):
+                out.problems.append(f"{where}.{key}: a figure the release format does not declare")
+        labels = entry.get("labels") or {}
+        rounding = _rounding(entry, "labels", where + ".labels", out.problems)
+        if isinstance(labels, Mapping):
+            for lab, v in labels.items():
+                fig = _count_figure(
+                    f"{where}.labels.{lab}", ((f"pass{p}.{lab}", 1.0),), v, k, rounding
+                )
+                if isinstance(fig, str):
+                    out.problems.append(fig)
+                elif fig is not None:
+                    out.figures.append(fig)
+        for name in ("changed", "records"):
+            if name not in entry:
+                continue
+            r = _rounding(entry, name, f"{where}.{name}", out.problems)
+            if r is None and name == "changed" and p == 1 and scope != PASS_SCOPE:
+                r = rounding  # the first pass's changed was rounded like its labels
+            fig = _count_figure(f"{where}.{name}", ((f"pass{p}.{name}", 1.0),), entry[name], k, r)
+            if isinstance(fig, str):
+                out.problems.append(fig)
+            elif fig is not None:
+                out.figures.append(fig)
+    out.figures.extend(identities(passes))
+    out.known.update(float(i) for i in range(n + 1))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def _manifest_text(m: Mapping[str, Any], out: Published) -> list[str]:
+    """Figures of the manifest's text fields; the text left for the free-number check."""
+    rest: list[str] = []
+    for key in sorted(TEXT_FIELDS):
+        for text in _strings(m.get(key)):
+            for pattern, _kind in MANIFEST_PHRASES:
+                for hit in re.finditer(pattern, text):
+                    v = int(hit.group(1).replace(",", ""))
+                    out.figures.append(
+                        Figure(f"manifest {key}", (("records", 1.0),), v + 1.0, math.inf)
+                    )
+                text = re.sub(pattern, " ", text)
+            rest.append(_samples(text, f"manifest {key}", out))
+    return rest
+
+
+def _samples(text: str, where: str, out: Published) -> str:
+    """Figures of the sample phrases in ``text`` (input records in m's bucket); the rest."""
+    for hit in re.finditer(SAMPLE_PHRASE, text):
+        m, d, m0 = (int(g.replace(",", "")) for g in hit.groups())
+        # a sample is drawn only above d records; m = max(m0, N // d)
+        lo = d + 1 if m <= m0 else m * d
+        out.figures.append(Figure(f"{where} sample", (("records", 1.0),), float(lo),
+                                  float((m + 1) * d - 1)))  # fmt: skip
+    text = re.sub(SAMPLE_PHRASE, " ", text)
+    return re.sub(SAMPLE_SIZE_PHRASE, " ", text)
+
+
+def identities(passes: Sequence[Any] = ()) -> list[Figure]:
+    """The relations every release's quantities obey (each a figure of value 0).
+
+    The counts per disposal add up to the input; groups and classes hold the grouped,
+    merged and generalised records plus the synthetic ones; and the passes, by their
+    ``scope``: counted over the records published at group level (:data:`PASS_SCOPE`)
+    each pass's labels add up to ``grouped + merged``; counted over all records (any
+    other scope, the worst reading), the first pass's labels and ``changed`` add up
+    to the input, each later pass's labels to the records it classified, which never
+    grow from pass to pass and end at ``grouped + merged``.
+    """
+    out = [
+        Figure("records = grouped + merged + generalised + suppressed",
+               (("records", 1.0), ("grouped", -1.0), ("merged", -1.0), ("generalised", -1.0),
+                ("suppressed_records", -1.0)), 0.0, 0.0),
+        Figure("groups hold grouped + merged + synthetic records",
+               (("group_records", 1.0), ("grouped", -1.0), ("merged", -1.0),
+                ("group_synthetic", -1.0)), 0.0, 0.0),
+        Figure("classes hold generalised + synthetic records",
+               (("class_records", 1.0), ("generalised", -1.0), ("class_synthetic", -1.0)),
+               0.0, 0.0),
+        Figure("synthetic = in groups + in classes",
+               (("synthetic", 1.0), ("group_synthetic", -1.0), ("class_synthetic", -1.0)),
+               0.0, 0.0),
+        Figure("records published = in groups + in classes",
+               (("records_published", 1.0), ("group_records", -1.0), ("class_records", -1.0)),
+               0.0, 0.0),
+    ]  # fmt: skip
+    at_group = (("grouped", 1.0), ("merged", 1.0))
+    n = len(passes)
+    for i, entry in enumerate(passes):
+        if not isinstance(entry, Mapping):
+            continue
+        p = _int(entry.get("pass")) or i + 1
+        labels = entry.get("labels")
+        listed = list(labels) if isinstance(labels, Mapping) else []
+        whole = set(LABELS) <= set(listed)
+        sums = tuple((f"pass{p}.{lab}", 1.0) for lab in listed)
+        if entry.get("scope") == PASS_SCOPE:
+            scope: tuple[tuple[str, float], ...] = at_group
+        else:
+            scope = ((f"pass{p}.records", 1.0),)
+            if p == 1:
+                out.append(
+                    Figure(
+                        "pass 1 classifies every record",
+                        (("pass1.records", 1.0), ("records", -1.0)),
+                        0.0,
+                        0.0,
+                    )
+                )
+            elif i > 0:
+                prev = (
+                    _int(passes[i - 1].get("pass")) if isinstance(passes[i - 1], Mapping) else None
+                )
+                out.append(
+                    Figure(
+                        f"pass {p} classifies no more records than pass {prev or i}",
+                        ((f"pass{p}.records", 1.0), (f"pass{prev or i}.records", -1.0)),
+                        -math.inf,
+                        0.0,
+                    )
+                )
+            last = i == n - 1  # the last pass classifies exactly the group-level records
+            out.append(
+                Figure(
+                    f"pass {p} classifies the group-level records at least",
+                    ((f"pass{p}.records", 1.0), ("grouped", -1.0), ("merged", -1.0)),
+                    0.0,
+                    0.0 if last else math.inf,
+                )
+            )
+        neg = tuple((q, -c) for q, c in scope)
+        if sums:
+            out.append(Figure(f"pass {p} labels add up to its records", sums + neg,
+                              -math.inf if not whole else 0.0, 0.0))  # fmt: skip
+        if p == 1:
+            out.append(
+                Figure(
+                    "pass 1 labels every record for the first time",
+                    ((f"pass{p}.changed", 1.0), *neg),
+                    0.0,
+                    0.0,
+                )
+            )
+        else:
+            out.append(
+                Figure(
+                    f"pass {p} changes no more labels than it has records",
+                    ((f"pass{p}.changed", 1.0), *neg),
+                    -math.inf,
+                    0.0,
+                )
+            )
+    return out
+
+
+# ---- the notes and the report --------------------------------------------------------
+
+
+@dataclass
+class _Table:
+    header: list[str]
+    rows: list[list[str]]
+
+
+class _HtmlParts(html.parser.HTMLParser):
+    """Tables (header cells and rows), cards (number, caption) and the other text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[_Table] = []
+        self.cards: list[tuple[str, str]] = []
+        self.text: list[str] = []
+        self._skip = 0
+        self._table: _Table | None = None
+        self._depth = 0
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+        self._header_row = False
+        self._card: list[list[str]] | None = None
+        self._card_depth = 0
+        self._div_depth = 0
+        self._card_part: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        cls = dict(attrs).get("class") or ""
+        if tag in ("style", "script"):
+            self._skip += 1
+        elif tag == "table":
+            self._depth += 1
+            if self._depth == 1:
+                self._table = _Table([], [])
+        elif tag == "tr" and self._table is not None:
+            self._row, self._header_row = [], True
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+            if tag == "td":
+                self._header_row = False
+        elif tag == "div":
+            self._div_depth += 1
+            if "card" in cls.split() and self._card is None:
+                self._card, self._card_depth = [], self._div_depth
+            elif self._card is not None:
+                self._card_part = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("style", "script"):
+            self._skip = max(0, self._skip - 1)
+        elif tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self._table is not None:
+            if self._header_row and not self._table.header and not self._table.rows:
+                self._table.header = self._row
+            else:
+                self._table.rows.append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._depth -= 1
+            if self._depth == 0 and self._table is not None:
+                self.tables.append(self._table)
+                self._table = None
+        elif tag == "div":
+            if self._card is not None and self._card_part is not None:
+                self._card.append(self._card_part)
+                self._card_part = None
+            elif self._card is not None and self._div_depth == self._card_depth:
+                parts = ["".join(p).strip() for p in self._card]
+                if len(parts) >= 2:
+                    self.cards.append((parts[0], parts[1]))
+                else:
+                    self.text.extend(parts)
+                self._card = None
+            self._div_depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        if self._cell is not None:
+            self._cell.append(data)
+        elif self._card_part is not None:
+            self._card_part.append(data)
+        elif self._table is None:
+            self.text.append(data)
+
+
+def _markdown_parts(text: str) -> tuple[list[_Table], list[str]]:
+    tables: list[_Table] = []
+    other: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if line.startswith("|") and re.fullmatch(r"\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?", nxt):
+            header = [c.strip() for c in line.strip("|").split("|")]
+            rows = []
+            i += 2
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                rows.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            tables.append(_Table(header, rows))
+            continue
+        other.append(lines[i])
+        i += 1
+    return tables, other
+
+
+def _pass_rounding(passes: Any) -> dict[tuple[int, str], int]:
+    """(pass, field) -> k of the manifest's rounding (the report shows those values)."""
+    out: dict[tuple[int, str], int] = {}
+    if not isinstance(passes, list):
+        return out
+    for i, e in enumerate(passes):
+        if not isinstance(e, Mapping):
+            continue
+        p = _int(e.get("pass")) or i + 1
+        for fld in ("labels", "changed", "records"):
+            m = _ROUNDING.fullmatch(str(e.get(f"{fld}_rounding", "")).strip())
+            if m is not None:
+                out[(p, fld)] = int(m.group(1))
+        if (p, "labels") in out and p == 1 and e.get("scope") != PASS_SCOPE:
+            out.setdefault((p, "changed"), out[(p, "labels")])
+    return out
+
+
+def _tables(
+    tables: Iterable[_Table],
+    name: str,
+    k: int,
+    unit_cells: Mapping[tuple[str, str], object],
+    rounding: Mapping[tuple[int, str], int],
+    out: Published,
+) -> list[str]:
+    """Figures of the per-unit and per-pass tables; the text of every other table."""
+    free: list[str] = []
+    for t in tables:
+        head = [h.strip().lower() for h in t.header]
+        if head and head[0] == "unit":
+            for row in t.rows:
+                if not row:
+                    continue
+                unit = html.unescape(row[0]).strip()
+                for h, cell in zip(head[1:], row[1:], strict=False):
+                    col = _unit_column(h)
+                    if col is None:
+                        if h not in UNIT_BANDS:
+                            free.append(cell)
+                        continue
+                    _unit_cell(name, unit, col, cell, k, unit_cells, out)
+        elif head and head[0] == "pass":
+            for row in t.rows:
+                p = _parse_cell(row[0]) if row else None
+                if not isinstance(p, int):
+                    free.extend(row)
+                    continue
+                for h, cell in zip(head[1:], row[1:], strict=False):
+                    fld = PASS_COLUMNS.get(h)
+                    value = _parse_cell(cell)
+                    if fld is None or value is None:
+                        free.append(cell)
+                        continue
+                    r = rounding.get((p, "labels" if fld in LABELS else fld))
+                    fig = _count_figure(
+                        f"{name} pass {p} {h}", ((f"pass{p}.{fld}", 1.0),), value, k, r
+                    )
+                    if isinstance(fig, Figure):
+                        out.figures.append(fig)
+        else:
+            free.extend(t.header)
+            for row in t.rows:
+                free.extend(row)
+    return free
+
+
+def _unit_column(heading: str) -> str | None:
+    """The units.csv cell a per-unit table column shows (by its heading), or None."""
+    h = heading.strip().lower()
+    if h in UNIT_COLUMNS:
+        return UNIT_COLUMNS[h]
+    if h in UNIT_BANDS or "share" in h:
+        return None
+    for word, col in (("synthetic", "synthetic"), ("generalis", "generalised_up"),
+                      ("generaliz", "generalised_up"), ("suppress", "suppressed"),
+                      ("total", "source_total"), ("released", "released")):  # fmt: skip
+        if word in h:
+            return col
+    return None
+
+
+def _unit_cell(
+    name: str,
+    unit: str,
+    col: str,
+    cell: str,
+    k: int,
+    unit_cells: Mapping[tuple[str, str], object],
+    out: Published,
+) -> None:
+    value = _parse_cell(cell)
+    if value is None:
+        out.problems.append(f"{name}: unit {unit} {col} reads {cell[:16]!r}")
+        return
+    if (unit, "released") not in unit_cells:
+        out.problems.append(f"{name}: unit {unit} is in no row of units.csv")
+        return
+    known = unit_cells.get((unit, col))
+    if value in (LESS_THAN_K, WITHHELD) or value == known:
+        return
+    if known == LESS_THAN_K:
+        out.problems.append(f"unit {unit} {col}: '<k' in units.csv but {value} in {name}")
+    elif isinstance(known, int):
+        out.problems.append(f"unit {unit} {col}: {known} in units.csv but {value} in {name}")
+    else:  # withheld or not in units.csv: published here
+        assert isinstance(value, int)
+        prev = out.unit_values.get((unit, col))
+        if prev is not None and prev != value:
+            out.problems.append(f"unit {unit} {col}: {prev} and {value} in the notes and report")
+        out.unit_values[(unit, col)] = value
+
+
+def _cards(
+    cards: Iterable[tuple[str, str]], k: int, suppressed_published: bool, out: Published
+) -> list[str]:
+    free: list[str] = []
+    for number, caption in cards:
+        cap = caption.strip().lower()
+        key = next((c for c in CARDS if cap.startswith(c)), None)
+        free.append(caption)
+        if key is None:
+            free.append(number)
+            continue
+        terms = CARDS[key]
+        where = f"report.html card {key!r}"
+        if terms == "share":
+            if re.search(r"\d", number) and not suppressed_published:
+                out.problems.append(f"{where}: a share of a suppressed figure that is hidden")
+            continue
+        value_cell = _parse_cell(number)
+        if value_cell is None:
+            out.problems.append(f"{where}: {number[:16]!r} is not a count")
+            continue
+        if terms == "suppressed":
+            if value_cell == LESS_THAN_K:
+                out.global_less_than_k = True
+                continue
+            terms = (("suppressed_records", 1.0),)
+        assert not isinstance(terms, str)
+        fig = _count_figure(where, terms, value_cell, k)
+        if isinstance(fig, Figure):
+            out.figures.append(fig)
+    return free
+
+
+def _free_numbers(texts: Iterable[str], name: str, out: Published) -> None:
+    """Every number left in the text must be a value the system holds."""
+    bad: list[str] = []
+    for text in texts:
+        t = html.unescape(text)
+        for phrase in TEXT_PHRASES:
+            t = re.sub(phrase, " ", t)
+        for m in _NUMBER.finditer(t):
+            raw = m.group(1)
+            try:
+                v = float(raw.replace(",", ""))
+            except ValueError:
+                continue
+            if not any(math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-9) for w in out.known):
+                bad.append(raw)
+    if bad:  # not quoted: such a number may be anything, a coordinate too
+        out.problems.append(
+            f"{name}: {len(bad)} numbers that are no published figure of the release; "
+            "every number shown must be part of the holes system"
+        )
+
+
+def collect(
+    manifest: Mapping[str, Any],
+    *,
+    k: int,
+    unit_cells: Mapping[tuple[str, str], object],
+    group_records: int | None = None,
+    class_records: int | None = None,
+    records_rows: int | None = None,
+    notes: str | None = None,
+    report: str | None = None,
+    extra_known: Iterable[float] = (),
+) -> Published:
+    """Every figure of a release's files, as figures of one system.
+
+    Parameters
+    ----------
+    manifest
+        ``manifest.json``.
+    k
+        The release's k.
+    unit_cells
+        ``units.csv`` by ``(unit, column)``: int, ``<k`` or ``withheld``.
+    group_records, class_records
+        Sums of ``n_records`` in ``groups.parquet`` and ``classes.parquet``.
+    records_rows
+        Rows of ``records.parquet``.
+    notes, report
+        ``RELEASE_NOTES.md`` and ``report.html`` text, when present.
+    extra_known
+        Other values the files publish (group and class counts, unit totals).
+
+    Returns
+    -------
+    Published
+
+    Examples
+    --------
+    The first pass's count over all records, rounded to a multiple of k, is a figure
+    on the input size:
+
+    >>> m = {"k": 5, "counts": {"grouped": 300, "merged": 0, "generalised": 0},
+    ...      "passes": [{"pass": 1, "labels": {"ok": 300}, "changed": 300,
+    ...                  "labels_rounding": "nearest multiple of k=5"}]}
+    >>> pub = collect(m, k=5, unit_cells={})
+    >>> [(f.where, f.low, f.high) for f in pub.figures if f.where.endswith("changed")]
+    [('manifest passes[0].changed', 298.0, 302.0)]
+    """
+    out = Published()
+    _manifest(manifest, k, out)
+    for where, q, v in (
+        ("groups.parquet n_records", "group_records", group_records),
+        ("classes.parquet n_records", "class_records", class_records),
+        ("records.parquet rows", "records_published", records_rows),
+    ):
+        if v is not None:
+            out.figures.append(Figure(where, ((q, 1.0),), float(v), float(v)))
+    # the vocabulary of the text: every number the other files publish, the parameters
+    known = out.known
+    manifest_text = _manifest_text(manifest, out)
+    for key, value in manifest.items():
+        if key not in ("files", "input_sha256") and key not in TEXT_FIELDS:
+            known.update(_numbers(value))
+    for key in ("tau", "unit_cap", "suppressed_share"):
+        v = manifest.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            known.add(100.0 * float(v))
+    known.update(float(v) for v in unit_cells.values() if isinstance(v, int))
+    for f in out.figures:
+        if f.low == f.high and math.isfinite(f.low):
+            known.add(f.low)
+    known.update(float(v) for v in extra_known)
+    known.update({0.0, 1.0, float(k), float(k - 1)})
+    _free_numbers(manifest_text, "manifest.json text", out)
+    rounding = _pass_rounding(manifest.get("passes"))
+    for name, text in (("RELEASE_NOTES.md", notes), ("report.html", report)):
+        if text is None:
+            continue
+        if name.endswith(".md"):
+            tables, other = _markdown_parts(text)
+            free = _tables(tables, name, k, unit_cells, rounding, out) + other
+        else:
+            parts = _HtmlParts()
+            parts.feed(text)
+            parts.close()
+            free = _tables(parts.tables, name, k, unit_cells, rounding, out)
+            counts = manifest.get("counts")
+            sup = counts.get("suppressed") if isinstance(counts, Mapping) else None
+            free += _cards(parts.cards, k, _int(sup) is not None, out) + parts.text
+        _free_numbers([_samples(html.unescape(t), name, out) for t in free], name, out)
+    out.figures = [f for f in out.figures if f.terms]
+    return out
