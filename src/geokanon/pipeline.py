@@ -231,7 +231,9 @@ def what_would_pass(
     trials: list[Trial] = []
     candidates: list[tuple[str, str, str, OutlierPolicy]] = []
     if policy.k > 2:
-        candidates.append((f"k={policy.k - 1}", "--k", str(policy.k - 1), policy.replace(k=policy.k - 1)))
+        candidates.append(
+            (f"k={policy.k - 1}", "--k", str(policy.k - 1), policy.replace(k=policy.k - 1))
+        )
     r = 1.5 * policy.r_max_m
     candidates.append((f"r_max_m={r:g}", "--r-max", f"{r:g}", policy.replace(r_max_m=r)))
     for change, option, value, trial_policy in candidates:
@@ -253,7 +255,7 @@ def what_would_pass(
     verdict = cap_verdict(sup, cls.labels != Label.OK, base, policy, subj, warn=False)
     if verdict.passes_global_cap and len(table.unit_names) > 1:
         over = set(verdict.units_over_cap)
-        sizes = sorted({int(r["subjects"]) + 1 for r in base.rows() if r["unit"] in over})
+        sizes = sorted({int(str(r["subjects"])) + 1 for r in base.rows() if r["unit"] in over})
         floor = max(2, (table.merge_threshold or 0) + 1)
         thresholds = sorted({n for n in (policy.k, *sizes) if n >= floor})[:max_merge_trials]
         for n in thresholds:

@@ -109,7 +109,8 @@ MANIFEST_FIELDS: dict[str, str] = {
 #: the study area; 1..k-1 read ``<k``) are in no quantity of the system, and its other
 #: numbers are the merge threshold N.
 OTHER_FIELDS = frozenset(
-    {"groups", "classes", "duplicates", "input_filter", "suppressed_share", "synthetic.allowed", "synthetic.per_unit",
+    {"groups", "classes", "duplicates", "input_filter", "suppressed_share", "synthetic.allowed",
+     "synthetic.per_unit",
      "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
      "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
      "mask_risk.p5", "mask_risk.median"}

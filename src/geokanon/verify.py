@@ -4009,8 +4009,10 @@ def _input_filter_problems(rel: _Release) -> list[str]:
     audit = _audit_filter(rel.audit)
     opts = _read_options(rel.audit)
     raw_pub = rel.manifest.get("input_filter")
-    if not audit and raw_pub is None and not (
-        opts.get("exclude_units") or opts.get("clip") or opts.get("merge_small_units")
+    if (
+        not audit
+        and raw_pub is None
+        and not (opts.get("exclude_units") or opts.get("clip") or opts.get("merge_small_units"))
     ):
         return []
     pub = dict(raw_pub) if isinstance(raw_pub, Mapping) else {}

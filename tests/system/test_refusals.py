@@ -53,7 +53,7 @@ def test_refusal_prints_a_command_that_passes(edge, tmp_path, capsys, monkeypatc
     argv = shlex.split(commands[0])
     # the user's own command with one option changed: here merging the small units,
     # since neither k=4 nor 1.5 x r_max passes (both tried first and named)
-    assert argv[1:1 + 9] == ["-q", "release", str(edge), *ARGS[:6]]
+    assert argv[1 : 1 + 9] == ["-q", "release", str(edge), *ARGS[:6]]
     assert "k=4" in err and "r_max_m=150" in err
     assert "--merge-small-units" in argv
     assert main(argv[1:]) == 0

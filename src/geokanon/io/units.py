@@ -510,7 +510,9 @@ class UnitMerge:
     left_small: tuple[str, ...] = ()
 
 
-def _exact_sums(values: NDArray[np.float64], order: NDArray[np.intp], starts: list[int]) -> list[float]:
+def _exact_sums(
+    values: NDArray[np.float64], order: NDArray[np.intp], starts: list[int]
+) -> list[float]:
     """Per-unit sums, exact (``math.fsum``), so they do not depend on the rows' order."""
     v = values[order]
     ends = [*starts[1:], v.size]
@@ -610,7 +612,9 @@ def merge_small_units(
             stuck.add(u)
             continue
         ux, uy = cx[u] / cnt[u], cy[u] / cnt[u]
-        v = min(cand, key=lambda w: ((cx[w] / cnt[w] - ux) ** 2 + (cy[w] / cnt[w] - uy) ** 2, label(w)))
+        v = min(
+            cand, key=lambda w: ((cx[w] / cnt[w] - ux) ** 2 + (cy[w] / cnt[w] - uy) ** 2, label(w))
+        )
         # v absorbs u
         members[v] += members[u]
         people[v] = np.union1d(people[v], people[u])

@@ -1347,9 +1347,13 @@ def _input_filter_rows(entry: Any) -> list[tuple[str, object]]:
     merges = entry.get("unit_merges") or {}
     if merges:
         listed = ", ".join(f"{a} -> {b}" for a, b in sorted(merges.items()))
-        rows.append((f"units merged (--merge-small-units {entry.get('merge_small_units')})", listed))
+        rows.append(
+            (f"units merged (--merge-small-units {entry.get('merge_small_units')})", listed)
+        )
     if entry.get("units_left_small"):
-        rows.append(("units below the threshold, no neighbour", ", ".join(entry["units_left_small"])))
+        rows.append(
+            ("units below the threshold, no neighbour", ", ".join(entry["units_left_small"]))
+        )
     return rows
 
 
