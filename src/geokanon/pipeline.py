@@ -695,6 +695,21 @@ class Plan:
                     + ("" if table.subjects is not None else " and a subject of its own")
                 )
                 lines.append(f"  exact copies of records: {copies:,} ({fate})")
+            excluded = tuple(getattr(table, "excluded", ()) or ())
+            if excluded:
+                lines.append(
+                    f"  units left out: {', '.join(u for u, _ in excluded)} "
+                    f"({sum(n for _, n in excluded):,} records dropped)"
+                )
+            if getattr(table, "clipped", 0):
+                lines.append(f"  records outside the study area dropped: {table.clipped:,}")
+            merges = tuple(getattr(table, "unit_merges", ()) or ())
+            if merges:
+                lines.append(
+                    f"  units merged (fewer than {table.merge_threshold} subjects): "
+                    + ", ".join(f"{a} -> {b}" for a, b in merges[:8])
+                    + (" ..." if len(merges) > 8 else "")
+                )
         lines += [
             f"  labels: ok iota<=1, merge <={p.merge_ratio:g}, "
             f"generalise <={p.generalise_ratio:g}, suppress above "

@@ -685,3 +685,29 @@ def test_merge_small_units_does_not_depend_on_row_order() -> None:
     assert np.array_equal(a.names[a.codes][perm], b.names[b.codes])
     sizes = np.bincount(a.codes)
     assert sizes.min() >= 16
+
+
+def test_input_filter_options_are_validated() -> None:
+    from geokanon.io.read import ReadOptions
+
+    with pytest.raises(InputError, match="--clip needs --study-area FILE"):
+        ReadOptions(clip=True)
+    with pytest.raises(InputError, match="--merge-small-units must be an integer >= 2, got 1"):
+        ReadOptions(unit="u", merge_small_units=1)
+    with pytest.raises(InputError, match="--exclude-units needs units"):
+        ReadOptions(exclude_units="A")
+    assert ReadOptions(unit="u", exclude_units="A, B").exclude_units == ("A", "B")
+    assert ReadOptions(unit="u", exclude_units=["A"]).exclude_units == ("A",)
+
+
+def test_exclude_units_drops_records_and_recodes_subjects_and_units() -> None:
+    frame = pd.DataFrame(
+        {"x": [155e3, 155001, 155002, 156e3], "y": [463e3] * 4, "u": ["a", "b", "a", "c"],
+         "s": ["p", "q", "r", "q"]}
+    )  # fmt: skip
+    t = table_from_frame(frame, unit="u", subject="s", crs="EPSG:28992", exclude_units="b")
+    assert len(t) == 3 and t.excluded == (("b", 1),)
+    assert t.unit_names.tolist() == ["a", "c"] and t.unit_codes.tolist() == [0, 0, 1]
+    assert sorted(t.subjects.tolist()) == [0, 1, 2] and t.n_subjects == 3
+    with pytest.raises(InputError, match="did you mean 'b'"):
+        table_from_frame(frame, unit="u", crs="EPSG:28992", exclude_units="bb")
