@@ -411,6 +411,10 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(plan.describe(table))
         return 0
     progress = _progress(args)
+
+    def suggest(exc: ReleaseRefused) -> None:  # into the message and the refusal report
+        _suggest_command(args, table, policy, exc)
+
     try:
         if args.backend == "dask":
             from geokanon.distributed import release_distributed
@@ -418,13 +422,15 @@ def cmd_release(args: argparse.Namespace) -> int:
             result = release_distributed(
                 table, policy, args.out, options, tiling=_dask_tiling(args, policy),
                 scheduler=args.scheduler, n_workers=args.workers, progress=progress,
+                on_refusal=suggest,
             )  # fmt: skip
         else:
-            result = release_points(table, policy, args.out, options, progress=progress)
+            result = release_points(
+                table, policy, args.out, options, progress=progress, on_refusal=suggest
+            )
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
             print(f"geokanon: {note}", file=sys.stderr)
-        _suggest_command(args, table, policy, exc)
         raise
     finally:
         if progress is not None:

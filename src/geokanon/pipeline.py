@@ -464,6 +464,7 @@ def release_points(
     check_determinism: bool | None = None,
     progress: Callable[[str], None] | None = None,
     core_runner: Callable[..., CoreResult] | None = None,
+    on_refusal: Callable[[ReleaseRefused], None] | None = None,
 ) -> ReleaseResult:
     """The whole pipeline: core, release files, independent verification, atomic rename.
 
@@ -486,6 +487,10 @@ def release_points(
         Runs the release core: ``core_runner(table, policy, progress=...)`` returning a
         :class:`~geokanon.disposal.CoreResult` (default :func:`run_core_on`; the Dask
         backend passes its tiled core, see :mod:`geokanon.distributed`).
+    on_refusal
+        Called with the :class:`~geokanon.errors.ReleaseRefused` before the refusal
+        report is written, while ``out`` is still held: it may add to the message (the
+        command line adds the command that would pass).
 
     Returns
     -------
@@ -512,7 +517,7 @@ def release_points(
     with claim(out, force=options.force):
         return _release_points(
             table, policy, out, options, check_determinism=check_determinism,
-            progress=progress, core_runner=core_runner,
+            progress=progress, core_runner=core_runner, on_refusal=on_refusal,
         )  # fmt: skip
 
 
@@ -525,6 +530,7 @@ def _release_points(
     check_determinism: bool | None,
     progress: Callable[[str], None] | None,
     core_runner: Callable[..., CoreResult] | None,
+    on_refusal: Callable[[ReleaseRefused], None] | None = None,
 ) -> ReleaseResult:
     source = table
     mask_risk = None
@@ -545,6 +551,8 @@ def _release_points(
     try:
         core = runner(table, policy, progress=progress)
     except ReleaseRefused as exc:
+        if on_refusal is not None:
+            on_refusal(exc)
         _write_refusal(out, exc, table, policy)
         raise
     deterministic = None

@@ -56,6 +56,8 @@ def test_refusal_prints_a_command_that_passes(edge, tmp_path, capsys, monkeypatc
     assert argv[1 : 1 + 9] == ["-q", "release", str(edge), *ARGS[:6]]
     assert "k=4" in err and "r_max_m=150" in err
     assert "--merge-small-units" in argv
+    # the refusal report beside DIR says the same
+    assert commands[0] in (tmp_path / "refused.refusal.html").read_text()
     assert main(argv[1:]) == 0
     assert (out / "release" / "manifest.json").is_file()
     assert all(_manifest(out)["verification"].values())
