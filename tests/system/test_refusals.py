@@ -87,6 +87,17 @@ def test_merge_small_units_releases_and_lists_every_merge(edge, tmp_path, capsys
     path.write_text(json.dumps(doc))
     assert main(["verify", str(out), "--source", str(edge)]) == 4
     assert "unit_merges differs" in capsys.readouterr().out
+    # audit and manifest agreeing on a mapping that leaves Bunschoten (48) alone: the
+    # verifier counts the source's own units and finds it unmerged
+    audit_path = out / "audit" / "audit.json"
+    audit = json.loads(audit_path.read_text())
+    for entry in (audit["input_filter"], doc["input_filter"]):
+        entry["unit_merges"].pop("GM0313", None)
+        entry["unit_merges"].pop("GM0307", None)
+    audit_path.write_text(json.dumps(audit))
+    path.write_text(json.dumps(doc))
+    assert main(["verify", "--source", str(edge), str(out)]) == 4
+    assert "with fewer than 49 subjects were not merged: GM0313" in capsys.readouterr().out
 
 
 def test_merge_small_units_with_polygons_follows_adjacency(edge, tmp_path, capsys):
