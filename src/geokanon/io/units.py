@@ -439,6 +439,8 @@ with x and y exchanged they would lie inside: the coordinate columns look swappe
     )
     if clip and n_out < n and swapped <= n_out / 2:
         return outside
+    if clip and swapped <= n_out / 2:
+        hint = "nothing is left to clip to: check --crs and the study area file"
     raise InputError(
         f"{n_out} of {n} records lie outside the study area {p.name!r} (rows {_rows(outside)}); "
         f"{hint}"
