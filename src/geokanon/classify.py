@@ -2,7 +2,10 @@
 
 A record's isolation ratio is ``iota = d_{k-1} / r_max`` where ``d_{k-1}`` is the
 distance to its ``(k-1)``-th nearest other subject (see
-:mod:`geokanon.neighbours`). With a time column the temporal ratio
+:mod:`geokanon.neighbours`), both in working-CRS metres (``r_max`` is
+:attr:`~geokanon.policy.OutlierPolicy.r_work_m`, so that an ``ok`` label promises
+k-1 other subjects within r_max on the ground, the labels saying what the groups
+can achieve). With a time column the temporal ratio
 ``t_{k-1} / t_max`` is computed too and the worse of the two decides. Labels
 are :class:`~geokanon.policy.Label` codes (``uint8``), upper bounds inclusive.
 """
@@ -105,7 +108,7 @@ def _time_ratio(
         t = np.mod(t, _DAY_S)
         period = _DAY_S
     gaps = subject_time_gaps(
-        x, y, t, subj, count=policy.k - 1, radius=policy.r_max_m, period=period
+        x, y, t, subj, count=policy.k - 1, radius=policy.r_work_m, period=period
     )
     return gaps[:, -1] / policy.t_max_s
 
@@ -169,8 +172,9 @@ def classify(
     d = subject_neighbour_distances(
         xa, ya, subj, count=policy.k - 1, max_distance=policy.search_radius_m, last_only=True
     )
-    # The same arithmetic as the design note (d / r_max, then compare ratios).
-    iota_space = d[:, 0] / policy.r_max_m
+    # The same arithmetic as the design note (d / r_max, then compare ratios), with r_max
+    # in working-CRS metres (policy.r_work_m: r_max on the ground, see OutlierPolicy).
+    iota_space = d[:, 0] / policy.r_work_m
     iota_time = None
     iota = iota_space
     if policy.uses_time:

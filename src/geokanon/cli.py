@@ -36,13 +36,24 @@ EXAMPLES = {
 }
 
 
-def _policy_options() -> argparse.ArgumentParser:
-    """Options shared by every command that takes a policy (defined once)."""
+_OF_RELEASE = "the release's own by default; a value given must agree with it"
+
+
+def _policy_options(of_release: bool = False) -> argparse.ArgumentParser:
+    """Options shared by every command that takes a policy (defined once).
+
+    ``of_release``: for ``verify``/``risk``, where the policy is the release's.
+    """
     p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("policy")
+    g = p.add_argument_group(f"policy ({_OF_RELEASE})" if of_release else "policy")
+    needed = "" if of_release else " (required, or set in --config)"
     g.add_argument("--config", type=Path, help="TOML file with policy keys (k, r_max_m, tau, ...)")
-    g.add_argument("--k", type=int, help="distinct subjects every published class must hold (>= 2)")
-    g.add_argument("--r-max", dest="r_max_m", type=float, help="largest tolerated displacement, m")
+    g.add_argument(
+        "--k", type=int, help=f"distinct subjects every published class must hold (>= 2){needed}"
+    )
+    g.add_argument(
+        "--r-max", dest="r_max_m", type=float, help=f"largest tolerated displacement, m{needed}"
+    )
     g.add_argument("--merge-ratio", type=float, help="iota threshold merge/generalise (2)")
     g.add_argument("--generalise-ratio", type=float, help="iota threshold generalise/suppress (4)")
     g.add_argument("--tau", type=float, help="global cap on the suppressed share (0.01)")
@@ -55,12 +66,16 @@ def _policy_options() -> argparse.ArgumentParser:
     return p
 
 
-def _input_options() -> argparse.ArgumentParser:
+def _input_options(positional: bool = True) -> argparse.ArgumentParser:
+    """How the records are read (defined once); ``verify``/``risk`` take them without INPUT."""
     p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("input")
-    g.add_argument(
-        "input", type=Path, help="records: CSV, Parquet/GeoParquet, GeoPackage, GeoJSON, Shapefile"
-    )
+    g = p.add_argument_group("input" if positional else f"input ({_OF_RELEASE})")
+    if positional:
+        g.add_argument(
+            "input",
+            type=Path,
+            help="records: CSV (.csv.gz too), Parquet/GeoParquet, GeoPackage, GeoJSON, Shapefile",
+        )
     g.add_argument("--x", help="x column in the CRS's units (default x)")
     g.add_argument("--y", help="y column in the CRS's units (default y)")
     g.add_argument("--lon", help="longitude column, degrees (default lon when there is no x)")
@@ -196,6 +211,15 @@ def _whole_file_only(args: argparse.Namespace) -> None:
 
 
 def _policy_from_args(args: argparse.Namespace) -> OutlierPolicy:
+    values = _policy_values(args)
+    for name, flag in (("k", "--k"), ("r_max_m", "--r-max")):
+        if name not in values:
+            raise InputError(f"{flag} is required (or set {name} in the --config file)")
+    return OutlierPolicy(**values)
+
+
+def _policy_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy keys given: the ``--config`` file's, then the options' (which win)."""
     values: dict[str, Any] = {}
     if getattr(args, "config", None) is not None:
         try:
@@ -216,10 +240,7 @@ def _policy_from_args(args: argparse.Namespace) -> OutlierPolicy:
         v = getattr(args, name, None)
         if v is not None:
             values[name] = v
-    for name, flag in (("k", "--k"), ("r_max_m", "--r-max")):
-        if name not in values:
-            raise InputError(f"{flag} is required (or set {name} in the --config file)")
-    return OutlierPolicy(**values)
+    return values
 
 
 def _read_input(args: argparse.Namespace) -> Any:
@@ -281,6 +302,13 @@ def _print_classification(result: Any, out: Any) -> None:
         f"{d['records']:,} records, {d['subjects']:,} subjects; k={pol.k}, r_max={pol.r_max_m:g} m",
         file=out,
     )
+    merged = d.get("subject_ids_merged", 0)
+    if merged:
+        print(
+            f"{merged:,} subject ids merged into another (they differ from it only by case, "
+            "surrounding space or Unicode form: one subject)",
+            file=out,
+        )
     print("label        records    share", file=out)
     for label, n in d["counts"].items():
         print(f"{label:<11}{n:>9,}  {_pct(n / d['records']):>8}", file=out)
@@ -385,7 +413,7 @@ def _mask_key(args: argparse.Namespace, masked: bool) -> Any:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from geokanon.pipeline import release_points
-    from geokanon.release import ReleaseOptions
+    from geokanon.release import ReleaseOptions, check_keep
 
     policy = _policy_from_args(args)
     mask = _release_mask(args)
@@ -401,6 +429,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     if args.input.is_dir():
         return _release_partitions(args, policy, options)
     table = _read_input(args)
+    check_keep(options.keep, table)  # before any work, and for --dry-run too
     if args.dry_run:
         from geokanon.pipeline import Plan
 
@@ -452,6 +481,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
+    _print_report_path(args.out)
     return 0
 
 
@@ -514,6 +544,13 @@ def _suggest_command(
     exc.args = (str(exc) + text, *exc.args[1:])
 
 
+def _print_report_path(out: Path) -> None:
+    """The last line of a release: where the report is (read it before publishing)."""
+    report = out / "release" / "report.html"
+    if report.exists():
+        print(f"report: {report} (open it in a browser before publishing)")
+
+
 def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options: Any) -> int:
     """``release DIR_OF_PARQUET --backend dask``: the partitioned release (docs/dask.md)."""
     if args.backend != "dask":
@@ -562,6 +599,7 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
+    _print_report_path(args.out)
     return 0
 
 
@@ -590,6 +628,82 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+_OPTION_FLAGS = {"unit_grid_m": "--unit-grid", "r_max_m": "--r-max", "t_max_s": "--t-max"}
+
+
+def _flag(name: str) -> str:
+    return _OPTION_FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def _same_value(name: str, given: Any, was: Any) -> bool:
+    """Whether an option given to ``verify``/``risk`` agrees with the release's record."""
+    if given == was:
+        return True
+    if isinstance(given, bool) or isinstance(was, bool):
+        return False
+    if isinstance(given, int | float) and isinstance(was, int | float):
+        return float(given) == float(was)
+    if name.endswith("crs"):
+        import pyproj
+
+        try:
+            return bool(pyproj.CRS.from_user_input(given) == pyproj.CRS.from_user_input(was))
+        except pyproj.exceptions.CRSError:
+            return False
+    if name in ("units", "study_area"):
+        return Path(str(given)).resolve() == Path(str(was)).resolve()
+    return str(given) == str(was)
+
+
+def _options_of_release(args: argparse.Namespace, audit_doc: dict[str, Any]) -> dict[str, Any]:
+    """The read options of the release in ``args.dir``, once the given ones agree with it.
+
+    ``verify`` and ``risk`` take the input and policy options ``release`` took. An
+    option given must agree with what the release recorded (``audit/audit.json``'s
+    ``read_options``, the manifest's ``policy``), else :class:`InputError` (exit 2)
+    naming both values; an option left out is the release's.
+    """
+    recorded: dict[str, Any] = dict(audit_doc.get("read_options") or {})
+    for name, given in _read_options(args):
+        flag = _flag(name)
+        was = recorded.get(name)
+        shown = flag if given is True else f"{flag} {given}"  # a switch (--drop-duplicates)
+        if was is None or was is False:
+            raise InputError(
+                f"{shown} given, the release was made without {flag}: drop {flag} "
+                "(verify and risk read the source as the release did)"
+            )
+        if not _same_value(name, given, was):
+            raise InputError(
+                f"{shown} given, the release was made with {flag} {was}: drop {flag} "
+                "or give the release's value"
+            )
+    given_policy = _policy_values(args)
+    if given_policy:
+        try:
+            manifest = json.loads((args.dir / "release" / "manifest.json").read_text())
+            policy = manifest["policy"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise InputError(
+                f"{', '.join(map(_flag, given_policy))} given, but the release's "
+                "manifest.json cannot be read to compare them: drop them"
+            ) from None
+        for name, given in given_policy.items():
+            was = policy.get(name)
+            flag = _flag(name) if getattr(args, name, None) is not None else f"{name} in --config"
+            shown = str(given.value) if hasattr(given, "value") else given
+            if was is None:
+                raise InputError(
+                    f"{flag} {shown} given, the release was made without {name}: drop {flag}"
+                )
+            if not _same_value(name, shown, was):
+                raise InputError(
+                    f"{flag} {shown} given, the release was made with {name}={was}: drop "
+                    f"{flag} (it is read from the release) or give {was}"
+                )
+    return recorded
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from geokanon.io import read_points
     from geokanon.verify import format_report, verify_release
@@ -598,6 +712,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not audit.exists():
         raise InputError(f"{str(args.dir)!r} is not a geokanon release directory (no audit/)")
     audit_doc = json.loads(audit.read_text())
+    opts = _options_of_release(args, audit_doc)
     if "partitioned" in audit_doc:
         return _verify_partitioned(args, audit_doc)
     if getattr(args, "backend", "local") == "dask":
@@ -605,11 +720,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             "verify --backend dask checks a partitioned release (written by release "
             "--backend dask from a directory); this release was written whole: drop --backend"
         )
-    opts = audit_doc.get("read_options", {})
-    kwargs = dict(opts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = read_points(args.source, **kwargs)
+        table = read_points(args.source, **opts)
     report = verify_release(args.dir, source=table, source_file=args.source)
     print(format_report(report))
     return 0 if report.passed else 4
@@ -622,6 +735,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from geokanon.release import ReleaseOptions
 
     out = args.out or Path("geokanon-demo")
+    if out.exists() and not args.force:  # before any work: never replace a directory silently
+        raise InputError(
+            f"demo output directory {str(out)!r} already exists; pass --force to replace it, "
+            "or choose another --out"
+        )
     frame = demo_frame()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -643,7 +761,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "patients.\nThe global figure is the one that hides the problem: always read the "
         "per-unit table.\n"
     )
-    options = ReleaseOptions(keep=("age", "deprivation"), force=True)
+    options = ReleaseOptions(keep=("age", "deprivation"), force=args.force)
     released = release_points(table, policy, out, options)
     m = released.manifest
     c = released.counts
@@ -658,6 +776,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if (out / "release" / "report.html").exists():
         print(f"  report:                {out / 'release' / 'report.html'}")
     print(f"  audit (custodian):     {out / 'audit'}")
+    print(
+        "\nYour own data: name the coordinate, subject and unit columns and the CRS, e.g.\n"
+        "  geokanon sweep records.csv --k 3,5,10 --r-max 250,500,1000 --subject patient_id "
+        "--unit district --crs EPSG:3035\n"
+        "  geokanon release records.csv --k 5 --r-max 500 --subject patient_id "
+        "--unit district --crs EPSG:3035 --keep age --out my-release\n"
+        "(lon/lat columns need no --crs; geokanon release --help lists every option)"
+    )
     return 0
 
 
@@ -834,6 +960,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         for r in rs:
             check_r_max(table, r)
+    from geokanon.pipeline import on_ground
+
+    policy = on_ground(table, policy, pad_m=max(rs))  # r_max on the ground, for every cell
     contain = masks is not None and any(m is not None and m.contain for m in masks)
     polygons = _mask_polygons(args, table) if contain else None
     mask_key = _mask_key(args, bool(masks and any(m is not None for m in masks)))
@@ -883,10 +1012,10 @@ def cmd_risk(args: argparse.Namespace) -> int:
     audit = args.dir / "audit" / "audit.json"
     if not audit.exists():
         raise InputError(f"{str(args.dir)!r} is not a geokanon release directory (no audit/)")
-    opts = json.loads(audit.read_text()).get("read_options", {})
+    opts = _options_of_release(args, json.loads(audit.read_text()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = read_points(args.source, **dict(opts))
+        table = read_points(args.source, **opts)
     risk = release_risk(args.dir, source=table)
     if args.json:
         print(json.dumps(risk.to_dict(), indent=None, allow_nan=False))
@@ -929,7 +1058,8 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run the bundled synthetic example", epilog=EXAMPLES["demo"],
         formatter_class=fmt,
     )  # fmt: skip
-    p.add_argument("--out", type=Path, help="directory for the outputs")
+    p.add_argument("--out", type=Path, help="directory for the outputs (geokanon-demo)")
+    p.add_argument("--force", action="store_true", help="replace an existing output directory")
     p.set_defaults(func=cmd_demo)
 
     # -- release / verify commands (lead) --
@@ -940,7 +1070,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES["release"],
         formatter_class=fmt,
     )
-    p.add_argument("--out", type=Path, required=True, help="output directory DIR")
+    p.add_argument("--out", type=Path, required=True, help="output directory DIR (required)")
     p.add_argument("--force", action="store_true", help="replace an existing DIR atomically")
     p.add_argument("--keep", default="", help="attribute columns to publish, comma-separated")
     p.add_argument(
@@ -991,12 +1121,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "verify",
+        parents=[_input_options(positional=False), _policy_options(of_release=True)],
         help="re-read a written release and its source and run every check",
         epilog=EXAMPLES["verify"],
         formatter_class=fmt,
     )
     p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
-    p.add_argument("--source", type=Path, required=True, help="the source file of the release")
+    p.add_argument(
+        "--source", type=Path, required=True, help="the source file of the release (required)"
+    )
     g = p.add_argument_group("backend (see docs/dask.md)")
     g.add_argument(
         "--backend", choices=["local", "dask"], default="local",
@@ -1015,8 +1148,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     g = p.add_argument_group("sweep")
-    g.add_argument("--k", help="comma-separated values of k, e.g. 3,5,10")
-    g.add_argument("--r-max", dest="r_max_m", help="comma-separated r_max values, m")
+    g.add_argument(
+        "--k", help="comma-separated values of k, e.g. 3,5,10 (required, or in --config)"
+    )
+    g.add_argument(
+        "--r-max", dest="r_max_m", help="comma-separated r_max values, m (required, or in --config)"
+    )
     g.add_argument("--mask", choices=["jitter", "donut"], help="geomask applied before classifying")
     g.add_argument("--mask-sd", help="jitter levels: comma-separated sd values, m (0 = no mask)")
     g.add_argument("--mask-min", type=float, help="donut: smallest displacement, m (0)")
@@ -1047,12 +1184,15 @@ def build_parser() -> argparse.ArgumentParser:
     # -- risk command (testing/risk helper) --
     p = sub.add_parser(
         "risk",
+        parents=[_input_options(positional=False), _policy_options(of_release=True)],
         help="re-identification risk per record: subjects consistent with its published place",
         epilog="example:\n  geokanon risk out/dwellings --source dwellings.csv\n",
         formatter_class=fmt,
     )
     p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
-    p.add_argument("--source", type=Path, required=True, help="the source file of the release")
+    p.add_argument(
+        "--source", type=Path, required=True, help="the source file of the release (required)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_risk)
     return parser

@@ -91,7 +91,14 @@ from geokanon.disposal import (
 )
 from geokanon.errors import GeokanonError, InputError, ReleaseRefused
 from geokanon.grouping import Grouping, group_records
-from geokanon.neighbours import cells_around, in_sorted, pack_key, subject_codes, unpack_key
+from geokanon.neighbours import (
+    cells_around,
+    factorize_subject_ids,
+    in_sorted,
+    pack_key,
+    subject_codes,
+    unpack_key,
+)
 from geokanon.policy import Label, OutlierPolicy
 
 if TYPE_CHECKING:
@@ -804,7 +811,7 @@ def _join_existing(
 
     from geokanon.grouping import _covering_rep
 
-    r_max = policy.r_max_m
+    r_max = policy.r_work_m  # r_max in working metres: r_max_m on the ground
     step = policy.snap_step_m
     # Only representatives within 2 r_max of a leftover matter: those in its cell of
     # side 2 r_max or a neighbouring one. The tree holds only them.
@@ -966,8 +973,9 @@ def run_core_on_distributed(
     progress: Callable[[str], None] | None = None,
 ) -> CoreResult:
     """:func:`run_core_distributed` on a point table (as :func:`geokanon.pipeline.run_core_on`)."""
-    from geokanon.pipeline import record_tiebreak
+    from geokanon.pipeline import on_ground, record_tiebreak
 
+    policy = on_ground(table, policy)  # r_max on the ground (geokanon.projection)
     return run_core_distributed(
         table.x, table.y, policy,
         subjects=table.subjects, times=table.times,
@@ -1046,8 +1054,9 @@ def classify_points_distributed(
     geokanon.pipeline.ClassifyResult
         The same object, figures and verdicts as the single-machine function.
     """
-    from geokanon.pipeline import summarise_classification
+    from geokanon.pipeline import on_ground, summarise_classification
 
+    policy = on_ground(table, policy)  # r_max on the ground (geokanon.projection)
     with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
         cls = classify_tiled(
             table.x, table.y, policy, subjects=table.subjects, times=table.times,
@@ -1336,6 +1345,8 @@ class PartitionedClassification:
         Records per label.
     n_records, n_subjects
         Totals over all partitions.
+    subject_ids_merged
+        Distinct subject ids merged into another (case, spacing, Unicode form).
     units, verdict
         Per-unit table and cap verdicts, as :func:`geokanon.pipeline.classify_points`
         computes them (reduced from per-tile pieces).
@@ -1354,6 +1365,7 @@ class PartitionedClassification:
     units: UnitTable
     verdict: CapVerdict
     tiles: int
+    subject_ids_merged: int = 0
     labels_out: str | None = None
     rows: NDArray[np.int64] | None = field(default=None, repr=False)
     labels: NDArray[np.uint8] | None = field(default=None, repr=False)
@@ -1372,6 +1384,7 @@ class PartitionedClassification:
             "unit_cap": self.policy.unit_cap,
             "records": self.n_records,
             "subjects": self.n_subjects,
+            "subject_ids_merged": self.subject_ids_merged,
             "counts": dict(self.counts),
             "suppressed_share": self.verdict.suppressed_share,
             "disposal_share": self.verdict.disposal_share,
@@ -1395,18 +1408,34 @@ def _tile_name(key: int) -> str:
 
 def _bucket(
     frame: pd.DataFrame, part: int, tiling: Tiling, scratch: str
-) -> tuple[int, list[int], int]:
+) -> tuple[int, list[int], int, NDArray[np.uint64] | None]:
     """Write one partition's records to the scratch pieces of their tile and of the halos.
 
+    Subject ids are written normalised (:func:`geokanon.neighbours.factorize_subject_ids`),
+    so every tile and the reduction see the spellings of one id as one subject.
+
     Returns the partition's record count, the keys of the tiles it owns records
-    in, and the number of halo copies written.
+    in, the number of halo copies written, and the hashes of its distinct raw
+    subject ids (``None`` without a subject column).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     n = len(frame)
     if n == 0:
-        return 0, [], 0
+        return 0, [], 0, None
+    raw_ids = None
+    if "subject" in frame.columns:
+        raw = frame["subject"]
+        if not pd.api.types.is_numeric_dtype(raw.dtype):
+            codes, texts, _ = factorize_subject_ids(raw)
+            with_missing = np.empty(texts.size + 1, dtype=object)
+            with_missing[:-1] = texts  # the last entry, None, is code -1: missing stays missing
+            norm = with_missing[codes]
+            frame = frame.assign(subject=norm)
+        raw_ids = np.unique(
+            pd.util.hash_array(np.asarray([str(u) for u in pd.unique(raw)], dtype=object))
+        )
     x = frame["x"].to_numpy(dtype=np.float64)
     y = frame["y"].to_numpy(dtype=np.float64)
     bad = ~(np.isfinite(x) & np.isfinite(y))
@@ -1439,19 +1468,19 @@ def _bucket(
         d = Path(scratch) / _tile_name(int(key))
         d.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table(cols), d / f"p{part:06d}.parquet", compression="none")
-    return n, [int(k) for k in np.unique(own)], int(hrec.size)
+    return n, [int(k) for k in np.unique(own)], int(hrec.size), raw_ids
 
 
 def _bucket_source(
     source: Any, part: int, tiling: Tiling, scratch: str
-) -> tuple[int, list[int], int]:
+) -> tuple[int, list[int], int, NDArray[np.uint64] | None]:
     _single_thread_numba()
     return _bucket(source.load(part), part, tiling, scratch)
 
 
 def _bucket_frame(
     frame: pd.DataFrame, part: int, tiling: Tiling, scratch: str, roles: dict[str, str | None]
-) -> tuple[int, list[int], int]:
+) -> tuple[int, list[int], int, NDArray[np.uint64] | None]:
     out = pd.DataFrame(index=pd.RangeIndex(len(frame)))
     out["x"] = pd.to_numeric(frame[roles["x"]], errors="coerce").to_numpy(dtype=np.float64)
     out["y"] = pd.to_numeric(frame[roles["y"]], errors="coerce").to_numpy(dtype=np.float64)
@@ -1705,6 +1734,8 @@ def classify_partitions(
         shutil.rmtree(scratch, ignore_errors=True)
     say("reduce per-unit tables")
     table, verdict, n, n_subjects = _reduce_units(summaries, policy)
+    with_raw = [b[3] for b in bucketed if b[3] is not None]
+    merged = int(np.unique(np.concatenate(with_raw)).size) - n_subjects if with_raw else 0
     if n_subjects < policy.k:
         raise InputError(
             f"the input holds {n_subjects} distinct subjects, fewer than k={policy.k}; "
@@ -1723,6 +1754,7 @@ def classify_partitions(
         counts={lab.text: int(counts[lab]) for lab in Label},
         n_records=n,
         n_subjects=n_subjects,
+        subject_ids_merged=merged,
         units=table,
         verdict=verdict,
         tiles=len(keys),

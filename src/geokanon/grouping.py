@@ -819,7 +819,7 @@ def group_records(
         tiebreak = None if tiebreak is None else tiebreak[subset]
     n = x.size
     k = policy.k
-    r_max = policy.r_max_m
+    r_max = policy.r_work_m  # r_max in working metres: r_max_m on the ground
     step = policy.snap_step_m
     group_id = np.full(n, -1, dtype=np.int64)
     if n == 0:
@@ -906,7 +906,7 @@ def repair_groups(
     """
     n = x.size
     k = policy.k
-    r_max = policy.r_max_m
+    r_max = policy.r_work_m  # r_max in working metres: r_max_m on the ground
     step = policy.snap_step_m
     if n == 0:
         return Grouping(np.full(0, -1, dtype=np.int64), np.zeros(0), np.zeros(0))

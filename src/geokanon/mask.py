@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geokanon.errors import InputError, PrivacyRiskWarning
+from geokanon.neighbours import factorize_subject_ids
 
 __all__ = ["MaskKey", "MaskSpec", "apply_mask", "mask_keys"]
 
@@ -355,8 +356,13 @@ def _subject_hashes(subjects: ArrayLike | None, n: int) -> NDArray[np.uint64]:
         raise InputError(f"subjects must hold one id per record ({n}), got shape {arr.shape}")
     import pandas as pd
 
-    # The id's text, so 7 and "7" (CSV versus Parquet) key the same noise.
-    return np.asarray(pd.util.hash_array(arr.astype(str).astype(object)), dtype=np.uint64)
+    if arr.dtype.kind in "iufb":
+        # The id's text, so 7 and "7" (CSV versus Parquet) key the same noise.
+        return np.asarray(pd.util.hash_array(arr.astype(str).astype(object)), dtype=np.uint64)
+    # Text ids by their normalised text: the spellings of one id are one subject (one noise).
+    codes, texts, _ = factorize_subject_ids(arr)
+    hashes = np.asarray(pd.util.hash_array(np.append(texts, "None")), dtype=np.uint64)
+    return hashes[codes]  # a missing id (code -1) keys as the text "None", as before
 
 
 _SIP_V0 = np.uint64(0x736F6D6570736575)

@@ -26,6 +26,7 @@ from them match a cKDTree-based rule bit for bit.
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any
 
 import numba as nb
@@ -36,7 +37,9 @@ from geokanon.errors import InputError
 
 __all__ = [
     "cells_around",
+    "factorize_subject_ids",
     "in_sorted",
+    "normalise_subject_id",
     "pack_key",
     "sorted_unique",
     "stable_argsort",
@@ -179,8 +182,108 @@ def _dense_integer_codes(arr: NDArray[np.integer]) -> NDArray[np.int64]:
     return rank[offset]
 
 
+def normalise_subject_id(text: str) -> str:
+    """The form in which subject ids are compared: NFKC, case folded, surrounding space removed.
+
+    Ids that differ only in case, surrounding whitespace or Unicode form (fullwidth
+    letters, ligatures, composed or decomposed accents) are one subject. The text is
+    NFKC-normalised, case folded and normalised again (case folding can leave a
+    non-NFKC string), then stripped of surrounding whitespace (``str.isspace``).
+
+    Examples
+    --------
+    >>> [normalise_subject_id(s) for s in ("P001", " p001", "P001\t", "\uff30\uff10\uff10\uff11")]
+    ['p001', 'p001', 'p001', 'p001']
+    >>> normalise_subject_id("Stra\u00dfe") == normalise_subject_id("STRASSE")
+    True
+    """
+    nfkc = unicodedata.normalize("NFKC", text)
+    return unicodedata.normalize("NFKC", nfkc.casefold()).strip()
+
+
+def factorize_subject_ids(
+    ids: ArrayLike,
+) -> tuple[NDArray[np.int64], NDArray[np.object_], int]:
+    """Subject codes of ids compared in their normalised form (:func:`normalise_subject_id`).
+
+    Only the distinct ids are normalised (factorised first, then the distinct
+    texts are normalised and factorised again), so the cost grows with the number
+    of distinct ids, not of records. Numeric ids (integers, floats) are taken as
+    they are: nothing is merged.
+
+    Parameters
+    ----------
+    ids
+        One subject id per record (text, numbers or objects; objects are compared
+        by their text, ``str(id)``). Missing ids (``None``, ``NaN``, ``NA``) get
+        code -1.
+
+    Returns
+    -------
+    codes
+        ``int64`` codes in ``[0, number of subjects)``, in the sort order of the
+        normalised texts (-1 for a missing id).
+    texts
+        The normalised text of each code (``str`` of the id for numbers).
+    merged
+        Distinct ids merged into another one: distinct ids minus distinct subjects.
+
+    Examples
+    --------
+    >>> codes, texts, merged = factorize_subject_ids(["P001", " p001", "b", "P001 "])
+    >>> codes.tolist(), texts.tolist(), merged
+    ([1, 1, 0, 1], ['b', 'p001'], 2)
+    """
+    import pandas as pd
+
+    ser = ids if isinstance(ids, pd.Series) else pd.Series(np.asarray(ids), copy=False)
+    if pd.api.types.is_numeric_dtype(ser.dtype):
+        codes, uniq = pd.factorize(ser, sort=True)
+        texts = pd.Series(uniq).astype(str).to_numpy(dtype=object)
+        return np.asarray(codes, dtype=np.int64), texts, 0
+    raw_codes, uniq = pd.factorize(ser, sort=False)
+    norm = np.empty(len(uniq), dtype=object)
+    norm[:] = [
+        normalise_subject_id(u if isinstance(u, str) else str(u))
+        for u in np.asarray(uniq, dtype=object)
+    ]
+    codes_of_uniq, texts = _sorted_text_codes(norm)
+    to_code = np.append(codes_of_uniq, -1)  # a missing id (-1) stays -1
+    codes = to_code[np.asarray(raw_codes, dtype=np.int64)]
+    return codes, texts, int(len(uniq) - len(texts))
+
+
+def _sorted_text_codes(texts: NDArray[np.object_]) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+    """Rank of each text among the distinct texts (code point order), and the distinct texts.
+
+    Arrow sorts the strings in C++ (UTF-8 byte order is code point order, Python's
+    ``str`` order); a sort of Python objects would compare them one pair at a time.
+    """
+    n = texts.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = pa.array(texts, type=pa.large_string())
+        order = np.asarray(pc.array_sort_indices(arr), dtype=np.int64)
+        ordered = arr.take(pa.array(order))
+        same = pc.equal(ordered.slice(1), ordered.slice(0, n - 1))
+        first = np.r_[True, ~np.asarray(same, dtype=bool)]
+    except (ImportError, ValueError, TypeError, UnicodeError):  # e.g. lone surrogates
+        distinct, inverse = np.unique(texts, return_inverse=True)
+        return np.asarray(inverse, dtype=np.int64).reshape(-1), np.asarray(distinct, dtype=object)
+    codes = np.empty(n, dtype=np.int64)
+    codes[order] = np.cumsum(first) - 1
+    return codes, texts[order[first]]
+
+
 def subject_codes(subjects: ArrayLike | None, n: int) -> NDArray[np.int64]:
     """Dense int64 subject codes; ``None`` makes every record its own subject.
+
+    Text ids are compared in their normalised form (:func:`factorize_subject_ids`):
+    ``"P001"`` and ``" p001"`` are one subject.
 
     Parameters
     ----------
@@ -207,9 +310,8 @@ def subject_codes(subjects: ArrayLike | None, n: int) -> NDArray[np.int64]:
     if arr.dtype.kind in "iu":
         codes = _dense_integer_codes(arr)
     else:
-        import pandas as pd
-
-        codes, _ = pd.factorize(pd.Series(arr, copy=False), sort=True, use_na_sentinel=True)
+        # text ids are compared normalised (NFKC, case folded, stripped): one subject
+        codes, _, _ = factorize_subject_ids(arr)
         if (codes < 0).any():
             raise InputError(
                 f"{int((codes < 0).sum())} records have an empty subject id; "

@@ -39,6 +39,7 @@ __all__ = [
     "ReleaseResult",
     "Trial",
     "classify_points",
+    "on_ground",
     "release_points",
     "run_core_on",
     "what_would_pass",
@@ -55,6 +56,9 @@ class ClassifyResult:
     verdict: CapVerdict
     n_records: int
     n_subjects: int
+    #: Distinct subject ids merged into another (they differ only by case, surrounding
+    #: whitespace or Unicode form): distinct ids minus distinct subjects.
+    subject_ids_merged: int = 0
 
     @property
     def counts(self) -> dict[str, int]:
@@ -72,6 +76,7 @@ class ClassifyResult:
             "unit_cap": self.policy.unit_cap,
             "records": self.n_records,
             "subjects": self.n_subjects,
+            "subject_ids_merged": self.subject_ids_merged,
             "counts": self.counts,
             "suppressed_share": self.verdict.suppressed_share,
             "disposal_share": self.verdict.disposal_share,
@@ -84,6 +89,37 @@ class ClassifyResult:
             "many_disposals": self.verdict.many_disposals,
             "iota_median": finite_or_none(float(np.median(finite))) if finite.size else None,
         }
+
+
+def on_ground(
+    table: PointTable, policy: OutlierPolicy, *, pad_m: float | None = None
+) -> OutlierPolicy:
+    """The policy with the working CRS's smallest scale factor over the table's data.
+
+    ``r_max_m`` holds on the ground; the stages measure in working-CRS metres against
+    :attr:`~geokanon.policy.OutlierPolicy.r_work_m`, which this sets (see
+    :func:`geokanon.projection.scale_factor_range`: the region is the data's bounding
+    box widened by ``pad_m``, default ``r_max_m``, and snapped outward to 10 km).
+    An unnamed metric CRS keeps scale 1. A smaller ``scale_factor_min`` already on the
+    policy is kept.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from geokanon.io import table_from_frame
+    >>> t = table_from_frame(pd.DataFrame({"lon": [-3.0, -3.001], "lat": [53.6, 53.6]}))
+    >>> pol = on_ground(t, OutlierPolicy(k=2, r_max_m=250.0))
+    >>> t.working_crs, bool(249.89 < pol.r_work_m < 249.9)
+    ('EPSG:32630', True)
+    """
+    from geokanon.projection import scale_factor_range
+
+    working = getattr(table, "working_crs", None) or table.crs
+    pad = policy.r_max_m if pad_m is None else float(pad_m)
+    low = scale_factor_range(table.x, table.y, working, pad_m=pad).low
+    if low >= policy.scale_factor_min:
+        return policy
+    return policy.replace(scale_factor_min=low)
 
 
 def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
@@ -109,6 +145,7 @@ def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
     >>> classify_points(t, OutlierPolicy(k=3, r_max_m=10.0)).counts["suppress"]
     1
     """
+    policy = on_ground(table, policy)
     cls = classify(table.x, table.y, policy, subjects=table.subjects, times=table.times)
     return summarise_classification(table, policy, cls)
 
@@ -129,6 +166,7 @@ def summarise_classification(
         verdict=verdict,
         n_records=len(table),
         n_subjects=table.n_subjects,
+        subject_ids_merged=int(getattr(table, "subject_ids_merged", 0)),
     )
 
 
@@ -314,6 +352,7 @@ def run_core_on(
     -------
     CoreResult
     """
+    policy = on_ground(table, policy)
     return run_core(
         table.x, table.y, policy,
         subjects=table.subjects, times=table.times,
@@ -337,6 +376,19 @@ def record_tiebreak(table: PointTable) -> np.ndarray | None:
         )
     subject = table.subject_keys if table.subject_keys is not None else table.subjects
     return content_tiebreak(attrs, subject, table.times, table.unit_codes)
+
+
+def _describe_scale(table: PointTable, policy: OutlierPolicy) -> str:
+    """The plan's line on the working CRS's scale and the radius held on the map."""
+    from geokanon.projection import scale_factor_range
+
+    working = getattr(table, "working_crs", None) or table.crs
+    s = scale_factor_range(table.x, table.y, working, pad_m=policy.r_max_m)
+    held = policy.replace(scale_factor_min=min(s.low, policy.scale_factor_min)).r_work_m
+    return (
+        f"  scale factor of the working CRS over the data: {s.low:.7g} to {s.high:.7g}; "
+        f"r_max {policy.r_max_m:g} m on the ground is held as {held:.6g} m on the map"
+    )
 
 
 def _fmix64(v: np.ndarray) -> np.ndarray:
@@ -547,6 +599,8 @@ def _release_points(
         mx, my = apply_mask(table.x, table.y, options.mask, key=mask_key, subjects=keys)
         mask_risk = summarise_mask_anonymity(table, mx, my, options.mask, policy.k)
         table = dataclasses.replace(table, x=mx, y=my)
+    # r_max on the ground: the working CRS's scale over the (masked) data sets r_work_m
+    policy = on_ground(table, policy)
     runner = core_runner or run_core_on
     try:
         core = runner(table, policy, progress=progress)
@@ -681,13 +735,20 @@ class Plan:
         p = self.policy
         lines = [f"plan: release {self.source} with k={p.k}, r_max={p.r_max_m:g} m"]
         if table is not None:
+            p = on_ground(table, p)  # the radius the stages will measure against
             working = getattr(table, "working_crs", None) or table.crs
             output = getattr(table, "output_crs", None) or table.crs
             lines += [
                 f"  records: {len(table):,}; subjects: {table.n_subjects:,}"
-                + ("" if table.subjects is not None else " (each record its own subject)"),
+                + ("" if table.subjects is not None else " (each record its own subject)")
+                + (
+                    f" ({table.subject_ids_merged:,} ids merged: case, spacing or Unicode form)"
+                    if getattr(table, "subject_ids_merged", 0)
+                    else ""
+                ),
                 f"  CRS: input {table.crs or 'unnamed metric'}; distances in "
                 f"{working or 'unnamed metric'}; published in {output or 'unnamed metric'}",
+                _describe_scale(table, p),
                 f"  units: {len(table.unit_names):,} ("
                 + ", ".join(map(str, table.unit_names[:6]))
                 + (", ..." if len(table.unit_names) > 6 else "")

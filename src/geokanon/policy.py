@@ -94,6 +94,15 @@ class OutlierPolicy:
         Seed of every random choice (snapping noise, masks, bias tests).
     snap_m
         Grid step to which group representatives are snapped (``None``: r_max_m / 20).
+    scale_factor_min
+        Smallest scale factor (projected metres per ground metre, in any direction) of
+        the working CRS over the data. ``r_max_m`` is a promise on the ground; every
+        distance the stages measure is in working-CRS metres and is held to
+        :attr:`r_work_m` ``= r_max_m * min(1, scale_factor_min)`` instead, so that a
+        member within it of its representative is within ``r_max_m`` on the ellipsoid
+        too. The pipeline sets it from the data
+        (:func:`geokanon.projection.scale_factor_range`); a value given here can only
+        lower it. 1 for an unnamed metric CRS.
 
     Examples
     --------
@@ -118,6 +127,7 @@ class OutlierPolicy:
     allow_synthetic: bool = False
     seed: int = 0
     snap_m: float | None = None
+    scale_factor_min: float = 1.0
 
     def __post_init__(self) -> None:
         k = self.k
@@ -161,6 +171,7 @@ class OutlierPolicy:
                 raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+        _positive_finite("scale_factor_min", self.scale_factor_min)
         if self.snap_m is not None:
             _positive_finite("snap_m", self.snap_m)
             if self.snap_m > self.r_max_m / 4:
@@ -175,9 +186,24 @@ class OutlierPolicy:
         return self.snap_m if self.snap_m is not None else self.r_max_m / 20.0
 
     @property
+    def r_work_m(self) -> float:
+        """``r_max_m`` in working-CRS metres: ``r_max_m * min(1, scale_factor_min)``.
+
+        Every stage measures against it (labels, groups, merges), so what holds in the
+        working CRS holds on the ground. Where the scale exceeds 1 everywhere, the map
+        distance is the longer one, and the radius stays ``r_max_m``.
+
+        Examples
+        --------
+        >>> OutlierPolicy(k=5, r_max_m=250.0, scale_factor_min=0.9996).r_work_m
+        249.9
+        """
+        return self.r_max_m * min(1.0, self.scale_factor_min)
+
+    @property
     def search_radius_m(self) -> float:
-        """Distance beyond which no neighbour can change a label (generalise_ratio x r_max_m)."""
-        return self.generalise_ratio * self.r_max_m
+        """Distance beyond which no neighbour can change a label (generalise_ratio x r_work_m)."""
+        return self.generalise_ratio * self.r_work_m
 
     @property
     def uses_time(self) -> bool:
@@ -220,4 +246,8 @@ def _share(name: str, value: object, *, upper_inclusive: bool) -> None:
         ok = v > 0 and (v <= 1 if upper_inclusive else v < 1)
     if not ok:
         bound = "(0, 1]" if upper_inclusive else "(0, 1)"
-        raise InputError(f"{name} must be a share in {bound}, got {value!r}")
+        hint = ""
+        if _is_real(value) and 1 <= float(value) <= 100:  # type: ignore[arg-type]
+            pct = float(value)  # type: ignore[arg-type]
+            hint = f"; a share, not a percentage: {pct:g} % is {pct / 100:g}"
+        raise InputError(f"{name} must be a share in {bound}, got {value!r}{hint}")

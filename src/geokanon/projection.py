@@ -38,8 +38,10 @@ from geokanon.errors import InputError
 
 __all__ = [
     "LAEA_MAX_SCALE_ERROR",
+    "SCALE_GRID_M",
     "UTM_MAX_SCALE_ERROR",
     "Projection",
+    "ScaleRange",
     "choose_metric_crs",
     "crs_to_string",
     "frame_crs",
@@ -47,6 +49,7 @@ __all__ = [
     "is_geographic",
     "is_metric",
     "parse_crs",
+    "scale_factor_range",
     "to_metric",
     "transformer",
 ]
@@ -55,6 +58,14 @@ __all__ = [
 UTM_MAX_SCALE_ERROR = 0.02
 #: Largest relative distance error accepted from a data-centred equal-area projection.
 LAEA_MAX_SCALE_ERROR = 0.05
+#: The region over which :func:`scale_factor_range` is taken is snapped outward to
+#: multiples of this many working metres, so the range says nothing finer about where
+#: the extreme records are.
+SCALE_GRID_M = 10_000.0
+#: Grid nodes per axis at most over that region.
+_SCALE_NODES_MAX = 65
+#: Published scale factors are rounded outward to this many decimals.
+_SCALE_DECIMALS = 7
 
 FloatArray = NDArray[np.float64]
 
@@ -347,3 +358,167 @@ class Projection:
         if target is None or self.working_crs is None or target == self.working_crs:
             return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
         return from_metric(x, y, self.working_crs, target)
+
+
+@dataclass(frozen=True)
+class ScaleRange:
+    """Smallest and largest point scale factor of a working CRS over a region.
+
+    Projected distance = scale x ground distance, so for two points whose straight
+    segment (working CRS) lies in the region, the ground (geodesic) distance ``d_g``
+    and the projected distance ``d_p`` satisfy ``d_g <= d_p / low``: the segment is
+    the image of a curve on the ellipsoid no longer than ``d_p / low`` (``low`` bounds
+    the scale in every direction: the semi-minor axis of Tissot's indicatrix), and the
+    geodesic is no longer than any curve between its ends. So ``d_p <= r_max * low``
+    implies ``d_g <= r_max``. Where ``low < 1`` (UTM near its central meridian,
+    ``k0 = 0.9996``) the map understates ground distances: a projected 249.97 m is
+    250.07 m on the ellipsoid on the central meridian.
+
+    Attributes
+    ----------
+    low, high
+        The range, rounded outward to 7 decimals (``1.0, 1.0`` for an unnamed CRS).
+
+    Examples
+    --------
+    >>> ScaleRange(0.9996, 1.0001).radius_m(250.0)
+    249.9
+    >>> ScaleRange(1.0002, 1.0004).radius_m(250.0)
+    250.0
+    """
+
+    low: float
+    high: float
+
+    def radius_m(self, r_max_m: float) -> float:
+        """The working-CRS radius ``r_max_m * min(1, low)`` that keeps ``r_max_m`` on the ground."""
+        return float(r_max_m) * min(1.0, self.low)
+
+
+@functools.lru_cache(maxsize=16)
+def _factors_recipe(working: str) -> tuple[pyproj.Transformer, pyproj.Proj]:
+    crs = pyproj.CRS.from_user_input(working)
+    geodetic = crs.geodetic_crs
+    if geodetic is None:
+        raise InputError(f"the working CRS {_short(working)} has no geodetic datum")
+    inverse = pyproj.Transformer.from_crs(crs, geodetic, always_xy=True)
+    return inverse, pyproj.Proj(crs)
+
+
+def scale_factor_range(
+    x: FloatArray,
+    y: FloatArray,
+    working: str | None,
+    *,
+    pad_m: float,
+    grid_m: float = SCALE_GRID_M,
+) -> ScaleRange:
+    """The working CRS's point scale factors over the region the data's groups can span.
+
+    Groups are measured in working-CRS metres, but ``r_max`` is a promise on the
+    ground: projected distance = scale x ground distance, and a transverse Mercator
+    (UTM, British National Grid) has scale ``k0 = 0.9996 < 1`` on its central
+    meridian (a projected 249.97 m is 250.07 m on the ellipsoid there) and up to
+    ``~1.0008`` at a zone's edge. With ``low`` the smallest scale in any direction
+    over the region, a member within ``r_max * min(1, low)`` of its representative
+    in the working CRS is within ``r_max`` on the ellipsoid (see :class:`ScaleRange`),
+    and within ``r_max`` on the map too (the ``min(1, .)``: where every scale exceeds 1
+    the map distance is the longer one, and it stays within ``r_max``).
+
+    The region is the data's bounding box (working metres) widened by ``pad_m`` (a
+    representative lies within ``r_max`` of its members, so every member-to-
+    representative segment lies inside), then snapped outward to multiples of
+    ``grid_m``: the range is a property of the CRS and a coarse box, and says
+    nothing about any record finer than ``grid_m`` (it may be published). The scale
+    (the semi-axes of Tissot's indicatrix, :meth:`pyproj.Proj.get_factors`) is
+    evaluated on a grid of nodes over the region (every ``grid_m``, at most 65 a
+    side); in each grid cell the smallest corner is lowered by the largest change
+    along the edges of that cell and its eight neighbours (the scale of a projection
+    varies smoothly and slowly over any region where it is usable, so a dip inside a
+    cell is smaller than the change across the cells around it), the maximum likewise
+    raised, and the range is rounded outward to 7 decimals. The range is a function
+    of the snapped box alone.
+
+    Parameters
+    ----------
+    x, y
+        Working-CRS coordinates (metres) of the records.
+    working
+        The working CRS (``None``: an unnamed metric CRS, taken as true to scale).
+    pad_m
+        Widening of the bounding box, metres (``r_max``).
+    grid_m
+        Snapping step of the region, metres.
+
+    Returns
+    -------
+    ScaleRange
+
+    Raises
+    ------
+    InputError
+        The working CRS's scale cannot be evaluated anywhere over the region.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x, y = to_metric(np.array([-3.0, -2.99]), np.array([53.6, 53.61]), "EPSG:4326",
+    ...                  "EPSG:32630")
+    >>> s = scale_factor_range(x, y, "EPSG:32630", pad_m=250.0)
+    >>> bool(0.99959 < s.low <= 0.9996 < s.high < 0.99961)
+    True
+    >>> scale_factor_range(x, y, None, pad_m=250.0)
+    ScaleRange(low=1.0, high=1.0)
+    """
+    if working is None:
+        return ScaleRange(1.0, 1.0)
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    if xa.size == 0:
+        return ScaleRange(1.0, 1.0)
+    step = float(grid_m)
+    x0 = math.floor((float(xa.min()) - pad_m) / step) * step
+    x1 = math.ceil((float(xa.max()) + pad_m) / step) * step
+    y0 = math.floor((float(ya.min()) - pad_m) / step) * step
+    y1 = math.ceil((float(ya.max()) + pad_m) / step) * step
+    nx = min(_SCALE_NODES_MAX, round((x1 - x0) / step) + 1)
+    ny = min(_SCALE_NODES_MAX, round((y1 - y0) / step) + 1)
+    gx, gy = np.meshgrid(np.linspace(x0, x1, nx), np.linspace(y0, y1, ny))
+    inverse, proj = _factors_recipe(working)
+    with np.errstate(all="ignore"):
+        lon, lat = inverse.transform(gx.ravel(), gy.ravel())
+        f = proj.get_factors(np.asarray(lon), np.asarray(lat), errcheck=False)
+    lo = np.asarray(f.tissot_semiminor, dtype=np.float64).reshape(ny, nx)
+    hi = np.asarray(f.tissot_semimajor, dtype=np.float64).reshape(ny, nx)
+    lo = np.where(np.isfinite(lo) & (lo > 0), lo, np.nan)
+    hi = np.where(np.isfinite(hi) & (hi > 0), hi, np.nan)
+    low = float(np.nanmin(_cell_bounds(lo))) if np.isfinite(lo).any() else math.nan
+    high = -float(np.nanmin(_cell_bounds(-hi))) if np.isfinite(hi).any() else math.nan
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise InputError(
+            f"the scale factor of the working CRS {_short(working)} cannot be evaluated over "
+            "the data; name another metric CRS with --working-crs"
+        )
+    q = 10.0**_SCALE_DECIMALS
+    return ScaleRange(math.floor(low * q) / q, math.ceil(high * q) / q)
+
+
+def _cell_bounds(v: FloatArray) -> FloatArray:
+    """A lower bound of a smooth field in each grid cell, from its corner nodes.
+
+    The smallest corner, lowered by the largest change along any edge of the cell
+    or of the eight cells around it: a smooth field that dips inside a cell rises
+    again towards its neighbours by at least as much as it dipped. Cells with a
+    corner outside the projection's domain (NaN) give NaN.
+    """
+    corners = np.minimum(np.minimum(v[:-1, :-1], v[1:, :-1]), np.minimum(v[:-1, 1:], v[1:, 1:]))
+    ex = np.abs(np.diff(v, axis=1))  # (ny, nx - 1)
+    ey = np.abs(np.diff(v, axis=0))  # (ny - 1, nx)
+    edge = np.fmax(np.fmax(ex[:-1], ex[1:]), np.fmax(ey[:, :-1], ey[:, 1:]))
+    pad = np.pad(edge, 1, constant_values=np.nan)
+    ny, nx = edge.shape
+    local = edge.copy()
+    for di in (0, 1, 2):
+        for dj in (0, 1, 2):
+            local = np.fmax(local, pad[di : di + ny, dj : dj + nx])
+    return np.asarray(corners - local, dtype=np.float64)

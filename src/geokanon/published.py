@@ -110,8 +110,7 @@ MANIFEST_FIELDS: dict[str, str] = {
 #: numbers are the merge threshold N.
 OTHER_FIELDS = frozenset(
     {"groups", "classes", "duplicates", "input_filter", "suppressed_share", "synthetic.allowed",
-     "synthetic.per_unit",
-     "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
+     "synthetic.per_unit", "synthetic.pooled", "synthetic.rule", "passes", "mask_risk.mask",
      "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
      "mask_risk.p5", "mask_risk.median"}
 )  # fmt: skip
@@ -163,6 +162,10 @@ TEXT_PHRASES = (
     r"\b\d+(?:\.\d+){2,}\b",  # versions
     r"\b[0-9a-f]{16,}\b",  # checksums
     r"geokanon-release/\d+",
+    # the radius held on the map so that r_max holds on the ellipsoid (a CRS property)
+    r"[\d.,]+ m \(the working CRS's (?:smallest scale factor over the data is [\d.]+|scale)",
+    r"shortens them by up to [\d.]+%",
+    r"held to [\d.,]+ m on the map",
     r"[\d.]+[–-][\d.]+ %",  # share bands
 )
 _NUMBER = re.compile(r"(?<![\w.,/])([+-]?\d[\d,]*(?:\.\d+)?)(?![\w])")

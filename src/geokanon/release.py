@@ -44,8 +44,10 @@ import pyarrow.parquet as pq
 from geokanon._outdir import claim
 from geokanon.disposal import CoreResult, group_units
 from geokanon.errors import InputError, VerificationFailed
+from geokanon.io._names import closest_name
 from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
+from geokanon.projection import scale_factor_range
 
 __all__ = ["TOTALS_MODES", "ReleaseOptions", "mask_small", "write_release"]
 
@@ -359,6 +361,35 @@ _CSV_OPTIONS = {"quoting_style": "needed"}
 _AUDIT_ZSTD = -1
 #: Columns of ``records.parquet`` other than kept attributes.
 _RECORD_COLUMNS = ("group_id", "class_id", "level", "unit", "x", "y", "time_bin", "geometry")
+
+
+def check_keep(keep: Sequence[str], table: PointTable) -> None:
+    """Refuse ``--keep`` names that are not attribute columns of ``table`` (or clash).
+
+    Run by the writer and by ``release --dry-run``, so a plan that prints is a plan
+    that runs.
+
+    Raises
+    ------
+    InputError
+        Naming the missing columns, the likely intended name and the available ones.
+    """
+    columns = list(map(str, table.attributes.columns))
+    missing = [c for c in keep if c not in columns]
+    if missing:
+        close = {c: closest_name(c, columns) for c in missing}
+        hints = [f"{m!r} for {c!r}" for c, m in close.items() if m is not None]
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+        raise InputError(
+            f"--keep names columns that are not attributes of the input: {missing}{hint}; "
+            f"available: {columns[:20]}"
+        )
+    clash = [c for c in keep if c in _RECORD_COLUMNS]
+    if clash:
+        raise InputError(
+            f"--keep names columns that the release publishes itself: {clash}; "
+            "rename them in the input"
+        )
 
 
 @dataclass(frozen=True)
@@ -755,18 +786,7 @@ def build_release_files(
     aud.mkdir(parents=True, exist_ok=True)
     k = policy.k
     n = len(table)
-    missing = [c for c in options.keep if c not in table.attributes.columns]
-    if missing:
-        raise InputError(
-            f"--keep names columns that are not attributes of the input: {missing}; "
-            f"available: {list(map(str, table.attributes.columns))[:20]}"
-        )
-    clash = [c for c in options.keep if c in _RECORD_COLUMNS]
-    if clash:
-        raise InputError(
-            f"--keep names columns that the release publishes itself: {clash}; "
-            "rename them in the input"
-        )
+    check_keep(options.keep, table)
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
     gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)
@@ -978,8 +998,15 @@ def build_release_files(
     share: float | str = (
         total_sup_subjects / total_subjects if isinstance(global_shown, int) else global_shown
     )
+    scale = scale_factor_range(
+        table.x, table.y, getattr(table, "working_crs", None) or table.crs, pad_m=policy.r_max_m
+    )
     audit = {
         "working_crs": getattr(table, "working_crs", None) or table.crs,
+        # the working CRS's scale over the data's (10 km-snapped) box, and the radius the
+        # core held on the map so that r_max_m holds on the ellipsoid
+        "scale_factor_range": [scale.low, scale.high],
+        "r_work_m": policy.r_work_m,
         "output_crs": out_crs,
         "read_options": dict(options.read_options),
         "counts": counts_exact,
@@ -1011,6 +1038,8 @@ def build_release_files(
         "seed": policy.seed,
         "crs": out_crs,
         "input_sha256": table.source_sha256,
+        # spellings of one subject id (case, spacing, Unicode form) taken as one subject
+        "subject_ids_merged": int(getattr(table, "subject_ids_merged", 0)),
         "totals": options.totals,
         "keep": list(options.keep),
         "records_published": int(rows.size),

@@ -6,7 +6,9 @@ directory of Parquet files, a Dask DataFrame, or any object with ``__len__`` and
 
 1. *Gather* (one task per source partition): each task reads its partition and
    sends back compact per-record arrays only: ``x``, ``y`` (float64), a 64-bit
-   hash of the subject id, the unit codes of the partition and their names, and a
+   hash of the normalised subject id (NFKC, case folded, stripped: the spellings
+   of one id are one subject; the distinct raw ids' hashes count the merges), the
+   unit codes of the partition and their names, and a
    hash of the kept attributes (the tiebreak). Row ids are implicit: partitions
    are concatenated in their order, so a record's ``source_row`` is its
    partition's offset plus its position.
@@ -67,7 +69,9 @@ from geokanon.distributed import (
     run_core_distributed,
 )
 from geokanon.errors import InputError, ReleaseRefused, VerificationFailed
+from geokanon.neighbours import factorize_subject_ids
 from geokanon.policy import Disposal, Label, OutlierPolicy
+from geokanon.projection import scale_factor_range
 from geokanon.release import (
     FORMAT,
     LT_K,
@@ -138,6 +142,12 @@ def _text_codes(values: pd.Series) -> tuple[NDArray[np.object_], NDArray[np.int6
     return names.astype(object), merged.astype(np.int64)[codes]
 
 
+def _raw_texts(values: pd.Series) -> NDArray[np.object_]:
+    """The text of each distinct value (``str``), as ids are hashed."""
+    uniq = pd.unique(values)
+    return np.asarray([str(u) for u in uniq], dtype=object)
+
+
 def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
     """Compact arrays of source partition ``i`` (never a subject id, only its hash)."""
     _single_thread_numba()
@@ -151,7 +161,7 @@ def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
             f"{int(bad.sum())} records of partition {i} have missing, NaN or infinite "
             "coordinates; drop or fix them"
         )
-    subj = None
+    subj = raw_ids = None
     if "subject" in f.columns:
         raw = f["subject"]
         if raw.isna().any():
@@ -159,7 +169,11 @@ def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
                 f"{int(raw.isna().sum())} records of partition {i} have no subject id; "
                 "fill them or drop the subject column"
             )
-        subj = pd.util.hash_array(raw.astype(str).to_numpy(dtype=object))
+        # the hash of each id's normalised text (the spellings of one id are one subject),
+        # and the hashes of the distinct raw ids (how many were merged)
+        codes, texts, _ = factorize_subject_ids(raw)
+        subj = np.asarray(pd.util.hash_array(texts), dtype=np.uint64)[codes]
+        raw_ids = np.unique(pd.util.hash_array(_raw_texts(raw)))
     if "unit" in f.columns:
         if f["unit"].isna().any():
             raise InputError(
@@ -180,7 +194,8 @@ def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
         tiebreak = pd.util.hash_pandas_object(attrs, index=False).to_numpy(dtype=np.uint64)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     return {
-        "n": n, "x": x, "y": y, "subject": subj, "unit_names": names.astype(object),
+        "n": n, "x": x, "y": y, "subject": subj, "raw_ids": raw_ids,
+        "unit_names": names.astype(object),
         "unit_codes": codes.astype(np.int32), "tiebreak": tiebreak, "sha256": sha,
     }  # fmt: skip
 
@@ -195,6 +210,7 @@ class _Gathered:
     unit_names: NDArray[np.object_]
     tiebreak: NDArray[np.uint64] | None
     fingerprint: str | None
+    subject_ids_merged: int = 0
 
 
 def _combine(parts: list[dict[str, Any]]) -> _Gathered:
@@ -225,6 +241,8 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     if any(with_subject) and not all(with_subject):
         raise InputError("some partitions have the subject column and some do not")
     subject_hash = joined("subject") if all(with_subject) else None
+    # the distinct raw ids, to count the spellings merged into one subject
+    raw_ids = np.unique(joined("raw_ids")) if all(with_subject) else None
     tb = None
     if parts[0]["tiebreak"] is not None:
         tb = joined("tiebreak")
@@ -235,12 +253,15 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     subjects = None
     if subject_hash is not None:
         _, subjects = np.unique(subject_hash, return_inverse=True)
-        subjects = subjects.astype(np.int64)
+        subjects = subjects.astype(np.int64).reshape(-1)
     del subject_hash
+    merged = 0
+    if raw_ids is not None and subjects is not None:
+        merged = int(raw_ids.size) - (int(subjects.max()) + 1 if subjects.size else 0)
     fingerprint = None
     if all(p["sha256"] for p in parts):
         fingerprint = hashlib.sha256("\n".join(p["sha256"] for p in parts).encode()).hexdigest()
-    return _Gathered(sizes, x, y, subjects, codes, names, tb, fingerprint)
+    return _Gathered(sizes, x, y, subjects, codes, names, tb, fingerprint, merged)
 
 
 # ----------------------------------------------------------------------------
@@ -817,6 +838,11 @@ def _release_held(
             say(f"gather compact arrays from {len(source)} partitions")
             g = _combine(_run(c, _gather_task, [(source, i, keep) for i in range(len(source))]))
             n = g.x.size
+            # r_max on the ground: the named CRS's smallest scale over the data (the
+            # halo, from the policy's larger search radius before this, stays wide enough)
+            low = scale_factor_range(g.x, g.y, crs, pad_m=policy.r_max_m).low
+            if low < policy.scale_factor_min:
+                policy = policy.replace(scale_factor_min=low)
             say("release core on tiles")
             try:
                 core = run_core_distributed(
@@ -1072,6 +1098,7 @@ def _write_all(
         "seed": policy.seed,
         "crs": crs,
         "input_sha256": g.fingerprint,
+        "subject_ids_merged": g.subject_ids_merged,
         "totals": options.totals,
         "keep": list(keep),
         "records_published": int(sum(part_rows)),

@@ -442,16 +442,18 @@ def sweep(
         # with the exact distance bounds of its three ratio thresholds.
         columns = {k: np.ascontiguousarray(d[:, k - 2]) for k in k_list}
         for r in r_list:
+            # r_max in working metres (r on the ground), as the classification measures it
+            rw = cell_policies[(k_list[0], r)].r_work_m
             gaps = None
             if policy.uses_time:
-                gaps = _time_gaps(mx, my, subj, t_arr, policy, count, r)
+                gaps = _time_gaps(mx, my, subj, t_arr, policy, count, rw)
             for k in k_list:
                 pol = cell_policies[(k, r)]
                 if gaps is None:
-                    counts, sup_idx = _cell_labels(columns[k], r, pol)
+                    counts, sup_idx = _cell_labels(columns[k], rw, pol)
                 else:
                     assert pol.t_max_s is not None
-                    iota = np.maximum(columns[k] / r, gaps[:, k - 2] / pol.t_max_s)
+                    iota = np.maximum(columns[k] / rw, gaps[:, k - 2] / pol.t_max_s)
                     labels = labels_from_ratios(iota, pol)
                     counts = np.bincount(labels, minlength=len(Label))
                     sup_idx = np.flatnonzero(labels == Label.SUPPRESS)

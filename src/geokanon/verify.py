@@ -14,15 +14,25 @@ The rules, exactly as implemented
     holds >= k distinct subjects among the real records of the audit.
     Synthetic records never count. Subjects are taken from the source when it
     is given (so a wrong subject code in the audit cannot inflate a group),
-    else from the audit's ``subject`` column.
+    else from the audit's ``subject`` column. Source ids are compared normalised
+    (:func:`subject_id_text`: NFKC, case folded, stripped), by the verifier's own
+    copy of the rule: five spellings of one id are one subject, never five.
 ``extent``
     Every member of every group lies within ``min(r_max_m, radius_m) +
     tolerance_m`` of the published representative, distances
     ``sqrt(dx*dx + dy*dy)`` in float64 on the working coordinates (``x_m``,
     ``y_m``), the representative transformed from the output CRS into the
     working CRS with pyproj when they differ. When an unmasked source in the
-    working CRS is given, the members' source coordinates are measured too.
-    A published ``radius_m`` above ``r_max_m`` fails.
+    working CRS is given, the members' source coordinates are measured too (a
+    lon/lat source file: its own coordinates, carried into the working CRS).
+    A published ``radius_m`` above ``r_max_m`` fails. The limit holds on the
+    ground too: for a named working CRS (UTM for lon/lat input, or the input's
+    projected CRS), a pair within the limit on the map is measured again on the
+    CRS's ellipsoid (geodesic, pyproj ``Geod.inv``, from the members' lon/lat,
+    the source's own for a lon/lat source file, to the published
+    representative), unless its planar distance is at most the limit times a
+    lower bound of the CRS's scale factor over the pairs' box, which the check
+    finds itself (see ``_Ground``); an unnamed metric CRS is planar only.
 ``tau`` / ``unit_cap``
     Suppressed subjects are distinct subjects with at least one suppressed
     record (within the unit, for ``unit_cap``; a subject counts in every unit
@@ -109,7 +119,9 @@ The rules, exactly as implemented
     ``suppressed_share`` (within 5e-7 of the subject or the record share) all
     equal what the audit assigns; the audit is self-consistent (a group id
     exactly for grouped/merged rows, a class id exactly for generalised rows)
-    and agrees with the source (rows, subjects, units).
+    and agrees with the source (rows, subjects, units). With the source, the
+    manifest's ``subject_ids_merged`` equals the distinct source ids minus the
+    distinct subjects.
 ``fixed_point``
     ``passes`` is a non-empty list of at most :data:`~geokanon.policy.MAX_PASSES`
     entries, the last with ``changed == 0``, equal to the audit's passes when
@@ -157,6 +169,7 @@ import math
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -172,7 +185,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.io.read import PointTable, sha256_file
+from geokanon.io.read import PointTable, read_source_frame, sha256_file
 from geokanon.policy import MAX_PASSES
 from geokanon.published import Figure
 
@@ -886,6 +899,8 @@ class _Source:
     unit_names: NDArray[np.object_] | None = None
     subject_ids: frozenset[str] = frozenset()
     subject_column: str | None = None
+    #: distinct source ids minus distinct subjects (spellings merged); None when unknown
+    subject_ids_merged: int | None = None
     time_column: str | None = None
     epoch_s: NDArray[np.float64] | None = None
     wall_s: NDArray[np.float64] | None = None
@@ -1251,6 +1266,11 @@ class _Release:
         return _transformer(self.working_crs, self.output_crs)
 
     @cached_property
+    def ground(self) -> _Ground | None:
+        """Ellipsoidal distances in the working CRS's datum (``None``: unnamed metric CRS)."""
+        return _Ground.of(self.working_crs, self.output_crs)
+
+    @cached_property
     def own_subjects(self) -> bool:
         col = self.audit.get("subject_column")
         if col is None:
@@ -1585,6 +1605,41 @@ def _transformer(src: str | None, dst: str | None) -> Callable[[Any, Any], tuple
     return apply
 
 
+def subject_id_text(text: str) -> str:
+    """A subject id as subjects are compared: NFKC, case folded (and NFKC again), stripped.
+
+    The verifier's own copy of the rule (it imports no algorithm module): ids that
+    differ only in case, surrounding whitespace or Unicode form are one subject.
+
+    Examples
+    --------
+    >>> {subject_id_text(s) for s in ("P001", " P001", "p001", "P001 ", "\uff30\uff10\uff10\uff11")}
+    {'p001'}
+    """
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def subject_codes_of_ids(ids: pd.Series) -> tuple[NDArray[np.int64], int]:
+    """Dense subject codes of text ids compared by :func:`subject_id_text`, and the merges.
+
+    Only the distinct ids are normalised. Returns the codes and the number of
+    distinct ids merged into another (distinct ids minus distinct subjects).
+
+    Examples
+    --------
+    >>> codes, merged = subject_codes_of_ids(pd.Series(["Ann", " ann", "Bo"]))
+    >>> codes.tolist(), merged
+    ([0, 0, 1], 1)
+    """
+    codes, uniq = pd.factorize(ids.astype(str), sort=False)
+    texts = np.empty(len(uniq), dtype=object)
+    texts[:] = [subject_id_text(str(u)) for u in np.asarray(uniq, dtype=object)]
+    # any one-to-one numbering will do here (the order of codes is never compared)
+    inverse, names = pd.factorize(texts, sort=False)
+    dense = np.asarray(inverse, dtype=np.int64)[codes] if codes.size else codes
+    return np.asarray(dense, dtype=np.int64), int(len(uniq) - len(names))
+
+
 def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
     """Column names the source was read with: ``audit["read_options"]`` or top-level keys."""
     opts = audit.get("read_options")
@@ -1619,6 +1674,7 @@ def _load_source(
             if raw and _same_crs(working_crs, output_crs):
                 src.x, src.y = arg.x, arg.y
         src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
+        src.subject_ids_merged = int(getattr(arg, "subject_ids_merged", 0))
         src.unit_codes = np.asarray(arg.unit_codes, dtype=np.int64)
         src.unit_names = np.asarray(arg.unit_names, dtype=object)
         if arg.times is not None:
@@ -1626,18 +1682,9 @@ def _load_source(
         return src
     path = Path(arg)
     opts = _read_options(audit)
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".csv", ".txt"):
-            raw = pd.read_csv(path, dtype=str, keep_default_na=False, low_memory=False)
-        elif suffix in (".parquet", ".pq"):
-            raw = pd.read_parquet(path)
-        else:
-            raise InputError(f"source {path.name!r}: give a .csv or .parquet file")
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"source {path.name!r} could not be read ({type(exc).__name__})") from None
+    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...)
+    source_frame = read_source_frame(path)
+    raw = source_frame.frame
     drop = np.zeros(len(raw), dtype=bool)
     if opts.get("drop_duplicates"):
         # The release removed exact copies first: so does the verifier, by the file's own
@@ -1653,12 +1700,17 @@ def _load_source(
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
     src.sha256 = sha256_file(path)
-    xcol = opts.get("x") or opts.get("lon") or ("x" if "x" in raw else "lon")
-    ycol = opts.get("y") or opts.get("lat") or ("y" if "y" in raw else "lat")
+    geom = source_frame.geometry_xy
+    named = opts.get("x") or opts.get("lon")
+    if geom is not None and not named:
+        xcol, ycol = geom
+    else:
+        xcol = named or ("x" if "x" in raw else "lon")
+        ycol = opts.get("y") or opts.get("lat") or ("y" if "y" in raw else "lat")
     if xcol in raw and ycol in raw:
         xs = pd.to_numeric(raw[xcol], errors="coerce").to_numpy(dtype=np.float64)
         ys = pd.to_numeric(raw[ycol], errors="coerce").to_numpy(dtype=np.float64)
-        in_crs = opts.get("crs")
+        in_crs = source_frame.crs or opts.get("crs")
         in_crs = None if in_crs in (None, "") else str(in_crs)
         if _same_crs(in_crs, output_crs):
             src.x, src.y = xs, ys
@@ -1669,10 +1721,11 @@ def _load_source(
     scol = opts.get("subject") or audit.get("subject_column")
     if scol and scol in raw:
         ids = raw[scol].astype(str)
-        codes, _ = pd.factorize(ids, sort=True)
-        src.subjects = codes.astype(np.int64)
+        src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
         src.subject_column = str(scol)
         src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
+    elif not scol:
+        src.subject_ids_merged = 0  # every record its own subject: nothing merged
     src.dropped = dropped
     if ucol and ucol in raw:
         src.units = raw[ucol].astype(str).to_numpy(dtype=object)
@@ -1866,6 +1919,159 @@ def _audit_holds(rel: _Release, xs: NDArray[np.float64], ys: NDArray[np.float64]
     return memo[key][2]
 
 
+#: Nodes a side of the grid on which :meth:`_Ground.scale_floor` evaluates the scale.
+_GROUND_NODES = 33
+#: Relative width kept, at least, of the band of planar distances re-measured on the
+#: ellipsoid below the limit (the scale floor is lowered by this much at least).
+_GROUND_BAND = 1e-4
+
+
+@dataclass(frozen=True)
+class _Ground:
+    """Geodesic distances on the ellipsoid of a named working CRS.
+
+    ``extent`` holds every member within the limit on the ground, not only on the map.
+    Measuring every pair on the ellipsoid costs ~0.4 us a pair (pyproj ``Geod.inv``),
+    so the planar distances decide first: for a straight segment inside a box over
+    which every scale factor of the CRS is at least ``s``, the geodesic between its
+    ends is at most ``planar / s`` long (the segment is the image of a curve no longer
+    than that). So a pair whose planar distance is at most ``limit * s`` is within the
+    limit on the ground, and only the pairs above it (and within the planar limit,
+    the others already fail) are measured with ``Geod.inv``. ``s`` is found here, not
+    read from the release: the smallest semi-minor axis of Tissot's indicatrix
+    (:meth:`pyproj.Proj.get_factors`) on a 33 x 33 grid over the pairs' box, lowered
+    by the largest change between neighbouring nodes and by 1e-4 at least; where the
+    scale cannot be evaluated, every pair is measured.
+    """
+
+    crs: Any  # pyproj.CRS of the working coordinates
+    geod: Any  # pyproj.Geod of its ellipsoid
+    to_lonlat: Any  # pyproj.Transformer, working -> its geographic CRS
+    out_to_lonlat: Any  # pyproj.Transformer, output -> that geographic CRS, or None (same)
+
+    @classmethod
+    def of(cls, working: str | None, output: str | None) -> _Ground | None:
+        if working is None:
+            return None
+        from pyproj import CRS, Transformer
+
+        try:
+            crs = CRS.from_user_input(working)
+            geo = crs.geodetic_crs
+        except Exception:  # pyproj's CRSError; an unknown CRS cannot be measured on the ground
+            return None
+        if geo is None or not crs.is_projected:
+            return None
+        out_tr = None
+        if output is not None and not _same_crs(output, geo.to_string()):
+            out_tr = Transformer.from_crs(CRS.from_user_input(output), geo, always_xy=True)
+        return cls(
+            crs=crs,
+            geod=geo.get_geod(),
+            to_lonlat=Transformer.from_crs(crs, geo, always_xy=True),
+            out_to_lonlat=out_tr,
+        )
+
+    def scale_floor(self, *coords: NDArray[np.float64]) -> float:
+        """A lower bound of the CRS's scale, in any direction, over the box of the points.
+
+        ``coords`` are x and y arrays in turn (``x1, y1, x2, y2, ...``); no copy is made.
+        """
+        from pyproj import Proj
+
+        xs, ys = coords[0::2], coords[1::2]
+        with np.errstate(all="ignore"):
+            bounds = [
+                (float(np.nanmin(v)), float(np.nanmax(v))) if v.size else (np.inf, -np.inf)
+                for v in (*xs, *ys)
+            ]
+        x_lo = min(b[0] for b in bounds[: len(xs)])
+        x_hi = max(b[1] for b in bounds[: len(xs)])
+        y_lo = min(b[0] for b in bounds[len(xs) :])
+        y_hi = max(b[1] for b in bounds[len(xs) :])
+        if not all(math.isfinite(v) for v in (x_lo, x_hi, y_lo, y_hi)):
+            return 0.0
+        gx, gy = np.meshgrid(
+            np.linspace(x_lo, x_hi, _GROUND_NODES), np.linspace(y_lo, y_hi, _GROUND_NODES)
+        )
+        try:
+            with np.errstate(all="ignore"):
+                lon, lat = self.to_lonlat.transform(gx.ravel(), gy.ravel())
+                f = Proj(self.crs).get_factors(np.asarray(lon), np.asarray(lat), errcheck=False)
+        except Exception:  # pyproj errors: measure every pair
+            return 0.0
+        v = np.asarray(f.tissot_semiminor, dtype=np.float64).reshape(gx.shape)
+        if not np.isfinite(v).all() or (v <= 0).any():
+            return 0.0
+        change = max(
+            float(np.abs(np.diff(v, axis=0)).max()), float(np.abs(np.diff(v, axis=1)).max())
+        )
+        return float(v.min()) - max(change, _GROUND_BAND)
+
+    def lonlat_out(
+        self, x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Output-CRS coordinates as longitude/latitude of the working CRS's datum."""
+        if self.out_to_lonlat is None:
+            return np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        lon, lat = self.out_to_lonlat.transform(x, y)
+        return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
+
+    def beyond(
+        self,
+        mx: NDArray[np.float64],
+        my: NDArray[np.float64],
+        at: NDArray[np.int64],
+        rx: NDArray[np.float64],
+        ry: NDArray[np.float64],
+        gi: NDArray[np.int64],
+        d: NDArray[np.float64],
+        allowed: NDArray[np.float64],
+        *,
+        rep_out: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+        member_out: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+    ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+        """Pairs within ``allowed`` on the map but beyond it on the ellipsoid, and their
+        geodesic distances (NaN where the planar distance settled it).
+
+        Pair ``i`` is member ``at[i]`` of ``mx, my`` (working-CRS metres) and
+        representative ``gi[i]`` of ``rx, ry`` (working-CRS metres), ``d[i]`` their
+        planar distance; nothing is copied per pair but the pairs measured. The
+        geodesic is measured from the published representative (``rep_out``:
+        output-CRS coordinates, indexed like ``rx``) when given, else from ``rx, ry``;
+        and from the members' own output-CRS coordinates (``member_out``, indexed like
+        ``mx``; e.g. a lon/lat source) when given, else from ``mx, my``. The scale bound
+        is taken over the box of all of ``mx, my, rx, ry`` (a larger box only lowers it).
+        """
+        out = np.zeros(d.size, dtype=bool)
+        ground = np.full(d.size, np.nan)
+        if d.size == 0:
+            return out, ground
+        s = self.scale_floor(mx, my, rx, ry)
+        near = np.flatnonzero((d <= allowed) & ~(d <= allowed * s))
+        if near.size == 0:
+            return out, ground
+        m, g = at[near], gi[near]
+        if member_out is not None:
+            mlon, mlat = self.lonlat_out(member_out[0][m], member_out[1][m])
+        else:
+            mlon, mlat = self._lonlat(mx[m], my[m])
+        if rep_out is not None:
+            rlon, rlat = self.lonlat_out(rep_out[0][g], rep_out[1][g])
+        else:
+            rlon, rlat = self._lonlat(rx[g], ry[g])
+        _, _, dg = self.geod.inv(mlon, mlat, rlon, rlat)
+        ground[near] = dg
+        out[near] = ~(ground[near] <= allowed[near])
+        return out, ground
+
+    def _lonlat(
+        self, x: NDArray[np.float64], y: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        lon, lat = self.to_lonlat.transform(x, y)
+        return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
+
+
 def _check_extent(rel: _Release) -> CheckResult:
     r_max = rel.r_max_m
     gids, gx, gy = _rep_arrays(rel)
@@ -1888,20 +2094,34 @@ def _check_extent(rel: _Release) -> CheckResult:
     if orphans.any():
         problems.append(f"{int(orphans.sum())} members belong to no published group")
         rows, gi = rows[~orphans], gi[~orphans]
-    coords = [("working", *rel.xy_m)]
+    ground = rel.ground
+    # (name, member x, y in working metres, members' own output-CRS coordinates or None)
+    coords: list[tuple[str, Any, Any, Any]] = [("working", *rel.xy_m, None)]
     src = rel.source
+    unmasked = rel.source_rows is not None and rel.audit.get("mask") in (None, "", "none")
     if (
         src.x_work is not None
         and src.y_work is not None
-        and rel.source_rows is not None
-        and rel.audit.get("mask") in (None, "", "none")
+        and unmasked
         and not _audit_holds(rel, src.x_work, src.y_work)  # else: the same distances again
     ):
-        coords.append(("source", src.x_work, src.y_work))
+        coords.append(("source", src.x_work, src.y_work, None))
+    elif (
+        src.x_work is None
+        and src.x is not None
+        and src.y is not None
+        and unmasked
+        and ground is not None
+        and rel.to_working is not None
+    ):
+        # a lon/lat source file: its own coordinates, on the map and on the ellipsoid
+        sx, sy = rel.to_working(src.x, src.y)
+        coords.append(("source", sx, sy, (src.x, src.y)))
     worst_over = 0.0
     n_bad = 0
+    n_ground = 0
     bad_groups: set[int] = set()
-    for _name, xs, ys in coords:
+    for _name, xs, ys, own in coords:
         at = rows
         if _name == "source":
             assert rel.source_rows is not None
@@ -1911,22 +2131,31 @@ def _check_extent(rel: _Release) -> CheckResult:
         d = np.sqrt(dx * dx + dy * dy)
         allowed = limit[gi] + rel.tolerance_m
         beyond = ~(d <= allowed)
+        if ground is not None:
+            on_ground, dg = ground.beyond(
+                xs, ys, at, wx, wy, gi, d, allowed, rep_out=(gx, gy), member_out=own
+            )
+            n_ground = max(n_ground, int(on_ground.sum()))
+            beyond |= on_ground
+            d = np.where(on_ground, dg, d)
         if beyond.any():
             n_bad = max(n_bad, int(beyond.sum()))
             bad_groups |= set(gi[beyond].tolist())
             over = d[beyond] - limit[gi][beyond]
             worst_over = max(worst_over, float(np.nanmax(over)) if np.isfinite(over).any() else 0)
     if n_bad:
+        where = f", {n_ground} of them only on the ellipsoid" if n_ground else ""
         problems.append(
-            f"{n_bad} members in {len(bad_groups)} groups beyond r_max "
+            f"{n_bad} members in {len(bad_groups)} groups beyond r_max{where} "
             f"(worst {worst_over:.2f} m over)"
         )
     if problems:
         return CheckResult("extent", False, "; ".join(problems))
+    on = " on the map and on the ellipsoid" if ground is not None else ""
     return CheckResult(
         "extent",
         True,
-        f"{rows.size} members of {gids.size} groups within {r_max:g} m of their representative",
+        f"{rows.size} members of {gids.size} groups within {r_max:g} m of their representative{on}",
     )
 
 
@@ -3831,6 +4060,17 @@ def _check_counts(rel: _Release) -> CheckResult:
                 one[ca] = cs
                 if not (na == ns and np.array_equal(one[ca], cs)):
                     problems.append("audit subject codes disagree with the source's subjects")
+            merged = rel.manifest.get("subject_ids_merged")
+            if (
+                merged is not None
+                and src.subject_ids_merged is not None
+                and merged != src.subject_ids_merged
+            ):
+                problems.append(
+                    f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
+                    f"{src.subject_ids_merged} (ids differing only by case, spacing or "
+                    "Unicode form are one subject)"
+                )
             if src.unit_codes is not None and src.unit_names is not None:
                 ucode, unames = rel.unit_codes
                 as_audit = _text_codes(src.unit_names, unames)

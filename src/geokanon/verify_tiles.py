@@ -17,7 +17,10 @@ Two rounds of tasks:
 ``source_row``, unit, coordinates, a group id exactly for grouped and merged
 rows, a class id exactly for generalised rows); count records per disposal and
 per unit; collect the distinct ``(unit, subject, suppressed)`` triples (with a
-subject column); scan the small release files (manifest, notes, report,
+subject column; subjects are the ids as :func:`geokanon.verify.subject_id_text`
+compares them, so the spellings of one id are one subject) and the distinct raw
+ids' hashes (their number less the subjects must be the manifest's
+``subject_ids_merged``); scan the small release files (manifest, notes, report,
 ``units.csv``, ``classes.parquet``, ``groups.parquet``'s metadata) for this
 partition's coordinates (pairs and non-integral values), subject ids and row
 columns with :mod:`geokanon.verify`'s own scanners; and route, to scratch
@@ -29,7 +32,8 @@ tiles hold it (so a representative equal to any source point meets that point).
 *Part round* (one task per release part): from the part file, the part's rows
 of ``groups.parquet``/``classes.parquet`` and the routed source rows:
 ``k_subjects`` (distinct subjects per group and class), ``extent`` (every member
-within ``min(r_max_m, radius_m)`` of the published representative, inclusive),
+within ``min(r_max_m, radius_m)`` of the published representative, inclusive, on
+the map and, for a named CRS, on its ellipsoid),
 ``representation`` (no representative equals a member's coordinate or the
 exact mean of its members), ``counts`` (group and class sizes, rows per group
 and class in the part, the part's representatives, each group's majority unit,
@@ -185,9 +189,20 @@ def _source_task(
     x = f["x"].to_numpy(dtype=np.float64)
     y = f["y"].to_numpy(dtype=np.float64)
     has_subject = "subject" in f.columns
-    subj = _texts(f["subject"]) if has_subject else None
-    unit = _texts(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
+    subj = None  # the raw ids (what no_leak looks for)
+    skey = None  # the ids as subjects are compared (V.subject_id_text): spellings are one
     out: dict[str, Any] = {"n": n, "problems": [], "leaks": [], "has_subject": has_subject}
+    if has_subject:
+        scode, stexts = _text_codes(f["subject"])
+        subj = stexts[scode] if scode.size else np.zeros(0, dtype=object)
+        norm = np.asarray(
+            [V.subject_id_text(t) if isinstance(t, str) else t for t in stexts], dtype=object
+        )
+        skey = norm[scode] if scode.size else np.zeros(0, dtype=object)
+        # hashes of the distinct raw ids: their global number, less the subjects, is the
+        # number of ids merged
+        out["raw_ids"] = np.unique(pd.util.hash_array(stexts.astype(str)))
+    unit = _texts(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
     sec = _secrets(x, y, subj, k, bad_names)
@@ -240,12 +255,13 @@ def _source_task(
     sup_u = np.bincount(ucode[sup], minlength=unames.size)
     out["unit_suppressed_records"] = pd.Series(sup_u[sup_u > 0], index=unames[sup_u > 0])
     if has_subject:
-        out["triples"] = pd.DataFrame({"unit": unit, "subject": subj, "sup": sup}).drop_duplicates()
+        out["triples"] = pd.DataFrame({"unit": unit, "subject": skey, "sup": sup}).drop_duplicates()
     if route is None:
         return out
     # route members and coordinates to the release parts
     # without a subject column every record is its own subject: its row number stands for it
-    own = subj if subj is not None else offset + np.arange(n, dtype=np.int64)
+    own = skey if skey is not None else offset + np.arange(n, dtype=np.int64)
+    raw_own = subj if subj is not None else own
     for kind, ids_, mask in (("group", gid, at_group), ("class", cid, generalised)):
         sel = np.flatnonzero(mask & (ids_ >= 0))
         first = np.asarray(route[kind]["first"], dtype=np.int64)
@@ -259,7 +275,7 @@ def _source_task(
         _write_pieces(
             scratch, index[p], f"m{i:06d}",
             pd.DataFrame({"id": ids_[sel], "x": x[sel], "y": y[sel], "subject": own[sel],
-                          "unit": unit[sel]}),
+                          "raw_subject": raw_own[sel], "unit": unit[sel]}),
         )  # fmt: skip
     lo = np.asarray(route["group"]["tile_lo"], dtype=np.int64)
     hi = np.asarray(route["group"]["tile_hi"], dtype=np.int64)
@@ -333,8 +349,14 @@ def _part_task(
     has_subject: bool,
     bad_names: frozenset[str],
     scan: bool,
+    crs: str | None = None,
 ) -> dict[str, Any]:
-    """Every per-group (or per-class) check of one release part."""
+    """Every per-group (or per-class) check of one release part.
+
+    ``crs`` is the release's CRS (working and published): when it is named, a member
+    within r_max on the map is measured again on its ellipsoid, as in
+    :func:`geokanon.verify.verify_release` (``extent``).
+    """
     import pyarrow.parquet as pq
 
     rel = Path(root) / "release"
@@ -350,7 +372,7 @@ def _part_task(
     except (OSError, ValueError) as exc:
         probs["counts"].append(f"{name} is unreadable ({type(exc).__name__})")
         return out
-    members = _read_pieces(d, "m", ["id", "x", "y", "subject", "unit"])
+    members = _read_pieces(d, "m", ["id", "x", "y", "subject", "raw_subject", "unit"])
     mid = members["id"].to_numpy(dtype=np.int64)
     mx = members["x"].to_numpy(dtype=np.float64)
     my = members["y"].to_numpy(dtype=np.float64)
@@ -411,6 +433,16 @@ def _part_task(
         dy = my[okm] - ry[pos[okm]]
         dist = np.sqrt(dx * dx + dy * dy)
         far = dist > limit[pos[okm]]
+        ground = V._Ground.of(crs, crs)
+        if ground is not None:
+            on_ground, _ = ground.beyond(
+                mx, my, np.flatnonzero(okm), rx, ry, pos[okm], dist, limit[pos[okm]]
+            )
+            if on_ground.any():
+                n_g = int(np.unique(mid[okm][on_ground]).size)
+                probs["extent"].append(
+                    f"{n_g} groups in {name} have members beyond r_max on the ellipsoid"
+                )
         if far.any() or not np.isfinite(dist).all():
             n_far = int(np.unique(mid[okm][far | ~np.isfinite(dist)]).size)
             probs["extent"].append(f"{n_far} groups in {name} have members beyond r_max")
@@ -461,7 +493,7 @@ def _part_task(
         coords = _read_pieces(d, "c", ["x", "y"])
         sx = np.concatenate([mx, coords["x"].to_numpy(dtype=np.float64)])
         sy = np.concatenate([my, coords["y"].to_numpy(dtype=np.float64)])
-        ids_ = members["subject"].to_numpy(dtype=object) if has_subject else None
+        ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
         sec = _secrets(sx, sy, ids_, k, bad_names)
         found = V._scan_parquet(path, sec)
         if kind == "group":
@@ -561,6 +593,8 @@ def verify_partitioned(
         )
     k = int(manifest.get("k", 0) or 0)
     r_max = float(manifest.get("r_max_m", 0.0) or 0.0)
+    working = audit.get("working_crs") or manifest.get("crs") or None
+    working = None if working is None else str(working)
     sizes = [int(s) for s in info.get("rows_per_source_part", [])]
     if len(source) != len(sizes):
         raise InputError(
@@ -616,7 +650,7 @@ def verify_partitioned(
             r2 = _run_tasks(
                 client, _part_task,
                 [(str(root), j, p, str(scratch), k, r_max, tolerance_m, tiling, has_subject,
-                  bad_names, "no_leak" in names) for j, p in enumerate(parts)],
+                  bad_names, "no_leak" in names, working) for j, p in enumerate(parts)],
             )  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -667,6 +701,8 @@ class _Reduced:
             self.unit_sup = per.groupby("unit")["sup"].sum()
             subj = t.groupby("subject")["sup"].any()
             self.subjects, self.sup_subjects = int(subj.size), int(subj.sum())
+            raw_ids = np.unique(np.concatenate([r["raw_ids"] for r in full]))
+            self.subject_ids_merged = int(raw_ids.size) - self.subjects
         else:
             sup = (
                 pd.concat([r["unit_suppressed_records"] for r in full]).groupby(level=0).sum()
@@ -677,6 +713,7 @@ class _Reduced:
             self.unit_sup = sup.reindex(self.unit_records.index, fill_value=0)
             self.subjects = self.n
             self.sup_subjects = int(self.unit_sup.sum())
+            self.subject_ids_merged = 0
         self.disposals = {d: int(sum(r["disposals"][d] for r in full)) for d in _DISPOSALS}
 
     def _part_problems(self, name: str) -> list[str]:
@@ -813,6 +850,12 @@ class _Reduced:
             target = s_subj / self.subjects if self.subjects else 0.0
             if abs(float(share) - target) > 5e-7:
                 problems.append("manifest suppressed_share differs from the audit")
+        merged = m.get("subject_ids_merged")
+        if merged is not None and merged != self.subject_ids_merged:
+            problems.append(
+                f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
+                f"{self.subject_ids_merged}"
+            )
         rows_total = int(sum(r.get("records", 0) for r in self.r2))
         if m.get("records_published") != rows_total:
             problems.append("manifest records_published differs from the parts' rows")

@@ -66,7 +66,9 @@ def release_300(source, tmp_path_factory) -> Path:
 
 def test_label_counts_at_100m(classified):
     assert classified["records"] == 90_603
-    assert classified["counts"] == {"ok": 89_487, "merge": 675, "generalise": 367, "suppress": 74}
+    # r_max on the ground (RD New's scale 0.99991 here): one record exactly 200 m (map;
+    # 200.02 m on the ground) from its 4th neighbour is `generalise`, not `merge`
+    assert classified["counts"] == {"ok": 89_487, "merge": 674, "generalise": 368, "suppress": 74}
 
 
 def test_worst_unit_is_barneveld_two_of_three(classified, names):

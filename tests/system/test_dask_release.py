@@ -518,3 +518,43 @@ def test_audit_iota_and_labels_are_the_single_machine_classification(towns_relea
     assert np.array_equal(np.asarray(result.core.iota), cls.iota)  # the returned map
     labels = np.asarray(["ok", "merge", "generalise", "suppress"], dtype=object)
     assert np.array_equal(audit["label"].to_numpy(dtype=object), labels[cls.labels])
+
+
+def test_representative_beyond_r_max_only_on_the_ellipsoid_fails_extent(client, tmp_path):
+    """RD New's scale is 0.99991 near Amersfoort: 249.99 RD metres are 250.01 m on the ground."""
+    # clusters of four records at one place 2 km apart around Amersfoort (RD 155000, 463000)
+    cx = 150_000.0 + 2000.0 * np.arange(6)
+    frame = pd.DataFrame({"x": np.repeat(cx, 4), "y": np.full(24, 463_000.0)})
+    src_dir = _split(frame, tmp_path / "src", 2)
+    src = ParquetPartitions.from_path(src_dir)
+    policy = OutlierPolicy(k=4, r_max_m=250.0, tau=0.05, unit_cap=0.5)
+    result = release_partitions(
+        src, policy, tmp_path / "out", tiling=Tiling.for_policy(policy, tile_m=TILE),
+        client=client, crs="EPSG:28992", check_determinism=False,
+    )  # fmt: skip
+    out = result.out
+    assert verify_partitioned(out, source=src, client=client).passed
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    g0 = int(groups["group_id"].iloc[0])
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    members = rows["group_id"] == g0
+    assert members.sum() == 4
+    # every member of g0 sits at one place: put the representative 249.99 RD metres east
+    audit = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "audit" / "assignment").glob("*.parquet"))]
+    )
+    whole = pd.concat([src.load(i) for i in range(len(src))], ignore_index=True)
+    place = whole.iloc[audit.loc[audit["group_id"] == g0, "source_row"].to_numpy()]
+    assert place["x"].nunique() == 1
+    new_x = float(place["x"].iloc[0]) + 249.99
+    new_y = float(place["y"].iloc[0])
+    groups.loc[groups["group_id"] == g0, ["x", "y"]] = [new_x, new_y]
+    groups.to_parquet(gpath, index=False)
+    rows.loc[members, ["x", "y"]] = [new_x, new_y]
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "extent" in report.failed
+    assert "on the ellipsoid" in report["extent"].detail

@@ -288,14 +288,16 @@ def test_duplicate_rows_are_those_pandas_finds():
             assert notes == []
 
 
-def test_subject_ids_differing_by_case_or_space_warn(tmp_path):
+def test_subject_ids_differing_by_case_or_space_are_merged(tmp_path):
     f = tmp_path / "s.csv"
     f.write_text(
         "x,y,u\n155000,463000,Ann\n155100,463100,ann\n155200,463200, ann \n155300,463300,b\n"
     )
-    with pytest.warns(PrivacyRiskWarning, match="2 subject ids in 'u' differ from another only"):
+    with pytest.warns(UserWarning, match="2 subject ids in 'u' differ from another only") as w:
         t = read_points(f, subject="u", crs="EPSG:28992")
-    assert t.n_subjects == 4  # kept apart, as the warning says
+    assert "Ann" not in str(w[0].message) and "ann" not in str(w[0].message)
+    assert t.n_subjects == 2 and t.subject_ids_merged == 2  # one subject, as the warning says
+    assert t.subjects.tolist() == [0, 0, 0, 1]
 
 
 def test_no_crs_warns_unnamed(tmp_path):

@@ -14,7 +14,6 @@ the header).
 from __future__ import annotations
 
 import csv
-import difflib
 import gzip
 import hashlib
 import json
@@ -33,6 +32,8 @@ import pyproj
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError, PrivacyRiskWarning
+from geokanon.io._names import closest_name
+from geokanon.neighbours import factorize_subject_ids
 from geokanon.projection import (
     UTM_MAX_SCALE_ERROR,
     Projection,
@@ -48,9 +49,11 @@ from geokanon.projection import (
 __all__ = [
     "PointTable",
     "ReadOptions",
+    "SourceFrame",
     "check_r_max",
     "identical_rows",
     "read_points",
+    "read_source_frame",
     "same_rows",
     "sha256_file",
     "table_from_frame",
@@ -80,7 +83,9 @@ class PointTable:
     x, y
         Coordinates in metres (float64) of :attr:`working_crs`.
     subjects
-        Dense int64 subject codes, or ``None`` (every record its own subject).
+        Dense int64 subject codes, or ``None`` (every record its own subject). Ids
+        are compared normalised (NFKC, case folded, stripped): ``"P001"``,
+        ``" p001"`` and ``P001`` in fullwidth letters are one subject.
     times
         Seconds since 1970-01-01 UTC (float64), or ``None``.
     unit_codes, unit_names
@@ -125,6 +130,12 @@ class PointTable:
         The ``merge_small_units`` threshold N, or ``None``.
     units_left_small
         Units still below N after merging because they had no neighbour.
+    subject_keys
+        A 64-bit hash of each record's normalised subject id (keys the mask noise).
+    subject_ids_merged
+        Distinct subject ids merged into another because they differ from it only by
+        case, surrounding whitespace or Unicode form (distinct ids minus distinct
+        subjects; 0 without a subject column or with numeric ids).
 
     Examples
     --------
@@ -160,6 +171,7 @@ class PointTable:
     unit_merges: tuple[tuple[str, str], ...] = ()
     merge_threshold: int | None = None
     units_left_small: tuple[str, ...] = ()
+    subject_ids_merged: int = 0
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -380,12 +392,8 @@ def sha256_file(path: str | Path) -> str:
 
 
 def _missing_column(name: str, columns: list[str], role: str, flag: str) -> InputError:
-    close = difflib.get_close_matches(name, columns, n=1)
-    if not close:
-        folded = {c.casefold().strip(): c for c in columns}
-        if name.casefold().strip() in folded:
-            close = [folded[name.casefold().strip()]]
-    hint = f"; did you mean {close[0]!r}?" if close else "."
+    close = closest_name(name, columns)
+    hint = f"; did you mean {close!r}?" if close else "."
     return InputError(
         f"{role} column {name!r} is not in the input{hint} Give the right name with {flag} "
         f"(the input has {len(columns)} columns: {', '.join(map(repr, columns[:12]))})"
@@ -428,6 +436,13 @@ def _read_error(name: str, kind: str, exc: BaseException) -> InputError:
         detail = (
             f"the rows break near line {m.group(1)}: a row has more fields than the header "
             "(decimal commas, or a separator inside an unquoted value?)"
+        )
+    quote = re.search(r"EOF inside string starting at row (\d+)", str(exc))
+    if isinstance(exc, pd.errors.ParserError) and quote:
+        row = int(quote.group(1))  # the parser counts the header as row 0
+        detail = (
+            f"the quote opened in row {row}, line {row + 1} of the file, is never closed, so "
+            "every later line is read as one value: close that quote or remove it"
         )
     return InputError(
         f"input {name!r} could not be read as {kind} ({detail}); check that the file is "
@@ -971,31 +986,37 @@ def _check_geographic(lon: NDArray[np.float64], lat: NDArray[np.float64], roles:
         )
 
 
-def _subjects(raw: pd.Series, col: str, notes: list[str]) -> NDArray[np.int64]:
-    # factorise first, then look at the distinct ids only (cheap for millions of records)
+def _subjects(
+    raw: pd.Series, col: str, notes: list[str]
+) -> tuple[NDArray[np.int64], NDArray[np.uint64], int]:
+    """Subject codes, a hash key per record and the number of ids merged by normalisation.
+
+    Ids are compared normalised (NFKC, case folded, stripped:
+    :func:`geokanon.neighbours.normalise_subject_id`): the spellings of one id are
+    one subject. Only the distinct ids are looked at (cheap for millions of records).
+    """
     if not pd.api.types.is_numeric_dtype(raw.dtype):
         raw = raw.astype("string")
-    codes, uniq = pd.factorize(raw, sort=True)
-    codes = np.asarray(codes, dtype=np.int64)
-    stripped = pd.Series(uniq).astype("string").str.strip()
-    empty_id = np.asarray((stripped == "").fillna(True), dtype=bool)
+    codes, texts, merged = factorize_subject_ids(raw)
+    empty_id = texts == ""
     empty = (codes < 0) | empty_id[np.maximum(codes, 0)] if empty_id.size else codes < 0
     if empty.any():
         raise InputError(
             f"{int(empty.sum())} records have an empty subject id in {col!r} "
             f"(rows {_row_list(empty)}); give every record a subject"
         )
-    n_raw = len(uniq)
-    n_folded = int(stripped.str.casefold().nunique())
-    if n_folded != n_raw:
+    if merged:
         msg = (
-            f"{n_raw - n_folded} subject ids in {col!r} differ from another only by case or "
-            "surrounding space; they are counted as different subjects, which overstates group "
-            "sizes if they are the same person: clean the ids"
+            f"{merged} subject ids in {col!r} differ from another only by case, surrounding "
+            "space or Unicode form; they are merged into one subject each (ids are compared "
+            "NFKC-normalised, case folded and stripped)"
         )
         notes.append(msg)
-        warnings.warn(msg, PrivacyRiskWarning, stacklevel=4)
-    return codes
+        warnings.warn(msg, UserWarning, stacklevel=4)
+    # A hash of each id's normalised text (of the number's text for numeric ids): keys
+    # that do not shift when subjects are added, the same for every spelling of an id.
+    keys = np.asarray(pd.util.hash_array(texts), dtype=np.uint64)[codes]
+    return codes, keys, merged
 
 
 _OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$")
@@ -1289,12 +1310,10 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         x, y = Projection(source_crs=source, working_crs=working).to_metric(a, b)
     subjects = None
     subject_keys = None
+    subject_ids_merged = 0
     if opts.subject is not None:
-        raw_subjects = _series(got.subject)
-        subjects = _subjects(raw_subjects, opts.subject, notes)
-        # A hash of each raw id's text: keys that do not shift when subjects are added.
-        subject_keys = np.asarray(
-            pd.util.hash_array(raw_subjects.astype(str).to_numpy(dtype=object)), dtype=np.uint64
+        subjects, subject_keys, subject_ids_merged = _subjects(
+            _series(got.subject), opts.subject, notes
         )
     times = None
     if opts.time is not None:
@@ -1433,6 +1452,7 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         unit_merges=unit_merges,
         merge_threshold=opts.merge_small_units,
         units_left_small=left_small,
+        subject_ids_merged=subject_ids_merged,
     )
 
 
@@ -1441,8 +1461,8 @@ def _excluded_units(ids: tuple[str, ...], names: NDArray[np.object_]) -> NDArray
     index = {str(n): i for i, n in enumerate(names.tolist())}
     unknown = [u for u in ids if u not in index]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(index), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = closest_name(unknown[0], index)
+        hint = f"; did you mean {close!r}?" if close else ""
         raise InputError(
             f"--exclude-units names {len(unknown)} units that hold no record: "
             f"{', '.join(map(repr, unknown[:5]))}{hint} (the input has {len(index)} units, e.g. "
@@ -1634,6 +1654,90 @@ def read_points(
     return _assemble(src, opts, checksum, kind)
 
 
+@dataclass(frozen=True)
+class SourceFrame:
+    """A source file's records as the file holds them, for independent checks.
+
+    Attributes
+    ----------
+    frame
+        Every attribute column (CSV: as text, empty cells ``""``); point geometry,
+        when the file has it, as two float columns named by ``geometry_xy``.
+    geometry_xy
+        The names of the geometry's x and y columns in ``frame``, or ``None``.
+    crs
+        The CRS the file's own metadata names (GeoParquet, GeoPackage, ...), or ``None``.
+    """
+
+    frame: pd.DataFrame
+    geometry_xy: tuple[str, str] | None
+    crs: str | None
+
+
+def read_source_frame(path: str | Path) -> SourceFrame:
+    """Read every record and column of a source file, in any format :func:`read_points` reads.
+
+    No role is resolved and nothing is projected: :mod:`geokanon.verify` compares a
+    release with the file's own values.
+
+    Parameters
+    ----------
+    path
+        CSV (``.csv``, ``.tsv``, ``.txt``, ``.csv.gz``; the separator sniffed as by
+        :func:`read_points`), Parquet/GeoParquet, GeoPackage, GeoJSON or Shapefile.
+
+    Returns
+    -------
+    SourceFrame
+
+    Raises
+    ------
+    InputError
+        Missing, empty, unreadable or unsupported file.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "gps.csv.gz")
+    >>> pd.DataFrame({"lon": [116.3], "lat": [39.9], "user": ["007"]}).to_csv(f, index=False)
+    >>> s = read_source_frame(f)
+    >>> s.frame["user"].tolist(), s.geometry_xy
+    (['007'], None)
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"source file {str(p)!r} does not exist")
+    if p.is_dir():
+        raise InputError(f"source {str(p)!r} is a directory; give the file the release read")
+    suffix = _suffix(p)
+    geometry = False
+    crs: str | None = None
+    if suffix in CSV_SUFFIXES:
+        sep = _sniff_csv(p, suffix)
+        try:
+            frame = pd.read_csv(
+                p, sep=sep, dtype=str, keep_default_na=False, low_memory=False, index_col=False
+            )
+        except pd.errors.EmptyDataError:
+            raise InputError(f"source {p.name!r} is empty") from None
+        except (OSError, ValueError, UnicodeDecodeError, csv.Error) as exc:
+            raise _read_error(p.name, "CSV", exc) from None
+    elif suffix in PARQUET_SUFFIXES or suffix in VECTOR_SUFFIXES:
+        if suffix in PARQUET_SUFFIXES:
+            src = _open_parquet(p, ReadOptions())
+        else:
+            src = _open_vector(p)
+        parts = list(src.chunks)
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        geometry, crs = src.geometry, src.crs
+    else:
+        raise InputError(
+            f"source {p.name!r} has an unsupported type {suffix or '(none)'!r}; give the "
+            "file the release read (.csv, .csv.gz, .parquet, .gpkg, .geojson or .shp)"
+        )
+    return SourceFrame(frame, (_GEOM_A, _GEOM_B) if geometry else None, crs)
+
+
 def check_r_max(table: PointTable, r_max_m: float) -> None:
     """Refuse an r_max that makes no sense in metres for this table.
 
@@ -1653,17 +1757,20 @@ def check_r_max(table: PointTable, r_max_m: float) -> None:
     Traceback (most recent call last):
     ...
     geokanon.errors.InputError: --r-max 0.002 is in metres of the working CRS EPSG:32650; \
-0.002 degrees would be about 222 m, 0.002 km is 2 m: give r_max in metres (e.g. --r-max 222)
+0.002 km is 2 m, 0.002 degrees would be about 222 m: give r_max in metres (e.g. --r-max 2 \
+for kilometres, --r-max 222 for degrees)
     """
     if not math.isfinite(r_max_m) or r_max_m <= 0:
         return  # the policy refuses these with its own message
     where = f"the working CRS {table.working_crs}" if table.working_crs else "the input's CRS"
     if r_max_m < 1.0:
+        # kilometres first: the likelier slip (--r-max 0.5 for 500 m)
+        km_m = float(f"{r_max_m * 1000:.6g}")
         deg_m = r_max_m * 111_195.0
         raise InputError(
-            f"--r-max {r_max_m:g} is in metres of {where}; {r_max_m:g} degrees would be about "
-            f"{deg_m:.0f} m, {r_max_m:g} km is {r_max_m * 1000:.0f} m: give r_max in metres "
-            f"(e.g. --r-max {deg_m:.0f})"
+            f"--r-max {r_max_m:g} is in metres of {where}; {r_max_m:g} km is {km_m:,g} m, "
+            f"{r_max_m:g} degrees would be about {deg_m:,.0f} m: give r_max in metres (e.g. "
+            f"--r-max {km_m:g} for kilometres, --r-max {deg_m:.0f} for degrees)"
         )
     if r_max_m > 2.0e7:
         raise InputError(

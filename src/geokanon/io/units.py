@@ -10,7 +10,6 @@ Messages give counts, unit ids and 1-based row numbers, never a coordinate.
 
 from __future__ import annotations
 
-import difflib
 import math
 import warnings
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import shapely
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
+from geokanon.io._names import closest_name
 from geokanon.projection import crs_to_string, frame_crs, parse_crs, transformer
 
 __all__ = [
@@ -180,8 +180,8 @@ def polygon_units(
                     f"unit polygon file {p.name!r} could not be read ({type(exc).__name__})"
                 ) from None
     if unit_id not in fields:
-        close = difflib.get_close_matches(unit_id, fields, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = closest_name(unit_id, fields)
+        hint = f"; did you mean {close!r}?" if close else "."
         raise InputError(
             f"unit id column {unit_id!r} is not in {p.name!r}{hint} Give it with --unit-id "
             f"(the file has {len(fields)} columns: {', '.join(map(repr, fields[:12]))})"

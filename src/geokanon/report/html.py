@@ -1316,6 +1316,18 @@ def _mask_section(manifest: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _held_text(manifest: Mapping[str, Any], pol: Mapping[str, Any]) -> str:
+    """The radius groups were held to in working-CRS metres, and the scale behind it."""
+    try:
+        r = float(manifest.get("r_max_m") or 0.0)
+        s = float(pol.get("scale_factor_min", 1.0))
+    except (TypeError, ValueError):
+        return "not stated"
+    if s >= 1.0:
+        return f"{r:g} m (the working CRS's scale is at least 1 over the data)"
+    return f"{r * s:.2f} m (the working CRS's smallest scale factor over the data is {s:.7g})"
+
+
 def _duplicates_text(dup: Any) -> str:
     """The manifest's ``duplicates`` in words: how many exact copies, and their fate."""
     if not isinstance(dup, Mapping):
@@ -1365,6 +1377,7 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("seed", manifest.get("seed")),
         ("k", manifest.get("k")),
         ("r_max", f"{manifest.get('r_max_m')} m"),
+        ("r_max held on the map (it holds on the ground)", _held_text(manifest, pol)),
         ("tau (global cap)", manifest.get("tau")),
         ("unit cap", manifest.get("unit_cap")),
         ("merge / generalise ratios", f"{pol.get('merge_ratio')} / {pol.get('generalise_ratio')}"),
@@ -1372,6 +1385,10 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("totals", manifest.get("totals", "")),
         ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
         ("exact copies in the input", _duplicates_text(manifest.get("duplicates"))),
+        (
+            "subject ids merged (spellings of another id: case, spacing, Unicode form)",
+            manifest.get("subject_ids_merged", "not recorded"),
+        ),
         *_input_filter_rows(manifest.get("input_filter")),
     ]
     par = "".join(

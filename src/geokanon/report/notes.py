@@ -107,6 +107,13 @@ def release_notes(
         "below. Every number in these files is part of one system that the `holes` check "
         "bounds (docs/release-format.md)",
     ]
+    if policy.scale_factor_min < 1.0:
+        lines.append(
+            f"- the {policy.r_max_m:g} m hold on the ground (the Earth's ellipsoid), not only "
+            "on the map: the map projection used to measure distances shortens them by up to "
+            f"{100 * (1 - policy.scale_factor_min):.3f}% over this area, so groups were held "
+            f"to {policy.r_work_m:.2f} m on the map"
+        )
     if manifest.get("mask"):
         lines.append(
             "- every record was first displaced by a geomask (its kind and distances are "
@@ -131,6 +138,13 @@ def release_notes(
                 if dup.get("subject_column")
                 else " and counted as a person of its own (see below)"
             )
+        )
+    merged = manifest.get("subject_ids_merged") or 0
+    if merged:
+        lines.append(
+            f"- people were told apart by their subject id, compared regardless of case, "
+            f"surrounding spaces and Unicode form: {_fmt_count(merged)} ids were spellings of "
+            "another id and were taken as the same person (this only makes groups stricter)"
         )
     lines += input_filter_lines(manifest.get("input_filter"))
     syn = manifest.get("synthetic") or {}

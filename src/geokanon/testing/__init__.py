@@ -358,7 +358,8 @@ def assert_group_extents(
 
     Distances are measured as ``geokanon verify`` measures them: on the audit's
     working coordinates (masked ones where a mask was applied), with the
-    published representative transformed into the working CRS. Every group's
+    published representative transformed into the working CRS, and for a named
+    working CRS on its ellipsoid too (r_max is a distance on the ground). Every group's
     published ``radius_m`` must not exceed ``r_max_m`` either.
 
     Parameters
@@ -392,6 +393,7 @@ def assert_group_extents(
         reader = rel._reader
         try:
             gid_arr, gx, gy = _rep_arrays(reader)
+            ox, oy = gx, gy  # as published (output CRS)
             if reader.to_working is not None:
                 gx, gy = reader.to_working(gx, gy)
             rows, mg = _members(reader)
@@ -406,6 +408,12 @@ def assert_group_extents(
         rows, gi = rows[~orphan], gi_f[~orphan].astype(np.int64)
         d = np.hypot(xs[rows] - gx[gi], ys[rows] - gy[gi])
         beyond = ~(d <= limit)
+        if reader.ground is not None:  # and on the ellipsoid of a named working CRS
+            on_ground, dg = reader.ground.beyond(
+                xs, ys, rows, gx, gy, gi, d, np.full(d.size, limit), rep_out=(ox, oy)
+            )
+            beyond |= on_ground
+            d = np.where(on_ground, dg, d)
         if beyond.any():
             frame = pd.DataFrame({"g": gid_arr[gi[beyond]], "over": d[beyond] - limit})
             per = frame.groupby("g")["over"].agg(["max", "size"])
