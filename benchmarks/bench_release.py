@@ -113,7 +113,7 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
             marks.append((name, now))
 
         t_all = time.perf_counter()
-        options = ReleaseOptions(keep=("age",) if keep else ())
+        options = ReleaseOptions(keep=("age",) if keep else (), local_metres=True)
         write_release(out, table, core, policy, options, version=__version__, progress=progress)
         now = time.perf_counter()
         rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))

@@ -227,6 +227,7 @@ def _full_policy(policy: Any) -> Any:
 
 def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float, parts: int) -> Row:
     from geokanon.distributed import Tiling, release_partitions
+    from geokanon.release import ReleaseOptions
 
     src = SyntheticPartitions(n, parts)
     pol = _full_policy(policy)
@@ -235,7 +236,8 @@ def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float,
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
             res = release_partitions(
-                src, pol, os.path.join(tmp, "out"), tiling=Tiling.for_policy(pol, tile_m=tile_m),
+                src, pol, os.path.join(tmp, "out"), ReleaseOptions(local_metres=True),
+                tiling=Tiling.for_policy(pol, tile_m=tile_m),
                 client=client, scratch_dir=tmp, check_determinism=False,
                 progress=lambda stage: print(
                     f"    {time.perf_counter() - t0:7.1f} s  {stage}", flush=True
@@ -256,6 +258,7 @@ def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float,
 def run_single_full(n: int, policy: Any) -> Row:
     from geokanon.io import table_from_frame
     from geokanon.pipeline import release_points
+    from geokanon.release import ReleaseOptions
 
     frame = SyntheticPartitions(n, max(1, n // 1_000_000)).whole()
     frame["unit"] = frame["unit"].astype(str)
@@ -265,7 +268,10 @@ def run_single_full(n: int, policy: Any) -> Row:
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
             table = table_from_frame(frame, unit="unit")
-            res = release_points(table, pol, os.path.join(tmp, "out"), check_determinism=False)
+            local = ReleaseOptions(local_metres=True)  # synthetic x/y: metres, no CRS
+            res = release_points(
+                table, pol, os.path.join(tmp, "out"), local, check_determinism=False
+            )
             dt = time.perf_counter() - t0
     ok = all(res.manifest["verification"].values())
     note = f"{res.manifest['groups']:,} groups, verified {'ok' if ok else 'FAILED'}"

@@ -425,6 +425,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         read_options=_read_options(args),
         mask=mask,
         mask_key=_mask_key(args, mask is not None),
+        local_metres=args.local_metres,
     )
     if args.input.is_dir():
         return _release_partitions(args, policy, options)
@@ -1073,6 +1074,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output directory DIR (required)")
     p.add_argument("--force", action="store_true", help="replace an existing DIR atomically")
     p.add_argument("--keep", default="", help="attribute columns to publish, comma-separated")
+    p.add_argument(
+        "--local-metres",
+        action="store_true",
+        help="x/y have no CRS: they are metres in a local frame with no EPSG code (without "
+        "--crs, release refuses otherwise); the manifest, notes and report say so",
+    )
     p.add_argument(
         "--totals",
         choices=["released", "complementary", "withhold"],

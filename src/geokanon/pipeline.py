@@ -31,7 +31,12 @@ from geokanon.disposal import CoreResult, run_core
 from geokanon.errors import ReleaseRefused
 from geokanon.io.read import PointTable, identical_rows
 from geokanon.policy import Label, OutlierPolicy
-from geokanon.release import ReleaseOptions, write_release
+from geokanon.release import (
+    ReleaseOptions,
+    check_coordinate_frame,
+    published_crs,
+    write_release,
+)
 
 __all__ = [
     "ClassifyResult",
@@ -563,6 +568,8 @@ def release_points(
         the build is removed and an earlier release at ``out`` is unchanged.
     """
     options = options or ReleaseOptions()
+    # Before any work: a release must say what its coordinates are (a CRS or local metres).
+    check_coordinate_frame(published_crs(table, options), options)
     out = Path(out)
     # Held from the start: a second run to ``out`` stops at once, and the parent's
     # leftovers of killed runs are removed before anything else (geokanon._outdir).

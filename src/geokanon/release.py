@@ -49,7 +49,14 @@ from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 
-__all__ = ["TOTALS_MODES", "ReleaseOptions", "mask_small", "write_release"]
+__all__ = [
+    "LOCAL_METRES_NOTE",
+    "TOTALS_MODES",
+    "ReleaseOptions",
+    "check_coordinate_frame",
+    "mask_small",
+    "write_release",
+]
 
 TOTALS_MODES = ("released", "complementary", "withhold")
 #: Release files the report stage may write (their checksums are taken again after it).
@@ -63,6 +70,13 @@ FORMAT = "geokanon-release/1"
 MASK_KEY_NOTE = (
     "secret: kept by the custodian (audit/mask_key), never published; the seed does not "
     "reproduce the mask"
+)
+#: What the manifest (``crs_note``), the notes and the report say of coordinates released
+#: with ``local_metres`` (no CRS).
+LOCAL_METRES_NOTE = (
+    "local metres: x and y are metres in a local projected frame that the custodian did not "
+    "name (no CRS); distances between published points are in metres, but the points cannot "
+    "be placed on a map or joined with other data without that frame's definition"
 )
 SYNTHESIS_RULE = (
     "one synthetic record per suppressed subject and unit, placed in that unit's own "
@@ -98,6 +112,11 @@ class ReleaseOptions:
         The mask's secret :class:`geokanon.mask.MaskKey` (``None``: see
         :func:`geokanon.pipeline.resolve_mask_key`). It is written to
         ``audit/mask_key``, never to ``release/``.
+    local_metres
+        The coordinates have no CRS and are metres in a local frame (CLI
+        ``--local-metres``). Without it, a release whose coordinates have no CRS is
+        refused (:func:`check_coordinate_frame`); with it, the manifest, the notes
+        and the report say so (:data:`LOCAL_METRES_NOTE`).
     """
 
     keep: tuple[str, ...] = ()
@@ -107,6 +126,7 @@ class ReleaseOptions:
     read_options: tuple[tuple[str, Any], ...] = ()
     mask: Any = None
     mask_key: Any = None
+    local_metres: bool = False
 
     def __post_init__(self) -> None:
         if self.totals not in TOTALS_MODES:
@@ -123,6 +143,62 @@ class ReleaseOptions:
                     f"mask_key must be a MaskKey (MaskKey.from_file(path)), got "
                     f"{type(self.mask_key).__name__}"
                 )
+
+
+def check_coordinate_frame(crs: str | None, options: ReleaseOptions) -> str | None:
+    """Refuse a release whose coordinates say nothing of their frame.
+
+    A release states what its coordinates are: a CRS, or, with
+    ``options.local_metres``, the statement that they are metres in an unnamed local
+    frame. Anything else would publish a GeoParquet file and a manifest with a null
+    CRS that no reader can interpret.
+
+    Parameters
+    ----------
+    crs
+        The CRS of the published coordinates (``None``: none named).
+    options
+        The release options (``local_metres``).
+
+    Returns
+    -------
+    str or None
+        :data:`LOCAL_METRES_NOTE` for a local-metres release, ``None`` when a CRS is named.
+
+    Raises
+    ------
+    InputError
+        No CRS and no ``local_metres``; or ``local_metres`` together with a CRS.
+
+    Examples
+    --------
+    >>> check_coordinate_frame("EPSG:28992", ReleaseOptions()) is None
+    True
+    >>> check_coordinate_frame(None, ReleaseOptions(local_metres=True)) == LOCAL_METRES_NOTE
+    True
+    """
+    if crs is None:
+        if not options.local_metres:
+            raise InputError(
+                "the coordinates have no CRS, so the release would not say what they are "
+                "(GeoParquet and manifest with a null CRS); name it with --crs (e.g. "
+                "--crs EPSG:28992), or, if x/y really are metres in a local frame with no "
+                "EPSG code, say so with --local-metres (local_metres=True in the API)"
+            )
+        return LOCAL_METRES_NOTE
+    if options.local_metres:
+        raise InputError(
+            f"--local-metres says the coordinates have no CRS, but they are in {crs}; "
+            "drop --local-metres (or drop --crs if x/y really are local metres)"
+        )
+    return None
+
+
+def published_crs(table: PointTable, options: ReleaseOptions) -> str | None:
+    """The CRS the release publishes coordinates in (``None``: none named)."""
+    working = getattr(table, "working_crs", None) or table.crs
+    target = options.output_crs or getattr(table, "output_crs", None) or table.crs
+    return target if target is not None else working
 
 
 def mask_small(value: int, k: int) -> int | str:
@@ -790,6 +866,7 @@ def build_release_files(
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
     gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)
+    crs_note = check_coordinate_frame(out_crs, options)
     # ties go to the first unit id in sort order (as documented and verified)
     group_unit = group_units(result.group_id, ucodes, result.group_x.size, unames)
     g = result.group_id
@@ -1037,6 +1114,8 @@ def build_release_files(
         "policy": policy.to_dict(),
         "seed": policy.seed,
         "crs": out_crs,
+        **({"crs_note": crs_note} if crs_note is not None else {}),
+        "local_metres": options.local_metres,
         "input_sha256": table.source_sha256,
         # spellings of one subject id (case, spacing, Unicode form) taken as one subject
         "subject_ids_merged": int(getattr(table, "subject_ids_merged", 0)),

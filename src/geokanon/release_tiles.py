@@ -85,6 +85,7 @@ from geokanon.release import (
     _wkb_points,
     _write_arrow_parquet,
     _write_parquet,
+    check_coordinate_frame,
     finish_manifest,
     mask_small,
 )
@@ -785,6 +786,7 @@ def release_partitions(
         )
     if options.output_crs is not None and options.output_crs != crs:
         raise InputError("the partitioned release publishes in the input's CRS; drop --output-crs")
+    check_coordinate_frame(crs, options)  # before any work: a CRS or local metres
     if isinstance(records_per_part, bool) or records_per_part < 1:
         raise InputError(f"records_per_part must be >= 1, got {records_per_part!r}")
     # Held from the start: a second run to ``out`` stops at once, and the parent's
@@ -966,6 +968,7 @@ def _write_all(
     per-record arrays are read from ``state`` (with groups numbered as published)."""
     k = policy.k
     keep = tuple(options.keep)
+    crs_note = check_coordinate_frame(crs, options)
     rel, aud = root / "release", root / "audit"
     (rel / "records").mkdir(parents=True)
     (aud / "assignment").mkdir(parents=True)
@@ -1097,6 +1100,8 @@ def _write_all(
         "policy": policy.to_dict(),
         "seed": policy.seed,
         "crs": crs,
+        **({"crs_note": crs_note} if crs_note is not None else {}),
+        "local_metres": options.local_metres,
         "input_sha256": g.fingerprint,
         "subject_ids_merged": g.subject_ids_merged,
         "totals": options.totals,

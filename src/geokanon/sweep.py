@@ -69,6 +69,13 @@ class SweepCell:
     fixed_point
         With ``full``: whether the release core reached its fixed point within
         the pass limit (``False``: the release would be refused as unsatisfiable).
+    subjects_over_caps
+        The cell's distance to passing: how many suppressed subjects would have to
+        be kept for both caps to hold, ``max(global excess, sum of unit excesses)``.
+        The global excess is the suppressed subjects beyond the most that ``tau``
+        allows; a unit's excess is its suppressed subjects beyond the most that the
+        unit cap allows in that unit. ``0`` exactly when the cell passes; ``None``
+        for a cell built without it.
     """
 
     mask: str
@@ -86,6 +93,7 @@ class SweepCell:
     mask_mean_m: float
     mean_displacement_m: float | None = None
     fixed_point: bool | None = None
+    subjects_over_caps: int | None = None
 
     @property
     def passes(self) -> bool:
@@ -107,6 +115,7 @@ class SweepCell:
                 "passes_global_cap": self.passes_global_cap,
                 "passes_unit_cap": self.passes_unit_cap,
                 "passes": self.passes,
+                "subjects_over_caps": self.subjects_over_caps,
                 "disposal_share": self.disposal_share,
                 "mask_mean_m": self.mask_mean_m,
                 "mean_displacement_m": self.mean_displacement_m,
@@ -160,6 +169,41 @@ class SweepResult:
         if not passing:
             return None
         return min(passing, key=lambda c: (c.r_max_m, -c.k, c.mask_index))
+
+    def nearest(self) -> SweepCell | None:
+        """The failing cell nearest to passing, when no cell passes (else ``None``).
+
+        Nearest means fewest :attr:`SweepCell.subjects_over_caps` (the suppressed
+        subjects that would have to be kept for both caps to hold; a cell without
+        that figure ranks last). Ties go to the cell that loses less information:
+        the smaller mean displacement (with ``full``; a cell with no fixed point
+        last), then the smaller r_max, the smaller mask shift, the smaller share
+        of records disposed of, and the smaller k.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> x = np.r_[5 * (np.arange(50.0) % 10), 5000.0, 9000.0]  # a town, 5 m apart,
+        >>> y = np.r_[5 * (np.arange(50.0) // 10), 0.0, 0.0]  # and two lone farms
+        >>> units = np.r_[np.zeros(50, dtype=int), 1, 1]
+        >>> res = sweep(x, y, [3, 5], [1.0, 10.0], OutlierPolicy(k=3, r_max_m=10.0),
+        ...             unit_codes=units, unit_names=["town", "farms"])
+        >>> near = res.nearest()
+        >>> near.k, near.r_max_m, near.subjects_over_caps
+        (3, 10.0, 2)
+        """
+        if any(c.passes for c in self.cells) or not self.cells:
+            return None
+
+        def loss(c: SweepCell) -> tuple[float, ...]:
+            d = c.mean_displacement_m
+            shift = 0.0 if d is None else (math.inf if c.fixed_point is False or d != d else d)
+            return (shift, c.r_max_m, c.mask_mean_m, c.disposal_share, c.k)
+
+        def distance(c: SweepCell) -> float:
+            return math.inf if c.subjects_over_caps is None else c.subjects_over_caps
+
+        return min(self.cells, key=lambda c: (distance(c), *loss(c)))
 
     def recommendation(self) -> str:
         """Plain-language recommendation: per k the smallest passing r_max, then overall.
@@ -237,12 +281,8 @@ class SweepResult:
     def _none_passes(self, caps: str) -> str:
         """Say plainly that nothing passes, which cell came nearest and what would help."""
 
-        def excess(c: SweepCell) -> float:
-            return max(
-                c.suppressed_share / self.policy.tau, c.worst_unit_share / self.policy.unit_cap
-            )
-
-        near = min(self.cells, key=lambda c: (excess(c), c.r_max_m, -c.k))
+        near = self.nearest()
+        assert near is not None
         why = []
         if not near.passes_global_cap:
             why.append(f"suppressed {_pct(near.suppressed_share)} > {_pct(self.policy.tau)}")
@@ -258,11 +298,16 @@ class SweepResult:
         if near.mask == "none":
             fixes.append("adding noise before classifying (--mask-sd) with a lower k")
         fixes.append("a narrower study area")
+        over = (
+            f"{near.subjects_over_caps:,} suppressed subjects over the caps: "
+            if near.subjects_over_caps is not None
+            else ""
+        )
         return (
             f"recommended: none - no cell of the sweep passes both caps ({caps}). Nearest: "
             f"k={near.k}, r_max={near.r_max_m:g} m"
             + (f" with {near.mask}" if near.mask != "none" else "")
-            + f" ({'; '.join(why)}). Try {', '.join(fixes[:-1])} or {fixes[-1]}."
+            + f" ({over}{'; '.join(why)}). Try {', '.join(fixes[:-1])} or {fixes[-1]}."
         )
 
 
@@ -480,6 +525,7 @@ def sweep(
                         mask_mean_m=mask_mean,
                         mean_displacement_m=displacement,
                         fixed_point=fixed,
+                        subjects_over_caps=v.subjects_over_caps,
                     )
                 )
     cells.sort(key=lambda c: (c.mask_index, c.k, c.r_max_m))
@@ -536,6 +582,27 @@ class _CellVerdict:
     worst_unit: str | None
     worst_unit_share: float
     units_over_cap: int
+    subjects_over_caps: int
+
+
+def _most_allowed(n: NDArray[np.int64], cap: float) -> NDArray[np.int64]:
+    """Per entry, the largest count ``a <= n`` whose share ``a / n`` is at most ``cap``.
+
+    The share is the float division the caps are judged with, so ``s <= a`` holds
+    exactly when ``s / n <= cap`` (``n == 0``: 0).
+
+    Examples
+    --------
+    >>> _most_allowed(np.array([100, 7, 0, 3]), 0.1).tolist()
+    [10, 0, 0, 0]
+    """
+    n = np.asarray(n, dtype=np.int64)
+    a = np.clip(np.floor(cap * n), 0, n).astype(np.int64)
+    d = np.maximum(n, 1).astype(np.float64)
+    for _ in range(2):  # the product is off by at most one count either way
+        a = np.where((a > 0) & (a / d > cap), a - 1, a)
+        a = np.where((a < n) & ((a + 1) / d <= cap), a + 1, a)
+    return a
 
 
 class _UnitSuppression:
@@ -587,11 +654,15 @@ class _UnitSuppression:
         if keep.size:
             first = keep[np.lexsort((self.name_rank, -sup_u[keep], -share[keep]))[0]]
             worst, worst_share = str(self.names[first]), float(share[first])
+        # Distance to passing: the suppressed subjects beyond what each cap allows.
+        over_global = sup_subjects - int(_most_allowed(np.array([self.n_subjects]), policy.tau)[0])
+        over_units = sup_u[keep] - _most_allowed(self.n_subj_u[keep], policy.unit_cap)
         return _CellVerdict(
             suppressed_share=sup_subjects / self.n_subjects if self.n_subjects else 0.0,
             worst_unit=worst,
             worst_unit_share=worst_share,
             units_over_cap=int((share[keep] > policy.unit_cap).sum()),
+            subjects_over_caps=max(0, over_global, int(np.maximum(over_units, 0).sum())),
         )
 
 

@@ -321,8 +321,9 @@ def test_refused_options(client, towns_dir, tmp_path):
         )  # fmt: skip
     with pytest.raises(InputError, match="not in"):
         release_partitions(
-            src, TOWNS_POLICY, tmp_path / "k", ReleaseOptions(keep=("nope",)), client=client
-        )
+            src, TOWNS_POLICY, tmp_path / "k", ReleaseOptions(keep=("nope",)), client=client,
+            crs="EPSG:28992",
+        )  # fmt: skip
     with pytest.raises(InputError, match="publishes in the input's CRS"):
         release_partitions(
             src, TOWNS_POLICY, tmp_path / "c", ReleaseOptions(output_crs="EPSG:4326"),
@@ -337,7 +338,7 @@ def test_missing_unit_is_refused_naming_the_partition(client, tmp_path):
     frame.loc[frame.index[:3], "unit"] = None
     src = ParquetPartitions.from_path(_split(frame, tmp_path / "in", 1), unit="unit")
     with pytest.raises(InputError, match="3 records of partition 0 have no unit"):
-        release_partitions(src, TOWNS_POLICY, tmp_path / "out", client=client)
+        release_partitions(src, TOWNS_POLICY, tmp_path / "out", client=client, crs="EPSG:28992")
     assert not (tmp_path / "out").exists()
 
 
@@ -348,7 +349,7 @@ def test_dask_dataframe_source(client, tmp_path):
     result = release_partitions(
         ddf, TOWNS_POLICY, tmp_path / "out", roles={"x": "east", "y": "north",
         "subject": "subject", "unit": "unit"}, tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE),
-        client=client,
+        client=client, crs="EPSG:28992",
     )  # fmt: skip
     assert all(result.manifest["verification"].values())
     assert result.manifest["input_sha256"] is None  # no files to take a checksum of

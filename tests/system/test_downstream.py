@@ -1,19 +1,26 @@
 """The pytest plugin as a downstream project meets it: installed into a fresh virtual environment.
 
 The test copies ``tests/downstream`` (a tiny project whose ``check_release.py`` uses the
-``geokanon_release`` fixture and the assertions), creates a venv with
-``--system-site-packages`` (no downloads), installs geokanon into it with
+``geokanon_release`` fixture and the assertions), creates a venv that sees the packages of
+the Python running the suite (no downloads), installs geokanon into it with
 ``pip install --no-deps --no-build-isolation -e <repo>``, builds a small release and runs
 the project's tests with the venv's Python: one must pass, the other fail with the
 expected message.
+
+``--system-site-packages`` alone is not enough: it shows the *base* interpreter's
+site-packages, so when the suite itself runs in a virtual environment (the README's
+command run inside a fresh venv) the new venv would see none of that venv's packages
+(no pandas). :func:`see_running_site_packages` adds them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +53,26 @@ def _venv_python(venv: Path) -> Path:
     return venv / ("Scripts" if os.name == "nt" else "bin") / "python"
 
 
+def see_running_site_packages(py: Path, env: dict[str, str]) -> None:
+    """Make the venv of ``py`` see the site-packages of the Python running the tests.
+
+    A ``.pth`` file in the venv's own site-packages adds each of this interpreter's
+    site directories (with their own ``.pth`` files) after the venv's, unless the venv
+    sees it already (the interpreter is the base one).
+    """
+    dirs = [p for p in (*site.getsitepackages(), sysconfig.get_paths()["purelib"]) if p]
+    own = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout.strip()  # fmt: skip
+    # One line, run by site.py (no comprehension: it would not see the line's names).
+    line = (
+        "import itertools, site, sys; list(map(site.addsitedir, "
+        f"itertools.filterfalse(sys.path.__contains__, {list(dict.fromkeys(dirs))!r})))\n"
+    )
+    (Path(own) / "zz_running_site_packages.pth").write_text(line, encoding="utf-8")
+
+
 @pytest.mark.slow
 def test_plugin_in_a_fresh_venv(tmp_path):
     if not DOWNSTREAM.is_dir():
@@ -65,6 +92,12 @@ def test_plugin_in_a_fresh_venv(tmp_path):
     )  # fmt: skip
     py = _venv_python(venv)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GEOKANON_"))}
+    see_running_site_packages(py, env)
+    deps = subprocess.run(
+        [str(py), "-c", "import numpy, pandas, pyarrow, pytest"], capture_output=True,
+        text=True, env=env,
+    )  # fmt: skip
+    assert deps.returncode == 0, f"the venv does not see the suite's packages: {deps.stderr}"
     pip = [str(py), "-m", "pip", "install", "--no-deps", "-e", str(ROOT)]
     # with the build tools of the system site-packages: nothing is fetched ...
     install = subprocess.run(

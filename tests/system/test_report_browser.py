@@ -1,8 +1,8 @@
 """The release report as a reader sees it: headless Chromium, offline, no console error.
 
-Needs Chromium (Debian packages ``chromium`` and ``chromium-driver``, at
-``/usr/bin/chromium``) and the ``playwright`` Python package (driven with
-``executable_path``; no browser download). CI installs both (``.ci/run``); the
+Needs Chromium (the Debian package ``chromium``, at ``/usr/bin/chromium``) and the
+``playwright`` Python package (a test extra; it drives that Chromium through
+``executable_path``: no browser download, no chromedriver). CI installs both (``.ci/run``); the
 test skips with a clear message when either is missing. The full-page
 screenshot is kept as ``test-artifacts/report.png``.
 """
@@ -38,7 +38,7 @@ def chromium_path() -> str:
         if cand and (found := shutil.which(cand)):
             return found
     pytest.skip(
-        "no Chromium installed: apt-get install -y chromium chromium-driver "
+        "no Chromium installed: apt-get install -y chromium "
         "(or set GEOKANON_CHROMIUM to a Chromium binary)"
     )
 

@@ -223,11 +223,12 @@ def test_verifier_and_risk_count_spellings_as_one_subject(tmp_path):
 
 
 def test_mask_noise_is_keyed_by_the_normalised_id():
-    from geokanon.mask import mask_keys
+    from geokanon.mask import MaskKey, mask_keys
 
-    keys = mask_keys([0.0] * 5, [0.0] * 5, seed=1, subjects=SPELLINGS)
+    key = MaskKey(b"a fixed key for the spellings test")
+    keys = mask_keys([0.0] * 5, [0.0] * 5, key=key, subjects=SPELLINGS)
     assert np.unique(keys).size == 1
-    other = mask_keys([0.0], [0.0], seed=1, subjects=["P002"])
+    other = mask_keys([0.0], [0.0], key=key, subjects=["P002"])
     assert other[0] != keys[0]
-    ints = mask_keys([0.0, 0.0], [0.0, 0.0], seed=1, subjects=np.array([7, 7]))
-    assert ints[0] == mask_keys([0.0], [0.0], seed=1, subjects=["7"])[0]
+    ints = mask_keys([0.0, 0.0], [0.0, 0.0], key=key, subjects=np.array([7, 7]))
+    assert ints[0] == mask_keys([0.0], [0.0], key=key, subjects=["7"])[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -136,12 +137,15 @@ def test_parse_list():
 # ---------------------------------------------------------------------------
 
 
-def _cell(k, r, share, worst, *, mask="none", m=0, tau=0.01, cap=0.1, shift=0.0):
+def _cell(k, r, share, worst, *, mask="none", m=0, tau=0.01, cap=0.1, shift=0.0, over=None):
+    if over is None:  # 100 subjects, all in unit T1: the excess over each cap, in subjects
+        over = max(0, round(100 * share) - 1, round(100 * worst) - 10)
     return SweepCell(
         mask=mask, mask_index=m, k=k, r_max_m=r, counts={"ok": 1, "merge": 0,
         "generalise": 0, "suppress": 0}, suppressed_share=share, worst_unit="T1",
         worst_unit_share=worst, units_over_cap=int(worst > cap), passes_global_cap=share <= tau,
         passes_unit_cap=worst <= cap, disposal_share=0.0, mask_mean_m=shift,
+        subjects_over_caps=over,
     )  # fmt: skip
 
 
@@ -176,6 +180,82 @@ def test_recommendation_when_nothing_passes_says_so_and_what_would():
     assert "a k below 5" in last and "an r_max above 250 m" in last
     assert "--mask-sd" in last
     assert _result(cells).best() is None
+
+
+def _over_caps_oracle(x, y, subj, units, names, policy):
+    """Suppressed subjects beyond what each cap allows, from a direct classification."""
+    cls = classify(x, y, policy, subjects=subj)
+    sup = cls.labels == Label.SUPPRESS
+
+    def most(n, cap):  # the largest count whose share is within the cap
+        return max(a for a in range(n + 1) if n == 0 or a / n <= cap)
+
+    n_all = np.unique(subj).size
+    over = len(set(subj[sup])) - most(n_all, policy.tau)
+    over_units = 0
+    for u in range(len(names)):
+        inside = units == u
+        n_u = np.unique(subj[inside]).size
+        over_units += max(0, len(set(subj[inside & sup])) - most(n_u, policy.unit_cap))
+    return max(0, over, over_units)
+
+
+def test_nearest_cell_is_nearest_to_passing_not_the_first_of_a_tie():
+    # A remote unit of two lone subjects is wholly suppressed in every cell, so every
+    # cell's worst unit sits at 100 % (ten times the unit cap): the worst-unit ratio
+    # cannot tell the cells apart. The distance to passing (suppressed subjects beyond
+    # what the caps allow) can: the wider r_max and smaller k suppress far less.
+    x, y, subj, units, names = _data(2_000, seed=5)
+    x = np.r_[x, 90_000.0, 95_000.0]
+    y = np.r_[y, 90_000.0, 40_000.0]
+    subj = np.r_[subj, 10_001, 10_002]
+    units = np.r_[units, 6, 6]
+    names = np.r_[names, np.array(["Remote"], dtype=object)]
+    base = OutlierPolicy(k=3, r_max_m=100.0, tau=0.05, unit_cap=0.1)
+    ks, rs = [3, 5, 8], [60.0, 150.0, 400.0]
+    res = sweep(x, y, ks, rs, base, subjects=subj, unit_codes=units, unit_names=names)
+    assert res.best() is None
+    assert {c.worst_unit_share for c in res.cells} == {1.0}
+    oracle = {
+        (k, r): _over_caps_oracle(x, y, subj, units, names, base.replace(k=k, r_max_m=r))
+        for k in ks
+        for r in rs
+    }
+    near = min(oracle.values())
+    assert oracle[(8, 60.0)] > near  # the old tie-break's pick is not the nearest
+    best = [kr for kr, v in oracle.items() if v == near]
+    k, r = min(best, key=lambda kr: (kr[1], kr[0]))  # ties: less information loss
+    last = res.recommendation().splitlines()[-1]
+    assert f"Nearest: k={k}, r_max={r:g} m ({near:,} suppressed subjects over the caps" in last
+    assert (res.nearest().k, res.nearest().r_max_m) == (k, r)
+    for c in res.cells:
+        assert c.subjects_over_caps == oracle[(c.k, c.r_max_m)] > 0, (c.k, c.r_max_m)
+
+
+def test_nearest_ties_go_to_less_information_loss():
+    # Equal distance to passing: the smaller r_max (records moved less), then smaller k.
+    cells = [_cell(5, 500, 0.05, 0.5, over=7), _cell(5, 250, 0.03, 0.9, over=7),
+             _cell(3, 250, 0.04, 0.8, over=7), _cell(3, 100, 0.09, 1.0, over=40)]  # fmt: skip
+    res = _result(cells)
+    assert (res.nearest().k, res.nearest().r_max_m) == (3, 250)
+    assert "Nearest: k=3, r_max=250 m (7 suppressed subjects over the caps" in (
+        res.recommendation()
+    )
+    # With measured displacement (--full), the cell that moved records less wins.
+    full = [replace(c, mean_displacement_m=d, fixed_point=True)
+            for c, d in zip(cells, [90.0, 60.0, 75.0, 20.0], strict=True)]  # fmt: skip
+    assert (_result(full).nearest().k, _result(full).nearest().r_max_m) == (5, 250)
+    assert _result([*cells, _cell(3, 500, 0.0, 0.0)]).nearest() is None
+
+
+def test_subjects_over_caps_is_zero_exactly_when_a_cell_passes():
+    x, y, subj, units, names = _data(1_500, seed=6)
+    base = OutlierPolicy(k=3, r_max_m=100.0, tau=0.01, unit_cap=0.05)
+    res = sweep(x, y, KS, RS, base, subjects=subj, unit_codes=units, unit_names=names)
+    assert {c.passes for c in res.cells} == {True, False}
+    for c in res.cells:
+        assert (c.subjects_over_caps == 0) == c.passes
+        assert c.to_dict()["subjects_over_caps"] == c.subjects_over_caps
 
 
 def test_recommendation_shows_lower_k_plus_noise():

@@ -954,7 +954,8 @@ def _check_projected(
         )
     if roles.crs is None:
         msg = (
-            "no CRS given: x/y are taken as metres in an unnamed projected CRS (name it with --crs)"
+            "no CRS given: x/y are taken as metres in an unnamed projected CRS (name it with "
+            "--crs; a release refuses it unless --local-metres says they are local metres)"
         )
         notes.append(msg)
         warnings.warn(msg, UserWarning, stacklevel=4)

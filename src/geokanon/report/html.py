@@ -296,6 +296,15 @@ def _esc(v: object) -> str:
     return html.escape(_fmt(v))
 
 
+def _crs_text(manifest: Mapping[str, Any]) -> str:
+    """What the release's coordinates are: the CRS, or local metres (no CRS)."""
+    if manifest.get("crs"):
+        return str(manifest["crs"])
+    if manifest.get("local_metres"):
+        return "none: local metres (x/y in metres of a frame the custodian did not name)"
+    return "unnamed"
+
+
 # --------------------------------------------------------------------------------------
 # Figures
 # --------------------------------------------------------------------------------------
@@ -1381,7 +1390,7 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
         ("tau (global cap)", manifest.get("tau")),
         ("unit cap", manifest.get("unit_cap")),
         ("merge / generalise ratios", f"{pol.get('merge_ratio')} / {pol.get('generalise_ratio')}"),
-        ("CRS of published coordinates", manifest.get("crs") or "unnamed"),
+        ("CRS of published coordinates", _crs_text(manifest)),
         ("totals", manifest.get("totals", "")),
         ("kept attributes", ", ".join(manifest.get("keep") or []) or "none"),
         ("exact copies in the input", _duplicates_text(manifest.get("duplicates"))),
@@ -1513,7 +1522,7 @@ def report_html(
     body: list[str] = [
         "<h1>geokanon release report</h1>",
         f'<p class="mute">geokanon {_esc(manifest.get("version", "?"))} · seed '
-        f"{_esc(manifest.get('seed'))} · CRS {_esc(manifest.get('crs') or 'unnamed')}</p>",
+        f"{_esc(manifest.get('seed'))} · CRS {_esc(_crs_text(manifest))}</p>",
     ]
     verdict = "RELEASED" if all_ok else "NOT VERIFIED"
     body += [

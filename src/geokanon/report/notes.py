@@ -114,6 +114,13 @@ def release_notes(
             f"{100 * (1 - policy.scale_factor_min):.3f}% over this area, so groups were held "
             f"to {policy.r_work_m:.2f} m on the map"
         )
+    if manifest.get("local_metres"):
+        lines.append(
+            "- **coordinates: local metres, no CRS.** x and y are metres in a local frame "
+            "the custodian did not name: distances between published points are in metres, "
+            "but the points cannot be placed on a map or joined with other data without that "
+            "frame's definition (`crs` is null and `local_metres` true in `manifest.json`)"
+        )
     if manifest.get("mask"):
         lines.append(
             "- every record was first displaced by a geomask (its kind and distances are "

@@ -3,7 +3,9 @@
 The plot is one panel per mask level: k down the side, r_max along the bottom,
 each cell coloured by which caps it passes, annotated with the global and the
 worst unit's suppressed share, and the frontier (per k, the smallest passing
-r_max) drawn as a line. The HTML page embeds the SVG inline, so it is a single
+r_max) drawn as a line. The recommended cell has a solid outline; when no cell
+passes, the cell nearest to passing (:meth:`~geokanon.sweep.SweepResult.nearest`)
+has a dashed one. The HTML page embeds the SVG inline, so it is a single
 file that opens anywhere and holds no link to anything outside it.
 
 Outputs are deterministic: the same sweep gives byte-identical files.
@@ -78,6 +80,7 @@ def frontier_figure(result: SweepResult) -> Figure:
     fig = Figure(figsize=(width, height * n_masks), layout="constrained")
     axes = fig.subplots(n_masks, 1, squeeze=False)[:, 0]
     best = result.best()
+    nearest = result.nearest()  # only when no cell passes
     frontier = result.best_per_k()
     for m, ax in enumerate(axes):
         for c in result.cells:
@@ -92,10 +95,17 @@ def frontier_figure(result: SweepResult) -> Figure:
                 f"{_pct(c.suppressed_share)}\nworst {_pct(c.worst_unit_share)}",
                 ha="center", va="center", fontsize=7.5, color="black",
             )  # fmt: skip
-            if best is not None and c is best:
+            if c is best or c is nearest:  # solid: recommended; dashed: nearest to passing
+                style = "-" if c is best else "--"
                 ax.add_patch(
                     Rectangle(
-                        (j - 0.47, i - 0.47), 0.94, 0.94, fill=False, lw=2.5, edgecolor="black"
+                        (j - 0.47, i - 0.47),
+                        0.94,
+                        0.94,
+                        fill=False,
+                        lw=2.5,
+                        ls=style,
+                        edgecolor="black",
                     )
                 )
         # The frontier: the left edge of each k's smallest passing r_max, as a staircase.
@@ -171,7 +181,7 @@ def sweep_html(result: SweepResult, svg: str) -> str:
     head = [
         "mask", "k", "r_max (m)", "ok", "merge", "generalise", "suppress",
         "suppressed (subjects)", "worst unit", "worst share", "units over cap", "passes",
-        "mask mean shift (m)",
+        "subjects over caps", "mask mean shift (m)",
     ]  # fmt: skip
     if full:
         head.append("mean displacement (m)")
@@ -188,6 +198,7 @@ def sweep_html(result: SweepResult, svg: str) -> str:
             f"<td>{_pct(c.worst_unit_share)}</td>",
             f"<td>{c.units_over_cap}</td>",
             f"<td>{'yes' if c.passes else 'no'}</td>",
+            f"<td>{'-' if c.subjects_over_caps is None else f'{c.subjects_over_caps:,}'}</td>",
             f"<td>{c.mask_mean_m:.1f}</td>",
         ]
         if full:
