@@ -912,6 +912,9 @@ class _Source:
     # re-read dropped for --exclude-units / --clip (records per rule)
     source_units: NDArray[np.object_] | None = None
     dropped: dict[str, int] = field(default_factory=dict)
+    # the file's own coordinates of the records left out (no_leak looks for them too)
+    left_out_x: NDArray[np.float64] | None = None
+    left_out_y: NDArray[np.float64] | None = None
 
 
 def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -1150,6 +1153,8 @@ class _Release:
             sha256=raw.sha256,
             source_units=raw.source_units,
             dropped=raw.dropped,
+            left_out_x=raw.left_out_x,
+            left_out_y=raw.left_out_y,
         )
 
     @cached_property
@@ -1695,7 +1700,9 @@ def _load_source(
         except TypeError:  # unhashable cells (lists from Parquet): compared as text
             drop = raw.astype(str).duplicated().to_numpy(dtype=bool)
     ucol = opts.get("unit") or audit.get("unit_column")
+    copies = drop.copy()
     dropped = _filtered_rows(raw, opts, audit, ucol, drop)
+    left_out = raw.loc[drop & ~copies]
     if drop.any():
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
@@ -1714,6 +1721,13 @@ def _load_source(
         in_crs = None if in_crs in (None, "") else str(in_crs)
         if _same_crs(in_crs, output_crs):
             src.x, src.y = xs, ys
+            if len(left_out):
+                src.left_out_x = pd.to_numeric(left_out[xcol], errors="coerce").to_numpy(
+                    dtype=np.float64
+                )
+                src.left_out_y = pd.to_numeric(left_out[ycol], errors="coerce").to_numpy(
+                    dtype=np.float64
+                )
         if _same_crs(in_crs, working_crs) and not {xcol.lower(), ycol.lower()} & {"lon", "lat"}:
             src.x_work, src.y_work = xs, ys
     else:
@@ -2609,6 +2623,9 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     if src.x is not None and src.y is not None:
         add(src.x, src.y)
         scanned.append("source coordinates")
+    if src.left_out_x is not None and src.left_out_y is not None:
+        add(src.left_out_x, src.left_out_y)  # records left out must not appear either
+        scanned.append("coordinates of the records left out")
     if src.x_work is not None and src.y_work is not None and src.x_work is not src.x:
         add(src.x_work, src.y_work)
         scanned.append("working coordinates")

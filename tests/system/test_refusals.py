@@ -146,6 +146,15 @@ def test_exclude_units_drops_and_counts_their_records(edge, tmp_path, capsys):
     assert len(audit) == 8352 - 51
     capsys.readouterr()
     assert main(["verify", str(out), "--source", str(edge)]) == 0
+    assert "coordinates of the records left out" in capsys.readouterr().out
+    # a left-out record's coordinates in a release file are a leak like any other
+    frame = pd.read_csv(edge)
+    x, y = frame.loc[frame.gm_code == "GM0313", ["x", "y"]].iloc[0]
+    notes_path = out / "release" / "RELEASE_NOTES.md"
+    notes_path.write_text(notes + f"\nlast seen at {x} {y}\n")
+    assert main(["verify", str(out), "--source", str(edge)]) == 4
+    assert "FAIL no_leak" in capsys.readouterr().out
+    notes_path.write_text(notes)
     # an exclusion the manifest under-reports fails the recount
     path = out / "release" / "manifest.json"
     doc = json.loads(path.read_text())
