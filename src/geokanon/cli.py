@@ -442,8 +442,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         return 0
     progress = _progress(args)
 
-    def suggest(exc: ReleaseRefused) -> None:  # into the message and the refusal report
-        _suggest_command(args, table, policy, exc)
+    def suggest(exc: ReleaseRefused, core_table: Any) -> None:  # message and refusal report
+        _suggest_command(args, core_table, policy, exc)
 
     try:
         if args.backend == "dask":

@@ -997,7 +997,7 @@ def release_distributed(
     n_workers: int | None = None,
     check_determinism: bool | None = None,
     progress: Callable[[str], None] | None = None,
-    on_refusal: Callable[[ReleaseRefused], None] | None = None,
+    on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
     """:func:`geokanon.pipeline.release_points` with the release core on a Dask cluster.
 

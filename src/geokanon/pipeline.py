@@ -521,7 +521,7 @@ def release_points(
     check_determinism: bool | None = None,
     progress: Callable[[str], None] | None = None,
     core_runner: Callable[..., CoreResult] | None = None,
-    on_refusal: Callable[[ReleaseRefused], None] | None = None,
+    on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
     """The whole pipeline: core, release files, independent verification, atomic rename.
 
@@ -545,9 +545,10 @@ def release_points(
         :class:`~geokanon.disposal.CoreResult` (default :func:`run_core_on`; the Dask
         backend passes its tiled core, see :mod:`geokanon.distributed`).
     on_refusal
-        Called with the :class:`~geokanon.errors.ReleaseRefused` before the refusal
-        report is written, while ``out`` is still held: it may add to the message (the
-        command line adds the command that would pass).
+        Called with the :class:`~geokanon.errors.ReleaseRefused` and the table the core
+        ran on (masked, with a mask) before the refusal report is written, while ``out``
+        is still held: it may add to the message (the command line adds the command
+        that would pass).
 
     Returns
     -------
@@ -589,7 +590,7 @@ def _release_points(
     check_determinism: bool | None,
     progress: Callable[[str], None] | None,
     core_runner: Callable[..., CoreResult] | None,
-    on_refusal: Callable[[ReleaseRefused], None] | None = None,
+    on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
     source = table
     mask_risk = None
@@ -613,7 +614,7 @@ def _release_points(
         core = runner(table, policy, progress=progress)
     except ReleaseRefused as exc:
         if on_refusal is not None:
-            on_refusal(exc)
+            on_refusal(exc, table)
         _write_refusal(out, exc, table, policy)
         raise
     deterministic = None
