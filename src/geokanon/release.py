@@ -18,7 +18,9 @@ build is removed by the next geokanon run into the same parent.
 Figures about suppressed records are published only where they rest on 0 or at
 least ``k`` subjects (``<k`` otherwise), and the global suppressed figure is
 withheld when, together with the per-unit figures, it would narrow a hidden
-``<k`` count (complementary suppression).
+``<k`` count (complementary suppression). With ``totals="complementary"`` the
+per-unit source totals are published with primary and secondary suppressions
+(:mod:`geokanon.complementary`).
 """
 
 from __future__ import annotations
@@ -230,6 +232,53 @@ def _hidden_cells_safe(published_total: int, shown: Sequence[int | str], k: int)
 
 #: What the manifest's per-pass counts count (``passes[].scope``).
 PASS_SCOPE = "records published at group level"
+
+
+def source_totals(
+    units: pd.DataFrame,
+    classes: pd.DataFrame,
+    records: Sequence[int] | np.ndarray,
+    subjects: Sequence[int] | np.ndarray,
+    *,
+    k: int,
+    published: dict[str, Any],
+    own_subjects: bool,
+    n_records: int,
+) -> list[int | str]:
+    """``units.csv``'s ``source_total`` column for ``--totals complementary``.
+
+    Primary and secondary suppressions chosen by
+    :func:`geokanon.complementary.choose_complementary_totals` against the system the
+    verifier builds from the same figures (``published``: the manifest's ``counts``,
+    ``synthetic`` and ``passes`` as they will be written). Both writers call this.
+    """
+    from geokanon.complementary import choose_complementary_totals
+    from geokanon.verify import holes_system
+
+    unit_class = classes[classes["level"] == "unit"]
+    class_records: dict[str, int] = {}
+    for u, size in zip(unit_class["unit"], unit_class["n_records"], strict=True):
+        class_records[str(u)] = class_records.get(str(u), 0) + int(size)
+    syn_col = units["synthetic"] if "synthetic" in units.columns else [0] * len(units)
+    rows = [
+        {
+            "unit": str(u),
+            "released": int(rel),
+            "suppressed": sup,
+            "generalised_up": None,
+            "synthetic": syn,
+            "class_records": class_records.get(str(u), 0),
+        }
+        for u, rel, sup, syn in zip(
+            units["unit"], units["released"], units["suppressed"], syn_col, strict=True
+        )
+    ]
+    system = holes_system(
+        published, classes, k=k, own_subjects=own_subjects, record_bound=n_records,
+        groups_by_majority_unit=True,
+    )  # fmt: skip
+    chosen = choose_complementary_totals(rows, records, subjects, k=k, system=system)
+    return list(chosen.totals)
 
 
 def _published_pass(entry: dict[str, Any], k: int) -> dict[str, Any]:
@@ -1042,13 +1091,23 @@ def build_release_files(
         or (global_shown == LT_K and n_hidden_units >= 2)
     ):
         global_shown = WITHHELD
+    counts_exact = result.counts()
+    counts: dict[str, int | str] = dict(counts_exact)
+    # Suppressed records, shown only where the suppressed subjects are shown.
+    counts["suppressed"] = (
+        counts_exact["suppressed"] if isinstance(global_shown, int) else global_shown
+    )
+    counts["synthetic"] = syn_total
+    published_passes = [_published_pass(p.to_dict(), k) for p in result.passes]
     if options.totals == "complementary":
         src = np.bincount(ucodes, minlength=nu)
         unit_subjects = distinct(np.ones(n, dtype=bool))
-        units["source_total"] = [
-            int(src[i]) if sup_shown[j] != LT_K and unit_subjects[i] >= k else WITHHELD
-            for j, i in enumerate(order)
-        ]
+        units["source_total"] = source_totals(
+            units, classes, src[order], unit_subjects[order], k=k,
+            published={"counts": counts, "synthetic": {"total": syn_total, "pooled": 0},
+                       "passes": published_passes},
+            own_subjects=table.subjects is None, n_records=n,
+        )  # fmt: skip
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
     # --- audit (custodian only): assignment.parquet is written above.
@@ -1064,14 +1123,6 @@ def build_release_files(
     synthetic_audit.loc[syn.group_id < 0, "group_id"] = pd.NA
     synthetic_audit.loc[syn.class_id < 0, "class_id"] = pd.NA
     _write_parquet(synthetic_audit, aud / "synthetic.parquet")
-    counts_exact = result.counts()
-    counts: dict[str, int | str] = dict(counts_exact)
-    # Suppressed records, shown only where the suppressed subjects are shown.
-    counts["suppressed"] = (
-        counts_exact["suppressed"] if isinstance(global_shown, int) else global_shown
-    )
-    counts["synthetic"] = syn_total
-    published_passes = [_published_pass(p.to_dict(), k) for p in result.passes]
     share: float | str = (
         total_sup_subjects / total_subjects if isinstance(global_shown, int) else global_shown
     )

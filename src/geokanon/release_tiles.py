@@ -88,6 +88,7 @@ from geokanon.release import (
     check_coordinate_frame,
     finish_manifest,
     mask_small,
+    source_totals,
 )
 
 __all__ = ["PartitionedRelease", "release_partitions"]
@@ -560,9 +561,16 @@ def _units_frame(
     classes: pd.DataFrame,
     policy: OutlierPolicy,
     totals: str,
+    *,
+    counts_exact: dict[str, int] | None = None,
+    passes: Sequence[dict[str, Any]] = (),
 ) -> tuple[pd.DataFrame, int | str, int, int]:
     """``units.csv`` (as the single-machine writer), the global figure, and subject totals;
-    per-record arrays read from the spilled state a chunk at a time."""
+    per-record arrays read from the spilled state a chunk at a time.
+
+    ``counts_exact`` and ``passes`` (the manifest's published passes) are the figures
+    the complementary totals are chosen against (:func:`geokanon.release.source_totals`).
+    """
     k = policy.k
     unames = g.unit_names
     nu = unames.size
@@ -610,10 +618,16 @@ def _units_frame(
         for _, (subj, ucodes) in state.chunks("subjects", "unit_codes"):
             pairs = np.union1d(pairs, ucodes.astype(np.int64) * n_subj + subj)
         unit_subjects = np.bincount(pairs // n_subj, minlength=nu)
-        units["source_total"] = [
-            int(records[i]) if sup_shown[j] != LT_K and unit_subjects[i] >= k else WITHHELD
-            for j, i in enumerate(order)
-        ]
+        counts: dict[str, int | str] = dict(counts_exact or {})
+        counts["suppressed"] = (
+            int(sup_codes.size) if isinstance(global_shown, int) else global_shown
+        )
+        units["source_total"] = source_totals(
+            units, classes, records[order], unit_subjects[order], k=k,
+            published={"counts": counts, "synthetic": {"total": 0, "pooled": 0},
+                       "passes": list(passes)},
+            own_subjects=g.subjects is None, n_records=int(records.sum()),
+        )  # fmt: skip
     return units, global_shown, total_sup, total_subjects
 
 
@@ -1048,9 +1062,11 @@ def _write_all(
         }
     )
     _write_parquet(classes, rel / "classes.parquet")
+    published_passes = [_published_pass(p.to_dict(), k) for p in core.passes]
     units, global_shown, total_sup, total_subjects = _units_frame(
-        g, state, group_unit, group_sizes, classes, policy, options.totals
-    )
+        g, state, group_unit, group_sizes, classes, policy, options.totals,
+        counts_exact=dict(counts_exact), passes=published_passes,
+    )  # fmt: skip
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
     counts: dict[str, int | str] = dict(counts_exact)
@@ -1058,7 +1074,6 @@ def _write_all(
         counts_exact["suppressed"] if isinstance(global_shown, int) else global_shown
     )
     counts["synthetic"] = 0
-    published_passes = [_published_pass(p.to_dict(), k) for p in core.passes]
     share: float | str = (
         total_sup / total_subjects if isinstance(global_shown, int) else global_shown
     )

@@ -50,13 +50,16 @@ The rules, exactly as implemented
     the format does not declare fails. Every hidden cell (``<k``, ``withheld``)
     is bounded with :func:`scipy.optimize.linprog` (min and max). See
     :func:`hidden_ranges` for the variables and identities.
-    A ``<k`` cell fails when its feasible range does not contain both 1 and k-1
-    (so with k = 2 a ``<k`` cell always fails: it reveals exactly 1); a
-    ``withheld`` cell fails when its range holds fewer than k integers.
-    Mutually inconsistent published figures fail too. The LP relaxation
-    ignores integrality, so parity-style narrowing is not detected; an
-    attacker who can place groups inside units from their geometry is not
-    modelled (per-unit group shifts are free, summing to 0).
+    A ``<k`` cell (a sensitive figure: one resting on 1..k-1 subjects) fails
+    when its feasible range does not contain both 1 and k-1 (so with k = 2 a
+    ``<k`` cell always fails: it reveals exactly 1), and when some value
+    1..k-1 has no integer solution (:func:`scipy.optimize.milp`: aggregate
+    programs, then one per value left, at most :data:`INTEGER_CHECK_MAX`; the
+    detail line says when values were left to the LP range). A ``withheld``
+    figure is a complementary (secondary) suppression: it owes nothing of its
+    own, however narrow its range. Mutually inconsistent published figures
+    fail too. An attacker who can place groups inside units from their
+    geometry is not modelled (per-unit group shifts are free, summing to 0).
 ``no_leak``
     Every file in ``release/`` is scanned (text files as text and, for CSV, as
     a table too; Parquet column by column, plus its key-value metadata):
@@ -113,7 +116,8 @@ The rules, exactly as implemented
     records of the groups whose ``unit`` it is, plus its ``unit``-level class;
     by the members' own units when ``groups.parquet`` has no ``unit``),
     ``suppressed`` and ``generalised_up`` (the integer, or ``<k`` exactly when
-    1..k-1 subjects, or ``withheld``), ``source_total`` (records in the unit),
+    1..k-1 subjects, or ``withheld``), ``source_total`` (records in the unit;
+    ``<k`` exactly when the unit has 1..k-1 subjects, or ``withheld``),
     the manifest's ``counts`` (records per disposal; ``suppressed`` may read
     ``<k`` exactly when 1..k-1 subjects, or ``withheld``) and
     ``suppressed_share`` (within 5e-7 of the subject or the record share) all
@@ -135,8 +139,8 @@ The rules, exactly as implemented
     not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
     "suppressed: 3" or "3 records were suppressed" carry such a figure.
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
-    1..k-1, nor may a ``source_total`` be published as an integer for a unit of
-    1..k-1 subjects, and the manifest's ``counts.suppressed`` and ``suppressed_share``
+    1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
+    (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
     must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed;
     no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1.
 ``manifest``
@@ -169,6 +173,7 @@ import math
 import os
 import re
 import sys
+import time
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -187,7 +192,7 @@ from numpy.typing import NDArray
 from geokanon.errors import InputError
 from geokanon.io.read import PointTable, read_source_frame, sha256_file
 from geokanon.policy import MAX_PASSES
-from geokanon.published import Figure
+from geokanon.published import Figure, Published
 
 __all__ = [
     "CHECKS",
@@ -198,6 +203,7 @@ __all__ = [
     "decisions_agree",
     "format_report",
     "hidden_ranges",
+    "holes_system",
     "verify_release",
 ]
 
@@ -331,6 +337,11 @@ _SUPPRESSED_PHRASES = (
     ),
 )
 _EPS = 1e-6
+#: Integer programs :func:`hidden_ranges` solves at most to show that every value
+#: 1..k-1 of every ``<k`` cell has an integer solution (beyond, the LP range only).
+INTEGER_CHECK_MAX = 256
+#: Seconds :func:`hidden_ranges` spends at most on integer programs (then as above).
+INTEGER_CHECK_S = 120.0
 #: Table columns whose cells are per-unit hidden figures (must read "<k" below k).
 _HIDDEN_HEADER = re.compile(r"suppress|generali[sz]", re.IGNORECASE)
 
@@ -460,29 +471,33 @@ class HiddenRange:
     kind: str
     low: float
     high: float
+    #: values in 1..k-1 inside ``[low, high]`` that no integer solution reaches
+    gaps: tuple[int, ...] = ()
+    #: values in 1..k-1 not solved for in integers (beyond :data:`INTEGER_CHECK_MAX`
+    #: programs or :data:`INTEGER_CHECK_S` seconds): for them the LP range stands
+    unsolved: int = 0
 
     def problem(self, k: int) -> str | None:
-        """Why this range discloses too much, or ``None`` when it is safe."""
-        if self.kind == LESS_THAN_K:
-            if k <= 2:
-                return f"{self.cell}: with k=2 '<k' means exactly 1"
-            if self.low > 1 + _EPS or self.high < k - 1 - _EPS:
-                return f"{self.cell}: '<k' narrowed to [{_fmt(self.low)}, {_fmt(self.high)}]"
+        """Why this range discloses too much, or ``None`` when it is safe.
+
+        Only a ``<k`` cell owes anything: it must admit every value 1..k-1. A
+        ``withheld`` figure protects others (a secondary suppression) and owes
+        nothing of its own.
+        """
+        if self.kind != LESS_THAN_K:
             return None
-        n = _integers_in(self.low, self.high)
-        if n < k:
-            return f"{self.cell}: withheld figure narrowed to {n} possible values (< k={k})"
+        if k <= 2:
+            return f"{self.cell}: with k=2 '<k' means exactly 1"
+        if self.low > 1 + _EPS or self.high < k - 1 - _EPS:
+            return f"{self.cell}: '<k' narrowed to [{_fmt(self.low)}, {_fmt(self.high)}]"
+        if self.gaps:
+            shown = ", ".join(map(str, self.gaps))
+            return f"{self.cell}: '<k' cannot be {shown} in integers"
         return None
 
 
 def _fmt(v: float) -> str:
     return "inf" if math.isinf(v) else f"{v:.4g}"
-
-
-def _integers_in(low: float, high: float) -> float:
-    if math.isinf(high):
-        return math.inf
-    return max(0, math.floor(high + _EPS) - math.ceil(low - _EPS) + 1)
 
 
 def _cell_value(raw: object) -> int | str | None:
@@ -531,6 +546,8 @@ def hidden_ranges(
     released_records: int | None = None,
     exact: bool = True,
     figures: Sequence[Figure] = (),
+    integer: bool = True,
+    integer_seconds: float | None = INTEGER_CHECK_S,
 ) -> list[HiddenRange]:
     """Feasible ranges of every hidden figure, given all published figures together.
 
@@ -544,7 +561,9 @@ def hidden_ranges(
       published; bounds as for ``s_u``) and ``p_u`` their records (``p_u = g_u``,
       or ``g_u <= p_u <= N g_u``; free ``>= 0`` when ``generalised_up`` is not
       published);
-    * ``T_u`` the source total (fixed, or ``[0, inf)`` when withheld);
+    * ``T_u`` the source total (fixed, or ``[0, inf)`` when withheld; ``<k``: the
+      unit rests on ``sigma_u`` in ``[1, k-1]`` subjects, ``s_u <= sigma_u``, and
+      ``T_u`` are their records, as ``r_u`` are of ``s_u``);
     * ``d_u`` the unit's own group-level records minus the group records counted
       in it (0 when groups are counted by their members' units; free with
       ``d_u >= -(released_u - C_u)`` and ``sum_u d_u = 0`` when every group is
@@ -571,7 +590,7 @@ def hidden_ranges(
     units
         One mapping per unit with ``unit`` (id), ``released`` (int),
         ``suppressed`` (int, ``"<k"`` or ``"withheld"``) and optional
-        ``generalised_up`` (int or ``"<k"``), ``source_total`` (int or
+        ``generalised_up`` (int or ``"<k"``), ``source_total`` (int, ``"<k"`` or
         ``"withheld"``), ``synthetic`` (int or ``"<k"``) and ``class_records`` (``C_u``, the
         records of the unit's own class included in ``released``).
     k
@@ -608,6 +627,15 @@ def hidden_ranges(
         a ``hidden`` one is a sensitive figure of its own. Every quantity is a count
         (``>= 0``); ``suppressed_records`` is ``sum_u r_u`` and, when the units
         publish a ``source_total`` column, ``records`` is ``sum_u T_u``.
+    integer
+        Also solve, in integers, for every value 1..k-1 of every ``<k`` cell whose
+        LP range holds them (aggregate integer programs first, then at most
+        :data:`INTEGER_CHECK_MAX` programs for single values); the values with no
+        integer solution are the range's ``gaps``, those not reached ``unsolved``.
+    integer_seconds
+        Wall-clock budget of the integer programs; None: none (the outcome then
+        depends on the figures only, as the release writer needs for byte-identical
+        releases).
 
     Returns
     -------
@@ -704,6 +732,12 @@ def hidden_ranges(
         if t == WITHHELD:
             ti = var(f"unit {uid} source_total", 0.0, math.inf)
             hidden.append((f"unit {uid} source_total", WITHHELD, ti))
+        elif t == LESS_THAN_K:
+            # the unit rests on 1..k-1 subjects: its subjects are the sensitive figure
+            ui = subject_cell(f"unit {uid} source_total", LESS_THAN_K)
+            ti = records_of(f"unit {uid} source_total records", ui)
+            ub_rows.append({si: 1.0, ui: -1.0})  # suppressed subjects <= the unit's
+            ub_rhs.append(0.0)
         elif t is None:
             ti = var(f"unit {uid} source_total", 0.0, math.inf)
         else:
@@ -844,6 +878,8 @@ def hidden_ranges(
         if low.status == 0 and high.status == 0:
             for i in idx_all:
                 witness[i] = (float(low.x[i]), float(high.x[i]))
+            lt_cells = [i for _, kd, i in hidden if kd == LESS_THAN_K]
+            _more_witnesses(witness, lt_cells, k, lambda c: solve(c, bounds), n)
     out: list[HiddenRange] = []
     for label, kind, idx in hidden:
         if idx in witness:
@@ -861,7 +897,153 @@ def hidden_ranges(
             else:
                 ends.append(float(res.x[idx]))
         out.append(HiddenRange(label, kind, ends[0], ends[1]))
-    return out
+    if not integer or k <= 2:
+        return out
+    # The LP relaxation's range of a cell is an interval (the projection of a convex
+    # set), but an integer value inside it may have no integer solution: each value
+    # 1..k-1 of each '<k' cell is solved for in integers. Every solution found crosses
+    # off the values it gives all cells; first the cells' sums are minimised and
+    # maximised in integers (round after round over the cells still short, as for the
+    # LP), then each value left is solved for alone, up to INTEGER_CHECK_MAX programs.
+    todo = {
+        idx: set(range(1, k))
+        for (_, kind, idx), h in zip(hidden, out, strict=True)
+        if kind == LESS_THAN_K and h.problem(k) is None
+    }
+    if not todo:
+        return out
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    constraints = []
+    if a_eq is not None:
+        constraints.append(LinearConstraint(a_eq, b_eq, b_eq))
+    if a_ub is not None:
+        constraints.append(LinearConstraint(a_ub, -np.inf, b_ub))
+    low_b, high_b = np.asarray(lo), np.asarray(hi)
+    every = np.ones(n)
+
+    deadline = math.inf if integer_seconds is None else time.monotonic() + integer_seconds
+    infeasible = False  # of the last program
+
+    def limit() -> dict[str, float]:
+        return {} if math.isinf(deadline) else {"time_limit": max(deadline - time.monotonic(), 0.1)}
+
+    def integer_point(
+        c: NDArray[np.float64], lb: NDArray[np.float64], ub: NDArray[np.float64]
+    ) -> NDArray[np.float64] | None:
+        nonlocal infeasible
+        res = milp(
+            c, integrality=every, bounds=Bounds(lb, ub), constraints=constraints,
+            options=limit(),
+        )  # fmt: skip
+        infeasible = res.status == 2
+        return res.x if res.status == 0 and res.x is not None else None
+
+    def cross_off(x: NDArray[np.float64]) -> None:
+        for other, rest in todo.items():
+            rest.discard(round(float(x[other])))
+
+    def nearest_point(short: list[int], value: int) -> NDArray[np.float64] | None:
+        """An integer point with the cells ``short`` as near ``value`` as they can be
+        together: minimise the sum of extra variables ``e_j >= |x_j - value|``."""
+        from scipy.sparse import csr_matrix, hstack
+
+        m = len(short)
+        j = np.arange(m)
+        both = np.r_[j, j + m]
+        cells = csr_matrix(
+            (np.r_[np.ones(m), -np.ones(m)], (both, np.r_[short, short])), (2 * m, n)
+        )
+        extra = csr_matrix((-np.ones(2 * m), (both, np.r_[j, j])), (2 * m, m))
+        cons = [
+            LinearConstraint(
+                hstack([cells, extra]), -np.inf, np.r_[np.full(m, value), np.full(m, -value)]
+            )
+        ]
+        for con in constraints:
+            pad = csr_matrix((con.A.shape[0], m))
+            cons.append(LinearConstraint(hstack([con.A, pad]), con.lb, con.ub))
+        res = milp(
+            np.r_[np.zeros(n), np.ones(m)], integrality=np.r_[every, np.zeros(m)],
+            bounds=Bounds(np.r_[low_b, np.zeros(m)], np.r_[high_b, np.full(m, np.inf)]),
+            constraints=cons, options=limit(),
+        )  # fmt: skip
+        return res.x[:n] if res.status == 0 and res.x is not None else None
+
+    for value in range(1, k):
+        short = [i for i, rest in todo.items() if value in rest]
+        while len(short) > 1 and time.monotonic() < deadline:
+            if value in (1, k - 1):  # the cells' bounds: their sum is enough
+                c = np.zeros(n)
+                c[short] = 1.0 if value == 1 else -1.0
+                x = integer_point(c, low_b, high_b)
+            else:
+                x = nearest_point(short, value)
+            if x is None:
+                break
+            cross_off(x)
+            still = [i for i in short if value in todo[i]]
+            if len(still) == len(short):
+                break
+            short = still
+    gaps: dict[int, list[int]] = {idx: [] for idx in todo}
+    unsolved: dict[int, int] = dict.fromkeys(todo, 0)
+    solves = 0
+    for idx, values in todo.items():
+        while values:
+            v = min(values)
+            values.discard(v)
+            if solves >= INTEGER_CHECK_MAX or time.monotonic() >= deadline:
+                unsolved[idx] += 1
+                continue
+            solves += 1
+            lb, ub = low_b.copy(), high_b.copy()
+            lb[idx] = ub[idx] = v
+            x = integer_point(np.zeros(n), lb, ub)
+            if x is not None:
+                cross_off(x)
+            elif infeasible:
+                gaps[idx].append(v)
+            else:  # not decided in time: the LP range stands
+                unsolved[idx] += 1
+    return [
+        dataclasses.replace(h, gaps=tuple(gaps[i]), unsolved=unsolved[i]) if i in todo else h
+        for (_, _, i), h in zip(hidden, out, strict=True)
+    ]
+
+
+def _more_witnesses(
+    witness: dict[int, tuple[float, float]],
+    cells: Sequence[int],
+    k: int,
+    solve: Callable[[NDArray[np.float64]], Any],
+    n: int,
+) -> None:
+    """Widen the witness intervals of ``<k`` cells the two aggregate points left short.
+
+    The ``<k`` cells not yet seen at 1 are minimised together (their sum), then those
+    not yet seen at k-1 maximised together, round after round over the cells still
+    short, while a round reaches a new one: every optimum is a feasible point, so a
+    cell it puts at 1 (or k-1) can take that value. The cells left short are bounded
+    one by one afterwards, as before. One program per round instead of two per cell.
+    """
+    for sign, reached in ((1.0, lambda v: v <= 1 + _EPS), (-1.0, lambda v: v >= k - 1 - _EPS)):
+        side = 0 if sign > 0 else 1
+        todo = [i for i in cells if not reached(witness[i][side])]
+        while len(todo) > 1:
+            c = np.zeros(n)
+            c[todo] = sign
+            res = solve(c)
+            if res.status != 0:
+                return
+            done = [i for i in todo if reached(float(res.x[i]))]
+            if not done:
+                break
+            for i in done:
+                lo_w, hi_w = witness[i]
+                v = float(res.x[i])
+                witness[i] = (min(lo_w, v), hi_w) if side == 0 else (lo_w, max(hi_w, v))
+            todo = [i for i in todo if not reached(float(res.x[i]))]
 
 
 def _add(row: dict[int, float], j: int, v: float) -> None:
@@ -2271,8 +2453,6 @@ def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
         if sup is None:
             raise _Unreadable("units.csv suppressed is empty in some row")
         total = _cell_value(r["source_total"]) if "source_total" in t.columns else None
-        if total == LESS_THAN_K:
-            raise _Unreadable("units.csv source_total must be an integer or 'withheld'")
         up = _cell_value(r["generalised_up"]) if "generalised_up" in t.columns else None
         rows.append(
             {
@@ -2339,32 +2519,24 @@ def _text_file(path: Path) -> str | None:
         raise _Unreadable(f"{path.name} is unreadable") from None
 
 
-def holes_check(
+def _holes_system(
     *,
     k: int,
     manifest: Mapping[str, Any],
     rows: list[dict[str, Any]],
-    units_table: pd.DataFrame,
     groups: pd.DataFrame | None,
     classes: pd.DataFrame,
     own_subjects: bool,
     record_bound: int | None,
     groups_by_majority_unit: bool,
-    records_rows: int | None,
-    notes: str | None,
-    report: str | None,
-) -> CheckResult:
-    """``holes`` over every figure of every release file (both verifiers run this).
-
-    ``rows`` are the units.csv rows as :func:`hidden_ranges` takes them; the other
-    files' figures are read by :func:`geokanon.published.collect`.
-    """
+    records_rows: int | None = None,
+    notes: str | None = None,
+    report: str | None = None,
+) -> tuple[dict[str, Any], Published]:
+    """The keyword arguments of :func:`hidden_ranges` besides the unit rows, and what
+    :func:`geokanon.published.collect` read from every file given."""
     from geokanon.published import collect
 
-    problems = _undeclared_columns("units.csv", units_table, UNIT_FILE_COLUMNS)
-    if groups is not None:
-        problems += _undeclared_columns("groups.parquet", groups, GROUP_FILE_COLUMNS)
-    problems += _undeclared_columns("classes.parquet", classes, CLASS_FILE_COLUMNS)
     cells: dict[tuple[str, str], object] = {}
     for r in rows:
         for col in ("released", "suppressed", "generalised_up", "source_total", "synthetic"):
@@ -2387,11 +2559,6 @@ def holes_check(
         records_rows=records_rows, notes=notes, report=report,
         extra_known=[MAX_PASSES, len(rows)],
     )  # fmt: skip
-    problems += pub.problems
-    for (unit, col), value in pub.unit_values.items():
-        for r in rows:
-            if r["unit"] == unit:
-                r[col] = value
     counts = manifest.get("counts") or {}
     g = _cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
     if g == WITHHELD or isinstance(g, int):
@@ -2405,20 +2572,112 @@ def holes_check(
     pooled_syn = (
         raw_pooled if isinstance(raw_pooled, int) else (pooled if syn_total is None else syn_total)
     )
+    system = {
+        "global_suppressed": g,
+        "own_subjects": own_subjects,
+        "pooled_records": pooled,
+        "pooled_synthetic_max": min(pooled_syn, pooled),
+        "synthetic_total": syn_total,
+        "record_bound": record_bound,
+        "groups_by_majority_unit": groups_by_majority_unit,
+        "figures": pub.figures,
+    }
+    return system, pub
+
+
+def holes_system(
+    manifest: Mapping[str, Any],
+    classes: pd.DataFrame,
+    *,
+    k: int,
+    own_subjects: bool,
+    record_bound: int | None,
+    groups_by_majority_unit: bool,
+    groups: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """The figures besides ``units.csv`` that :func:`hidden_ranges` combines with it.
+
+    The same system ``holes`` builds (every figure the manifest and the group and class
+    tables publish, by the format's declared schema), for the release writer, which
+    chooses its complementary suppressions against it before the notes and the report
+    exist (their tables repeat figures of these files; ``holes`` reads them too).
+
+    Parameters
+    ----------
+    manifest
+        The manifest (``counts``, ``synthetic``, ``passes``, ... are read).
+    classes
+        ``classes.parquet`` (``level``, ``n_records``).
+    k
+        The release's k.
+    own_subjects, record_bound, groups_by_majority_unit
+        As for :func:`hidden_ranges`.
+    groups
+        ``groups.parquet`` (``n_records``), when known.
+
+    Returns
+    -------
+    dict
+        Keyword arguments of :func:`hidden_ranges` (all but ``units``, ``k``,
+        ``exact`` and ``integer``).
+    """
+    system, _ = _holes_system(
+        k=k,
+        manifest=manifest,
+        rows=[],
+        groups=groups,
+        classes=classes,
+        own_subjects=own_subjects,
+        record_bound=record_bound,
+        groups_by_majority_unit=groups_by_majority_unit,
+    )
+    return system
+
+
+def holes_check(
+    *,
+    k: int,
+    manifest: Mapping[str, Any],
+    rows: list[dict[str, Any]],
+    units_table: pd.DataFrame,
+    groups: pd.DataFrame | None,
+    classes: pd.DataFrame,
+    own_subjects: bool,
+    record_bound: int | None,
+    groups_by_majority_unit: bool,
+    records_rows: int | None,
+    notes: str | None,
+    report: str | None,
+) -> CheckResult:
+    """``holes`` over every figure of every release file (both verifiers run this).
+
+    ``rows`` are the units.csv rows as :func:`hidden_ranges` takes them; the other
+    files' figures are read by :func:`geokanon.published.collect`.
+    """
+    problems = _undeclared_columns("units.csv", units_table, UNIT_FILE_COLUMNS)
+    if groups is not None:
+        problems += _undeclared_columns("groups.parquet", groups, GROUP_FILE_COLUMNS)
+    problems += _undeclared_columns("classes.parquet", classes, CLASS_FILE_COLUMNS)
+    system, pub = _holes_system(
+        k=k,
+        manifest=manifest,
+        rows=rows,
+        groups=groups,
+        classes=classes,
+        own_subjects=own_subjects,
+        record_bound=record_bound,
+        groups_by_majority_unit=groups_by_majority_unit,
+        records_rows=records_rows,
+        notes=notes,
+        report=report,
+    )
+    problems += pub.problems
+    for (unit, col), value in pub.unit_values.items():
+        for r in rows:
+            if r["unit"] == unit:
+                r[col] = value
     try:
-        ranges = hidden_ranges(
-            rows,
-            k=k,
-            global_suppressed=g,
-            own_subjects=own_subjects,
-            pooled_records=pooled,
-            pooled_synthetic_max=min(pooled_syn, pooled),
-            synthetic_total=syn_total,
-            record_bound=record_bound,
-            groups_by_majority_unit=groups_by_majority_unit,
-            exact=False,
-            figures=pub.figures,
-        )
+        ranges = hidden_ranges(rows, k=k, exact=False, **system)
     except ValueError as exc:
         return CheckResult("holes", False, "; ".join([*problems, f"{exc} (see counts)"][:6]))
     narrowed = [p for h in ranges if (p := h.problem(k)) is not None]
@@ -2435,8 +2694,23 @@ def holes_check(
     return CheckResult(
         "holes",
         True,
-        f"{len(ranges)} hidden figures, none narrowed by the {len(pub.figures)} published "
-        f"figures of the manifest, notes, report and tables and the {len(rows)} unit rows",
+        holes_summary(ranges, k, len(rows))
+        + f"; {len(pub.figures)} published figures of the manifest, notes, report and tables",
+    )
+
+
+def holes_summary(ranges: Sequence[HiddenRange], k: int, n_rows: int) -> str:
+    """The ``holes`` detail line of a passing system."""
+    sensitive = sum(h.kind == LESS_THAN_K for h in ranges)
+    unsolved = sum(h.unsolved for h in ranges)
+    how = (
+        "in integers"
+        if not unsolved
+        else f"in integers but {unsolved} values, LP range only: integer programs capped"
+    )
+    return (
+        f"{sensitive} '<k' figures keep every value 1..k-1 ({how}) given the {n_rows} unit "
+        f"rows and totals; {len(ranges) - sensitive} withheld figures owe nothing of their own"
     )
 
 
@@ -4453,7 +4727,10 @@ def _unit_count_problems(rel: _Release) -> list[str]:
     def wrong(published_value: object, true: int) -> bool:
         if published_value == LESS_THAN_K:
             return not 0 < true < k
-        return published_value not in (WITHHELD, None) and published_value != true
+        if published_value == WITHHELD:
+            # a sensitive figure reads '<k' ('withheld' owes nothing in `holes`)
+            return 0 < true < k
+        return published_value is not None and published_value != true
 
     for u in sorted(audit_units & set(published)):
         r = published[u]
@@ -4617,13 +4894,20 @@ def _check_report_safety(rel: _Release) -> CheckResult:
         ucode, unames = rel.unit_codes
         subjects = _distinct_counts(ucode, rel.subjects, unames.size, rel.subject_codes)
         small_units = {str(unames[i]) for i in np.flatnonzero((subjects > 0) & (subjects < k))}
-        n_small = sum(
-            1
+        shown = [
+            (u, _cell_value(t))
             for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
-            if u in small_units and isinstance(_cell_value(t), int)
-        )
+        ]
+        # A unit of 1..k-1 subjects is itself a sensitive figure: its total reads '<k'
+        # (a 'withheld' figure owes nothing in `holes`, so it would not be protected).
+        n_small = sum(1 for u, t in shown if u in small_units and t != LESS_THAN_K)
         if n_small:
-            problems.append(f"units.csv: {n_small} source totals rest on 1..k-1 subjects")
+            problems.append(
+                f"units.csv: {n_small} source totals rest on 1..k-1 subjects and do not read <k"
+            )
+        n_false = sum(1 for u, t in shown if u not in small_units and t == LESS_THAN_K)
+        if n_false:
+            problems.append(f"units.csv: {n_false} source totals read <k for 0 or >= k subjects")
     scanned.append("units.csv")
     passes = rel.manifest.get("passes")
     if isinstance(passes, list):

@@ -889,11 +889,15 @@ class _Reduced:
             true = int(self.unit_sup.get(u, 0))
             if shown == V.LESS_THAN_K:
                 wrong += not 0 < true < k
-            elif shown != V.WITHHELD and shown != true:
+            elif shown == V.WITHHELD:
+                wrong += 0 < true < k  # a sensitive figure reads '<k'
+            elif shown != true:
                 wrong += 1
             if "source_total" in t.columns:
                 tot = V._cell_value(r["source_total"])
-                if tot != V.WITHHELD and tot != int(self.unit_records.get(u, 0)):
+                if tot not in (V.WITHHELD, V.LESS_THAN_K) and tot != int(
+                    self.unit_records.get(u, 0)
+                ):
                     wrong += 1
         if wrong:
             problems.append(f"{wrong} figures in units.csv differ from the audit")
@@ -955,12 +959,20 @@ class _Reduced:
             problems.append(f"units.csv: {n_units} units publish 1..k-1 suppressed subjects")
         if "source_total" in units.columns:
             smallu = {str(u) for u, n in self.unit_subjects.items() if 0 < int(n) < k}
-            n_small = sum(
-                1 for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
-                if u in smallu and isinstance(V._cell_value(t), int)
-            )  # fmt: skip
+            shown = [
+                (u, V._cell_value(t))
+                for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
+            ]
+            n_small = sum(1 for u, t in shown if u in smallu and t != V.LESS_THAN_K)
             if n_small:
-                problems.append(f"units.csv: {n_small} source totals rest on 1..k-1 subjects")
+                problems.append(
+                    f"units.csv: {n_small} source totals rest on 1..k-1 subjects and do not read <k"
+                )
+            n_false = sum(1 for u, t in shown if u not in smallu and t == V.LESS_THAN_K)
+            if n_false:
+                problems.append(
+                    f"units.csv: {n_false} source totals read <k for 0 or >= k subjects"
+                )
         passes = self.manifest.get("passes")
         if isinstance(passes, list) and any(
             isinstance(p, Mapping) and isinstance(p.get("labels"), Mapping)

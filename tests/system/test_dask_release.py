@@ -501,7 +501,7 @@ def test_unit_table_from_spilled_chunks_does_not_depend_on_chunks(monkeypatch, t
     if totals == "complementary":
         shown = whole[0].set_index("unit")["source_total"]
         for i in range(nu):
-            if shown[f"u{i:02d}"] != rt.WITHHELD:
+            if shown[f"u{i:02d}"] not in (rt.WITHHELD, rt.LT_K):
                 assert shown[f"u{i:02d}"] == int((units == i).sum())
 
 
@@ -559,3 +559,32 @@ def test_representative_beyond_r_max_only_on_the_ellipsoid_fails_extent(client, 
     report = verify_partitioned(out, source=src, client=client)
     assert "extent" in report.failed
     assert "on the ellipsoid" in report["extent"].detail
+
+
+def test_partitioned_complementary_totals_withhold_the_needed_secondary(client, tmp_path):
+    from tests.release_fixtures import edit_csv
+    from tests.unit.test_complementary import _scene
+
+    # C: 3 dwellings counted in A's groups; its total reads '<k' and needs B's withheld
+    # (as the single-machine writer chooses: one function for both)
+    frame = _scene(small_unit=True, suppressed_unit=False)
+    src = ParquetPartitions.from_path(_split(frame, tmp_path / "in", 2), unit="unit")
+    policy = OutlierPolicy(k=5, r_max_m=200.0, tau=0.05, unit_cap=1.0)
+    out = tmp_path / "out"
+    result = release_partitions(
+        src, policy, out, ReleaseOptions(totals="complementary"),
+        tiling=Tiling.for_policy(policy, tile_m=2000.0), client=client, crs="EPSG:28992",
+    )  # fmt: skip
+    assert result.manifest["layout"] == "partitioned"
+    units = pd.read_csv(out / "release" / "units.csv", dtype=str).set_index("unit")
+    assert units["source_total"].to_dict() == {"A": "60", "B": "withheld", "C": "<k"}
+    assert verify_partitioned(out, source=src, client=client).passed
+
+    def publish_b(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["unit"] == "B", "source_total"] = "40"
+        return f
+
+    edit_csv(out, "units.csv", publish_b)
+    report = verify_partitioned(out, source=src, client=client)
+    holes = next(c for c in report.checks if c.name == "holes")
+    assert not holes.passed and "unit C source_total: '<k' narrowed to [3, 3]" in holes.detail

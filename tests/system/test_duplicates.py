@@ -157,7 +157,7 @@ def test_benchmark_generator_releases(tmp_path):
     out = tmp_path / "out"
     code = main(
         ["release", str(src), "--k", "5", "--r-max", "300", "--unit-grid", "20000",
-         "--tau", "0.05", "--unit-cap", "1.0", "--out", str(out)]
+         "--tau", "0.05", "--unit-cap", "1.0", "--local-metres", "--out", str(out)]
     )  # fmt: skip
     assert code == 0
     assert _manifest(out)["verification"]["deterministic"] is True

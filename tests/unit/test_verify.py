@@ -312,6 +312,19 @@ def test_source_total_of_a_small_unit_fails_report_safety(tmp_path: Path) -> Non
         return f
 
     edit_csv(w.root, "units.csv", withhold_hidden)
+    # withheld owes nothing in `holes`, so a unit of 1..k-1 subjects (west, east) must
+    # read '<k'
+    report = verify_release(w.root)
+    assert "report_safety" in failed(report)
+    assert "2 source totals rest on 1..k-1 subjects and do not read <k" in (
+        report["report_safety"].detail
+    )
+
+    def small_units(f: pd.DataFrame) -> pd.DataFrame:
+        f.loc[f["unit"].isin(["west", "east"]), "source_total"] = "<k"
+        return f
+
+    edit_csv(w.root, "units.csv", small_units)
     assert "report_safety" not in failed(verify_release(w.root))
 
     def publish_east(f: pd.DataFrame) -> pd.DataFrame:
@@ -665,11 +678,13 @@ def test_hidden_ranges_safe_when_the_total_is_hidden_too() -> None:
 def test_hidden_ranges_withheld_cells() -> None:
     rows = [_unit("a", "withheld"), _unit("b", "withheld"), _unit("c", 5)]
     ranges = hidden_ranges(rows, k=5, global_suppressed=12, own_subjects=True)
-    # a + b = 7: each in [0, 7], 8 values >= k
+    # a + b = 7: each in [0, 7]
     assert [(h.low, h.high) for h in ranges] == [(0.0, 7.0), (0.0, 7.0)]
     assert all(h.problem(5) is None for h in ranges)
+    # a + b = 3: 4 values; a withheld figure owes nothing of its own (SPEC `holes`)
     ranges = hidden_ranges(rows, k=5, global_suppressed=8, own_subjects=True)
-    assert all(h.problem(5) for h in ranges)  # a + b = 3: 4 values < k
+    assert [(h.low, h.high) for h in ranges] == [(0.0, 3.0), (0.0, 3.0)]
+    assert all(h.problem(5) is None for h in ranges)
     # no published total: unbounded
     (h,) = hidden_ranges([_unit("a", "withheld")], k=5, global_suppressed=None, own_subjects=True)
     assert h.high == math.inf and h.problem(5) is None
@@ -685,14 +700,15 @@ def test_hidden_ranges_totals_and_pooled_records() -> None:
     (h, _) = hidden_ranges(rows, k=5, global_suppressed="<k", own_subjects=True, pooled_records=5)
     assert (h.low, h.high) == (3.0, 3.0)
     # b's total withheld, 8 pooled: a's gap of 3 is suppressed or pooled in any mix, and
-    # b's withheld total is 4 + (6..8) (a keeps at least 1 suppressed): 3 possible values
+    # b's withheld total is 4 + (6..8) (a keeps at least 1 suppressed): 3 possible values,
+    # and it owes nothing (a secondary suppression); a's '<k' is narrowed to 1..3
     rows[1]["source_total"] = "withheld"
     ha, hb, _ = hidden_ranges(
         rows, k=5, global_suppressed="<k", own_subjects=True, pooled_records=8
     )
-    assert (ha.low, ha.high) == (1.0, 3.0)
+    assert (ha.low, ha.high) == (1.0, 3.0) and ha.problem(5) is not None
     assert hb.cell == "unit b source_total" and (hb.low, hb.high) == (10.0, 12.0)
-    assert hb.problem(5) is not None
+    assert hb.problem(5) is None
 
 
 def test_hidden_ranges_fast_mode_flags_the_same_cells_as_exact_mode() -> None:

@@ -185,6 +185,8 @@ def release_notes(
         for row in lt.itertuples(index=False):
             extra = f" {row.synthetic} |" if has_syn else ""
             lines.append(f"| {row.unit} | {row.released:,} | {row.suppressed} |{extra}")
+    if "source_total" in units.columns:
+        lines += ["", *_source_total_lines(units, k)]
     lines += [
         "",
         "## Who is missing",
@@ -228,3 +230,26 @@ def release_notes(
         "",
     ]
     return "\n".join(lines)
+
+
+def _source_total_lines(units: pd.DataFrame, k: int) -> list[str]:
+    """What ``units.csv``'s ``source_total`` column says (``--totals complementary``).
+
+    No count of its own: every number in the notes must be a figure of the release.
+    """
+    shown = units["source_total"].astype(str)
+    own = units["suppressed"].astype(str).eq("<k")
+    secondary = bool((shown.eq("withheld") & ~own).any())
+    more = (
+        ", and for the other units whose total reads `withheld`: those are withheld only so "
+        "that no `<k` figure elsewhere can be worked out from the others (complementary "
+        "suppression, as statistics offices do for tables)"
+        if secondary
+        else ""
+    )
+    return [
+        "`units.csv` also gives each unit's source total, the records it held in the input, "
+        f"except where it would give a small figure away: it reads `<k` for a unit of fewer "
+        f"than {k} people, and `withheld` for a unit whose suppressed count reads `<k`{more}. "
+        "A `withheld` total is not a zero.",
+    ]

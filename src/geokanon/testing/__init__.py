@@ -569,11 +569,12 @@ class PublishedTables:
 
 
 def assert_no_recoverable_hole(tables: PublishedTables | Release | str | os.PathLike[str]) -> None:
-    """No hidden figure (``<k``, ``withheld``) is determined or narrowed by the published ones.
+    """No ``<k`` figure is determined or narrowed by the published ones.
 
     Every hidden cell is bounded with linear programs over all published figures
     together (:func:`geokanon.verify.hidden_ranges`): a ``<k`` cell must still
-    admit both 1 and k-1, a ``withheld`` one at least k values.
+    admit every value 1..k-1 (in integers too); a ``withheld`` one is a secondary
+    suppression and owes nothing of its own.
 
     Parameters
     ----------
