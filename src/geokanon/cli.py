@@ -525,7 +525,8 @@ def _suggest_command(
         adjacency = unit_adjacency(args.units, args.unit_id)
     trials = what_would_pass(table, policy, adjacency=adjacency)
     tried = "; ".join(
-        f"{t.change}: {t.suppressed_share:.2%} suppressed, {t.units_over_cap} units over the cap"
+        f"{t.change}: {t.suppressed_share:.2%} suppressed, {t.units_over_cap} "
+        f"unit{'' if t.units_over_cap == 1 else 's'} over the cap"
         for t in trials
         if not t.passes
     )
