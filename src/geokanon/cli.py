@@ -6,6 +6,7 @@ Exit codes: 0 done; 2 bad input or parameters; 3 release refused; 4 verification
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tomllib
@@ -111,6 +112,24 @@ def _input_options(positional: bool = True) -> argparse.ArgumentParser:
         default=None,
         help="remove records identical to an earlier one in every column (exact copies) first",
     )
+    g.add_argument(
+        "--clip",
+        action="store_true",
+        default=None,
+        help="with --study-area: drop the records outside it and count them instead of refusing",
+    )
+    g.add_argument(
+        "--exclude-units",
+        metavar="A,B",
+        help="unit ids whose records are left out (dropped, counted and named in the release)",
+    )
+    g.add_argument(
+        "--merge-small-units",
+        type=int,
+        metavar="N",
+        help="a unit with fewer than N subjects joins its neighbour (polygon adjacency with "
+        "--units, else the nearest unit); merges are listed in the release",
+    )
     return p
 
 
@@ -159,6 +178,7 @@ def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
                 "--drop-duplicates is not available for a directory of partitions yet; remove "
                 "the exact copies first (or classify one file)"
             )
+        _whole_file_only(args)
         source = ParquetPartitions.from_path(
             args.input, x=args.x, y=args.y, subject=args.subject, time=args.time, unit=args.unit
         )
@@ -169,6 +189,25 @@ def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
     return classify_points_distributed(
         table, policy, tiling=tiling, scheduler=args.scheduler, n_workers=args.workers
     )
+
+
+def _whole_file_only(args: argparse.Namespace) -> None:
+    """Refuse the input options a directory of partitions does not support yet."""
+    given = [
+        flag
+        for flag, name in (
+            ("--clip", "clip"),
+            ("--exclude-units", "exclude_units"),
+            ("--merge-small-units", "merge_small_units"),
+            ("--study-area", "study_area"),
+        )
+        if getattr(args, name, None)
+    ]
+    if given:
+        raise InputError(
+            f"{', '.join(given)} not available for a directory of partitions yet; give one "
+            "file, or filter the partitions first"
+        )
 
 
 def _policy_from_args(args: argparse.Namespace) -> OutlierPolicy:
@@ -221,6 +260,8 @@ def _read_input(args: argparse.Namespace) -> Any:
         unit_grid_m=args.unit_grid, timezone=args.timezone, coord_scale=args.coord_scale,
         working_crs=args.working_crs, output_crs=args.output_crs, study_area=args.study_area,
         drop_duplicates=bool(getattr(args, "drop_duplicates", None)),
+        clip=bool(getattr(args, "clip", None)), exclude_units=getattr(args, "exclude_units", None),
+        merge_small_units=getattr(args, "merge_small_units", None),
     )  # fmt: skip
     r_max = getattr(args, "r_max_m", None)
     if isinstance(r_max, int | float) and not isinstance(r_max, bool):
@@ -351,12 +392,16 @@ def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
              "unit_id": "unit_id", "unit_grid": "unit_grid_m", "timezone": "timezone",
              "coord_scale": "coord_scale", "working_crs": "working_crs",
              "output_crs": "output_crs", "study_area": "study_area",
-             "drop_duplicates": "drop_duplicates"}  # fmt: skip
+             "drop_duplicates": "drop_duplicates", "clip": "clip",
+             "merge_small_units": "merge_small_units"}  # fmt: skip
     out = []
     for arg, kw in names.items():
         v = getattr(args, arg, None)
         if v is not None:
             out.append((kw, str(v.resolve()) if isinstance(v, Path) else v))
+    if getattr(args, "exclude_units", None):
+        ids = [u.strip() for u in args.exclude_units.split(",") if u.strip()]
+        out.append(("exclude_units", ids))
     return tuple(out)
 
 
@@ -418,6 +463,10 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(plan.describe(table))
         return 0
     progress = _progress(args)
+
+    def suggest(exc: ReleaseRefused, core_table: Any) -> None:  # message and refusal report
+        _suggest_command(args, core_table, policy, exc)
+
     try:
         if args.backend == "dask":
             from geokanon.distributed import release_distributed
@@ -425,9 +474,12 @@ def cmd_release(args: argparse.Namespace) -> int:
             result = release_distributed(
                 table, policy, args.out, options, tiling=_dask_tiling(args, policy),
                 scheduler=args.scheduler, n_workers=args.workers, progress=progress,
+                on_refusal=suggest,
             )  # fmt: skip
         else:
-            result = release_points(table, policy, args.out, options, progress=progress)
+            result = release_points(
+                table, policy, args.out, options, progress=progress, on_refusal=suggest
+            )
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
             print(f"geokanon: {note}", file=sys.stderr)
@@ -456,6 +508,66 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_option(argv: list[str], option: str, value: str | None) -> list[str]:
+    """``argv`` with ``option`` set to ``value`` (replaced where given, else appended)."""
+    out = list(argv)
+    for i, tok in enumerate(out):
+        if value is not None and tok == option and i + 1 < len(out):
+            out[i + 1] = value
+            return out
+        if value is not None and tok.startswith(option + "="):
+            out[i] = f"{option}={value}"
+            return out
+        if value is None and tok == option:
+            return out
+    return [*out, option] if value is None else [*out, option, value]
+
+
+def _suggest_command(
+    args: argparse.Namespace, table: Any, policy: OutlierPolicy, exc: ReleaseRefused
+) -> None:
+    """Add to a cap refusal the smallest change whose first pass passes, as a command line.
+
+    The changes are classified, not released (:func:`geokanon.pipeline.what_would_pass`):
+    k-1, 1.5 x r_max, merging small units, membership-sensitive mode. The command is the
+    user's own (``args.argv``) with the one option changed.
+    """
+    import shlex
+
+    from geokanon.errors import Unsatisfiable
+    from geokanon.pipeline import what_would_pass
+
+    argv = getattr(args, "argv", None)
+    if isinstance(exc, Unsatisfiable) or argv is None:
+        return
+    adjacency = None
+    if args.units is not None and args.unit_id is not None:
+        from geokanon.io.units import unit_adjacency
+
+        adjacency = unit_adjacency(args.units, args.unit_id)
+    trials = what_would_pass(table, policy, adjacency=adjacency)
+    tried = "; ".join(
+        f"{t.change}: {t.suppressed_share:.2%} suppressed, {t.units_over_cap} "
+        f"unit{'' if t.units_over_cap == 1 else 's'} over the cap"
+        for t in trials
+        if not t.passes
+    )
+    passing = [t for t in trials if t.passes]
+    exc.figures["suggestion"] = [dataclasses.asdict(t) for t in trials]
+    if passing:
+        t = passing[0]
+        command = shlex.join(["geokanon", *_with_option(argv, t.option, t.value)])
+        text = (
+            f". Smallest change whose first pass breaches no cap ({t.change}: "
+            f"{t.suppressed_share:.2%} suppressed"
+            + (f"; tried first: {tried}" if tried else "")
+            + f"); run:\n  {command}"
+        )
+    else:
+        text = f". No single change tried passes the caps in its first pass ({tried})."
+    exc.args = (str(exc) + text, *exc.args[1:])
+
+
 def _print_report_path(out: Path) -> None:
     """The last line of a release: where the report is (read it before publishing)."""
     report = out / "release" / "report.html"
@@ -481,6 +593,7 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
             "--drop-duplicates is not available for a directory of partitions yet; remove the "
             "exact copies first (or release one file)"
         )
+    _whole_file_only(args)
     from geokanon.distributed import ParquetPartitions, release_partitions
 
     source = ParquetPartitions.from_path(
@@ -1119,6 +1232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``geokanon`` and ``python -m geokanon``; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")

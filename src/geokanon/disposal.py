@@ -851,7 +851,9 @@ def diagnose(
     if not v.passes_unit_cap and over_subjects < 0.01 * max(v.subjects, 1):
         advice.append(
             f"the units over the cap hold only {over_subjects} of {v.subjects} subjects: "
-            "the study area may be too broad (leave them out or merge them with a neighbour)"
+            "the study area may be too broad (leave them out with --exclude-units "
+            + ",".join(sorted(str(u["unit"]) for u in figures["units_over_cap"]))
+            + ", or merge each with a neighbour with --merge-small-units N)"
         )
     if not advice:
         advice.append("lower k (and add noise) rather than widening r_max: see `geokanon sweep`")

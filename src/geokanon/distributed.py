@@ -89,7 +89,7 @@ from geokanon.classify import (
 from geokanon.disposal import (
     CoreResult,
 )
-from geokanon.errors import GeokanonError, InputError
+from geokanon.errors import GeokanonError, InputError, ReleaseRefused
 from geokanon.grouping import Grouping, group_records
 from geokanon.neighbours import (
     cells_around,
@@ -1000,6 +1000,7 @@ def release_distributed(
     n_workers: int | None = None,
     check_determinism: bool | None = None,
     progress: Callable[[str], None] | None = None,
+    on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
     """:func:`geokanon.pipeline.release_points` with the release core on a Dask cluster.
 
@@ -1036,7 +1037,7 @@ def release_distributed(
 
         return release_points(
             table, policy, out, options, check_determinism=check_determinism,
-            progress=progress, core_runner=runner,
+            progress=progress, core_runner=runner, on_refusal=on_refusal,
         )  # fmt: skip
 
 

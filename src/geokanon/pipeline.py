@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +42,12 @@ __all__ = [
     "ClassifyResult",
     "Plan",
     "ReleaseResult",
+    "Trial",
     "classify_points",
     "on_ground",
     "release_points",
     "run_core_on",
+    "what_would_pass",
 ]
 
 
@@ -172,6 +175,152 @@ def summarise_classification(
         n_subjects=table.n_subjects,
         subject_ids_merged=int(getattr(table, "subject_ids_merged", 0)),
     )
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One change of a refused release, judged on its first-pass classification.
+
+    Attributes
+    ----------
+    change
+        The change in the policy's or the reader's own names (``k=4``,
+        ``r_max_m=150``, ``merge_small_units=49``, ``membership_sensitive``).
+    option, value
+        The command-line option that makes it (``--k``, ``"4"``; a flag has ``None``).
+    suppressed_share
+        Suppressed subjects over all subjects in the first pass.
+    units_over_cap
+        Units whose first-pass suppressed share exceeds the unit cap.
+    passes
+        Whether the first pass breaches no cap.
+    """
+
+    change: str
+    option: str
+    value: str | None
+    suppressed_share: float
+    units_over_cap: int
+    passes: bool
+
+
+def _trial(
+    change: str,
+    option: str,
+    value: str | None,
+    suppressed: np.ndarray,
+    labels: np.ndarray,
+    codes: np.ndarray,
+    names: np.ndarray,
+    policy: OutlierPolicy,
+    subjects: np.ndarray | None,
+) -> Trial:
+    units = unit_table(suppressed, codes, names, subjects)
+    v = cap_verdict(suppressed, labels != Label.OK, units, policy, subjects, warn=False)
+    return Trial(
+        change=change, option=option, value=value, suppressed_share=v.suppressed_share,
+        units_over_cap=len(v.units_over_cap),
+        passes=bool(v.passes_global_cap and v.passes_unit_cap),
+    )  # fmt: skip
+
+
+def what_would_pass(
+    table: PointTable,
+    policy: OutlierPolicy,
+    *,
+    adjacency: frozenset[tuple[str, str]] | None = None,
+    max_merge_trials: int = 8,
+) -> list[Trial]:
+    """Try the changes that can make a refused release pass, smallest first; stop at one.
+
+    The changes, in this order: ``k - 1``; ``1.5 x r_max``; merging small units into
+    their neighbours (``merge_small_units`` N, in ascending order among k and one more
+    than the subjects of each unit over the unit cap, at most ``max_merge_trials``
+    values: the smallest N that passes); and
+    membership-sensitive mode (suppression becomes generalisation to the whole area).
+    Each is judged on a first-pass classification only (no release is run): fast, and
+    what the refusal's own figures rest on. Merging cannot lower the global share, so
+    it is tried only when the global cap holds.
+
+    Parameters
+    ----------
+    table
+        The records as read for the refused release.
+    policy
+        The refused policy.
+    adjacency
+        Neighbouring unit pairs (:func:`geokanon.io.units.unit_adjacency`) when the
+        units are polygons; else units merge into the nearest unit.
+    max_merge_trials
+        How many thresholds N to try for merging.
+
+    Returns
+    -------
+    list of Trial
+        Every change tried, in order; the last one passes, unless none does.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from geokanon.io import table_from_frame
+    >>> xs = [155000.0 + i for i in range(10)] + [160000.0]
+    >>> frame = pd.DataFrame({"x": xs, "y": [463000.0] * 11, "u": ["a"] * 10 + ["b"]})
+    >>> t = table_from_frame(frame, unit="u", crs="EPSG:28992")
+    >>> policy = OutlierPolicy(k=3, r_max_m=10.0, tau=0.5)
+    >>> [(x.change, x.passes) for x in what_would_pass(t, policy)]
+    [('k=2', False), ('r_max_m=15', False), ('merge_small_units=2', True)]
+    """
+    from geokanon.io.units import merge_small_units
+
+    subj = table.subjects
+    trials: list[Trial] = []
+    candidates: list[tuple[str, str, str, OutlierPolicy]] = []
+    if policy.k > 2:
+        candidates.append(
+            (f"k={policy.k - 1}", "--k", str(policy.k - 1), policy.replace(k=policy.k - 1))
+        )
+    r = 1.5 * policy.r_max_m
+    candidates.append((f"r_max_m={r:g}", "--r-max", f"{r:g}", policy.replace(r_max_m=r)))
+    for change, option, value, trial_policy in candidates:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cls = classify(table.x, table.y, trial_policy, subjects=subj, times=table.times)
+        sup = cls.labels == Label.SUPPRESS
+        trials.append(
+            _trial(change, option, value, sup, cls.labels, table.unit_codes, table.unit_names,
+                   trial_policy, subj)
+        )  # fmt: skip
+        if trials[-1].passes:
+            return trials
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cls = classify(table.x, table.y, policy, subjects=subj, times=table.times)
+    sup = cls.labels == Label.SUPPRESS
+    base = unit_table(sup, table.unit_codes, table.unit_names, subj)
+    verdict = cap_verdict(sup, cls.labels != Label.OK, base, policy, subj, warn=False)
+    if verdict.passes_global_cap and len(table.unit_names) > 1:
+        over = set(verdict.units_over_cap)
+        sizes = sorted({int(str(r["subjects"])) + 1 for r in base.rows() if r["unit"] in over})
+        floor = max(2, (table.merge_threshold or 0) + 1)
+        thresholds = sorted({n for n in (policy.k, *sizes) if n >= floor})[:max_merge_trials]
+        for n in thresholds:
+            merged = merge_small_units(
+                table.unit_codes, table.unit_names, subj, table.x, table.y, n, adjacency=adjacency
+            )
+            trials.append(
+                _trial(f"merge_small_units={n}", "--merge-small-units", str(n), sup, cls.labels,
+                       merged.codes, merged.names, policy, subj)
+            )  # fmt: skip
+            if trials[-1].passes:
+                return trials
+    if not policy.membership_sensitive:
+        # suppression becomes generalisation to the whole area: no one is removed
+        none = np.zeros(sup.size, dtype=bool)
+        trials.append(
+            _trial("membership_sensitive", "--membership-sensitive", None, none, cls.labels,
+                   table.unit_codes, table.unit_names, policy, subj)
+        )  # fmt: skip
+    return trials
 
 
 @dataclass(frozen=True)
@@ -374,6 +523,7 @@ def release_points(
     check_determinism: bool | None = None,
     progress: Callable[[str], None] | None = None,
     core_runner: Callable[..., CoreResult] | None = None,
+    on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
     """The whole pipeline: core, release files, independent verification, atomic rename.
 
@@ -396,6 +546,11 @@ def release_points(
         Runs the release core: ``core_runner(table, policy, progress=...)`` returning a
         :class:`~geokanon.disposal.CoreResult` (default :func:`run_core_on`; the Dask
         backend passes its tiled core, see :mod:`geokanon.distributed`).
+    on_refusal
+        Called with the :class:`~geokanon.errors.ReleaseRefused` and the table the core
+        ran on (masked, with a mask) before the refusal report is written, while ``out``
+        is still held: it may add to the message (the command line adds the command
+        that would pass).
 
     Returns
     -------
@@ -424,7 +579,7 @@ def release_points(
     with claim(out, force=options.force):
         return _release_points(
             table, policy, out, options, check_determinism=check_determinism,
-            progress=progress, core_runner=core_runner,
+            progress=progress, core_runner=core_runner, on_refusal=on_refusal,
         )  # fmt: skip
 
 
@@ -437,6 +592,7 @@ def _release_points(
     check_determinism: bool | None,
     progress: Callable[[str], None] | None,
     core_runner: Callable[..., CoreResult] | None,
+    on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
     source = table
     mask_risk = None
@@ -459,6 +615,8 @@ def _release_points(
     try:
         core = runner(table, policy, progress=progress)
     except ReleaseRefused as exc:
+        if on_refusal is not None:
+            on_refusal(exc, table)
         _write_refusal(out, exc, table, policy)
         raise
     deterministic = None
@@ -616,6 +774,21 @@ class Plan:
                     + ("" if table.subjects is not None else " and a subject of its own")
                 )
                 lines.append(f"  exact copies of records: {copies:,} ({fate})")
+            excluded = tuple(getattr(table, "excluded", ()) or ())
+            if excluded:
+                lines.append(
+                    f"  units left out: {', '.join(u for u, _ in excluded)} "
+                    f"({sum(n for _, n in excluded):,} records dropped)"
+                )
+            if getattr(table, "clipped", 0):
+                lines.append(f"  records outside the study area dropped: {table.clipped:,}")
+            merges = tuple(getattr(table, "unit_merges", ()) or ())
+            if merges:
+                lines.append(
+                    f"  units merged (fewer than {table.merge_threshold} subjects): "
+                    + ", ".join(f"{a} -> {b}" for a, b in merges[:8])
+                    + (" ..." if len(merges) > 8 else "")
+                )
         lines += [
             f"  labels: ok iota<=1, merge <={p.merge_ratio:g}, "
             f"generalise <={p.generalise_ratio:g}, suppress above "

@@ -106,11 +106,14 @@ MANIFEST_FIELDS: dict[str, str] = {
 #: counts input rows that repeat another row in every column: a count of input rows
 #: that no identity ties to a disposal (the input size itself is never published);
 #: ``subject_ids_merged`` (distinct ids minus distinct subjects) likewise counts spellings
-#: of ids, tied to no count of records or subjects the release publishes.
+#: of ids, tied to no count of records or subjects the release publishes; and
+#: ``input_filter``: records dropped on reading (units left out, records outside the
+#: study area; 1..k-1 read ``<k``) are in no quantity of the system, and its other
+#: numbers are the merge threshold N.
 OTHER_FIELDS = frozenset(
-    {"groups", "classes", "duplicates", "subject_ids_merged", "suppressed_share",
-     "synthetic.allowed", "synthetic.per_unit", "synthetic.pooled", "synthetic.rule", "passes",
-     "mask_risk.mask",
+    {"groups", "classes", "duplicates", "subject_ids_merged", "input_filter",
+     "suppressed_share", "synthetic.allowed", "synthetic.per_unit", "synthetic.pooled",
+     "synthetic.rule", "passes", "mask_risk.mask",
      "mask_risk.share_below_k", "mask_risk.worst_case_share_below_k", "mask_risk.min",
      "mask_risk.p5", "mask_risk.median"}
 )  # fmt: skip

@@ -1152,6 +1152,7 @@ def build_release_files(
         "mask": None if options.mask is None else options.mask.to_dict(),
         "mask_risk": mask_risk,
         "mask_key": None,
+        "input_filter": input_filter_entry(table, None),
     }
     if options.mask is not None:
         if mask_key is None:
@@ -1196,6 +1197,7 @@ def build_release_files(
         "passes": published_passes,
         "verification": dict(verification or {}),
         "duplicates": duplicates_entry(table),
+        "input_filter": input_filter_entry(table, k),
     }
     from geokanon.report.notes import release_notes
 
@@ -1227,6 +1229,34 @@ def duplicates_entry(table: Any) -> dict[str, Any]:
         "removed": bool(getattr(table, "duplicates_dropped", False)),
         "subject_column": getattr(table, "subjects", None) is not None,
     }
+
+
+def input_filter_entry(table: Any, k: int | None) -> dict[str, Any]:
+    """The records and units left out or merged on reading, for the manifest or the audit.
+
+    ``excluded_units`` (ids, ``--exclude-units``) and ``excluded_records``;
+    ``clipped_records`` (outside the study area, ``--clip``); ``merge_small_units``
+    (N or ``None``), ``unit_merges`` (source unit -> merged unit) and
+    ``units_left_small`` (below N with no neighbour). Unit ids are public geography; with
+    ``k`` (the manifest) a count of 1..k-1 records reads ``<k``, and the audit (``k``
+    ``None``) keeps exact counts and the clipped rows. No coordinate or id of a record.
+    """
+    excluded = tuple(getattr(table, "excluded", ()) or ())
+    n_excluded = sum(int(n) for _, n in excluded)
+    clipped = int(getattr(table, "clipped", 0) or 0)
+    entry: dict[str, Any] = {
+        "excluded_units": [str(u) for u, _ in excluded],
+        "excluded_records": n_excluded if k is None else mask_small(n_excluded, k),
+        "clipped_records": clipped if k is None else mask_small(clipped, k),
+        "merge_small_units": getattr(table, "merge_threshold", None),
+        "unit_merges": {str(a): str(b) for a, b in getattr(table, "unit_merges", ()) or ()},
+        "units_left_small": [str(u) for u in getattr(table, "units_left_small", ()) or ()],
+    }
+    if k is None:
+        entry["excluded_per_unit"] = {str(u): int(n) for u, n in excluded}
+        entry["clipped_rows"] = [int(r) for r in getattr(table, "clipped_rows", ()) or ()]
+        entry["excluded_rows"] = [int(r) for r in getattr(table, "excluded_rows", ()) or ()]
+    return entry
 
 
 def finish_manifest(

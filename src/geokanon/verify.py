@@ -1092,6 +1092,13 @@ class _Source:
     n_rows: int | None = None
     sha256: str = ""
     notes: list[str] = field(default_factory=list)
+    # the file's own unit per kept row before --merge-small-units, and what the raw
+    # re-read dropped for --exclude-units / --clip (records per rule)
+    source_units: NDArray[np.object_] | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+    # the file's own coordinates of the records left out (no_leak looks for them too)
+    left_out_x: NDArray[np.float64] | None = None
+    left_out_y: NDArray[np.float64] | None = None
 
 
 def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -1328,6 +1335,10 @@ class _Release:
             wall_s=raw.wall_s,
             id_columns=raw.id_columns,
             sha256=raw.sha256,
+            source_units=raw.source_units,
+            dropped=raw.dropped,
+            left_out_x=raw.left_out_x,
+            left_out_y=raw.left_out_y,
         )
 
     @cached_property
@@ -1863,16 +1874,21 @@ def _load_source(
     # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...)
     source_frame = read_source_frame(path)
     raw = source_frame.frame
+    drop = np.zeros(len(raw), dtype=bool)
     if opts.get("drop_duplicates"):
         # The release removed exact copies first: so does the verifier, by the file's own
         # cells (a row repeating an earlier one cell for cell). Rows equal only once parsed
         # ("1" and "1.0") are left, and the record counts then disagree: a failed check.
         try:
-            copies = raw.duplicated().to_numpy(dtype=bool)
+            drop = raw.duplicated().to_numpy(dtype=bool)
         except TypeError:  # unhashable cells (lists from Parquet): compared as text
-            copies = raw.astype(str).duplicated().to_numpy(dtype=bool)
-        if copies.any():
-            raw = raw.loc[~copies].reset_index(drop=True)
+            drop = raw.astype(str).duplicated().to_numpy(dtype=bool)
+    ucol = opts.get("unit") or audit.get("unit_column")
+    copies = drop.copy()
+    dropped = _filtered_rows(raw, opts, audit, ucol, drop)
+    left_out = raw.loc[drop & ~copies]
+    if drop.any():
+        raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
     src.sha256 = sha256_file(path)
     geom = source_frame.geometry_xy
@@ -1889,6 +1905,13 @@ def _load_source(
         in_crs = None if in_crs in (None, "") else str(in_crs)
         if _same_crs(in_crs, output_crs):
             src.x, src.y = xs, ys
+            if len(left_out):
+                src.left_out_x = pd.to_numeric(left_out[xcol], errors="coerce").to_numpy(
+                    dtype=np.float64
+                )
+                src.left_out_y = pd.to_numeric(left_out[ycol], errors="coerce").to_numpy(
+                    dtype=np.float64
+                )
         if _same_crs(in_crs, working_crs) and not {xcol.lower(), ycol.lower()} & {"lon", "lat"}:
             src.x_work, src.y_work = xs, ys
     else:
@@ -1901,9 +1924,14 @@ def _load_source(
         src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
     elif not scol:
         src.subject_ids_merged = 0  # every record its own subject: nothing merged
-    ucol = opts.get("unit") or audit.get("unit_column")
+    src.dropped = dropped
     if ucol and ucol in raw:
         src.units = raw[ucol].astype(str).to_numpy(dtype=object)
+        merges = _audit_filter(audit).get("unit_merges") or {}
+        if opts.get("merge_small_units") is not None or merges:
+            # the audit's mapping, applied to the file's own units (and checked in counts)
+            src.source_units = src.units
+            src.units = np.asarray([merges.get(u, u) for u in src.units.tolist()], dtype=object)
         codes_u, names_u = pd.factorize(src.units, sort=False)
         src.unit_codes = codes_u.astype(np.int64)
         src.unit_names = np.asarray(names_u, dtype=object)
@@ -1921,6 +1949,52 @@ def _load_source(
     used = {xcol, ycol, scol, ucol, tcol}
     src.id_columns = frozenset(str(c) for c in raw.columns if c not in used and _is_id(raw[c]))
     return src
+
+
+def _audit_filter(audit: Mapping[str, Any]) -> dict[str, Any]:
+    entry = audit.get("input_filter")
+    return dict(entry) if isinstance(entry, Mapping) else {}
+
+
+def _filtered_rows(
+    raw: pd.DataFrame,
+    opts: Mapping[str, Any],
+    audit: Mapping[str, Any],
+    ucol: str | None,
+    drop: NDArray[np.bool_],
+) -> dict[str, int]:
+    """Mark in ``drop`` the rows the release left out (``--clip``, ``--exclude-units``).
+
+    Excluded units are found in the file's own unit column when there is one; clipped
+    rows (and excluded rows of polygon units) are the audit's rows of the file. Returns
+    the records each rule removed beyond the ones already in ``drop``.
+    """
+    filt = _audit_filter(audit)
+    out: dict[str, int] = {}
+    n = len(raw)
+
+    def rows(name: str) -> NDArray[np.bool_]:
+        mask = np.zeros(n, dtype=bool)
+        idx = np.asarray(filt.get(name) or [], dtype=np.int64)
+        idx = idx[(idx >= 0) & (idx < n)]
+        mask[idx] = True
+        return mask
+
+    if opts.get("clip"):
+        clipped = rows("clipped_rows")
+        out["clipped"] = int(np.count_nonzero(clipped & ~drop))
+        drop |= clipped
+    excl = opts.get("exclude_units")
+    if excl:
+        ids = [excl] if isinstance(excl, str) else list(excl)
+        ids = [u.strip() for i in ids for u in str(i).split(",") if u.strip()]
+        if ucol and ucol in raw:
+            gone = raw[ucol].astype(str).isin(ids).to_numpy(dtype=bool)
+        else:
+            gone = rows("excluded_rows")
+        out["excluded"] = int(np.count_nonzero(gone & ~drop))
+        drop |= gone
+    return out
 
 
 _ID_NAME = re.compile(r"(?:^|[_\W])(?:id|fid|key|uuid|guid|row|index|idx|nr|no|num|number)$", re.I)
@@ -2825,6 +2899,9 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     if src.x is not None and src.y is not None:
         add(src.x, src.y)
         scanned.append("source coordinates")
+    if src.left_out_x is not None and src.left_out_y is not None:
+        add(src.left_out_x, src.left_out_y)  # records left out must not appear either
+        scanned.append("coordinates of the records left out")
     if src.x_work is not None and src.y_work is not None and src.x_work is not src.x:
         add(src.x_work, src.y_work)
         scanned.append("working coordinates")
@@ -4356,6 +4433,7 @@ def _check_counts(rel: _Release) -> CheckResult:
             problems.append("release/records.csv is missing")
     # units
     problems += _unit_count_problems(rel)
+    problems += _input_filter_problems(rel)
     # manifest counts
     counts = rel.manifest.get("counts")
     if not isinstance(counts, Mapping):
@@ -4449,6 +4527,90 @@ def _csv_rows(path: Path) -> int:
         return t.num_rows
     except (OSError, pa.ArrowException, ValueError, IndexError):
         return len(pd.read_csv(path, dtype=str, keep_default_na=False))
+
+
+def _input_filter_problems(rel: _Release) -> list[str]:
+    """Units left out, records clipped and units merged: audit, manifest and source agree.
+
+    The manifest publishes what the audit records (counts of 1..k-1 as ``<k``); the
+    read options name the same units; a merged unit is named by its source units joined
+    with ``+``; and, where the source file has its unit column, the records the verifier
+    itself dropped match the audit's counts, every source unit with fewer than N
+    distinct subjects was merged (or is listed as having no neighbour), and every unit
+    after merging holds N (or is listed).
+    """
+    audit = _audit_filter(rel.audit)
+    opts = _read_options(rel.audit)
+    raw_pub = rel.manifest.get("input_filter")
+    if (
+        not audit
+        and raw_pub is None
+        and not (opts.get("exclude_units") or opts.get("clip") or opts.get("merge_small_units"))
+    ):
+        return []
+    pub = dict(raw_pub) if isinstance(raw_pub, Mapping) else {}
+    k = rel.k
+    problems: list[str] = []
+    if not pub:
+        problems.append("manifest lacks input_filter (units left out, clipped, merged)")
+        return problems
+
+    def masked(v: object) -> object:
+        return LESS_THAN_K if isinstance(v, int) and 0 < v < k else v
+
+    for name in ("excluded_units", "unit_merges", "units_left_small", "merge_small_units"):
+        if pub.get(name) != audit.get(name):
+            problems.append(f"manifest input_filter.{name} differs from the audit")
+    for name in ("excluded_records", "clipped_records"):
+        if pub.get(name) != masked(audit.get(name)):
+            problems.append(f"manifest input_filter.{name} differs from the audit")
+    excl = opts.get("exclude_units") or []
+    if sorted(str(u) for u in excl) != sorted(audit.get("excluded_units") or []):
+        problems.append("the units left out differ from the read options' exclude_units")
+    if opts.get("merge_small_units") != audit.get("merge_small_units"):
+        problems.append("input_filter.merge_small_units differs from the read options")
+    merges: dict[str, str] = dict(audit.get("unit_merges") or {})
+    into: dict[str, list[str]] = {}
+    for a, b in merges.items():
+        into.setdefault(str(b), []).append(str(a))
+    bad = [b for b, srcs in into.items() if b != "+".join(sorted(srcs))]
+    if bad:
+        problems.append(f"{len(bad)} merged units are not named by their source units")
+    src = rel.source
+    for rule, name in (("excluded", "excluded_records"), ("clipped", "clipped_records")):
+        if rule in src.dropped and src.dropped[rule] != audit.get(name):
+            problems.append(
+                f"the source holds {src.dropped[rule]} records {rule}, the audit says "
+                f"{audit.get(name)}"
+            )
+    n_min = audit.get("merge_small_units")
+    if isinstance(n_min, int) and src.source_units is not None:
+        subj = src.subjects
+        if subj is None or subj.size != src.source_units.size:
+            subj = np.arange(src.source_units.size, dtype=np.int64)
+        left = set(audit.get("units_left_small") or [])
+        pairs = pd.DataFrame({"u": src.source_units, "s": subj}).drop_duplicates()
+        per_source = pairs.groupby("u").size()
+        unmerged = [
+            str(u) for u, c in per_source.items()
+            if c < n_min and str(u) not in merges and str(u) not in left and u != "unassigned"
+        ]  # fmt: skip
+        if unmerged:
+            problems.append(
+                f"{len(unmerged)} units with fewer than {n_min} subjects were not merged: "
+                + ", ".join(sorted(unmerged)[:5])
+            )
+        final = pd.DataFrame({"u": src.units, "s": subj}).drop_duplicates().groupby("u").size()
+        small = [
+            str(u) for u, c in final.items() if c < n_min and str(u) not in left
+            and u != "unassigned"
+        ]  # fmt: skip
+        if small:
+            problems.append(
+                f"{len(small)} units hold fewer than {n_min} subjects after merging: "
+                + ", ".join(sorted(small)[:5])
+            )
+    return problems
 
 
 def _unit_count_problems(rel: _Release) -> list[str]:

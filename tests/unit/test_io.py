@@ -651,3 +651,65 @@ def test_drop_duplicates_removes_copies_first(tmp_path):
     assert t.subjects is not None and t.subjects.tolist() == [0, 1, 0]
     with pytest.raises(InputError, match="drop_duplicates"):
         ReadOptions(drop_duplicates="yes")  # type: ignore[arg-type]
+
+
+# ---- --merge-small-units, --exclude-units, --clip (issue 16 item 4) ----------------------
+
+
+def test_merge_small_units_follows_polygon_adjacency_not_the_nearest_centre() -> None:
+    from geokanon.io.units import merge_small_units
+
+    # A (2 records) lies nearest C's records, but its polygon touches only B.
+    codes = np.array([0, 0, 1, 1, 1, 2, 2, 2])
+    names = np.array(["A", "B", "C"], dtype=object)
+    x = np.array([0.0, 1, -500, -501, -502, 20, 21, 22])
+    y = np.zeros(8)
+    nearest = merge_small_units(codes, names, None, x, y, 3)
+    assert nearest.merged == {"A": "A+C", "C": "A+C"}
+    adjacent = merge_small_units(codes, names, None, x, y, 3, adjacency=frozenset({("A", "B")}))
+    assert adjacent.merged == {"A": "A+B", "B": "A+B"}
+    assert adjacent.names.tolist() == ["A+B", "C"]
+    alone = merge_small_units(codes, names, None, x, y, 3, adjacency=frozenset())
+    assert alone.merged == {} and alone.left_small == ("A",)
+
+
+def test_merge_small_units_does_not_depend_on_row_order() -> None:
+    from geokanon.io.units import merge_small_units
+
+    rng = np.random.default_rng(4)
+    codes = rng.integers(0, 30, 400)
+    names = np.array([f"U{i:02d}" for i in range(30)], dtype=object)
+    x, y = rng.normal(0, 1000, 400), rng.normal(0, 1000, 400)
+    a = merge_small_units(codes, names, None, x, y, 16)
+    perm = rng.permutation(400)
+    b = merge_small_units(codes[perm], names, None, x[perm], y[perm], 16)
+    assert a.merged == b.merged and a.merged
+    assert np.array_equal(a.names[a.codes][perm], b.names[b.codes])
+    sizes = np.bincount(a.codes)
+    assert sizes.min() >= 16
+
+
+def test_input_filter_options_are_validated() -> None:
+    from geokanon.io.read import ReadOptions
+
+    with pytest.raises(InputError, match="--clip needs --study-area FILE"):
+        ReadOptions(clip=True)
+    with pytest.raises(InputError, match="--merge-small-units must be an integer >= 2, got 1"):
+        ReadOptions(unit="u", merge_small_units=1)
+    with pytest.raises(InputError, match="--exclude-units needs units"):
+        ReadOptions(exclude_units="A")
+    assert ReadOptions(unit="u", exclude_units="A, B").exclude_units == ("A", "B")
+    assert ReadOptions(unit="u", exclude_units=["A"]).exclude_units == ("A",)
+
+
+def test_exclude_units_drops_records_and_recodes_subjects_and_units() -> None:
+    frame = pd.DataFrame(
+        {"x": [155e3, 155001, 155002, 156e3], "y": [463e3] * 4, "u": ["a", "b", "a", "c"],
+         "s": ["p", "q", "r", "q"]}
+    )  # fmt: skip
+    t = table_from_frame(frame, unit="u", subject="s", crs="EPSG:28992", exclude_units="b")
+    assert len(t) == 3 and t.excluded == (("b", 1),)
+    assert t.unit_names.tolist() == ["a", "c"] and t.unit_codes.tolist() == [0, 0, 1]
+    assert sorted(t.subjects.tolist()) == [0, 1, 2] and t.n_subjects == 3
+    with pytest.raises(InputError, match="did you mean 'b'"):
+        table_from_frame(frame, unit="u", crs="EPSG:28992", exclude_units="bb")

@@ -115,6 +115,21 @@ class PointTable:
     duplicates_dropped
         Whether those copies were removed on reading (``drop_duplicates``); the
         table then holds the first record of each set of copies, in input order.
+    excluded
+        ``(unit, records)`` for each unit left out with ``exclude_units`` (its
+        records were dropped on reading).
+    clipped
+        Records outside the study area dropped on reading (``clip``).
+    clipped_rows, excluded_rows
+        Their 0-based rows in the input, and those of the excluded units (custodian
+        only: kept in the audit so the verifier drops the same rows; never published).
+    unit_merges
+        ``(source unit, merged unit)`` for every unit merged into a neighbour with
+        ``merge_small_units``; :attr:`unit_names` are the merged units.
+    merge_threshold
+        The ``merge_small_units`` threshold N, or ``None``.
+    units_left_small
+        Units still below N after merging because they had no neighbour.
     subject_keys
         A 64-bit hash of each record's normalised subject id (keys the mask noise).
     subject_ids_merged
@@ -149,6 +164,13 @@ class PointTable:
     subject_keys: NDArray[np.uint64] | None = field(default=None, repr=False)
     duplicates: int = 0
     duplicates_dropped: bool = False
+    excluded: tuple[tuple[str, int], ...] = ()
+    clipped: int = 0
+    clipped_rows: tuple[int, ...] = field(default=(), repr=False)
+    excluded_rows: tuple[int, ...] = field(default=(), repr=False)
+    unit_merges: tuple[tuple[str, str], ...] = ()
+    merge_threshold: int | None = None
+    units_left_small: tuple[str, ...] = ()
     subject_ids_merged: int = 0
 
     def __len__(self) -> int:
@@ -208,6 +230,14 @@ class ReadOptions:
     drop_duplicates
         Remove the records that repeat an earlier record in every column (exact
         copies) before anything else; the first of each set of copies stays.
+    clip
+        With ``study_area``: drop the records outside it and count them, instead of
+        refusing them.
+    exclude_units
+        Unit ids whose records are dropped (counted, and named in the release).
+    merge_small_units
+        N >= 2: a unit with fewer than N distinct subjects joins a neighbour (by polygon
+        adjacency with ``units``, else the nearest unit), until every unit holds N.
 
     Examples
     --------
@@ -238,8 +268,38 @@ class ReadOptions:
     output_crs: str | None = None
     study_area: str | Path | None = None
     drop_duplicates: bool = False
+    clip: bool = False
+    exclude_units: tuple[str, ...] | None = None
+    merge_small_units: int | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.exclude_units, str):
+            ids = tuple(u.strip() for u in self.exclude_units.split(",") if u.strip())
+            object.__setattr__(self, "exclude_units", ids or None)
+        elif self.exclude_units is not None:
+            ids = tuple(str(u).strip() for u in self.exclude_units if str(u).strip())
+            object.__setattr__(self, "exclude_units", ids or None)
+        has_units = self.unit is not None or self.units is not None or self.unit_grid_m is not None
+        if self.exclude_units is not None and not has_units:
+            raise InputError(
+                "--exclude-units needs units to name: give --unit COL, --units FILE with "
+                "--unit-id COL, or --unit-grid M"
+            )
+        if self.merge_small_units is not None:
+            n = self.merge_small_units
+            if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+                raise InputError(f"--merge-small-units must be an integer >= 2, got {n!r}")
+            if not has_units:
+                raise InputError(
+                    "--merge-small-units needs units to merge: give --unit COL, --units FILE "
+                    "with --unit-id COL, or --unit-grid M"
+                )
+        if not isinstance(self.clip, bool):
+            raise InputError(f"clip must be true or false, got {self.clip!r}")
+        if self.clip and self.study_area is None:
+            raise InputError(
+                "--clip needs --study-area FILE: it drops the records outside the study area"
+            )
         for one, other, f1, f2 in (
             (self.x, self.y, "--x", "--y"),
             (self.lon, self.lat, "--lon", "--lat"),
@@ -1232,8 +1292,9 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
     else:
         _check_projected(a, b, roles, opts, notes)
     source = roles.crs
+    outside = None
     if opts.study_area is not None:
-        check_study_area(a, b, points_crs=source, path=opts.study_area)
+        outside = check_study_area(a, b, points_crs=source, path=opts.study_area, clip=opts.clip)
     # the metric working CRS
     if source is None or (is_metric(parse_crs(source)) and opts.working_crs is None):
         working = source
@@ -1291,19 +1352,76 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         drop=opts.drop_duplicates, subject=opts.subject is not None,
     )  # fmt: skip
     n_duplicates = 0 if dup is None else int(dup.sum())
+    drop = np.zeros(a.size, dtype=bool)
     if dup is not None and opts.drop_duplicates:
         # Exact copies leave before any stage sees them; every subject and unit keeps
         # its first record, so subject and unit codes stay as they are.
-        keep = np.flatnonzero(~dup)
+        drop |= dup
+    n_clipped = 0
+    clipped_rows: tuple[int, ...] = ()
+    if outside is not None:
+        n_clipped = int(outside.sum())
+        clipped_rows = tuple(np.flatnonzero(outside).tolist())
+        msg = (
+            f"{n_clipped} of {a.size} records lie outside the study area "
+            f"{Path(opts.study_area).name!r}; they are dropped and counted (--clip)"  # type: ignore[arg-type]
+        )
+        notes.append(msg)
+        warnings.warn(msg, UserWarning, stacklevel=3)
+        drop |= outside
+    excluded: tuple[tuple[str, int], ...] = ()
+    excluded_rows: tuple[int, ...] = ()
+    if opts.exclude_units is not None:
+        excl = _excluded_units(opts.exclude_units, unit_names)
+        gone = np.isin(unit_codes, excl)
+        counts = np.bincount(unit_codes[gone & ~drop], minlength=unit_names.size)
+        excluded = tuple((str(unit_names[c]), int(counts[c])) for c in excl)
+        excluded_rows = tuple(np.flatnonzero(gone & ~drop).tolist())
+        drop |= gone
+    if drop.any():
+        if drop.all():
+            raise InputError(
+                "no records are left after --clip, --exclude-units and --drop-duplicates; "
+                "nothing to do"
+            )
+        keep = np.flatnonzero(~drop)
         x, y, unit_codes = x[keep], y[keep], unit_codes[keep]
         subjects = None if subjects is None else subjects[keep]
         subject_keys = None if subject_keys is None else subject_keys[keep]
         times = None if times is None else times[keep]
         attributes = attributes.iloc[keep].reset_index(drop=True)
+        if subjects is not None:  # dense again (a subject may have left entirely)
+            subjects = np.unique(subjects, return_inverse=True)[1].astype(np.int64)
+        used, unit_codes = np.unique(unit_codes, return_inverse=True)
+        unit_codes = unit_codes.astype(np.int64)
+        unit_names = np.asarray(unit_names[used], dtype=object)
         if n_unassigned:
             from geokanon.io.units import UNASSIGNED
 
             n_unassigned = int(np.count_nonzero(unit_names[unit_codes] == UNASSIGNED))
+    unit_merges: tuple[tuple[str, str], ...] = ()
+    left_small: tuple[str, ...] = ()
+    if opts.merge_small_units is not None:
+        from geokanon.io.units import merge_small_units, unit_adjacency
+
+        adjacency = (
+            unit_adjacency(opts.units, opts.unit_id)
+            if opts.units is not None and opts.unit_id is not None
+            else None
+        )
+        merge = merge_small_units(
+            unit_codes, unit_names, subjects, x, y, opts.merge_small_units, adjacency=adjacency
+        )
+        unit_codes, unit_names = merge.codes, merge.names
+        unit_merges = tuple(sorted(merge.merged.items()))
+        left_small = merge.left_small
+        if unit_merges:
+            notes.append(
+                f"{len(unit_merges)} units with fewer than {opts.merge_small_units} subjects "
+                "were merged into a neighbour (--merge-small-units): "
+                + ", ".join(f"{a} -> {b}" for a, b in unit_merges[:10])
+                + (" ..." if len(unit_merges) > 10 else "")
+            )
     output = crs_to_string(parse_crs(opts.output_crs)) if opts.output_crs is not None else source
     if output is not None and working is None:
         raise InputError(
@@ -1328,8 +1446,30 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         notes=tuple(notes),
         duplicates=n_duplicates,
         duplicates_dropped=bool(opts.drop_duplicates and n_duplicates),
+        excluded=excluded,
+        clipped=n_clipped,
+        clipped_rows=clipped_rows,
+        excluded_rows=excluded_rows,
+        unit_merges=unit_merges,
+        merge_threshold=opts.merge_small_units,
+        units_left_small=left_small,
         subject_ids_merged=subject_ids_merged,
     )
+
+
+def _excluded_units(ids: tuple[str, ...], names: NDArray[np.object_]) -> NDArray[np.int64]:
+    """Codes of the units ``--exclude-units`` names; an id that is no unit is refused."""
+    index = {str(n): i for i, n in enumerate(names.tolist())}
+    unknown = [u for u in ids if u not in index]
+    if unknown:
+        close = closest_name(unknown[0], index)
+        hint = f"; did you mean {close!r}?" if close else ""
+        raise InputError(
+            f"--exclude-units names {len(unknown)} units that hold no record: "
+            f"{', '.join(map(repr, unknown[:5]))}{hint} (the input has {len(index)} units, e.g. "
+            f"{', '.join(map(repr, sorted(index)[:6]))})"
+        )
+    return np.asarray(sorted({index[u] for u in ids}), dtype=np.int64)
 
 
 def table_from_frame(
@@ -1409,6 +1549,9 @@ def read_points(
     output_crs: str | None = None,
     study_area: str | Path | None = None,
     drop_duplicates: bool = False,
+    clip: bool = False,
+    exclude_units: str | tuple[str, ...] | list[str] | None = None,
+    merge_small_units: int | None = None,
 ) -> PointTable:
     """Read a file of point records into a :class:`PointTable` in metres.
 
@@ -1447,6 +1590,15 @@ def read_points(
     drop_duplicates
         Remove exact copies (records repeating an earlier record in every column)
         before anything else; :attr:`PointTable.duplicates` counts them.
+    clip
+        With ``study_area``: drop the records outside it and count them
+        (:attr:`PointTable.clipped`) instead of refusing them.
+    exclude_units
+        Unit ids (a list, or one comma-separated string) whose records are dropped
+        and counted (:attr:`PointTable.excluded`).
+    merge_small_units
+        N: merge every unit with fewer than N distinct subjects into a neighbour
+        (:func:`geokanon.io.units.merge_small_units`; :attr:`PointTable.unit_merges`).
 
     Returns
     -------
@@ -1472,6 +1624,8 @@ def read_points(
         units=units, unit_id=unit_id, unit_grid_m=unit_grid_m, timezone=timezone,
         coord_scale=coord_scale, chunksize=chunksize, working_crs=working_crs,
         output_crs=output_crs, study_area=study_area, drop_duplicates=drop_duplicates,
+        clip=clip, exclude_units=exclude_units,  # type: ignore[arg-type]
+        merge_small_units=merge_small_units,
     )  # fmt: skip
     p = Path(path)
     if not p.exists():

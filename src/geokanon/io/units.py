@@ -27,9 +27,12 @@ from geokanon.projection import crs_to_string, frame_crs, parse_crs, transformer
 __all__ = [
     "UNASSIGNED",
     "UnitAssignment",
+    "UnitMerge",
     "check_study_area",
     "grid_units",
+    "merge_small_units",
     "polygon_units",
+    "unit_adjacency",
     "units_file_crs",
 ]
 
@@ -341,8 +344,9 @@ def check_study_area(
     *,
     points_crs: str | None,
     path: str | Path,
-) -> None:
-    """Refuse records outside the declared study area (any polygon of the file).
+    clip: bool = False,
+) -> NDArray[np.bool_] | None:
+    """Refuse (or, with ``clip``, mark) records outside the declared study area.
 
     Parameters
     ----------
@@ -351,13 +355,23 @@ def check_study_area(
     points_crs
         CRS of the points; ``None`` means the study-area file's CRS.
     path
-        Polygon file of the study area.
+        Polygon file of the study area (a record inside any of its polygons is inside).
+    clip
+        Return the records outside instead of refusing them (``--clip``). Still refused:
+        every record outside, or most of them when exchanging x and y would put them
+        inside (swapped columns are a mistake to fix, not records to drop).
+
+    Returns
+    -------
+    numpy.ndarray or None
+        With ``clip``, the mask of records outside (``None`` when there are none);
+        without, ``None``.
 
     Raises
     ------
     InputError
-        Records outside every polygon: the count, the rows and the likely cause
-        (swapped columns when exchanging them would put the points inside).
+        Records outside every polygon (without ``clip``): the count, the rows and the
+        likely cause (swapped columns when exchanging them would put the points inside).
 
     Examples
     --------
@@ -365,6 +379,9 @@ def check_study_area(
     >>> f = os.path.join(tempfile.mkdtemp(), "area.gpkg")
     >>> gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 100, 50)], crs="EPSG:28992").to_file(f)
     >>> check_study_area(np.array([10.0]), np.array([20.0]), points_crs="EPSG:28992", path=f)
+    >>> check_study_area(np.array([10.0, 500.0]), np.array([20.0, 20.0]),
+    ...                  points_crs="EPSG:28992", path=f, clip=True).tolist()
+    [False, True]
     >>> check_study_area(np.array([20.0]), np.array([70.0]), points_crs="EPSG:28992", path=f)
     Traceback (most recent call last):
     ...
@@ -407,7 +424,7 @@ with x and y exchanged they would lie inside: the coordinate columns look swappe
         pa, pb = a, b
     outside = _first_match(pa, pb, geoms, missing) < 0
     if not outside.any():
-        return
+        return None
     n_out, n = int(outside.sum()), int(a.size)
     if points_crs is not None and area_crs is not None and points_crs != area_crs:
         swapped = _swapped_hits(a[outside], b[outside], points_crs, area_crs, geoms, missing)
@@ -417,9 +434,219 @@ with x and y exchanged they would lie inside: the coordinate columns look swappe
         "with x and y exchanged they would lie inside: the coordinate columns look swapped "
         "(exchange --x/--y or --lon/--lat)"
         if swapped > n_out / 2
-        else "check --crs and the study area file, or drop these records"
+        else "check --crs and the study area file, or drop these records (--clip drops them "
+        "and counts them)"
     )
+    if clip and n_out < n and swapped <= n_out / 2:
+        return outside
+    if clip and swapped <= n_out / 2:
+        hint = "nothing is left to clip to: check --crs and the study area file"
     raise InputError(
         f"{n_out} of {n} records lie outside the study area {p.name!r} (rows {_rows(outside)}); "
         f"{hint}"
+    )
+
+
+def unit_adjacency(path: str | Path, unit_id: str) -> frozenset[tuple[str, str]]:
+    """Pairs of units whose polygons share a border (or overlap), each pair sorted.
+
+    Two units are neighbours when any of their polygons intersect (a shared edge or
+    corner, or an overlap from imperfect digitising); the polygons are compared in the
+    file's own CRS, so no reprojection opens gaps between them.
+
+    Examples
+    --------
+    >>> import geopandas as gpd, shapely, tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "u.gpkg")
+    >>> gpd.GeoDataFrame({"code": ["A", "B", "C"]}, geometry=[shapely.box(0, 0, 10, 10),
+    ...     shapely.box(10, 0, 20, 10), shapely.box(50, 0, 60, 10)], crs="EPSG:28992").to_file(f)
+    >>> sorted(unit_adjacency(f, "code"))
+    [('A', 'B')]
+    """
+    import pyogrio
+
+    p = Path(path)
+    if p.suffix.lower() in (".parquet", ".geoparquet", ".pq"):
+        frame = _read_geoparquet(p, unit_id)
+    else:
+        _open_info(p)
+        frame = pyogrio.read_dataframe(p, columns=[unit_id])
+    geoms = np.asarray(frame.geometry.values, dtype=object)
+    ids = frame[unit_id].astype(str).str.strip().to_numpy(dtype=object)
+    ok = ~np.asarray(shapely.is_missing(geoms) | shapely.is_empty(geoms))
+    geoms, ids = geoms[ok], ids[ok]
+    invalid = ~np.asarray(shapely.is_valid(geoms))
+    if invalid.any():
+        geoms = geoms.copy()
+        geoms[invalid] = shapely.make_valid(
+            geoms[invalid], method="structure", keep_collapsed=False
+        )
+    tree = shapely.STRtree(geoms)
+    left, right = tree.query(geoms, predicate="intersects")
+    pairs = set()
+    for i, j in zip(ids[left].tolist(), ids[right].tolist(), strict=True):
+        if i != j:
+            pairs.add((min(i, j), max(i, j)))
+    return frozenset(pairs)
+
+
+@dataclass(frozen=True, eq=False)
+class UnitMerge:
+    """Units after merging the small ones into neighbours (``--merge-small-units N``).
+
+    Attributes
+    ----------
+    codes, names
+        Unit code per record and the (sorted) name of each code after merging. A
+        merged unit is named by its source units joined with ``+`` in sorted order
+        (``GM0203+GM0307``), so its name says which units it stands for.
+    merged
+        Source unit -> merged unit, for every source unit that was merged.
+    left_small
+        Units (after merging) still below the threshold that had no neighbour to join.
+    """
+
+    codes: NDArray[np.int64]
+    names: NDArray[np.object_]
+    merged: dict[str, str]
+    left_small: tuple[str, ...] = ()
+
+
+def _exact_sums(
+    values: NDArray[np.float64], order: NDArray[np.intp], starts: list[int]
+) -> list[float]:
+    """Per-unit sums, exact (``math.fsum``), so they do not depend on the rows' order."""
+    v = values[order]
+    ends = [*starts[1:], v.size]
+    return [math.fsum(v[a:b].tolist()) for a, b in zip(starts, ends, strict=True)]
+
+
+def merge_small_units(
+    codes: NDArray[np.int64],
+    names: NDArray[np.object_],
+    subjects: NDArray[np.int64] | None,
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    min_subjects: int,
+    *,
+    adjacency: frozenset[tuple[str, str]] | None = None,
+) -> UnitMerge:
+    """Merge every unit with fewer than ``min_subjects`` distinct subjects into a neighbour.
+
+    Repeatedly, the unit with the fewest subjects below the threshold (ties: the
+    smaller name) joins its neighbour: with ``adjacency`` (unit polygons), among the
+    units whose polygons touch it; without, among all units; of those, the one whose
+    centre of records is nearest (ties: the smaller name). Merging stops when every
+    unit holds ``min_subjects`` or the small ones left have no neighbour. The
+    ``unassigned`` unit (points in no polygon) has no place and is never merged. The
+    centres are computed from the records (custodian-only; never published) with exact
+    sums, so the outcome does not depend on the input's row order.
+
+    Parameters
+    ----------
+    codes, names
+        Unit code per record and the name of each code.
+    subjects
+        Dense subject code per record (``None``: every record its own subject).
+    x, y
+        Working coordinates, metres.
+    min_subjects
+        The threshold N: units with fewer distinct subjects are merged.
+    adjacency
+        Pairs of neighbouring units (:func:`unit_adjacency`), or ``None``.
+
+    Returns
+    -------
+    UnitMerge
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> u = merge_small_units(np.array([0, 0, 0, 1, 2, 2]), np.array(["A", "B", "C"], dtype=object),
+    ...                       None, np.array([0.0, 1, 2, 3, 90, 91]), np.zeros(6), 2)
+    >>> u.names.tolist(), u.merged
+    (['A+B', 'C'], {'A': 'A+B', 'B': 'A+B'})
+    """
+    codes = np.asarray(codes, dtype=np.int64)
+    names = np.asarray(names, dtype=object)
+    if not (isinstance(min_subjects, int) and not isinstance(min_subjects, bool)):
+        raise InputError(f"--merge-small-units must be an integer >= 2, got {min_subjects!r}")
+    if min_subjects < 2:
+        raise InputError(f"--merge-small-units must be an integer >= 2, got {min_subjects}")
+    n_units = int(names.size)
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes, minlength=n_units)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
+    sx = _exact_sums(np.asarray(x, dtype=np.float64), order, starts)
+    sy = _exact_sums(np.asarray(y, dtype=np.float64), order, starts)
+    subj = np.arange(codes.size) if subjects is None else np.asarray(subjects)
+    members: dict[int, list[str]] = {}
+    people: dict[int, NDArray[np.int64]] = {}
+    ends = [*starts[1:], codes.size]
+    sorted_subj = subj[order]
+    for u in range(n_units):
+        members[u] = [str(names[u])]
+        people[u] = np.unique(sorted_subj[starts[u] : ends[u]])
+    cnt = {u: int(counts[u]) for u in range(n_units)}
+    cx, cy = dict(enumerate(sx)), dict(enumerate(sy))
+    neighbours: dict[int, set[int]] | None = None
+    if adjacency is not None:
+        index = {str(nm): u for u, nm in enumerate(names.tolist())}
+        neighbours = {u: set() for u in range(n_units)}
+        for a, b in adjacency:
+            if a in index and b in index:
+                neighbours[index[a]].add(index[b])
+                neighbours[index[b]].add(index[a])
+    alive = {u for u in range(n_units) if str(names[u]) != UNASSIGNED and cnt[u] > 0}
+    owner = np.arange(n_units)  # source unit -> the live unit holding it
+    stuck: set[int] = set()
+
+    def label(u: int) -> str:
+        return "+".join(sorted(members[u]))
+
+    while True:
+        small = [u for u in alive - stuck if people[u].size < min_subjects]
+        if not small:
+            break
+        u = min(small, key=lambda v: (people[v].size, label(v)))
+        cand = (alive - {u}) if neighbours is None else (neighbours[u] & alive)
+        if not cand:
+            stuck.add(u)
+            continue
+        ux, uy = cx[u] / cnt[u], cy[u] / cnt[u]
+        v = min(
+            cand, key=lambda w: ((cx[w] / cnt[w] - ux) ** 2 + (cy[w] / cnt[w] - uy) ** 2, label(w))
+        )
+        # v absorbs u
+        members[v] += members[u]
+        people[v] = np.union1d(people[v], people[u])
+        cnt[v] += cnt[u]
+        cx[v] += cx[u]
+        cy[v] += cy[u]
+        if neighbours is not None:
+            neighbours[v] |= neighbours[u]
+            neighbours[v] -= {u, v}
+            for w in neighbours[u]:
+                neighbours[w].discard(u)
+                if w != v:
+                    neighbours[w].add(v)
+        owner[owner == u] = v
+        alive.discard(u)
+        stuck.discard(v)  # a bigger unit may have new neighbours
+    final = np.asarray([label(int(o)) for o in owner], dtype=object)
+    existing = {str(nm) for nm in names.tolist()}
+    merged = {str(names[u]): str(final[u]) for u in range(n_units) if final[u] != names[u]}
+    clash = sorted({m for m in merged.values() if m in existing})
+    if clash:
+        raise InputError(
+            f"merging small units would name a merged unit {clash[0]!r}, which is already the "
+            "id of a unit; rename the units so that no id contains '+'"
+        )
+    new_names, inverse = np.unique(final, return_inverse=True)
+    left = tuple(sorted(label(u) for u in stuck if u in alive))
+    return UnitMerge(
+        codes=np.asarray(inverse, dtype=np.int64)[codes],
+        names=np.asarray(new_names, dtype=object),
+        merged=merged,
+        left_small=left,
     )

@@ -1381,6 +1381,33 @@ def _duplicates_text(dup: Any) -> str:
     return f"{n}, kept (no subject ids: each counted as a subject of its own)"
 
 
+def _input_filter_rows(entry: Any) -> list[tuple[str, object]]:
+    """Parameter rows for the units left out, the records clipped and the units merged."""
+    if not isinstance(entry, Mapping):
+        return []
+    rows: list[tuple[str, object]] = []
+    if entry.get("excluded_units"):
+        rows.append(
+            (
+                "units left out (--exclude-units)",
+                f"{', '.join(entry['excluded_units'])}: {entry.get('excluded_records')} records",
+            )
+        )
+    if entry.get("clipped_records") not in (None, 0):
+        rows.append(("records outside the study area (--clip)", entry.get("clipped_records")))
+    merges = entry.get("unit_merges") or {}
+    if merges:
+        listed = ", ".join(f"{a} -> {b}" for a, b in sorted(merges.items()))
+        rows.append(
+            (f"units merged (--merge-small-units {entry.get('merge_small_units')})", listed)
+        )
+    if entry.get("units_left_small"):
+        rows.append(
+            ("units below the threshold, no neighbour", ", ".join(entry["units_left_small"]))
+        )
+    return rows
+
+
 def _params_section(manifest: Mapping[str, Any]) -> list[str]:
     pol = dict(manifest.get("policy") or {})
     rows: list[tuple[str, object]] = [
@@ -1401,6 +1428,7 @@ def _params_section(manifest: Mapping[str, Any]) -> list[str]:
             "subject ids merged (spellings of another id: case, spacing, Unicode form)",
             manifest.get("subject_ids_merged", "not recorded"),
         ),
+        *_input_filter_rows(manifest.get("input_filter")),
     ]
     par = "".join(
         f'<tr><td class="l">{html.escape(a)}</td><td class="l"><code>{_esc(b)}</code></td></tr>'

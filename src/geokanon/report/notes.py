@@ -20,6 +20,42 @@ def _fmt_count(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def input_filter_lines(entry: Any) -> list[str]:
+    """Bullet lines on the units left out, the records clipped and the units merged."""
+    if not isinstance(entry, dict):
+        return []
+    lines = []
+    if entry.get("excluded_units"):
+        lines.append(
+            f"- units left out (--exclude-units): {', '.join(entry['excluded_units'])}; their "
+            f"{_fmt_count(entry.get('excluded_records'))} records were dropped before anything "
+            "else and are in no figure here: read these units as not covered, not as empty"
+        )
+    clipped = entry.get("clipped_records")
+    if clipped not in (None, 0):
+        lines.append(
+            f"- records outside the study area dropped (--clip): {_fmt_count(clipped)}; they "
+            "are in no figure here"
+        )
+    merges = entry.get("unit_merges") or {}
+    if merges:
+        into: dict[str, list[str]] = {}
+        for src, dst in merges.items():
+            into.setdefault(str(dst), []).append(str(src))
+        listed = "; ".join(f"{dst} = {' + '.join(sorted(v))}" for dst, v in sorted(into.items()))
+        lines.append(
+            f"- small units merged (--merge-small-units {entry.get('merge_small_units')}): a "
+            f"unit with fewer than {entry.get('merge_small_units')} people joined its "
+            f"neighbour, and every figure is for the merged unit: {listed}"
+        )
+    if entry.get("units_left_small"):
+        lines.append(
+            "- units still below the merge threshold, with no neighbour to join: "
+            + ", ".join(entry["units_left_small"])
+        )
+    return lines
+
+
 def release_notes(
     manifest: dict[str, Any],
     units: pd.DataFrame,
@@ -126,11 +162,13 @@ def release_notes(
         lines.append(
             f"- times were judged together with places: a record had company only where at "
             f"least {k - 1} other people were within {policy.r_max_m:g} m *and* "
-            f"{_seconds(policy.t_max_s)} s of it at once{clock}, so a record alone at its place at "
-            "its time (the only one in the district in the middle of the night) was treated as an outlier; "
+            f"{_seconds(policy.t_max_s)} s of it at once{clock}, so a record alone at its place "
+            "at its time (the only one in the district in the middle of the night) was treated "
+            "as an outlier; "
             "published times are bins that each hold at least "
             f"{k} people per group or class"
         )
+    lines += input_filter_lines(manifest.get("input_filter"))
     syn = manifest.get("synthetic") or {}
     if syn.get("allowed"):
         lines += [
