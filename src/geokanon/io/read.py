@@ -31,6 +31,7 @@ import pandas as pd
 import pyproj
 from numpy.typing import NDArray
 
+from geokanon._progress import Progress, silent
 from geokanon.errors import InputError, PrivacyRiskWarning
 from geokanon.io._names import closest_name
 from geokanon.neighbours import factorize_subject_ids
@@ -419,6 +420,7 @@ class _Source:
     crs: str | None
     geometry: bool
     chunks: Iterator[pd.DataFrame]
+    rows: int | None = None  # when the file says how many records it holds (Parquet)
 
 
 def _suffix(p: Path) -> str:
@@ -552,8 +554,9 @@ def _open_parquet(p: Path, opts: ReadOptions) -> _Source:
             yield frame
 
     return _Source(
-        name=p.name, columns=columns, crs=crs, geometry=geom_col is not None, chunks=chunks()
-    )
+        name=p.name, columns=columns, crs=crs, geometry=geom_col is not None, chunks=chunks(),
+        rows=int(pf.metadata.num_rows),
+    )  # fmt: skip
 
 
 def _point_xy(
@@ -746,14 +749,16 @@ class _Collected:
     n: int = 0
 
 
-def _collect(src: _Source, roles: _Roles, opts: ReadOptions, kind: str) -> _Collected:
+def _collect(
+    src: _Source, roles: _Roles, opts: ReadOptions, kind: str, progress: Progress = silent
+) -> _Collected:
     out = _Collected()
     used = {roles.a, roles.b, opts.subject, opts.time, opts.unit, _GEOM_A, _GEOM_B}
     try:
         with warnings.catch_warnings():
             # a row with more fields than the header would be cut silently: refuse it
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            _collect_chunks(src, roles, opts, out, used)
+            _collect_chunks(src, roles, opts, out, used, progress)
     except InputError:
         raise
     except pd.errors.ParserWarning:
@@ -770,8 +775,14 @@ def _collect(src: _Source, roles: _Roles, opts: ReadOptions, kind: str) -> _Coll
 
 
 def _collect_chunks(
-    src: _Source, roles: _Roles, opts: ReadOptions, out: _Collected, used: set[str | None]
+    src: _Source,
+    roles: _Roles,
+    opts: ReadOptions,
+    out: _Collected,
+    used: set[str | None],
+    progress: Progress = silent,
 ) -> None:
+    progress("rows", done=0, total=src.rows)
     for chunk in src.chunks:
         if len(chunk) == 0:
             continue
@@ -793,6 +804,7 @@ def _collect_chunks(
         attrs = chunk[[c for c in chunk.columns if c not in used]]
         out.attrs.append(attrs.reset_index(drop=True))
         out.n += len(chunk)
+        progress("rows", done=out.n, total=src.rows)
 
 
 def _concat(parts: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
@@ -1263,12 +1275,16 @@ def same_rows(
 # --------------------------------------------------------------------------- assembly
 
 
-def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) -> PointTable:
+def _assemble(
+    src: _Source, opts: ReadOptions, source_sha256: str, kind: str, progress: Progress = silent
+) -> PointTable:
     from geokanon.io.units import check_study_area, grid_units, polygon_units, units_file_crs
 
     units_crs = units_file_crs(opts.units) if opts.units is not None else None
     roles = _resolve_roles(src, opts, units_crs)
-    got = _collect(src, roles, opts, kind)
+    got = _collect(src, roles, opts, kind, progress)
+    rows = {"done": got.n, "total": got.n}  # the stage's count stays full from here
+    progress("check coordinates", **rows)
     if got.n == 0:
         raise InputError("the input has no records (empty or header only); nothing to do")
     notes: list[str] = []
@@ -1313,13 +1329,16 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
     subject_keys = None
     subject_ids_merged = 0
     if opts.subject is not None:
+        progress("subjects", **rows)
         subjects, subject_keys, subject_ids_merged = _subjects(
             _series(got.subject), opts.subject, notes
         )
     times = None
     if opts.time is not None:
+        progress("times", **rows)
         times = _times(_series(got.time), opts.time, opts.timezone, notes)
     n_unassigned = 0
+    progress("units", **rows)
     if opts.unit is not None:
         raw_u = _series(got.unit)
         miss = np.asarray(raw_u.isna(), dtype=bool)
@@ -1347,6 +1366,7 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         unit_names = np.asarray(["all"], dtype=object)
     attributes = pd.concat(got.attrs, ignore_index=True) if len(got.attrs) > 1 else got.attrs[0]
     id_columns = [_series(v) for v in (got.subject, got.time, got.unit) if v]
+    progress("exact copies", **rows)
     dup = _duplicates(
         a, b, [*id_columns, *(attributes[c] for c in attributes.columns)], notes,
         drop=opts.drop_duplicates, subject=opts.subject is not None,
@@ -1552,6 +1572,7 @@ def read_points(
     clip: bool = False,
     exclude_units: str | tuple[str, ...] | list[str] | None = None,
     merge_small_units: int | None = None,
+    progress: Progress | None = None,
 ) -> PointTable:
     """Read a file of point records into a :class:`PointTable` in metres.
 
@@ -1599,6 +1620,10 @@ def read_points(
     merge_small_units
         N: merge every unit with fewer than N distinct subjects into a neighbour
         (:func:`geokanon.io.units.merge_small_units`; :attr:`PointTable.unit_merges`).
+    progress
+        Hears the steps: ``checksum``, ``rows`` (records read, of the file's count
+        where it names one), ``check coordinates``, ``subjects``, ``times``,
+        ``units``, ``exact copies`` (:mod:`geokanon._progress`).
 
     Returns
     -------
@@ -1648,11 +1673,13 @@ def read_points(
             f"input {p.name!r} has an unsupported type {suffix or '(none)'!r}{hint}; give a "
             ".csv, .parquet, .gpkg, .geojson or .shp file"
         )
+    say = progress if progress is not None else silent
+    say("checksum")
     try:
         checksum = sha256_file(p)
     except OSError as exc:
         raise _read_error(p.name, kind, exc) from None
-    return _assemble(src, opts, checksum, kind)
+    return _assemble(src, opts, checksum, kind, say)
 
 
 @dataclass(frozen=True)
