@@ -66,7 +66,7 @@ class QuietDisplay:
 def _count(done: int, total: int | None) -> str:
     if total is None or total <= 0:
         return f"{done:,}"
-    return f"{done:,} of {total:,} ({100 * done / total:.0f} %)"
+    return f"{done:,} of {total:,}, {100 * done / total:.0f} %"
 
 
 class LineDisplay(QuietDisplay):
@@ -149,7 +149,7 @@ class LiveDisplay(QuietDisplay):
 
     MIN_UPDATE_S = 0.1
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self, console: Any = None, clock: Any = time.monotonic) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -174,6 +174,7 @@ class LiveDisplay(QuietDisplay):
             TimeRemainingColumn(),
             TextColumn("[dim]{task.fields[step]}"),
             console=self.console,
+            get_time=clock,
             refresh_per_second=4,
             # stdout is the same screen only when it is a terminal too
             redirect_stdout=sys.stdout.isatty(),
@@ -182,6 +183,7 @@ class LiveDisplay(QuietDisplay):
         self._task: Any = None
         self._stage: str | None = None
         self._step: str | None = None
+        self._clock = clock
         self._last = 0.0
         self._started = False
 
@@ -209,7 +211,7 @@ class LiveDisplay(QuietDisplay):
         done: int | None = None,
         total: int | None = None,
     ) -> None:
-        now = time.monotonic()
+        now = self._clock()
         if stage != self._stage:
             self._start()
             self._finish_stage()

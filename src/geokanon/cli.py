@@ -279,6 +279,13 @@ def _progress(args: argparse.Namespace) -> Any:
     return display
 
 
+def _end_progress(args: argparse.Namespace) -> None:
+    """Close the progress display (its last stage) before a command prints its results."""
+    display = getattr(args, "display", None)
+    if display is not None:
+        display.close()
+
+
 def _say(args: argparse.Namespace, text: str) -> None:
     """A message line on stderr, printed where it cannot land inside a progress line."""
     display = getattr(args, "display", None)
@@ -367,6 +374,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = classify_points(table, policy, progress=_progress(args))
+    _end_progress(args)  # the bars end above the results
     if args.json:
         print(json.dumps(result.to_dict(), indent=None, allow_nan=False))
     else:
@@ -475,6 +483,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
             _say(args, f"geokanon: {note}")
         raise
+    _end_progress(args)  # the bars end above the results
     m = result.manifest
     c = result.counts
     print(
@@ -597,6 +606,7 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
         for note in getattr(exc, "__notes__", []):
             _say(args, f"geokanon: {note}")
         raise
+    _end_progress(args)  # the bars end above the results
     m = result.manifest
     c = result.counts
     print(
@@ -623,6 +633,7 @@ def _verify_partitioned(args: argparse.Namespace, audit: dict[str, Any]) -> int:
     source = ParquetPartitions.from_path(args.source, **roles)
     with dask_client(None, scheduler=args.scheduler, n_workers=args.workers) as client:
         report = verify_partitioned(args.dir, source=source, client=client)
+    _end_progress(args)  # the bars end above the results
     print(format_report(report))
     return 0 if report.passed else 4
 
@@ -736,6 +747,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report = verify_release(
         args.dir, source=table, source_file=args.source, progress=within(progress, "verify")
     )
+    _end_progress(args)  # the bars end above the results
     print(format_report(report))
     return 0 if report.passed else 4
 
@@ -775,6 +787,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     options = ReleaseOptions(keep=("age", "deprivation"), force=args.force)
     released = release_points(table, policy, out, options, progress=_progress(args))
+    _end_progress(args)
     m = released.manifest
     c = released.counts
     print(
@@ -990,6 +1003,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             mask_subjects=mask_subjects, unit_polygons=polygons, full=args.full,
             mask_key=mask_key, progress=within(_progress(args), "sweep"),
         )  # fmt: skip
+    _end_progress(args)  # the bars end above the results
     if args.json:
         rows = [
             {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
