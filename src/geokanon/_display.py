@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 __all__ = ["LineDisplay", "LiveDisplay", "QuietDisplay", "open_display"]
 
@@ -162,7 +162,7 @@ class LiveDisplay(QuietDisplay):
         )
 
         self.console = console if console is not None else Console(file=sys.stderr)
-        super().__init__(self.console.file)
+        super().__init__(cast(TextIO, self.console.file))
         self._bars = Progress(
             SpinnerColumn(finished_text="[green]✓[/]"),
             TextColumn("{task.description:<20}"),

@@ -58,6 +58,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from geokanon._outdir import Claim, claim
+from geokanon._progress import Progress
 from geokanon.disposal import CoreResult
 from geokanon.distributed import (
     RECORDS_PER_PART,
@@ -777,7 +778,7 @@ def release_partitions(
     scratch_dir: str | Path | None = None,
     records_per_part: int = RECORDS_PER_PART,
     check_determinism: bool | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> PartitionedRelease:
     """See :func:`geokanon.distributed.release_partitions` (the documented entry point)."""
     from geokanon.distributed import _is_dask_frame, frame_source
@@ -829,7 +830,7 @@ def _release_held(
     scratch_dir: str | Path | None,
     records_per_part: int,
     check_determinism: bool | None,
-    progress: Callable[[str], None] | None,
+    progress: Progress | None,
 ) -> PartitionedRelease:
     """:func:`release_partitions` once ``out`` is held."""
     from geokanon import __version__

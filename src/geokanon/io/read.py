@@ -1283,8 +1283,8 @@ def _assemble(
     units_crs = units_file_crs(opts.units) if opts.units is not None else None
     roles = _resolve_roles(src, opts, units_crs)
     got = _collect(src, roles, opts, kind, progress)
-    rows = {"done": got.n, "total": got.n}  # the stage's count stays full from here
-    progress("check coordinates", **rows)
+    n_read = got.n  # the stage's count stays full from here
+    progress("check coordinates", done=n_read, total=n_read)
     if got.n == 0:
         raise InputError("the input has no records (empty or header only); nothing to do")
     notes: list[str] = []
@@ -1329,16 +1329,16 @@ def _assemble(
     subject_keys = None
     subject_ids_merged = 0
     if opts.subject is not None:
-        progress("subjects", **rows)
+        progress("subjects", done=n_read, total=n_read)
         subjects, subject_keys, subject_ids_merged = _subjects(
             _series(got.subject), opts.subject, notes
         )
     times = None
     if opts.time is not None:
-        progress("times", **rows)
+        progress("times", done=n_read, total=n_read)
         times = _times(_series(got.time), opts.time, opts.timezone, notes)
     n_unassigned = 0
-    progress("units", **rows)
+    progress("units", done=n_read, total=n_read)
     if opts.unit is not None:
         raw_u = _series(got.unit)
         miss = np.asarray(raw_u.isna(), dtype=bool)
@@ -1366,7 +1366,7 @@ def _assemble(
         unit_names = np.asarray(["all"], dtype=object)
     attributes = pd.concat(got.attrs, ignore_index=True) if len(got.attrs) > 1 else got.attrs[0]
     id_columns = [_series(v) for v in (got.subject, got.time, got.unit) if v]
-    progress("exact copies", **rows)
+    progress("exact copies", done=n_read, total=n_read)
     dup = _duplicates(
         a, b, [*id_columns, *(attributes[c] for c in attributes.columns)], notes,
         drop=opts.drop_duplicates, subject=opts.subject is not None,
