@@ -1395,8 +1395,7 @@ def write_release(
         # The report shows these results; the checks that read it run again with it in place.
         from geokanon.report.html import RECHECKED, build_report
 
-        stage("report")
-        build_report(tmp, verification=checks)
+        build_report(tmp, verification=checks, progress=stage("report"))
         # the report writes report.html (and the notes may be rewritten): hash those again
         finish_manifest(
             tmp,

@@ -89,6 +89,7 @@ def test_plain_lines_name_every_stage_and_step_with_seconds(tmp_path, capsys):
     steps = [
         "checksum", "rows", "classify pass 1", "group pass 1", "generalise and suppress",
         "records", "groups and classes", "units", "audit", "bias and release notes",
+        "read release", "displacements and diameters", "units and map", "charts and page",
         *[c for c in CHECKS if c != "deterministic"],
     ]  # fmt: skip
     for step in steps:
