@@ -97,7 +97,7 @@ def test_plain_lines_name_every_stage_and_step_with_seconds(tmp_path, capsys):
             step
         )
     # the rows read are counted on their line
-    assert re.search(rf"^geokanon:   rows \(180\): {SECONDS}$", err, re.M), err
+    assert re.search(rf"^geokanon:   rows \(180 of 180, 100 %\): {SECONDS}$", err, re.M), err
 
 
 def test_plain_lines_of_verify_name_each_check(tmp_path, capsys):

@@ -385,11 +385,21 @@ def _zone(name: str) -> zoneinfo.ZoneInfo:
 
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
+    return _sha256_and_lines(path)[0]
+
+
+def _sha256_and_lines(path: str | Path) -> tuple[str, int]:
+    """Hex sha256 of a file's bytes and its number of lines (a last line without a newline
+    counts), in one pass of 1 MiB blocks."""
     h = hashlib.sha256()
+    lines = 0
+    last = b"\n"
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return h.hexdigest(), lines + (last != b"\n")
 
 
 def _missing_column(name: str, columns: list[str], role: str, flag: str) -> InputError:
@@ -420,7 +430,9 @@ class _Source:
     crs: str | None
     geometry: bool
     chunks: Iterator[pd.DataFrame]
-    rows: int | None = None  # when the file says how many records it holds (Parquet)
+    # the records the file holds, for the count of records read only: Parquet says; a
+    # plain CSV's lines less the header (more than its records if values hold line breaks)
+    rows: int | None = None
 
 
 def _suffix(p: Path) -> str:
@@ -1676,9 +1688,11 @@ def read_points(
     say = progress if progress is not None else silent
     say("checksum")
     try:
-        checksum = sha256_file(p)
+        checksum, lines = _sha256_and_lines(p)
     except OSError as exc:
         raise _read_error(p.name, kind, exc) from None
+    if kind == "CSV" and not suffix.endswith(".gz"):
+        src.rows = max(lines - 1, 0)  # for the count only: quoted line breaks make it more
     return _assemble(src, opts, checksum, kind, say)
 
 
