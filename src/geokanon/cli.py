@@ -1244,6 +1244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with args.display, warnings.catch_warnings():
             warnings.simplefilter("default")
             warnings.showwarning = _warning_printer(args.display)
+            if args.command in _WITH_PROGRESS:  # something shows from the first moment
+                args.display("start", "loading modules")
             _tidy_output_parent(args)
             return int(args.func(args))
     except GeokanonError as exc:
@@ -1252,6 +1254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("geokanon: interrupted; nothing was written", file=sys.stderr)
         return 130
+
+
+#: Commands that report their stages (the others finish at once).
+_WITH_PROGRESS = frozenset({"classify", "release", "verify", "sweep", "risk", "demo"})
 
 
 def _tidy_output_parent(args: argparse.Namespace) -> None:
