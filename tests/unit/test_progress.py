@@ -149,6 +149,46 @@ def test_terminal_shows_a_bar_per_stage_with_elapsed_and_eta(tmp_path, monkeypat
     assert not any(seg.startswith("geokanon: release core ...") for seg in shown)  # no old lines
 
 
+def test_cli_under_a_real_terminal_draws_the_bars(tmp_path):
+    """The command run as a person runs it: stderr a pseudo-terminal, stdout a pipe."""
+    import os
+    import select
+    import subprocess
+
+    src = _points(tmp_path)
+    master, slave = os.openpty()
+    import geokanon
+
+    package_root = str(Path(geokanon.__file__).parents[1])  # the geokanon under test
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "140", "PYTHONPATH": package_root}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geokanon", *_release_args(src, tmp_path / "out")],
+        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    os.close(slave)
+    screen = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(master)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert b"release written to" in out and b"\x1b" not in out  # results stay plain on stdout
+    shown = _segments(screen.decode("utf-8", "replace"))
+    rows = [s for s in shown if re.match(r"^✓\s+(read|release core|verify|rename)\s", s)]
+    assert {r.split()[1] for r in rows} >= {"read", "release", "verify", "rename"}
+    assert all("━" in r and re.search(r"eta \d+:\d\d:\d\d", r) for r in rows)
+
+
 def test_live_display_shows_the_running_step_and_an_eta_of_a_counted_stage():
     from rich.console import Console
 
