@@ -104,7 +104,9 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
         shutil.rmtree(out, ignore_errors=True)
         marks: list[tuple[str, float]] = []
 
-        def progress(name: str) -> None:
+        def progress(name: str, step: str | None = None, **_: int | None) -> None:
+            if step is not None:  # one row per stage (geokanon._progress); steps are parts
+                return
             now = time.perf_counter()
             if marks:
                 rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))

@@ -239,8 +239,10 @@ def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float,
                 src, pol, os.path.join(tmp, "out"), ReleaseOptions(local_metres=True),
                 tiling=Tiling.for_policy(pol, tile_m=tile_m),
                 client=client, scratch_dir=tmp, check_determinism=False,
-                progress=lambda stage: print(
-                    f"    {time.perf_counter() - t0:7.1f} s  {stage}", flush=True
+                progress=lambda stage, step=None, **_: print(
+                    f"    {time.perf_counter() - t0:7.1f} s  {stage}"
+                    + ("" if step is None else f": {step}"),
+                    flush=True,
                 ),
             )  # fmt: skip
             dt = time.perf_counter() - t0

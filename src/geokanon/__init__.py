@@ -9,7 +9,8 @@ Map of the modules (imports flow downwards only):
 - :mod:`geokanon.classify` - isolation ratios, labels, per-unit table, cap verdicts
 - :mod:`geokanon.pipeline` - running the stages on one machine
 - :mod:`geokanon.demo` - the bundled synthetic example
-- :mod:`geokanon.cli` - the command line (nothing imports it)
+- :mod:`geokanon.cli` - the command line (nothing imports it); it renders progress with
+  ``geokanon._display`` (``rich``), which the library reports through ``geokanon._progress``
 """
 
 from geokanon.errors import (

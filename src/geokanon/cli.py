@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from geokanon import __version__
+from geokanon._progress import within
 from geokanon.errors import GeokanonError, InputError, PrivacyRiskWarning, ReleaseRefused
 from geokanon.policy import OutlierPolicy
 
@@ -262,6 +263,7 @@ def _read_input(args: argparse.Namespace) -> Any:
         drop_duplicates=bool(getattr(args, "drop_duplicates", None)),
         clip=bool(getattr(args, "clip", None)), exclude_units=getattr(args, "exclude_units", None),
         merge_small_units=getattr(args, "merge_small_units", None),
+        progress=within(_progress(args), "read"),
     )  # fmt: skip
     r_max = getattr(args, "r_max_m", None)
     if isinstance(r_max, int | float) and not isinstance(r_max, bool):
@@ -269,34 +271,28 @@ def _read_input(args: argparse.Namespace) -> Any:
     return table
 
 
-class _Progress:
-    """Stage lines on stderr with elapsed seconds: only on a terminal and without --quiet."""
-
-    def __init__(self) -> None:
-        import time
-
-        self._clock = time.monotonic
-        self._start = self._clock()
-        self._stage: str | None = None
-
-    def __call__(self, stage: str) -> None:
-        now = self._clock()
-        if self._stage is not None:
-            print(f"  done ({now - self._start:.1f} s)", file=sys.stderr)
-        print(f"geokanon: {stage} ...", end="", file=sys.stderr, flush=True)
-        self._stage = stage
-        self._start = now
-
-    def close(self) -> None:
-        if self._stage is not None:
-            print(f"  done ({self._clock() - self._start:.1f} s)", file=sys.stderr)
-            self._stage = None
-
-
-def _progress(args: argparse.Namespace) -> _Progress | None:
-    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+def _progress(args: argparse.Namespace) -> Any:
+    """The command's progress display (``geokanon._display``), or None with ``--quiet``."""
+    display = getattr(args, "display", None)
+    if display is None or getattr(args, "quiet", False):
         return None
-    return _Progress()
+    return display
+
+
+def _end_progress(args: argparse.Namespace) -> None:
+    """Close the progress display (its last stage) before a command prints its results."""
+    display = getattr(args, "display", None)
+    if display is not None:
+        display.close()
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """A message line on stderr, printed where it cannot land inside a progress line."""
+    display = getattr(args, "display", None)
+    if display is not None:
+        display.message(text)
+    else:
+        print(text, file=sys.stderr)
 
 
 def _pct(share: float) -> str:
@@ -377,7 +373,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
         table = _read_input(args)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = classify_points(table, policy)
+            result = classify_points(table, policy, progress=_progress(args))
+    _end_progress(args)  # the bars end above the results
     if args.json:
         print(json.dumps(result.to_dict(), indent=None, allow_nan=False))
     else:
@@ -465,6 +462,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     progress = _progress(args)
 
     def suggest(exc: ReleaseRefused, core_table: Any) -> None:  # message and refusal report
+        if progress is not None:
+            progress("refused: trying single changes")
         _suggest_command(args, core_table, policy, exc)
 
     try:
@@ -482,11 +481,9 @@ def cmd_release(args: argparse.Namespace) -> int:
             )
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
-            print(f"geokanon: {note}", file=sys.stderr)
+            _say(args, f"geokanon: {note}")
         raise
-    finally:
-        if progress is not None:
-            progress.close()
+    _end_progress(args)  # the bars end above the results
     m = result.manifest
     c = result.counts
     print(
@@ -607,11 +604,9 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
         )  # fmt: skip
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):
-            print(f"geokanon: {note}", file=sys.stderr)
+            _say(args, f"geokanon: {note}")
         raise
-    finally:
-        if progress is not None:
-            progress.close()
+    _end_progress(args)  # the bars end above the results
     m = result.manifest
     c = result.counts
     print(
@@ -638,6 +633,7 @@ def _verify_partitioned(args: argparse.Namespace, audit: dict[str, Any]) -> int:
     source = ParquetPartitions.from_path(args.source, **roles)
     with dask_client(None, scheduler=args.scheduler, n_workers=args.workers) as client:
         report = verify_partitioned(args.dir, source=source, client=client)
+    _end_progress(args)  # the bars end above the results
     print(format_report(report))
     return 0 if report.passed else 4
 
@@ -744,10 +740,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
             "verify --backend dask checks a partitioned release (written by release "
             "--backend dask from a directory); this release was written whole: drop --backend"
         )
+    progress = _progress(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = read_points(args.source, **opts)
-    report = verify_release(args.dir, source=table, source_file=args.source)
+        table = read_points(args.source, **opts, progress=within(progress, "read"))
+    report = verify_release(
+        args.dir, source=table, source_file=args.source, progress=within(progress, "verify")
+    )
+    _end_progress(args)  # the bars end above the results
     print(format_report(report))
     return 0 if report.passed else 4
 
@@ -775,7 +775,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = classify_points(table, policy)
+        result = classify_points(table, policy, progress=_progress(args))
     _print_classification(result, sys.stdout)
     d = result.to_dict()
     worst = d["per_unit"][0]
@@ -786,7 +786,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "per-unit table.\n"
     )
     options = ReleaseOptions(keep=("age", "deprivation"), force=args.force)
-    released = release_points(table, policy, out, options)
+    released = release_points(table, policy, out, options, progress=_progress(args))
+    _end_progress(args)
     m = released.manifest
     c = released.counts
     print(
@@ -1000,8 +1001,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             table.x, table.y, ks, rs, policy, subjects=table.subjects, times=table.times,
             unit_codes=table.unit_codes, unit_names=table.unit_names, masks=masks,
             mask_subjects=mask_subjects, unit_polygons=polygons, full=args.full,
-            mask_key=mask_key,
+            mask_key=mask_key, progress=within(_progress(args), "sweep"),
         )  # fmt: skip
+    _end_progress(args)  # the bars end above the results
     if args.json:
         rows = [
             {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
@@ -1039,7 +1041,7 @@ def cmd_risk(args: argparse.Namespace) -> int:
     opts = _options_of_release(args, json.loads(audit.read_text()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = read_points(args.source, **opts)
+        table = read_points(args.source, **opts, progress=within(_progress(args), "read"))
     risk = release_risk(args.dir, source=table)
     if args.json:
         print(json.dumps(risk.to_dict(), indent=None, allow_nan=False))
@@ -1063,7 +1065,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet",
         "-q",
         action="store_true",
-        help="no progress lines (also off when not a terminal)",
+        help="no progress display; warnings and errors only (on a terminal the progress is "
+        "live bars, elsewhere plain lines)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fmt = argparse.RawDescriptionHelpFormatter
@@ -1233,10 +1236,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    from geokanon._display import open_display
+
+    # The display ends (its last line or bar closed) before an error line is printed.
+    args.display = open_display(quiet=bool(args.quiet), stream=sys.stderr)
     try:
-        with warnings.catch_warnings():
+        with args.display, warnings.catch_warnings():
             warnings.simplefilter("default")
-            warnings.showwarning = _show_warning
+            warnings.showwarning = _warning_printer(args.display)
+            if args.command in _WITH_PROGRESS:  # something shows from the first moment
+                args.display("start", "loading modules")
             _tidy_output_parent(args)
             return int(args.func(args))
     except GeokanonError as exc:
@@ -1245,6 +1254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("geokanon: interrupted; nothing was written", file=sys.stderr)
         return 130
+
+
+#: Commands that report their stages (the others finish at once).
+_WITH_PROGRESS = frozenset({"classify", "release", "verify", "sweep", "risk", "demo"})
 
 
 def _tidy_output_parent(args: argparse.Namespace) -> None:
@@ -1266,8 +1279,13 @@ def _tidy_output_parent(args: argparse.Namespace) -> None:
             warnings.warn(note, stacklevel=2)
 
 
-def _show_warning(message: Any, category: Any, *_: Any, **__: Any) -> None:
-    print(f"geokanon: warning: {message}", file=sys.stderr)
+def _warning_printer(display: Any) -> Any:
+    """``warnings.showwarning`` for the CLI: one line through the display (never mid-line)."""
+
+    def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
+        display.message(f"geokanon: warning: {message}")
+
+    return show
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from geokanon._progress import Progress
 from geokanon.classify import (
     CapVerdict,
     Classification,
@@ -457,7 +458,7 @@ def run_core(
     parent_names: ArrayLike | None = None,
     tiebreak: ArrayLike | None = None,
     enforce_caps: bool = True,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     classifier: Callable[..., Classification] | None = None,
     grouper: Callable[..., Grouping] | None = None,
 ) -> CoreResult:
@@ -484,7 +485,8 @@ def run_core(
     enforce_caps
         Raise :class:`~geokanon.errors.ReleaseRefused` when a cap is breached.
     progress
-        Called with a short stage name as each stage starts (the library never prints).
+        Hears each step as it starts (``classify pass 1``, ``group pass 1``, ...,
+        ``generalise and suppress``, ``synthesise``; :mod:`geokanon._progress`).
     classifier, grouper
         Replacements for :func:`~geokanon.classify.classify` and
         :func:`~geokanon.grouping.group_records` with the same signatures (the Dask

@@ -80,6 +80,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from geokanon._progress import Progress
 from geokanon.classify import (
     CapVerdict,
     Classification,
@@ -908,7 +909,7 @@ def run_core_distributed(
     enforce_caps: bool = True,
     tiling: Tiling | None = None,
     client: Any = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     spill_dir: str | Path | None = None,
 ) -> CoreResult:
     """:func:`geokanon.disposal.run_core` with classification and grouping over tiles.
@@ -973,7 +974,7 @@ def run_core_on_distributed(
     tiling: Tiling | None = None,
     client: Any = None,
     enforce_caps: bool = True,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> CoreResult:
     """:func:`run_core_distributed` on a point table (as :func:`geokanon.pipeline.run_core_on`)."""
     from geokanon.pipeline import on_ground, record_tiebreak
@@ -999,7 +1000,7 @@ def release_distributed(
     scheduler: str | None = None,
     n_workers: int | None = None,
     check_determinism: bool | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
     """:func:`geokanon.pipeline.release_points` with the release core on a Dask cluster.
@@ -1031,7 +1032,7 @@ def release_distributed(
     with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
 
         def runner(
-            t: PointTable, p: OutlierPolicy, *, progress: Callable[[str], None] | None = None
+            t: PointTable, p: OutlierPolicy, *, progress: Progress | None = None
         ) -> CoreResult:
             return run_core_on_distributed(t, p, tiling=tiling, client=c, progress=progress)
 
@@ -1260,7 +1261,7 @@ def release_partitions(
     scratch_dir: str | Path | None = None,
     records_per_part: int = RECORDS_PER_PART,
     check_determinism: bool | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Any:
     """The whole release of a partitioned source, never held in one process.
 
@@ -1652,7 +1653,7 @@ def classify_partitions(
     labels_out: str | Path | None = None,
     return_labels: bool = False,
     roles: dict[str, str | None] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> PartitionedClassification:
     """First-pass classification of data that never sits whole in one process.
 

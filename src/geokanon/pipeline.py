@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from geokanon._outdir import claim
+from geokanon._progress import Progress, within
 from geokanon.classify import (
     CapVerdict,
     Classification,
@@ -129,7 +130,9 @@ def on_ground(
     return policy.replace(scale_factor_min=low)
 
 
-def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
+def classify_points(
+    table: PointTable, policy: OutlierPolicy, *, progress: Progress | None = None
+) -> ClassifyResult:
     """Classify a point table and summarise suppression per unit (first pass only).
 
     Parameters
@@ -138,6 +141,8 @@ def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
         Records in metres (see :func:`geokanon.io.read_points`).
     policy
         The outlier policy.
+    progress
+        Reports the stage ``classify`` (:mod:`geokanon._progress`).
 
     Returns
     -------
@@ -153,7 +158,11 @@ def classify_points(table: PointTable, policy: OutlierPolicy) -> ClassifyResult:
     1
     """
     policy = on_ground(table, policy)
+    if progress is not None:
+        progress("classify", "distinct-subject neighbour distances")
     cls = classify(table.x, table.y, policy, subjects=table.subjects, times=table.times)
+    if progress is not None:
+        progress("classify", "per-unit table")
     return summarise_classification(table, policy, cls)
 
 
@@ -342,7 +351,7 @@ def run_core_on(
     policy: OutlierPolicy,
     *,
     enforce_caps: bool = True,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> CoreResult:
     """Run the release core (classify, group, dispose, fixed point, caps) on a point table.
 
@@ -521,7 +530,7 @@ def release_points(
     options: ReleaseOptions | None = None,
     *,
     check_determinism: bool | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     core_runner: Callable[..., CoreResult] | None = None,
     on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
@@ -541,7 +550,10 @@ def release_points(
         Re-run the core on the rows in a shuffled order (seeded) and require the
         same decisions; default: on up to 250,000 records.
     progress
-        Called with a short stage name as each stage starts (the library never prints).
+        Reports the stages (``mask``, ``release core``, ``determinism check ...``, then
+        :func:`~geokanon.release.write_release`'s ``write``, ``verify``, ``report``,
+        ``reverify``, ``rename``) and their steps (:mod:`geokanon._progress`); the
+        library never prints.
     core_runner
         Runs the release core: ``core_runner(table, policy, progress=...)`` returning a
         :class:`~geokanon.disposal.CoreResult` (default :func:`run_core_on`; the Dask
@@ -590,7 +602,7 @@ def _release_points(
     options: ReleaseOptions,
     *,
     check_determinism: bool | None,
-    progress: Callable[[str], None] | None,
+    progress: Progress | None,
     core_runner: Callable[..., CoreResult] | None,
     on_refusal: Callable[[ReleaseRefused, PointTable], None] | None = None,
 ) -> ReleaseResult:
@@ -602,7 +614,7 @@ def _release_points(
 
         mask_key = resolve_mask_key(out, options)
         if progress is not None:
-            progress("mask (classification and checks run on the masked coordinates)")
+            progress("mask", "classification and checks run on the masked coordinates")
         # Noise is keyed by the raw subject ids (their hash) where known, so adding
         # subjects to a later release draws no fresh noise for anyone already in it.
         keys = table.subject_keys if table.subject_keys is not None else table.subjects
@@ -613,10 +625,12 @@ def _release_points(
     policy = on_ground(table, policy)
     runner = core_runner or run_core_on
     try:
-        core = runner(table, policy, progress=progress)
+        core = runner(table, policy, progress=within(progress, "release core"))
     except ReleaseRefused as exc:
         if on_refusal is not None:
             on_refusal(exc, table)
+        if progress is not None:
+            progress("refusal report")
         _write_refusal(out, exc, table, policy)
         raise
     deterministic = None
@@ -635,18 +649,16 @@ def _release_points(
             unit_names=table.unit_names,
             attributes=table.attributes.iloc[perm].reset_index(drop=True),
         )
-        if progress is not None:
-            progress("determinism check (core on shuffled rows)")
-        again = runner(shuffled, policy, progress=None)
+        again = runner(
+            shuffled, policy, progress=within(progress, "determinism check (shuffled rows)")
+        )
         deterministic = _same_decisions(core, again, perm, identical_rows(table))
         del shuffled, perm, again  # not held while the release is written and verified
     from geokanon import __version__
 
-    if progress is not None:
-        progress("write, verify and rename")
     manifest = write_release(
         out, table, core, policy, options, version=__version__, deterministic=deterministic,
-        source=source, mask_risk=mask_risk, mask_key=mask_key,
+        source=source, mask_risk=mask_risk, mask_key=mask_key, progress=progress,
     )  # fmt: skip
     _remove_refusal(out)
     return ReleaseResult(out=out, core=core, manifest=manifest)

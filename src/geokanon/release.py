@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from geokanon._outdir import claim
+from geokanon._progress import Progress, silent, within
 from geokanon.disposal import CoreResult, group_units
 from geokanon.errors import InputError, VerificationFailed
 from geokanon.io._names import closest_name
@@ -690,9 +691,15 @@ def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -
 
 
 def _write_records(
-    rel: Path, columns: _RecordColumns, rows: np.ndarray, geo: dict[str, Any]
+    rel: Path,
+    columns: _RecordColumns,
+    rows: np.ndarray,
+    geo: dict[str, Any],
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, str]:
     """Write ``records.parquet`` and ``records.csv`` chunk by chunk; return their sha256.
+
+    ``progress`` is called with the rows written so far after each chunk.
 
     Each chunk's CSV text is made in a second thread while the main one writes the
     chunk's row group; the CSV is hashed as it is written. Columns pyarrow cannot
@@ -735,6 +742,8 @@ def _write_records(
             writer.write_table(table.append_column(schema.field("geometry"), geometry))
             del table, geometry
             drain(1)
+            if progress is not None:
+                progress(min(start + _CHUNK_ROWS, rows.size))
         drain(0)
     digests = {"records.parquet": _sha256(rel / "records.parquet")}
     if csv_failed:
@@ -904,19 +913,24 @@ def build_release_files(
     mask_risk: dict[str, Any] | None = None,
     digests: dict[str, str] | None = None,
     mask_key: Any = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Write ``root/release`` and ``root/audit``; return the manifest (without checksums).
 
     ``digests``, when given, receives the sha256 of the release files hashed as they
     were written (for :func:`finish_manifest`'s ``unchanged``). ``mask_key`` (the
-    mask's secret key) goes to ``audit/mask_key`` only.
+    mask's secret key) goes to ``audit/mask_key`` only. ``progress`` hears the steps
+    (``order records``, ``records`` with rows written of all, ``groups``, ``units``,
+    ``audit``, ``notes``).
     """
+    say = progress if progress is not None else silent
     rel = root / "release"
     aud = root / "audit"
     rel.mkdir(parents=True, exist_ok=True)
     aud.mkdir(parents=True, exist_ok=True)
     k = policy.k
     n = len(table)
+    say("order records")
     check_keep(options.keep, table)
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
@@ -1012,16 +1026,22 @@ def build_release_files(
             time_bin, stop,
         )  # fmt: skip
         try:
-            written = _write_records(rel, _record_columns(rows, result, gx, gy, extra), rows, geo)
+            say("records", done=0, total=int(rows.size))
+            written = _write_records(
+                rel, _record_columns(rows, result, gx, gy, extra), rows, geo,
+                progress=lambda i: say("records", done=i, total=int(rows.size)),
+            )  # fmt: skip
         except BaseException:
             stop.set()
             raise
         del extra
+        say("audit assignment", done=int(rows.size), total=int(rows.size))
         assignment.result()
     if digests is not None:
         digests.update(written)
 
     # --- groups and classes.
+    say("groups and classes")
     syn_g = syn.group_id[syn.group_id >= 0]
     syn_c = syn.class_id[syn.class_id >= 0]
     group_sizes = np.bincount(np.r_[g[at_group], syn_g], minlength=n_groups)
@@ -1049,6 +1069,7 @@ def build_release_files(
     _write_parquet(classes, rel / "classes.parquet")
 
     # --- per-unit figures.
+    say("units")
     nu = unames.size
     released = np.bincount(group_unit, weights=group_sizes, minlength=nu).astype(np.int64)
     unit_index = {str(u): i for i, u in enumerate(unames)}
@@ -1117,6 +1138,7 @@ def build_release_files(
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
     # --- audit (custodian only): assignment.parquet is written above.
+    say("audit")
     stands_for = syn.stands_for
     synthetic_audit = pd.DataFrame(
         {
@@ -1201,6 +1223,7 @@ def build_release_files(
     }
     from geokanon.report.notes import release_notes
 
+    say("bias and release notes")
     findings = []
     if options.keep:  # nothing to compare otherwise (and no per-record unit labels to build)
         from geokanon.bias import compare_suppressed
@@ -1291,7 +1314,7 @@ def write_release(
     deterministic: bool | None = None,
     source: PointTable | None = None,
     mask_risk: dict[str, Any] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     mask_key: Any = None,
 ) -> dict[str, Any]:
     """Write the release directory atomically, verified before it appears.
@@ -1319,8 +1342,9 @@ def write_release(
         The mask's secret key (required with ``options.mask``), kept in
         ``audit/mask_key``; ``no_leak`` fails a release that holds it.
     progress
-        Called with a short stage name as each stage starts (``build``, ``verify``,
-        ``report``, ``reverify``, ``rename``).
+        Reports the stages ``write`` (steps: records with a count of rows, groups,
+        units, audit, notes, checksums), ``verify`` and ``reverify`` (one step per
+        check, counted), ``report`` and ``rename`` (:mod:`geokanon._progress`).
 
     Returns
     -------
@@ -1339,23 +1363,23 @@ def write_release(
     """
     from geokanon.verify import verify_release
 
-    def stage(name: str) -> None:
-        if name != "build":
+    def stage(name: str) -> Progress | None:
+        if name != "write":
             _return_free_memory()
-        if progress is not None:
-            progress(name)
+        return within(progress, name)
 
     with _atomic_directory(Path(out), options.force) as tmp:
-        stage("build")
+        steps = stage("write")
         written: dict[str, str] = {}
         manifest = build_release_files(
             tmp, table, result, policy, options, version=version, mask_risk=mask_risk,
-            digests=written, mask_key=mask_key,
+            digests=written, mask_key=mask_key, progress=steps,
         )  # fmt: skip
+        if steps is not None:
+            steps("checksums")
         digests = finish_manifest(tmp, manifest, unchanged=written)
         truth = source if source is not None else table
-        stage("verify")
-        report = verify_release(tmp, source=truth)
+        report = verify_release(tmp, source=truth, progress=stage("verify"))
         checks = report.as_dict()
         if deterministic is not None:
             checks["deterministic"] = bool(deterministic)
@@ -1371,20 +1395,21 @@ def write_release(
         # The report shows these results; the checks that read it run again with it in place.
         from geokanon.report.html import RECHECKED, build_report
 
-        stage("report")
-        build_report(tmp, verification=checks)
+        build_report(tmp, verification=checks, progress=stage("report"))
         # the report writes report.html (and the notes may be rewritten): hash those again
         finish_manifest(
             tmp,
             manifest,
             unchanged={f: d for f, d in digests.items() if f not in _REPORT_WRITES},
         )
-        stage("reverify")
         # Only the report and the manifest changed since the full run: the other files
         # are checked against the checksums that run read from disk.
         changed = {"report.html", "manifest.json"}
         unchanged = {f: d for f, d in report.digests.items() if f not in changed}
-        again = verify_release(tmp, source=truth, checks=RECHECKED, unchanged=unchanged)
+        again = verify_release(
+            tmp, source=truth, checks=RECHECKED, unchanged=unchanged,
+            progress=stage("reverify"),
+        )  # fmt: skip
         if not again.passed:
             raise VerificationFailed(
                 f"the release report failed the independent checks {list(again.failed)}; "

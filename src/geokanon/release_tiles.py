@@ -58,6 +58,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from geokanon._outdir import Claim, claim
+from geokanon._progress import Progress, within
 from geokanon.disposal import CoreResult
 from geokanon.distributed import (
     RECORDS_PER_PART,
@@ -777,7 +778,7 @@ def release_partitions(
     scratch_dir: str | Path | None = None,
     records_per_part: int = RECORDS_PER_PART,
     check_determinism: bool | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> PartitionedRelease:
     """See :func:`geokanon.distributed.release_partitions` (the documented entry point)."""
     from geokanon.distributed import _is_dask_frame, frame_source
@@ -829,7 +830,7 @@ def _release_held(
     scratch_dir: str | Path | None,
     records_per_part: int,
     check_determinism: bool | None,
-    progress: Callable[[str], None] | None,
+    progress: Progress | None,
 ) -> PartitionedRelease:
     """:func:`release_partitions` once ``out`` is held."""
     from geokanon import __version__
@@ -859,12 +860,12 @@ def _release_held(
             low = scale_factor_range(g.x, g.y, crs, pad_m=policy.r_max_m).low
             if low < policy.scale_factor_min:
                 policy = policy.replace(scale_factor_min=low)
-            say("release core on tiles")
             try:
                 core = run_core_distributed(
                     g.x, g.y, policy, subjects=g.subjects, unit_codes=g.unit_codes,
                     unit_names=g.unit_names, tiebreak=g.tiebreak, tiling=tiling, client=c,
-                    progress=progress, spill_dir=scratch / "state",
+                    progress=within(progress, "release core on tiles"),
+                    spill_dir=scratch / "state",
                 )  # fmt: skip
             except ReleaseRefused as exc:
                 _write_refusal(out, exc, types.SimpleNamespace(source_sha256=g.fingerprint), policy)  # type: ignore[arg-type]
@@ -873,7 +874,6 @@ def _release_held(
             if check_determinism is None:
                 check_determinism = n <= DETERMINISM_CHECK_MAX
             if check_determinism:
-                say("determinism check (core on shuffled rows)")
                 perm = np.random.default_rng(policy.seed).permutation(n)
                 again = run_core_distributed(
                     g.x[perm], g.y[perm], policy,
@@ -881,6 +881,7 @@ def _release_held(
                     unit_codes=g.unit_codes[perm], unit_names=g.unit_names,
                     tiebreak=None if g.tiebreak is None else g.tiebreak[perm],
                     tiling=tiling, client=c,
+                    progress=within(progress, "determinism check (shuffled rows)"),
                 )  # fmt: skip
                 # records equal in every column: coordinates and the content key (which
                 # holds the subject id, the unit and the attributes)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from geokanon._progress import Progress, silent
 from geokanon.classify import labels_from_ratios, spacetime_ratios
 from geokanon.errors import InputError
 from geokanon.mask import MaskKey, MaskSpec, apply_mask
@@ -366,6 +367,7 @@ def sweep(
     unit_polygons: Sequence[Any] | None = None,
     full: bool = False,
     mask_key: MaskKey | None = None,
+    progress: Progress | None = None,
 ) -> SweepResult:
     """First-pass label shares and cap verdicts for every (mask, k, r_max) combination.
 
@@ -402,6 +404,9 @@ def sweep(
         The secret :class:`~geokanon.mask.MaskKey` of every mask level (a release's
         ``audit/mask_key`` shows exactly what that release did); default: a new
         random key per call, so masked cells vary slightly between calls.
+    progress
+        Hears each step (neighbour distances per mask level, then each cell) with
+        the cells done of all (:mod:`geokanon._progress`).
 
     Returns
     -------
@@ -466,6 +471,8 @@ def sweep(
     count = max(k_list) - 1
     units = _UnitSuppression(codes, names, subj)
     cells: list[SweepCell] = []
+    say = progress if progress is not None else silent
+    n_cells = len(mask_levels) * len(k_list) * len(r_list)
     for m, spec in enumerate(mask_levels):
         if spec is None:
             mx, my = xa, ya
@@ -478,6 +485,8 @@ def sweep(
             )  # fmt: skip
         label = "none" if spec is None else spec.label
         mask_mean = 0.0 if spec is None else _mask_mean(xa, ya, mx, my)
+        where = "" if spec is None else f" (mask {label})"
+        say(f"neighbour distances{where}", done=len(cells), total=n_cells)
         d = subject_neighbour_distances(
             mx, my, subj, count=count, max_distance=policy.generalise_ratio * r_list[-1]
         )
@@ -495,6 +504,7 @@ def sweep(
                     mx, my, subj, t_arr, policy, count=count, r_max_m=rw, last_only=False
                 )
             for k in k_list:
+                say(f"k={k}, r_max={r:g} m{where}", done=len(cells), total=n_cells)
                 pol = cell_policies[(k, r)]
                 if joint is None:
                     counts, sup_idx = _cell_labels(columns[k], rw, pol)

@@ -5047,6 +5047,7 @@ def verify_release(
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
     unchanged: Mapping[str, str] | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> VerificationReport:
     """Re-read a written release and run every check by name.
 
@@ -5079,6 +5080,10 @@ def verify_release(
         report): ``no_leak`` does not scan them again and ``manifest`` compares the
         manifest's checksums with these instead of reading them again. Every other
         file is checked in full.
+    progress
+        Called as ``progress(name, done=i, total=n)`` as each check starts (the
+        protocol of ``geokanon._progress``; a callable, so no module is imported);
+        ``source`` first, when the source file is read.
 
     Returns
     -------
@@ -5130,9 +5135,17 @@ def verify_release(
     rel = _Release(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
     if isinstance(src, Path) or raw is not None:
+        if progress is not None:
+            progress("source")
         try:
             _ = rel.source  # a bad source file is an input error, raised here
         except _Unreadable:
             pass
-    results = tuple(_run(n, rel) for n in CHECKS if n in names)
+    todo = [n for n in CHECKS if n in names]
+    done = []
+    for i, name in enumerate(todo):
+        if progress is not None:
+            progress(name, done=i, total=len(todo))
+        done.append(_run(name, rel))
+    results = tuple(done)
     return VerificationReport(results, digests=dict(rel.digests))

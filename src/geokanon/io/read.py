@@ -31,6 +31,7 @@ import pandas as pd
 import pyproj
 from numpy.typing import NDArray
 
+from geokanon._progress import Progress, silent
 from geokanon.errors import InputError, PrivacyRiskWarning
 from geokanon.io._names import closest_name
 from geokanon.neighbours import factorize_subject_ids
@@ -384,11 +385,21 @@ def _zone(name: str) -> zoneinfo.ZoneInfo:
 
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
+    return _sha256_and_lines(path)[0]
+
+
+def _sha256_and_lines(path: str | Path) -> tuple[str, int]:
+    """Hex sha256 of a file's bytes and its number of lines (a last line without a newline
+    counts), in one pass of 1 MiB blocks."""
     h = hashlib.sha256()
+    lines = 0
+    last = b"\n"
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return h.hexdigest(), lines + (last != b"\n")
 
 
 def _missing_column(name: str, columns: list[str], role: str, flag: str) -> InputError:
@@ -419,6 +430,9 @@ class _Source:
     crs: str | None
     geometry: bool
     chunks: Iterator[pd.DataFrame]
+    # the records the file holds, for the count of records read only: Parquet says; a
+    # plain CSV's lines less the header (more than its records if values hold line breaks)
+    rows: int | None = None
 
 
 def _suffix(p: Path) -> str:
@@ -552,8 +566,9 @@ def _open_parquet(p: Path, opts: ReadOptions) -> _Source:
             yield frame
 
     return _Source(
-        name=p.name, columns=columns, crs=crs, geometry=geom_col is not None, chunks=chunks()
-    )
+        name=p.name, columns=columns, crs=crs, geometry=geom_col is not None, chunks=chunks(),
+        rows=int(pf.metadata.num_rows),
+    )  # fmt: skip
 
 
 def _point_xy(
@@ -746,14 +761,16 @@ class _Collected:
     n: int = 0
 
 
-def _collect(src: _Source, roles: _Roles, opts: ReadOptions, kind: str) -> _Collected:
+def _collect(
+    src: _Source, roles: _Roles, opts: ReadOptions, kind: str, progress: Progress = silent
+) -> _Collected:
     out = _Collected()
     used = {roles.a, roles.b, opts.subject, opts.time, opts.unit, _GEOM_A, _GEOM_B}
     try:
         with warnings.catch_warnings():
             # a row with more fields than the header would be cut silently: refuse it
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            _collect_chunks(src, roles, opts, out, used)
+            _collect_chunks(src, roles, opts, out, used, progress)
     except InputError:
         raise
     except pd.errors.ParserWarning:
@@ -770,8 +787,14 @@ def _collect(src: _Source, roles: _Roles, opts: ReadOptions, kind: str) -> _Coll
 
 
 def _collect_chunks(
-    src: _Source, roles: _Roles, opts: ReadOptions, out: _Collected, used: set[str | None]
+    src: _Source,
+    roles: _Roles,
+    opts: ReadOptions,
+    out: _Collected,
+    used: set[str | None],
+    progress: Progress = silent,
 ) -> None:
+    progress("rows", done=0, total=src.rows)
     for chunk in src.chunks:
         if len(chunk) == 0:
             continue
@@ -793,6 +816,7 @@ def _collect_chunks(
         attrs = chunk[[c for c in chunk.columns if c not in used]]
         out.attrs.append(attrs.reset_index(drop=True))
         out.n += len(chunk)
+        progress("rows", done=out.n, total=src.rows)
 
 
 def _concat(parts: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
@@ -1263,12 +1287,16 @@ def same_rows(
 # --------------------------------------------------------------------------- assembly
 
 
-def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) -> PointTable:
+def _assemble(
+    src: _Source, opts: ReadOptions, source_sha256: str, kind: str, progress: Progress = silent
+) -> PointTable:
     from geokanon.io.units import check_study_area, grid_units, polygon_units, units_file_crs
 
     units_crs = units_file_crs(opts.units) if opts.units is not None else None
     roles = _resolve_roles(src, opts, units_crs)
-    got = _collect(src, roles, opts, kind)
+    got = _collect(src, roles, opts, kind, progress)
+    n_read = got.n  # the stage's count stays full from here
+    progress("check coordinates", done=n_read, total=n_read)
     if got.n == 0:
         raise InputError("the input has no records (empty or header only); nothing to do")
     notes: list[str] = []
@@ -1313,13 +1341,16 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
     subject_keys = None
     subject_ids_merged = 0
     if opts.subject is not None:
+        progress("subjects", done=n_read, total=n_read)
         subjects, subject_keys, subject_ids_merged = _subjects(
             _series(got.subject), opts.subject, notes
         )
     times = None
     if opts.time is not None:
+        progress("times", done=n_read, total=n_read)
         times = _times(_series(got.time), opts.time, opts.timezone, notes)
     n_unassigned = 0
+    progress("units", done=n_read, total=n_read)
     if opts.unit is not None:
         raw_u = _series(got.unit)
         miss = np.asarray(raw_u.isna(), dtype=bool)
@@ -1347,6 +1378,7 @@ def _assemble(src: _Source, opts: ReadOptions, source_sha256: str, kind: str) ->
         unit_names = np.asarray(["all"], dtype=object)
     attributes = pd.concat(got.attrs, ignore_index=True) if len(got.attrs) > 1 else got.attrs[0]
     id_columns = [_series(v) for v in (got.subject, got.time, got.unit) if v]
+    progress("exact copies", done=n_read, total=n_read)
     dup = _duplicates(
         a, b, [*id_columns, *(attributes[c] for c in attributes.columns)], notes,
         drop=opts.drop_duplicates, subject=opts.subject is not None,
@@ -1552,6 +1584,7 @@ def read_points(
     clip: bool = False,
     exclude_units: str | tuple[str, ...] | list[str] | None = None,
     merge_small_units: int | None = None,
+    progress: Progress | None = None,
 ) -> PointTable:
     """Read a file of point records into a :class:`PointTable` in metres.
 
@@ -1599,6 +1632,10 @@ def read_points(
     merge_small_units
         N: merge every unit with fewer than N distinct subjects into a neighbour
         (:func:`geokanon.io.units.merge_small_units`; :attr:`PointTable.unit_merges`).
+    progress
+        Hears the steps: ``checksum``, ``rows`` (records read, of the file's count
+        where it names one), ``check coordinates``, ``subjects``, ``times``,
+        ``units``, ``exact copies`` (:mod:`geokanon._progress`).
 
     Returns
     -------
@@ -1648,11 +1685,15 @@ def read_points(
             f"input {p.name!r} has an unsupported type {suffix or '(none)'!r}{hint}; give a "
             ".csv, .parquet, .gpkg, .geojson or .shp file"
         )
+    say = progress if progress is not None else silent
+    say("checksum")
     try:
-        checksum = sha256_file(p)
+        checksum, lines = _sha256_and_lines(p)
     except OSError as exc:
         raise _read_error(p.name, kind, exc) from None
-    return _assemble(src, opts, checksum, kind)
+    if kind == "CSV" and not suffix.endswith(".gz"):
+        src.rows = max(lines - 1, 0)  # for the count only: quoted line breaks make it more
+    return _assemble(src, opts, checksum, kind, say)
 
 
 @dataclass(frozen=True)

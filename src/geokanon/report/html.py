@@ -52,7 +52,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -1467,6 +1467,7 @@ def report_html(
     *,
     verification: VerificationReport | Mapping[str, bool] | None = None,
     deterministic: bool | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> str:
     """The release report of a release directory, as HTML text.
 
@@ -1479,12 +1480,17 @@ def report_html(
         name -> passed); default: the manifest's ``verification``.
     deterministic
         Result of the determinism check, when it was run.
+    progress
+        Hears the steps (``geokanon._progress``): ``read release``, ``displacements
+        and diameters``, ``units and map``, ``charts and page``.
 
     Returns
     -------
     str
         A self-contained HTML page.
     """
+    say = progress if progress is not None else (lambda *_a, **_k: None)
+    say("read release")
     root = Path(directory)
     rel, aud = root / "release", root / "audit"
     manifest = json.loads((rel / "manifest.json").read_text(encoding="utf-8"))
@@ -1517,6 +1523,7 @@ def report_html(
         int(gid.max()) + 1 if gid.size else 0,
         int(published_ids.max()) + 1 if published_ids.size else 0,
     )
+    say("displacements and diameters")
     disp = _displacements(gid, xm, ym, gx, gy, published_ids, n_ids)
     diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
     del gid, xm, ym
@@ -1532,6 +1539,7 @@ def report_html(
     all_ok = all(ok for _, ok in results if ok is not None) and all(
         ok is not None for n, ok in results if n != "deterministic"
     )
+    say("units and map")
     unit_rows, bands = _unit_rows(units, audit, cap)
     outlines, id_col, outline_note = _unit_outlines(audit, working)
     if outlines is not None and id_col is not None:
@@ -1549,6 +1557,7 @@ def report_html(
     share_text = f"{100 * share:.2f} %" if isinstance(share, int | float) else str(share)
     grouped = int(counts.get("grouped", 0)) + int(counts.get("merged", 0))
 
+    say("charts and page")
     body: list[str] = [
         "<h1>geokanon release report</h1>",
         f'<p class="mute">geokanon {_esc(manifest.get("version", "?"))} · seed '
@@ -1643,6 +1652,7 @@ def build_report(
     *,
     verification: VerificationReport | Mapping[str, bool] | None = None,
     deterministic: bool | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> Path:
     """Write ``release/report.html`` of a release directory.
 
@@ -1655,6 +1665,8 @@ def build_report(
         The checks' results; default: the manifest's recorded ``verification``.
     deterministic
         Result of the determinism check, when it was run.
+    progress
+        Hears the steps of :func:`report_html` (``geokanon._progress``).
 
     Returns
     -------
@@ -1670,7 +1682,10 @@ def build_report(
 
     path = Path(directory) / "release" / "report.html"
     with matplotlib.rc_context({"font.size": 8, "hatch.linewidth": 0.6}):
-        text = report_html(directory, verification=verification, deterministic=deterministic)
+        text = report_html(
+            directory, verification=verification, deterministic=deterministic,
+            progress=progress,
+        )  # fmt: skip
     _write_atomic(path, text)
     return path
 
