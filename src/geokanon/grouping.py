@@ -1019,6 +1019,140 @@ def _join_groups(
                 break
 
 
+@nb.njit(cache=True)
+def _seed_groups(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    w: NDArray[np.float64],
+    sub: NDArray[np.int64],
+    k: int,
+    r_max: float,
+    step: float,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """Step 2 of :func:`_place_leftovers`: new groups among the leftover atoms.
+
+    In order, every atom t still free is a seed: the free atoms within ``2 r_max``
+    of it, nearest first (ties by index), up to the first atom of the k-th distinct
+    subject, form a group if one snapped representative covers them. ``sub`` holds
+    subject codes ``0 .. S-1``. The atoms near a seed are found on a grid of cells of
+    side ``2 r_max`` and the cut is found from each subject's nearest atom, so a seed
+    costs the atoms within its 3 x 3 cells, never a sort of all of them; a set whose
+    bounding box is wider than ``2 r_max`` cannot fit in a disc of radius r_max and
+    is refused before the exact check. Returns the members of every group formed
+    (indices into x, group g at ``starts[g]:starts[g + 1]``) and its representative.
+    """
+    n = x.size
+    r2 = 4.0 * r_max * r_max
+    side = 2.0 * r_max * 1.001
+    ox = x.min()
+    oy = y.min()
+    cx = np.empty(n, np.int64)
+    cy = np.empty(n, np.int64)
+    for i in range(n):
+        cx[i] = int(math.floor((x[i] - ox) / side)) + 1
+        cy[i] = int(math.floor((y[i] - oy) / side)) + 1
+    wy = cy.max() + 2
+    key = cx * wy + cy
+    order = np.argsort(key, kind="mergesort")
+    skey = key[order]
+    n_sub = sub.max() + 1
+    best_d = np.full(n_sub, np.inf)
+    best_j = np.full(n_sub, -1, np.int64)
+    touched = np.empty(n_sub, np.int64)
+    cand = np.empty(n, np.int64)
+    cd = np.empty(n)
+    free = np.ones(n, np.bool_)
+    out_mem = np.empty(n, np.int64)
+    out_start = np.zeros(n + 1, np.int64)
+    gxs = np.empty(n)
+    gys = np.empty(n)
+    ng = 0
+    for t in range(n):
+        if not free[t]:
+            continue
+        nc = 0
+        nt = 0
+        for ddx in range(-1, 2):
+            for ddy in range(-1, 2):
+                kk = (cx[t] + ddx) * wy + cy[t] + ddy
+                a = np.searchsorted(skey, kk)
+                while a < n and skey[a] == kk:
+                    j = order[a]
+                    a += 1
+                    if not free[j]:
+                        continue
+                    d2 = (x[j] - x[t]) ** 2 + (y[j] - y[t]) ** 2
+                    if d2 > r2:
+                        continue
+                    cand[nc] = j
+                    cd[nc] = d2
+                    nc += 1
+                    s = sub[j]
+                    if best_j[s] < 0:
+                        touched[nt] = s
+                        nt += 1
+                        best_d[s] = d2
+                        best_j[s] = j
+                    elif d2 < best_d[s] or (d2 == best_d[s] and j < best_j[s]):
+                        best_d[s] = d2
+                        best_j[s] = j
+        if nt >= k:
+            # The k-th subject's nearest atom, in (distance, index) order, is the cut.
+            td = np.empty(nt)
+            tj = np.empty(nt, np.int64)
+            for u in range(nt):
+                td[u] = best_d[touched[u]]
+                tj[u] = best_j[touched[u]]
+            o = _by_distance_then_index(td, tj)
+            cut_d = td[o[k - 1]]
+            cut_j = tj[o[k - 1]]
+        for u in range(nt):
+            best_d[touched[u]] = np.inf
+            best_j[touched[u]] = -1
+        if nt < k:
+            continue
+        m = 0
+        x0 = np.inf
+        x1 = -np.inf
+        y0 = np.inf
+        y1 = -np.inf
+        for u in range(nc):
+            if cd[u] < cut_d or (cd[u] == cut_d and cand[u] <= cut_j):
+                j = cand[u]
+                cand[m] = j
+                cd[m] = cd[u]
+                m += 1
+                x0 = min(x0, x[j])
+                x1 = max(x1, x[j])
+                y0 = min(y0, y[j])
+                y1 = max(y1, y[j])
+        # Wider than a disc of radius r_max (with a margin for the exact check's rounding).
+        if x1 - x0 > 2.0 * r_max * (1.0 + 1e-9) + 1e-6 or y1 - y0 > 2.0 * r_max * (1.0 + 1e-9) + 1e-6:
+            continue
+        jj = cand[:m].copy()
+        dd = cd[:m].copy()
+        mem = jj[_by_distance_then_index(dd, jj)]
+        ok, qx, qy = _covering_rep_nb(x[mem], y[mem], w[mem], r_max, step, np.nan, np.nan)
+        if not ok:
+            continue
+        a = out_start[ng]
+        out_mem[a : a + m] = mem
+        out_start[ng + 1] = a + m
+        gxs[ng] = qx
+        gys[ng] = qy
+        ng += 1
+        for j in mem:
+            free[j] = False
+    return out_mem[: out_start[ng]], out_start[: ng + 1], gxs[:ng], gys[:ng]
+
+
+@nb.njit(cache=True)
+def _by_distance_then_index(d: NDArray[np.float64], j: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.lexsort((j, d))`` (numba has no lexsort): stable sort by j, then by d."""
+    o = np.argsort(j, kind="mergesort")
+    return o[np.argsort(d[o], kind="mergesort")]
+
+
 def _place_leftovers(
     leftovers: NDArray[np.int64],
     ax: NDArray[np.float64],
@@ -1041,38 +1175,17 @@ def _place_leftovers(
     rest = leftovers[atom_group[leftovers] < 0]
     if rest.size < k:
         return
-    tree = cKDTree(np.c_[ax[rest], ay[rest]])
-    free = np.ones(rest.size, dtype=bool)
-    for t in range(rest.size):
-        if not free[t]:
-            continue
-        near = tree.query_ball_point([ax[rest[t]], ay[rest[t]]], r=2 * r_max)
-        near = sorted(
-            (j for j in near if free[j]),
-            key=lambda j: (
-                (ax[rest[j]] - ax[rest[t]]) ** 2 + (ay[rest[j]] - ay[rest[t]]) ** 2,
-                j,
-            ),
-        )
-        chosen: list[int] = []
-        seen: set[int] = set()
-        for j in near:
-            chosen.append(j)
-            seen.add(int(asub[rest[j]]))
-            if len(seen) >= k:
-                break
-        if len(seen) < k:
-            continue
-        mem = rest[chosen]
-        rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
-        if rep is None:
-            continue
-        g = len(reps_x)
-        reps_x.append(rep[0])
-        reps_y.append(rep[1])
+    _, sub_code = np.unique(asub[rest], return_inverse=True)
+    gmem, gstart, gx, gy = _seed_groups(
+        np.ascontiguousarray(ax[rest]), np.ascontiguousarray(ay[rest]),
+        np.ascontiguousarray(aw[rest]), sub_code.astype(np.int64), k, r_max, step,
+    )  # fmt: skip
+    for g in range(gx.size):
+        mem = rest[gmem[gstart[g] : gstart[g + 1]]]
+        reps_x.append(float(gx[g]))
+        reps_y.append(float(gy[g]))
         members.new([int(a) for a in mem])
-        atom_group[mem] = g
-        free[chosen] = False
+        atom_group[mem] = len(reps_x) - 1
     # 3. What is still left may borrow members from groups that have more than k subjects.
     rest = leftovers[atom_group[leftovers] < 0]
     if rest.size == 0 or not reps_x:
