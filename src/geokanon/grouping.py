@@ -717,6 +717,13 @@ class _LocalTree:
             return list(self._whole().query_ball_point(pt, r=r))
         return self._idx[np.asarray(self._tree.query_ball_point(pt, r=r), dtype=np.int64)].tolist()
 
+    def ball(self, x: float, y: float, r: float) -> NDArray[np.int64]:
+        """:meth:`query_ball_point` as an array, for ``r <= 2 r_max``."""
+        pt = np.asarray([[x, y]], dtype=np.float64)
+        if not self._covered(pt):
+            return np.asarray(self._whole().query_ball_point(pt[0], r=r), dtype=np.int64)
+        return self._idx[np.asarray(self._tree.query_ball_point(pt[0], r=r), dtype=np.int64)]
+
     def query(self, pts: ArrayLike, k: int, distance_upper_bound: float = math.inf) -> Any:
         """As ``cKDTree.query``; a missing neighbour is ``len(ax)``, as on the whole tree."""
         p = np.atleast_2d(np.asarray(pts, dtype=np.float64))
@@ -1237,24 +1244,20 @@ def _borrow(
     for p in rest:
         if atom_group[p] >= 0:
             continue
-        near = tree.query_ball_point([ax[p], ay[p]], r=2 * r_max)
-        near = sorted(near, key=lambda j: ((ax[j] - ax[p]) ** 2 + (ay[j] - ay[p]) ** 2, j))
+        near = _first_of_pairs(tree.ball(ax[p], ay[p], 2 * r_max), p, ax, ay, asub, atom_group)
         chosen = [int(p)]
         seen = {int(asub[p])}
-        taken: dict[int, dict[int, int]] = {}
-        for j in near:
-            if j == p or int(asub[j]) in seen:
+        taken: dict[int, int] = {}  # subjects taken so far from each group
+        for j in near.tolist():
+            if int(asub[j]) in seen:
                 continue
             g = int(atom_group[j])
             if g >= 0:
                 counts = tally(g)
-                already = taken.get(g, {})
-                last_of_subject = counts[int(asub[j])] - already.get(int(asub[j]), 0) == 1
-                lost = sum(1 for v in already.values() if v)
-                if last_of_subject and len(counts) - lost - 1 < k:
+                lost = taken.get(g, 0)
+                if counts[int(asub[j])] == 1 and len(counts) - lost - 1 < k:
                     continue
-                already[int(asub[j])] = already.get(int(asub[j]), 0) + 1
-                taken[g] = already
+                taken[g] = lost + 1
             chosen.append(int(j))
             seen.add(int(asub[j]))
             if len(seen) >= k:
@@ -1279,6 +1282,34 @@ def _borrow(
             atom_group[j] = new
         members.new(chosen)
         tally(new)
+
+
+def _first_of_pairs(
+    near: NDArray[np.int64],
+    p: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """The atoms of ``near`` that :func:`_borrow` may take for seed p, nearest first.
+
+    Of the atoms of one subject in one group (or free), only the nearest (ties by
+    index) can be taken: a free atom always can, and a group's atom is refused only
+    when it is its subject's last in the group, so there is no second one to try.
+    Atoms of p's subject never can. Keeping one atom per (group, subject) pair makes
+    a seed's loop as long as the pairs near it, not the atoms.
+    """
+    near = near[asub[near] != asub[p]]
+    if near.size == 0:
+        return near
+    d2 = (ax[near] - ax[p]) ** 2 + (ay[near] - ay[p]) ** 2
+    g = atom_group[near]
+    s = asub[near]
+    o = np.lexsort((near, d2, s, g))
+    first = np.r_[True, (g[o][1:] != g[o][:-1]) | (s[o][1:] != s[o][:-1])]
+    sel = o[first]
+    return near[sel[np.lexsort((near[sel], d2[sel]))]]
 
 
 #: Candidate centres tried per leftover atom by :func:`_rescue`, deepest first.
