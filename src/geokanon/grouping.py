@@ -1002,13 +1002,24 @@ def _join_groups(
     dist, idx = tree.query(np.c_[ax[atoms], ay[atoms]], k=nq)
     dist = dist.reshape(atoms.size, nq)
     idx = idx.reshape(atoms.size, nq)
+    # Joining only adds members: a group live (>= k subjects) stays live, and one that is
+    # not gains no member here, so liveness is counted once per group.
+    live: dict[int, bool] = {}
+    # Per group, its members extreme in 8 directions: an atom farther than 2 r_max from
+    # one of them cannot share a disc of radius r_max with the group, whatever the
+    # centre, so the exact check (which costs the group's size) is not needed.
+    ext: dict[int, NDArray[np.float64]] = {}
+    reach = 2.0 * r_max * (1.0 + 1e-9) + 1e-6
     for t, a in enumerate(atoms):
         for d, g in zip(dist[t], idx[t], strict=True):
             if not math.isfinite(d) or d > 2 * r_max:
                 break
             g = int(g)
-            if check_live and len(set(asub[members.get(g)].tolist())) < k:
-                continue  # a group the rescue emptied: not one to join
+            if check_live:
+                if g not in live:
+                    live[g] = len(set(asub[members.get(g)].tolist())) >= k
+                if not live[g]:
+                    continue  # a group the rescue emptied: not one to join
             dx = ax[a] - reps_x[g]
             dy = ay[a] - reps_y[g]
             if math.sqrt(dx * dx + dy * dy) <= r_max and not (
@@ -1016,14 +1027,38 @@ def _join_groups(
             ):
                 members.add(g, int(a))
                 atom_group[a] = g
+                if g in ext:
+                    ext[g] = _extremes(np.r_[ext[g], [[ax[a], ay[a]]]])
                 break
+            e = ext.get(g)
+            if e is None:
+                m = np.asarray(members.get(g), dtype=np.int64)
+                e = ext[g] = _extremes(np.c_[ax[m], ay[m]])
+            if e.size and float(np.max((e[:, 0] - ax[a]) ** 2 + (e[:, 1] - ay[a]) ** 2)) > reach * reach:
+                continue
             mem = np.asarray([*members.get(g), int(a)])
             rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
             if rep is not None:
                 members.add(g, int(a))
                 atom_group[a] = g
                 reps_x[g], reps_y[g] = rep
+                ext[g] = _extremes(np.r_[e, [[ax[a], ay[a]]]])
                 break
+
+
+def _extremes(pts: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The points of ``pts`` (rows x, y) extreme in x, y, x + y and x - y, both ways.
+
+    The extremes of a set and one more point are among the extremes of the set and
+    that point, so they are kept up to date as a group grows.
+    """
+    if pts.shape[0] <= 8:
+        return pts
+    u = pts[:, 0] + pts[:, 1]
+    v = pts[:, 0] - pts[:, 1]
+    idx = [np.argmax(pts[:, 0]), np.argmin(pts[:, 0]), np.argmax(pts[:, 1]),
+           np.argmin(pts[:, 1]), np.argmax(u), np.argmin(u), np.argmax(v), np.argmin(v)]  # fmt: skip
+    return pts[idx]
 
 
 @nb.njit(cache=True)
