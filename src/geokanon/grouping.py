@@ -1078,8 +1078,8 @@ def _seed_groups(
     subject, form a group if one snapped representative covers them. ``sub`` holds
     subject codes ``0 .. S-1``. The atoms near a seed are found on a grid of cells of
     side ``2 r_max`` and the cut is found from each subject's nearest atom, so a seed
-    costs the atoms within its 3 x 3 cells, never a sort of all of them; a set whose
-    bounding box is wider than ``2 r_max`` cannot fit in a disc of radius r_max and
+    costs the atoms within its 3 x 3 cells, never a sort of all of them; a set wider
+    than ``2 r_max`` in one of 8 directions cannot fit in a disc of radius r_max and
     is refused before the exact check. Returns the members of every group formed
     (indices into x, group g at ``starts[g]:starts[g + 1]``) and its representative.
     """
@@ -1103,6 +1103,15 @@ def _seed_groups(
     touched = np.empty(n_sub, np.int64)
     cand = np.empty(n, np.int64)
     cd = np.empty(n)
+    # Unit vectors every 22.5 degrees: a set's width along them is at least 0.98 of its
+    # diameter, and a set of diameter above 2 r_max fits no disc of radius r_max.
+    dirs = np.empty((8, 2))
+    for e in range(8):
+        dirs[e, 0] = math.cos(e * math.pi / 8)
+        dirs[e, 1] = math.sin(e * math.pi / 8)
+    lo = np.empty(8)
+    hi = np.empty(8)
+    width = 2.0 * r_max * (1.0 + 1e-9) + 1e-6
     free = np.ones(n, np.bool_)
     out_mem = np.empty(n, np.int64)
     out_start = np.zeros(n + 1, np.int64)
@@ -1154,22 +1163,21 @@ def _seed_groups(
         if nt < k:
             continue
         m = 0
-        x0 = np.inf
-        x1 = -np.inf
-        y0 = np.inf
-        y1 = -np.inf
+        lo[:] = np.inf
+        hi[:] = -np.inf
         for u in range(nc):
             if cd[u] < cut_d or (cd[u] == cut_d and cand[u] <= cut_j):
                 j = cand[u]
                 cand[m] = j
                 cd[m] = cd[u]
                 m += 1
-                x0 = min(x0, x[j])
-                x1 = max(x1, x[j])
-                y0 = min(y0, y[j])
-                y1 = max(y1, y[j])
-        # Wider than a disc of radius r_max (with a margin for the exact check's rounding).
-        if x1 - x0 > 2.0 * r_max * (1.0 + 1e-9) + 1e-6 or y1 - y0 > 2.0 * r_max * (1.0 + 1e-9) + 1e-6:
+                for e in range(dirs.shape[0]):
+                    v = x[j] * dirs[e, 0] + y[j] * dirs[e, 1]
+                    lo[e] = min(lo[e], v)
+                    hi[e] = max(hi[e], v)
+        # Wider, in some direction, than a disc of radius r_max (with a margin for the
+        # rounding of the exact check): no centre covers the set.
+        if np.any(hi - lo > width):
             continue
         jj = cand[:m].copy()
         dd = cd[:m].copy()
