@@ -396,10 +396,73 @@ def _covering_rep_nb(
     ok, qx, qy = _try_cells(px, py, sx / sw, sy / sw, r_max, step, avoid_x, avoid_y)
     if ok:
         return ok, qx, qy
-    mx, my, mr = _min_enclosing_circle(px, py)
+    if _wider_than(px, py, 2.0 * r_max * (1.0 + 1e-9) + 1e-6):
+        return False, 0.0, 0.0  # no disc of radius r_max holds them: spare the circle
+    # The circle of the hull's vertices is the points' circle; Welzl's incremental form,
+    # in the order the points come, is cubic on a long track, not on its few vertices.
+    h = _hull_vertices(px, py)
+    mx, my, mr = _min_enclosing_circle(px[h], py[h])
     if mr > r_max:
         return False, 0.0, 0.0
     return _try_cells(px, py, mx, my, r_max, step, avoid_x, avoid_y)
+
+
+@nb.njit(cache=True)
+def _hull_vertices(px: NDArray[np.float64], py: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Indices of the convex hull's vertices (Andrew's monotone chain), in input order.
+
+    Points on an edge are dropped; with fewer than 3 distinct points or all of them on
+    a line, the extreme ones remain.
+    """
+    n = px.size
+    if n <= 3:
+        return np.arange(n)
+    o = np.argsort(py, kind="mergesort")
+    o = o[np.argsort(px[o], kind="mergesort")]
+    chain = np.empty(2 * n, np.int64)
+    t = 0
+    for half in range(2):
+        start = t
+        for u in range(n):
+            i = o[u] if half == 0 else o[n - 1 - u]
+            while t >= start + 2:
+                a = chain[t - 2]
+                b = chain[t - 1]
+                cross = (px[b] - px[a]) * (py[i] - py[a]) - (py[b] - py[a]) * (px[i] - px[a])
+                if cross > 0:
+                    break
+                t -= 1
+            chain[t] = i
+            t += 1
+        t -= 1  # the last point of each half starts the other
+    keep = np.zeros(n, np.bool_)
+    for u in range(t):
+        keep[chain[u]] = True
+    return np.flatnonzero(keep)
+
+
+@nb.njit(cache=True)
+def _wider_than(px: NDArray[np.float64], py: NDArray[np.float64], width: float) -> bool:
+    """Whether the points spread wider than ``width`` along one of 8 directions.
+
+    Their widths along unit vectors every 22.5 degrees are at least 0.98 of their
+    diameter, so a set that passes has a diameter below ``width / 0.98``; one that
+    fails has a diameter above ``width`` and fits in no disc of diameter ``width``.
+    O(n), where the minimum enclosing circle, in the order the points come, can cost
+    far more on the long sets of few subjects.
+    """
+    for e in range(8):
+        c = math.cos(e * math.pi / 8)
+        s = math.sin(e * math.pi / 8)
+        lo = math.inf
+        hi = -math.inf
+        for i in range(px.size):
+            v = px[i] * c + py[i] * s
+            lo = min(lo, v)
+            hi = max(hi, v)
+        if hi - lo > width:
+            return True
+    return False
 
 
 @nb.njit(cache=True)
