@@ -780,13 +780,6 @@ class _LocalTree:
             return list(self._whole().query_ball_point(pt, r=r))
         return self._idx[np.asarray(self._tree.query_ball_point(pt, r=r), dtype=np.int64)].tolist()
 
-    def ball(self, x: float, y: float, r: float) -> NDArray[np.int64]:
-        """:meth:`query_ball_point` as an array, for ``r <= 2 r_max``."""
-        pt = np.asarray([[x, y]], dtype=np.float64)
-        if not self._covered(pt):
-            return np.asarray(self._whole().query_ball_point(pt[0], r=r), dtype=np.int64)
-        return self._idx[np.asarray(self._tree.query_ball_point(pt[0], r=r), dtype=np.int64)]
-
     def query(self, pts: ArrayLike, k: int, distance_upper_bound: float = math.inf) -> Any:
         """As ``cKDTree.query``; a missing neighbour is ``len(ax)``, as on the whole tree."""
         p = np.atleast_2d(np.asarray(pts, dtype=np.float64))
@@ -1304,7 +1297,7 @@ def _place_leftovers(
     if rest.size == 0 or not reps_x:
         return
     tree = _LocalTree(ax, ay, rest, r_max)
-    _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step, tree)
+    _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step)
     # 4. The rest: a group where the best disc through the atom lies, taking members
     # from groups only when everyone displaced finds another group.
     rest = rest[atom_group[rest] < 0]
@@ -1325,7 +1318,6 @@ def _borrow(
     k: int,
     r_max: float,
     step: float,
-    tree: _LocalTree,
 ) -> None:
     """Form groups around leftover atoms with the nearest atoms that can be spared.
 
@@ -1337,6 +1329,19 @@ def _borrow(
     rest = leftovers[atom_group[leftovers] < 0]
     # Atoms per subject of every group touched, counted on first touch.
     subjects_of: dict[int, dict[int, int]] = {}
+    # Every atom's (group, subject) pair as a number, free atoms as group -1; a new
+    # group's atoms get new numbers (each is its subject's only atom there).
+    _, scode = np.unique(asub, return_inverse=True)
+    scode = scode.astype(np.int64)
+    _, pair_of = np.unique((atom_group + 1) * (int(scode.max()) + 1) + scode,
+                           return_inverse=True)  # fmt: skip
+    pair_of = pair_of.astype(np.int64)
+    next_pair = int(pair_of.max()) + 1
+    grid = _Grid(ax, ay, 2.0 * r_max)
+    best_d = np.full(next_pair + ax.size, np.inf)
+    best_j = np.full(next_pair + ax.size, -1, dtype=np.int64)
+    touched = np.empty(next_pair + ax.size, dtype=np.int64)
+    r2 = 4.0 * r_max * r_max
 
     def tally(g: int) -> dict[int, int]:
         c = subjects_of.get(g)
@@ -1350,7 +1355,8 @@ def _borrow(
     for p in rest:
         if atom_group[p] >= 0:
             continue
-        near = _first_of_pairs(tree.ball(ax[p], ay[p], 2 * r_max), p, ax, ay, asub, atom_group)
+        near = _pairs_near(p, ax, ay, scode, pair_of, grid.order, grid.keys, grid.cx, grid.cy,
+                           grid.wy, r2, best_d, best_j, touched)  # fmt: skip
         chosen = [int(p)]
         seen = {int(asub[p])}
         taken: dict[int, int] = {}  # subjects taken so far from each group
@@ -1386,36 +1392,87 @@ def _borrow(
                 if counts[int(asub[j])] == 0:
                     del counts[int(asub[j])]
             atom_group[j] = new
+            pair_of[j] = next_pair
+            next_pair += 1
         members.new(chosen)
         tally(new)
 
 
-def _first_of_pairs(
-    near: NDArray[np.int64],
+class _Grid:
+    """Atoms sorted by cells of a given side (with a ring of empty cells around)."""
+
+    def __init__(self, x: NDArray[np.float64], y: NDArray[np.float64], side: float) -> None:
+        side *= 1.001
+        self.cx = np.floor((x - x.min()) / side).astype(np.int64) + 1
+        self.cy = np.floor((y - y.min()) / side).astype(np.int64) + 1
+        self.wy = int(self.cy.max()) + 2
+        key = self.cx * self.wy + self.cy
+        self.order = stable_argsort(key)
+        self.keys = key[self.order]
+
+
+@nb.njit(cache=True)
+def _pairs_near(
     p: int,
     ax: NDArray[np.float64],
     ay: NDArray[np.float64],
-    asub: NDArray[np.int64],
-    atom_group: NDArray[np.int64],
+    scode: NDArray[np.int64],
+    pair_of: NDArray[np.int64],
+    order: NDArray[np.int64],
+    keys: NDArray[np.int64],
+    cx: NDArray[np.int64],
+    cy: NDArray[np.int64],
+    wy: int,
+    r2: float,
+    best_d: NDArray[np.float64],
+    best_j: NDArray[np.int64],
+    touched: NDArray[np.int64],
 ) -> NDArray[np.int64]:
-    """The atoms of ``near`` that :func:`_borrow` may take for seed p, nearest first.
+    """The atoms that :func:`_borrow` may take for seed p, nearest first (ties by index).
 
-    Of the atoms of one subject in one group (or free), only the nearest (ties by
-    index) can be taken: a free atom always can, and a group's atom is refused only
-    when it is its subject's last in the group, so there is no second one to try.
-    Atoms of p's subject never can. Keeping one atom per (group, subject) pair makes
-    a seed's loop as long as the pairs near it, not the atoms.
+    Of the atoms within ``sqrt(r2)`` of p (found in the 3 x 3 cells of a grid whose
+    side is at least that) whose subject is not p's, only the nearest of each
+    (group, subject) pair: a free atom can always be taken, and a group's atom is
+    refused only when it is its subject's last in the group, so there is no second
+    one to try. The seed's loop is then as long as the pairs near it, not the atoms,
+    and the atoms are scanned once, in compiled code. ``best_d``, ``best_j`` (one
+    entry per pair number, ``inf`` and -1) and ``touched`` are scratch, left as found.
     """
-    near = near[asub[near] != asub[p]]
-    if near.size == 0:
-        return near
-    d2 = (ax[near] - ax[p]) ** 2 + (ay[near] - ay[p]) ** 2
-    g = atom_group[near]
-    s = asub[near]
-    o = np.lexsort((near, d2, s, g))
-    first = np.r_[True, (g[o][1:] != g[o][:-1]) | (s[o][1:] != s[o][:-1])]
-    sel = o[first]
-    return near[sel[np.lexsort((near[sel], d2[sel]))]]
+    n = order.size
+    px = ax[p]
+    py = ay[p]
+    sp = scode[p]
+    nt = 0
+    for ddx in range(-1, 2):
+        for ddy in range(-1, 2):
+            kk = (cx[p] + ddx) * wy + cy[p] + ddy
+            a = np.searchsorted(keys, kk)
+            while a < n and keys[a] == kk:
+                j = order[a]
+                a += 1
+                if scode[j] == sp:
+                    continue
+                d2 = (ax[j] - px) ** 2 + (ay[j] - py) ** 2
+                if d2 > r2:
+                    continue
+                q = pair_of[j]
+                if best_j[q] < 0:
+                    touched[nt] = q
+                    nt += 1
+                    best_d[q] = d2
+                    best_j[q] = j
+                elif d2 < best_d[q] or (d2 == best_d[q] and j < best_j[q]):
+                    best_d[q] = d2
+                    best_j[q] = j
+    out_j = np.empty(nt, np.int64)
+    out_d = np.empty(nt)
+    for u in range(nt):
+        q = touched[u]
+        out_j[u] = best_j[q]
+        out_d[u] = best_d[q]
+        best_d[q] = np.inf
+        best_j[q] = -1
+    return out_j[_by_distance_then_index(out_d, out_j)]
 
 
 #: Candidate centres tried per leftover atom by :func:`_rescue`, deepest first.
