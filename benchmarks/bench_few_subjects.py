@@ -120,9 +120,16 @@ def main(argv: list[str] | None = None) -> None:
     head = ["N", "subjects", "before s", "after s", "after s per 1e5", "placed before",
             "placed after", "groups after"]  # fmt: skip
     lines = [
-        [f"{n:.0e}", str(a.subjects), cell(b, "wall", ".2f"), cell(f, "wall", ".2f"),
-         "-" if f is None else f"{f['wall'] / n * 1e5:.2f}", cell(b, "placed", ".4f"),
-         cell(f, "placed", ".4f"), cell(f, "groups", "d")]  # fmt: skip
+        [
+            f"{n:.0e}",
+            str(a.subjects),
+            cell(b, "wall", ".2f"),
+            cell(f, "wall", ".2f"),
+            "-" if f is None else f"{f['wall'] / n * 1e5:.2f}",
+            cell(b, "placed", ".4f"),
+            cell(f, "placed", ".4f"),
+            cell(f, "groups", "d"),
+        ]
         for n, b, f in rows
     ]
     if a.markdown:

@@ -1090,7 +1090,10 @@ def _join_groups(
             if e is None:
                 m = np.asarray(members.get(g), dtype=np.int64)
                 e = ext[g] = _extremes(np.c_[ax[m], ay[m]])
-            if e.size and float(np.max((e[:, 0] - ax[a]) ** 2 + (e[:, 1] - ay[a]) ** 2)) > reach * reach:
+            if (
+                e.size
+                and float(np.max((e[:, 0] - ax[a]) ** 2 + (e[:, 1] - ay[a]) ** 2)) > reach * reach
+            ):
                 continue
             mem = np.asarray([*members.get(g), int(a)])
             rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
@@ -1112,8 +1115,8 @@ def _extremes(pts: NDArray[np.float64]) -> NDArray[np.float64]:
         return pts
     u = pts[:, 0] + pts[:, 1]
     v = pts[:, 0] - pts[:, 1]
-    idx = [np.argmax(pts[:, 0]), np.argmin(pts[:, 0]), np.argmax(pts[:, 1]),
-           np.argmin(pts[:, 1]), np.argmax(u), np.argmin(u), np.argmax(v), np.argmin(v)]  # fmt: skip
+    idx = [np.argmax(pts[:, 0]), np.argmin(pts[:, 0]), np.argmax(pts[:, 1])]
+    idx += [np.argmin(pts[:, 1]), np.argmax(u), np.argmin(u), np.argmax(v), np.argmin(v)]
     return pts[idx]
 
 
@@ -1147,8 +1150,8 @@ def _seed_groups(
     cx = np.empty(n, np.int64)
     cy = np.empty(n, np.int64)
     for i in range(n):
-        cx[i] = int(math.floor((x[i] - ox) / side)) + 1
-        cy[i] = int(math.floor((y[i] - oy) / side)) + 1
+        cx[i] = math.floor((x[i] - ox) / side) + 1
+        cy[i] = math.floor((y[i] - oy) / side) + 1
     wy = cy.max() + 2
     key = cx * wy + cy
     order = np.argsort(key, kind="mergesort")
