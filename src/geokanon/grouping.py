@@ -396,10 +396,73 @@ def _covering_rep_nb(
     ok, qx, qy = _try_cells(px, py, sx / sw, sy / sw, r_max, step, avoid_x, avoid_y)
     if ok:
         return ok, qx, qy
-    mx, my, mr = _min_enclosing_circle(px, py)
+    if _wider_than(px, py, 2.0 * r_max * (1.0 + 1e-9) + 1e-6):
+        return False, 0.0, 0.0  # no disc of radius r_max holds them: spare the circle
+    # The circle of the hull's vertices is the points' circle; Welzl's incremental form,
+    # in the order the points come, is cubic on a long track, not on its few vertices.
+    h = _hull_vertices(px, py)
+    mx, my, mr = _min_enclosing_circle(px[h], py[h])
     if mr > r_max:
         return False, 0.0, 0.0
     return _try_cells(px, py, mx, my, r_max, step, avoid_x, avoid_y)
+
+
+@nb.njit(cache=True)
+def _hull_vertices(px: NDArray[np.float64], py: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Indices of the convex hull's vertices (Andrew's monotone chain), in input order.
+
+    Points on an edge are dropped; with fewer than 3 distinct points or all of them on
+    a line, the extreme ones remain.
+    """
+    n = px.size
+    if n <= 3:
+        return np.arange(n)
+    o = np.argsort(py, kind="mergesort")
+    o = o[np.argsort(px[o], kind="mergesort")]
+    chain = np.empty(2 * n, np.int64)
+    t = 0
+    for half in range(2):
+        start = t
+        for u in range(n):
+            i = o[u] if half == 0 else o[n - 1 - u]
+            while t >= start + 2:
+                a = chain[t - 2]
+                b = chain[t - 1]
+                cross = (px[b] - px[a]) * (py[i] - py[a]) - (py[b] - py[a]) * (px[i] - px[a])
+                if cross > 0:
+                    break
+                t -= 1
+            chain[t] = i
+            t += 1
+        t -= 1  # the last point of each half starts the other
+    keep = np.zeros(n, np.bool_)
+    for u in range(t):
+        keep[chain[u]] = True
+    return np.flatnonzero(keep)
+
+
+@nb.njit(cache=True)
+def _wider_than(px: NDArray[np.float64], py: NDArray[np.float64], width: float) -> bool:
+    """Whether the points spread wider than ``width`` along one of 8 directions.
+
+    Their widths along unit vectors every 22.5 degrees are at least 0.98 of their
+    diameter, so a set that passes has a diameter below ``width / 0.98``; one that
+    fails has a diameter above ``width`` and fits in no disc of diameter ``width``.
+    O(n), where the minimum enclosing circle, in the order the points come, can cost
+    far more on the long sets of few subjects.
+    """
+    for e in range(8):
+        c = math.cos(e * math.pi / 8)
+        s = math.sin(e * math.pi / 8)
+        lo = math.inf
+        hi = -math.inf
+        for i in range(px.size):
+            v = px[i] * c + py[i] * s
+            lo = min(lo, v)
+            hi = max(hi, v)
+        if hi - lo > width:
+            return True
+    return False
 
 
 @nb.njit(cache=True)
@@ -995,13 +1058,24 @@ def _join_groups(
     dist, idx = tree.query(np.c_[ax[atoms], ay[atoms]], k=nq)
     dist = dist.reshape(atoms.size, nq)
     idx = idx.reshape(atoms.size, nq)
+    # Joining only adds members: a group live (>= k subjects) stays live, and one that is
+    # not gains no member here, so liveness is counted once per group.
+    live: dict[int, bool] = {}
+    # Per group, its members extreme in 8 directions: an atom farther than 2 r_max from
+    # one of them cannot share a disc of radius r_max with the group, whatever the
+    # centre, so the exact check (which costs the group's size) is not needed.
+    ext: dict[int, NDArray[np.float64]] = {}
+    reach = 2.0 * r_max * (1.0 + 1e-9) + 1e-6
     for t, a in enumerate(atoms):
         for d, g in zip(dist[t], idx[t], strict=True):
             if not math.isfinite(d) or d > 2 * r_max:
                 break
             g = int(g)
-            if check_live and len(set(asub[members.get(g)].tolist())) < k:
-                continue  # a group the rescue emptied: not one to join
+            if check_live:
+                if g not in live:
+                    live[g] = len(set(asub[members.get(g)].tolist())) >= k
+                if not live[g]:
+                    continue  # a group the rescue emptied: not one to join
             dx = ax[a] - reps_x[g]
             dy = ay[a] - reps_y[g]
             if math.sqrt(dx * dx + dy * dy) <= r_max and not (
@@ -1009,14 +1083,183 @@ def _join_groups(
             ):
                 members.add(g, int(a))
                 atom_group[a] = g
+                if g in ext:
+                    ext[g] = _extremes(np.r_[ext[g], [[ax[a], ay[a]]]])
                 break
+            e = ext.get(g)
+            if e is None:
+                m = np.asarray(members.get(g), dtype=np.int64)
+                e = ext[g] = _extremes(np.c_[ax[m], ay[m]])
+            if (
+                e.size
+                and float(np.max((e[:, 0] - ax[a]) ** 2 + (e[:, 1] - ay[a]) ** 2)) > reach * reach
+            ):
+                continue
             mem = np.asarray([*members.get(g), int(a)])
             rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
             if rep is not None:
                 members.add(g, int(a))
                 atom_group[a] = g
                 reps_x[g], reps_y[g] = rep
+                ext[g] = _extremes(np.r_[e, [[ax[a], ay[a]]]])
                 break
+
+
+def _extremes(pts: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The points of ``pts`` (rows x, y) extreme in x, y, x + y and x - y, both ways.
+
+    The extremes of a set and one more point are among the extremes of the set and
+    that point, so they are kept up to date as a group grows.
+    """
+    if pts.shape[0] <= 8:
+        return pts
+    u = pts[:, 0] + pts[:, 1]
+    v = pts[:, 0] - pts[:, 1]
+    idx = [np.argmax(pts[:, 0]), np.argmin(pts[:, 0]), np.argmax(pts[:, 1])]
+    idx += [np.argmin(pts[:, 1]), np.argmax(u), np.argmin(u), np.argmax(v), np.argmin(v)]
+    return pts[idx]
+
+
+@nb.njit(cache=True)
+def _seed_groups(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    w: NDArray[np.float64],
+    sub: NDArray[np.int64],
+    k: int,
+    r_max: float,
+    step: float,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """Step 2 of :func:`_place_leftovers`: new groups among the leftover atoms.
+
+    In order, every atom t still free is a seed: the free atoms within ``2 r_max``
+    of it, nearest first (ties by index), up to the first atom of the k-th distinct
+    subject, form a group if one snapped representative covers them. ``sub`` holds
+    subject codes ``0 .. S-1``. The atoms near a seed are found on a grid of cells of
+    side ``2 r_max`` and the cut is found from each subject's nearest atom, so a seed
+    costs the atoms within its 3 x 3 cells, never a sort of all of them; a set wider
+    than ``2 r_max`` in one of 8 directions cannot fit in a disc of radius r_max and
+    is refused before the exact check. Returns the members of every group formed
+    (indices into x, group g at ``starts[g]:starts[g + 1]``) and its representative.
+    """
+    n = x.size
+    r2 = 4.0 * r_max * r_max
+    side = 2.0 * r_max * 1.001
+    ox = x.min()
+    oy = y.min()
+    cx = np.empty(n, np.int64)
+    cy = np.empty(n, np.int64)
+    for i in range(n):
+        cx[i] = math.floor((x[i] - ox) / side) + 1
+        cy[i] = math.floor((y[i] - oy) / side) + 1
+    wy = cy.max() + 2
+    key = cx * wy + cy
+    order = np.argsort(key, kind="mergesort")
+    skey = key[order]
+    n_sub = sub.max() + 1
+    best_d = np.full(n_sub, np.inf)
+    best_j = np.full(n_sub, -1, np.int64)
+    touched = np.empty(n_sub, np.int64)
+    cand = np.empty(n, np.int64)
+    cd = np.empty(n)
+    # Unit vectors every 22.5 degrees: a set's width along them is at least 0.98 of its
+    # diameter, and a set of diameter above 2 r_max fits no disc of radius r_max.
+    dirs = np.empty((8, 2))
+    for e in range(8):
+        dirs[e, 0] = math.cos(e * math.pi / 8)
+        dirs[e, 1] = math.sin(e * math.pi / 8)
+    lo = np.empty(8)
+    hi = np.empty(8)
+    width = 2.0 * r_max * (1.0 + 1e-9) + 1e-6
+    free = np.ones(n, np.bool_)
+    out_mem = np.empty(n, np.int64)
+    out_start = np.zeros(n + 1, np.int64)
+    gxs = np.empty(n)
+    gys = np.empty(n)
+    ng = 0
+    for t in range(n):
+        if not free[t]:
+            continue
+        nc = 0
+        nt = 0
+        for ddx in range(-1, 2):
+            for ddy in range(-1, 2):
+                kk = (cx[t] + ddx) * wy + cy[t] + ddy
+                a = np.searchsorted(skey, kk)
+                while a < n and skey[a] == kk:
+                    j = order[a]
+                    a += 1
+                    if not free[j]:
+                        continue
+                    d2 = (x[j] - x[t]) ** 2 + (y[j] - y[t]) ** 2
+                    if d2 > r2:
+                        continue
+                    cand[nc] = j
+                    cd[nc] = d2
+                    nc += 1
+                    s = sub[j]
+                    if best_j[s] < 0:
+                        touched[nt] = s
+                        nt += 1
+                        best_d[s] = d2
+                        best_j[s] = j
+                    elif d2 < best_d[s] or (d2 == best_d[s] and j < best_j[s]):
+                        best_d[s] = d2
+                        best_j[s] = j
+        if nt >= k:
+            # The k-th subject's nearest atom, in (distance, index) order, is the cut.
+            td = np.empty(nt)
+            tj = np.empty(nt, np.int64)
+            for u in range(nt):
+                td[u] = best_d[touched[u]]
+                tj[u] = best_j[touched[u]]
+            o = _by_distance_then_index(td, tj)
+            cut_d = td[o[k - 1]]
+            cut_j = tj[o[k - 1]]
+        for u in range(nt):
+            best_d[touched[u]] = np.inf
+            best_j[touched[u]] = -1
+        if nt < k:
+            continue
+        m = 0
+        lo[:] = np.inf
+        hi[:] = -np.inf
+        for u in range(nc):
+            if cd[u] < cut_d or (cd[u] == cut_d and cand[u] <= cut_j):
+                j = cand[u]
+                cand[m] = j
+                cd[m] = cd[u]
+                m += 1
+                for e in range(dirs.shape[0]):
+                    v = x[j] * dirs[e, 0] + y[j] * dirs[e, 1]
+                    lo[e] = min(lo[e], v)
+                    hi[e] = max(hi[e], v)
+        # Wider, in some direction, than a disc of radius r_max (with a margin for the
+        # rounding of the exact check): no centre covers the set.
+        if np.any(hi - lo > width):
+            continue
+        jj = cand[:m].copy()
+        dd = cd[:m].copy()
+        mem = jj[_by_distance_then_index(dd, jj)]
+        ok, qx, qy = _covering_rep_nb(x[mem], y[mem], w[mem], r_max, step, np.nan, np.nan)
+        if not ok:
+            continue
+        a = out_start[ng]
+        out_mem[a : a + m] = mem
+        out_start[ng + 1] = a + m
+        gxs[ng] = qx
+        gys[ng] = qy
+        ng += 1
+        for j in mem:
+            free[j] = False
+    return out_mem[: out_start[ng]], out_start[: ng + 1], gxs[:ng], gys[:ng]
+
+
+@nb.njit(cache=True)
+def _by_distance_then_index(d: NDArray[np.float64], j: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.lexsort((j, d))`` (numba has no lexsort): stable sort by j, then by d."""
+    o = np.argsort(j, kind="mergesort")
+    return o[np.argsort(d[o], kind="mergesort")]
 
 
 def _place_leftovers(
@@ -1041,44 +1284,23 @@ def _place_leftovers(
     rest = leftovers[atom_group[leftovers] < 0]
     if rest.size < k:
         return
-    tree = cKDTree(np.c_[ax[rest], ay[rest]])
-    free = np.ones(rest.size, dtype=bool)
-    for t in range(rest.size):
-        if not free[t]:
-            continue
-        near = tree.query_ball_point([ax[rest[t]], ay[rest[t]]], r=2 * r_max)
-        near = sorted(
-            (j for j in near if free[j]),
-            key=lambda j: (
-                (ax[rest[j]] - ax[rest[t]]) ** 2 + (ay[rest[j]] - ay[rest[t]]) ** 2,
-                j,
-            ),
-        )
-        chosen: list[int] = []
-        seen: set[int] = set()
-        for j in near:
-            chosen.append(j)
-            seen.add(int(asub[rest[j]]))
-            if len(seen) >= k:
-                break
-        if len(seen) < k:
-            continue
-        mem = rest[chosen]
-        rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
-        if rep is None:
-            continue
-        g = len(reps_x)
-        reps_x.append(rep[0])
-        reps_y.append(rep[1])
+    _, sub_code = np.unique(asub[rest], return_inverse=True)
+    gmem, gstart, gx, gy = _seed_groups(
+        np.ascontiguousarray(ax[rest]), np.ascontiguousarray(ay[rest]),
+        np.ascontiguousarray(aw[rest]), sub_code.astype(np.int64), k, r_max, step,
+    )  # fmt: skip
+    for g in range(gx.size):
+        mem = rest[gmem[gstart[g] : gstart[g + 1]]]
+        reps_x.append(float(gx[g]))
+        reps_y.append(float(gy[g]))
         members.new([int(a) for a in mem])
-        atom_group[mem] = g
-        free[chosen] = False
+        atom_group[mem] = len(reps_x) - 1
     # 3. What is still left may borrow members from groups that have more than k subjects.
     rest = leftovers[atom_group[leftovers] < 0]
     if rest.size == 0 or not reps_x:
         return
     tree = _LocalTree(ax, ay, rest, r_max)
-    _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step, tree)
+    _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step)
     # 4. The rest: a group where the best disc through the atom lies, taking members
     # from groups only when everyone displaced finds another group.
     rest = rest[atom_group[rest] < 0]
@@ -1099,7 +1321,6 @@ def _borrow(
     k: int,
     r_max: float,
     step: float,
-    tree: _LocalTree,
 ) -> None:
     """Form groups around leftover atoms with the nearest atoms that can be spared.
 
@@ -1111,6 +1332,19 @@ def _borrow(
     rest = leftovers[atom_group[leftovers] < 0]
     # Atoms per subject of every group touched, counted on first touch.
     subjects_of: dict[int, dict[int, int]] = {}
+    # Every atom's (group, subject) pair as a number, free atoms as group -1; a new
+    # group's atoms get new numbers (each is its subject's only atom there).
+    _, scode = np.unique(asub, return_inverse=True)
+    scode = scode.astype(np.int64)
+    _, pair_of = np.unique((atom_group + 1) * (int(scode.max()) + 1) + scode,
+                           return_inverse=True)  # fmt: skip
+    pair_of = pair_of.astype(np.int64)
+    next_pair = int(pair_of.max()) + 1
+    grid = _Grid(ax, ay, 2.0 * r_max)
+    best_d = np.full(next_pair + ax.size, np.inf)
+    best_j = np.full(next_pair + ax.size, -1, dtype=np.int64)
+    touched = np.empty(next_pair + ax.size, dtype=np.int64)
+    r2 = 4.0 * r_max * r_max
 
     def tally(g: int) -> dict[int, int]:
         c = subjects_of.get(g)
@@ -1124,24 +1358,21 @@ def _borrow(
     for p in rest:
         if atom_group[p] >= 0:
             continue
-        near = tree.query_ball_point([ax[p], ay[p]], r=2 * r_max)
-        near = sorted(near, key=lambda j: ((ax[j] - ax[p]) ** 2 + (ay[j] - ay[p]) ** 2, j))
+        near = _pairs_near(p, ax, ay, scode, pair_of, grid.order, grid.keys, grid.cx, grid.cy,
+                           grid.wy, r2, best_d, best_j, touched)  # fmt: skip
         chosen = [int(p)]
         seen = {int(asub[p])}
-        taken: dict[int, dict[int, int]] = {}
-        for j in near:
-            if j == p or int(asub[j]) in seen:
+        taken: dict[int, int] = {}  # subjects taken so far from each group
+        for j in near.tolist():
+            if int(asub[j]) in seen:
                 continue
             g = int(atom_group[j])
             if g >= 0:
                 counts = tally(g)
-                already = taken.get(g, {})
-                last_of_subject = counts[int(asub[j])] - already.get(int(asub[j]), 0) == 1
-                lost = sum(1 for v in already.values() if v)
-                if last_of_subject and len(counts) - lost - 1 < k:
+                lost = taken.get(g, 0)
+                if counts[int(asub[j])] == 1 and len(counts) - lost - 1 < k:
                     continue
-                already[int(asub[j])] = already.get(int(asub[j]), 0) + 1
-                taken[g] = already
+                taken[g] = lost + 1
             chosen.append(int(j))
             seen.add(int(asub[j]))
             if len(seen) >= k:
@@ -1164,8 +1395,87 @@ def _borrow(
                 if counts[int(asub[j])] == 0:
                     del counts[int(asub[j])]
             atom_group[j] = new
+            pair_of[j] = next_pair
+            next_pair += 1
         members.new(chosen)
         tally(new)
+
+
+class _Grid:
+    """Atoms sorted by cells of a given side (with a ring of empty cells around)."""
+
+    def __init__(self, x: NDArray[np.float64], y: NDArray[np.float64], side: float) -> None:
+        side *= 1.001
+        self.cx = np.floor((x - x.min()) / side).astype(np.int64) + 1
+        self.cy = np.floor((y - y.min()) / side).astype(np.int64) + 1
+        self.wy = int(self.cy.max()) + 2
+        key = self.cx * self.wy + self.cy
+        self.order = stable_argsort(key)
+        self.keys = key[self.order]
+
+
+@nb.njit(cache=True)
+def _pairs_near(
+    p: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    scode: NDArray[np.int64],
+    pair_of: NDArray[np.int64],
+    order: NDArray[np.int64],
+    keys: NDArray[np.int64],
+    cx: NDArray[np.int64],
+    cy: NDArray[np.int64],
+    wy: int,
+    r2: float,
+    best_d: NDArray[np.float64],
+    best_j: NDArray[np.int64],
+    touched: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """The atoms that :func:`_borrow` may take for seed p, nearest first (ties by index).
+
+    Of the atoms within ``sqrt(r2)`` of p (found in the 3 x 3 cells of a grid whose
+    side is at least that) whose subject is not p's, only the nearest of each
+    (group, subject) pair: a free atom can always be taken, and a group's atom is
+    refused only when it is its subject's last in the group, so there is no second
+    one to try. The seed's loop is then as long as the pairs near it, not the atoms,
+    and the atoms are scanned once, in compiled code. ``best_d``, ``best_j`` (one
+    entry per pair number, ``inf`` and -1) and ``touched`` are scratch, left as found.
+    """
+    n = order.size
+    px = ax[p]
+    py = ay[p]
+    sp = scode[p]
+    nt = 0
+    for ddx in range(-1, 2):
+        for ddy in range(-1, 2):
+            kk = (cx[p] + ddx) * wy + cy[p] + ddy
+            a = np.searchsorted(keys, kk)
+            while a < n and keys[a] == kk:
+                j = order[a]
+                a += 1
+                if scode[j] == sp:
+                    continue
+                d2 = (ax[j] - px) ** 2 + (ay[j] - py) ** 2
+                if d2 > r2:
+                    continue
+                q = pair_of[j]
+                if best_j[q] < 0:
+                    touched[nt] = q
+                    nt += 1
+                    best_d[q] = d2
+                    best_j[q] = j
+                elif d2 < best_d[q] or (d2 == best_d[q] and j < best_j[q]):
+                    best_d[q] = d2
+                    best_j[q] = j
+    out_j = np.empty(nt, np.int64)
+    out_d = np.empty(nt)
+    for u in range(nt):
+        q = touched[u]
+        out_j[u] = best_j[q]
+        out_d[u] = best_d[q]
+        best_d[q] = np.inf
+        best_j[q] = -1
+    return out_j[_by_distance_then_index(out_d, out_j)]
 
 
 #: Candidate centres tried per leftover atom by :func:`_rescue`, deepest first.
