@@ -1225,7 +1225,9 @@ def _pass_rows(manifest: Mapping[str, Any], k: int) -> list[dict[str, int | str]
             if lab == "suppress" and hidden and not over_published:
                 row[lab] = WITHHELD  # even 0: the column would give the hidden figure away
             elif isinstance(raw, int | float) and not isinstance(raw, bool):
-                row[lab] = _mask_count(int(raw), k)
+                # Counts of published records are published exactly in the manifest; shown
+                # as "<k" here they would read as a hidden figure the manifest pins.
+                row[lab] = int(raw) if over_published else _mask_count(int(raw), k)
             else:
                 row[lab] = str(raw)  # already masked in the manifest
         changed = p.get("changed", 0)
@@ -1259,13 +1261,14 @@ def _time_row(manifest: Mapping[str, Any], k: int) -> dict[str, int | str] | Non
     if not isinstance(by_time, Mapping):
         return None
     hidden = not isinstance((manifest.get("counts") or {}).get("suppressed"), int)
+    over_published = first.get("scope") == PASS_SCOPE  # counts of published records only
     row: dict[str, int | str] = {"pass": "1: only because of time", "changed": ""}
     for lab in LABEL_COLOURS:
         raw = by_time.get(lab) or 0
-        if lab == "suppress" and hidden:
+        if lab == "suppress" and hidden and not over_published:
             row[lab] = WITHHELD
         elif isinstance(raw, int | float) and not isinstance(raw, bool):
-            row[lab] = _mask_count(int(raw), k)
+            row[lab] = int(raw) if over_published else _mask_count(int(raw), k)
         else:
             row[lab] = str(raw)
     return row
