@@ -23,7 +23,7 @@ from geokanon.distributed import (  # noqa: E402
 from geokanon.errors import InputError, VerificationFailed  # noqa: E402
 from geokanon.policy import OutlierPolicy  # noqa: E402
 from geokanon.release import ReleaseOptions, finish_manifest  # noqa: E402
-from geokanon.verify_tiles import verify_partitioned  # noqa: E402
+from geokanon.verify.partitioned import verify_partitioned  # noqa: E402
 
 #: Documented tolerance (docs/dask.md): per final disposal, the partitioned release and
 #: the driver-held Dask release core differ by at most this share of the records.
