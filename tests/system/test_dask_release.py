@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("dask")
@@ -588,3 +589,39 @@ def test_partitioned_complementary_totals_withhold_the_needed_secondary(client, 
     report = verify_partitioned(out, source=src, client=client)
     holes = next(c for c in report.checks if c.name == "holes")
     assert not holes.passed and "unit C source_total: '<k' narrowed to [3, 3]" in holes.detail
+
+
+def test_each_part_reads_only_the_row_groups_of_its_groups(
+    client, towns_release, tmp_path, monkeypatch
+):
+    # issue 17: the release files carry no column statistics, so a filtered read of
+    # groups.parquet decoded the whole file in every part task (parts x groups)
+    import geokanon.verify.partitioned as P
+
+    src, out = _mutable_copy(towns_release, tmp_path)
+    gpath = out / "release" / "groups.parquet"
+    table = pq.read_table(gpath)
+    per_group = max(1, table.num_rows // 12)
+    pq.write_table(table, gpath, row_group_size=per_group, write_statistics=False)
+    _refresh(out)
+    assert pq.ParquetFile(gpath).metadata.num_row_groups >= 12
+    read: list[tuple[str, int, int]] = []
+    real = P._id_range
+
+    def spy(path, id_col, first, end, row_groups):
+        got = real(path, id_col, first, end, row_groups)
+        if path.name == "groups.parquet":
+            rows = sum(pq.ParquetFile(path).metadata.row_group(i).num_rows for i in row_groups)
+            read.append((path.name, end - first, rows))
+        return got
+
+    monkeypatch.setattr(P, "_id_range", spy)
+    report = verify_partitioned(out, source=src, checks=("k_subjects", "extent", "counts"))
+    assert report.passed, [(c.name, c.detail) for c in report.checks if not c.passed]
+    parts = [p for p in json.loads((out / "audit" / "audit.json").read_text())["partitioned"]
+             ["parts"] if p["kind"] == "group"]  # fmt: skip
+    assert len(read) == len(parts) >= 3
+    # a part decodes the row groups its id range meets (at most one row group more on
+    # either side), never the whole file
+    assert all(rows <= n_ids + 2 * per_group for _, n_ids, rows in read), read
+    assert sum(rows for *_, rows in read) < len(parts) * table.num_rows

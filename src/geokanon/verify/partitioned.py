@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import tempfile
 import uuid
@@ -68,6 +69,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
@@ -309,7 +313,6 @@ def _source_task(
 
 
 def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.DataFrame) -> None:
-    import pyarrow as pa
     import pyarrow.feather as feather
 
     if not part.size:
@@ -331,7 +334,6 @@ def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.Da
 
 
 def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
-    import pyarrow as pa
     import pyarrow.feather as feather
 
     files = sorted(d.glob(f"{prefix}*.arrow")) if d.is_dir() else []
@@ -356,6 +358,45 @@ def _majority_unit(members: pd.DataFrame) -> pd.Series:
     return pd.Series(texts[by_text][prank[first]], index=pd.Index(pid[first], name="id"))
 
 
+def _id_ranges(path: Path, id_col: str) -> list[tuple[int, int] | None]:
+    """(smallest, largest) id of every row group of a Parquet file (``None``: no id).
+
+    The release files are written without column statistics, so a filtered read
+    cannot skip a row group by itself: every part task would decode the whole file,
+    and the partitioned verifier would grow with parts x groups. The driver reads the
+    id column once, row group by row group, and gives each part task the row groups
+    its id range can meet.
+    """
+    pf = pq.ParquetFile(path)
+    out: list[tuple[int, int] | None] = []
+    for i in range(pf.num_row_groups):
+        col = pf.read_row_group(i, columns=[id_col]).column(0)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            out.append((-(1 << 62), 1 << 62))  # not ids: let every part read it (and fail)
+            continue
+        mm = pc.min_max(col).as_py()
+        lo, hi = mm["min"], mm["max"]
+        out.append(None if lo is None else (math.floor(lo), math.ceil(hi)))
+    return out
+
+
+def _row_groups_of(ranges: Sequence[tuple[int, int] | None], first: int, end: int) -> list[int]:
+    """The row groups whose ids can fall in ``first <= id < end``."""
+    return [i for i, r in enumerate(ranges) if r is not None and r[0] < end and r[1] >= first]
+
+
+def _id_range(
+    path: Path, id_col: str, first: int, end: int, row_groups: list[int] | None
+) -> pa.Table:
+    """The rows of a Parquet file with ``first <= id < end`` (as a filtered read gives
+    them: rows with a missing id are not among them), from ``row_groups`` only."""
+    pf = pq.ParquetFile(path)
+    table = pf.read() if row_groups is None else pf.read_row_groups(row_groups)
+    ids = table.column(id_col)
+    keep = pc.and_(pc.greater_equal(ids, first), pc.less(ids, end))
+    return table.filter(keep)
+
+
 def _part_task(
     root: str,
     j: int,
@@ -369,15 +410,17 @@ def _part_task(
     bad_names: frozenset[str],
     scan: bool,
     crs: str | None = None,
+    row_groups: list[int] | None = None,
 ) -> dict[str, Any]:
     """Every per-group (or per-class) check of one release part.
+
+    ``row_groups`` are the row groups of ``groups.parquet`` (or ``classes.parquet``)
+    that can hold the part's ids (:func:`_row_groups_of`); ``None``: all of them.
 
     ``crs`` is the release's CRS (working and published): when it is named, a member
     within r_max on the map is measured again on its ellipsoid, as in
     :func:`geokanon.verify.verify_release` (``extent``).
     """
-    import pyarrow.parquet as pq
-
     rel = Path(root) / "release"
     d = Path(scratch) / f"v{j:05d}"
     probs: dict[str, list[str]] = {
@@ -400,10 +443,8 @@ def _part_task(
     table = "groups.parquet" if kind == "group" else "classes.parquet"
     id_col = "group_id" if kind == "group" else "class_id"
     try:
-        rows = pq.read_table(
-            rel / table, filters=[(id_col, ">=", first), (id_col, "<", end)]
-        ).to_pandas()
-    except (OSError, ValueError) as exc:
+        rows = _id_range(rel / table, id_col, first, end, row_groups).to_pandas()
+    except (OSError, ValueError, pa.ArrowException) as exc:
         probs["counts"].append(f"{table} is unreadable ({type(exc).__name__})")
         return out
     out["rows"] = len(rows)
@@ -649,8 +690,6 @@ def verify_partitioned(
     scratch.mkdir(parents=True)
     try:
         if leak_all and (rel / "groups.parquet").is_file():
-            import pyarrow.parquet as pq
-
             meta = pq.read_schema(rel / "groups.parquet").metadata or {}
             meta_file = scratch / "groups-metadata.txt"
             meta_file.write_text(
@@ -666,10 +705,22 @@ def verify_partitioned(
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
         r2: list[dict[str, Any]] = []
         if need_parts:
+            ranges = {}
+            for kind, table, id_col in (
+                ("group", "groups.parquet", "group_id"),
+                ("class", "classes.parquet", "class_id"),
+            ):
+                try:
+                    ranges[kind] = _id_ranges(rel / table, id_col)
+                except (OSError, KeyError, pa.ArrowException):
+                    pass  # unreadable: every part reads it, and says so
             r2 = _run_tasks(
                 client, _part_task,
                 [(str(root), j, p, str(scratch), k, r_max, tolerance_m, tiling, has_subject,
-                  bad_names, "no_leak" in names, working) for j, p in enumerate(parts)],
+                  bad_names, "no_leak" in names, working,
+                  _row_groups_of(ranges[p["kind"]], int(p["first"]), int(p["end"]))
+                  if p.get("kind") in ranges else None)
+                 for j, p in enumerate(parts)],
             )  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
