@@ -88,9 +88,10 @@ from geokanon.verify._reader import (
 from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import _DISPOSALS
-from geokanon.verify.extent import _Ground
+from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
 from geokanon.verify.holes import holes_check
+from geokanon.verify.k_subjects import check_k_subjects
 from geokanon.verify.manifest import check_manifest
 from geokanon.verify.no_leak import (
     _ROW_NAMES,
@@ -104,6 +105,7 @@ from geokanon.verify.no_leak import (
     _Secrets,
 )
 from geokanon.verify.report_safety import check_report_safety
+from geokanon.verify.representation import check_representation
 
 __all__ = ["SCOPE", "verify_partitioned"]
 
@@ -397,6 +399,68 @@ def _id_range(
     return table.filter(keep)
 
 
+#: The single-file checks a part task runs on a reader of its part (see _part_checks).
+_PART_CHECKS: dict[str, Callable[[_Release], CheckResult]] = {
+    "k_subjects": check_k_subjects,
+    "extent": check_extent,
+    "representation": check_representation,
+}
+
+
+def _part_checks(
+    root: Path,
+    kind: str,
+    published: pd.DataFrame,
+    members: pd.DataFrame,
+    has_subject: bool,
+    k: int,
+    r_max: float,
+    tolerance_m: float,
+    crs: str | None,
+) -> dict[str, CheckResult]:
+    """``k_subjects`` (and, for a group part, ``extent`` and ``representation``) of one part.
+
+    A single file is one partition: the checks are the single-file ones
+    (:mod:`~geokanon.verify.k_subjects`, ...), run on a :class:`_Release` that holds
+    this part only: its rows of ``groups.parquet`` (or ``classes.parquet``) as the
+    published table, and its members (routed from every source partition: their
+    source coordinates, which the source round found equal to the audit's, and
+    subjects) as the audit. Working and published CRS are the release's one CRS.
+    """
+    n = len(members)
+    ids = members["id"].to_numpy(dtype=np.int64)
+    none = np.full(n, -1, dtype=np.int64)
+    subjects = members["subject"]
+    if has_subject:
+        codes = pd.factorize(subjects, use_na_sentinel=False)[0].astype(np.int64)
+    else:  # every record is its own subject: its source row stands for it
+        codes = subjects.to_numpy(dtype=np.int64)
+    view = _Release(root, None, tolerance_m)
+    no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
+    no_groups.insert(0, "group_id", pd.Series(dtype=np.int64))
+    no_classes = pd.DataFrame(
+        {"class_id": pd.Series(dtype=np.int64), "n_records": pd.Series(dtype=np.int64)}
+    )
+    view.__dict__.update(
+        k=k, r_max_m=r_max, output_crs=crs, working_crs=crs, audit={"mask": None},
+        _audit_arrays={"": n}, n_audit=n, source=_Source(),
+        groups=published if kind == "group" else no_groups,
+        classes=published if kind == "class" else no_classes,
+        gid=ids if kind == "group" else none, cid=ids if kind == "class" else none,
+        xy_m=(members["x"].to_numpy(dtype=np.float64), members["y"].to_numpy(dtype=np.float64)),
+        subjects=codes, syn_gid=np.zeros(0, dtype=np.int64),
+    )  # fmt: skip
+    out = {}
+    for name, check in _PART_CHECKS.items():
+        if kind != "group" and name != "k_subjects":
+            continue
+        try:
+            out[name] = check(view)
+        except _Unreadable as exc:
+            out[name] = CheckResult(name, False, f"cannot check: {exc}")
+    return out
+
+
 def _part_task(
     root: str,
     j: int,
@@ -451,20 +515,18 @@ def _part_task(
     ids = rows[id_col].to_numpy(dtype=np.int64)
     if len(np.unique(ids)) != len(ids) or not np.array_equal(np.sort(ids), np.arange(first, end)):
         probs["counts"].append(f"{table}: ids {first}..{end - 1} are not each present once")
+    published = rows
     rows = rows.drop_duplicates(id_col).set_index(id_col)
     uid, per_id = np.unique(mid, return_counts=True)
     members_per_id = pd.Series(per_id, index=uid)
     n_mem = members_per_id.reindex(rows.index, fill_value=0)
     if not np.isin(uid, rows.index.to_numpy()).all():
         probs["counts"].append(f"{name}: audit members of ids not in {table}")
-    if has_subject:
-        distinct = members.groupby("id")["subject"].nunique()
-    else:
-        distinct = members_per_id
-    distinct = distinct.reindex(rows.index, fill_value=0)
-    small = int((distinct < k).sum())
-    if small:
-        probs["k_subjects"].append(f"{small} of {len(rows)} {kind}s in {name} hold < k subjects")
+    # k_subjects, and for groups extent and representation: the single-file checks, on
+    # a reader of this part (its rows of the table, its members)
+    out["checks"] = _part_checks(
+        Path(root), kind, published, members, has_subject, k, r_max, tolerance_m, crs
+    )
     size = pd.to_numeric(rows["n_records"]).to_numpy(dtype=np.int64)
     if not np.array_equal(size, n_mem.to_numpy()):
         bad = int((size != n_mem.to_numpy()).sum())
@@ -482,42 +544,6 @@ def _part_task(
     if kind == "group":
         rx = pd.to_numeric(rows["x"]).to_numpy(dtype=np.float64)
         ry = pd.to_numeric(rows["y"]).to_numpy(dtype=np.float64)
-        radius = pd.to_numeric(rows.get("radius_m", pd.Series(r_max, index=rows.index)))
-        radius = radius.to_numpy(dtype=np.float64)
-        if (radius > r_max).any():
-            probs["extent"].append(f"{int((radius > r_max).sum())} groups publish radius_m > r_max")
-        pos = rows.index.get_indexer(mid)
-        okm = pos >= 0
-        limit = np.minimum(r_max, radius) + tolerance_m
-        dx = mx[okm] - rx[pos[okm]]
-        dy = my[okm] - ry[pos[okm]]
-        dist = np.sqrt(dx * dx + dy * dy)
-        far = dist > limit[pos[okm]]
-        ground = _Ground.of(crs, crs)
-        if ground is not None:
-            on_ground, _ = ground.beyond(
-                mx, my, np.flatnonzero(okm), rx, ry, pos[okm], dist, limit[pos[okm]]
-            )
-            if on_ground.any():
-                n_g = int(np.unique(mid[okm][on_ground]).size)
-                probs["extent"].append(
-                    f"{n_g} groups in {name} have members beyond r_max on the ellipsoid"
-                )
-        if far.any() or not np.isfinite(dist).all():
-            n_far = int(np.unique(mid[okm][far | ~np.isfinite(dist)]).size)
-            probs["extent"].append(f"{n_far} groups in {name} have members beyond r_max")
-        same = dist <= tolerance_m if tolerance_m > 0 else (dx == 0) & (dy == 0)
-        if same.any():
-            probs["representation"].append(
-                f"{int(np.unique(mid[okm][same]).size)} representatives in {name} equal a "
-                "member's coordinate"
-            )
-        mean = members.groupby("id")[["x", "y"]].mean().reindex(rows.index)
-        centroid = (mean["x"].to_numpy() == rx) & (mean["y"].to_numpy() == ry)
-        if centroid.any():
-            probs["representation"].append(
-                f"{int(centroid.sum())} representatives in {name} are their members' mean"
-            )
         if "unit" in rows.columns and len(members):
             maj = _majority_unit(members).reindex(rows.index)
             wrong = int((maj.astype(str) != rows["unit"].astype(str)).sum())
@@ -809,7 +835,14 @@ class _PartitionedRelease(_Release):
 
 
 def _part_problems(rel: _PartitionedRelease, name: str) -> list[str]:
-    return [p for r in rel.r2 for p in r["problems"][name]]
+    """The part tasks' findings for check ``name``: their own, and the failed results of
+    the single-file check each ran on its part (named by the part's file)."""
+    out = [p for r in rel.r2 for p in r["problems"][name]]
+    for j, r in enumerate(rel.r2):  # no part round: none
+        result = r.get("checks", {}).get(name)
+        if result is not None and not result.passed:
+            out.append(f"{rel.parts[j]['file']}: {result.detail}")
+    return out
 
 
 def _scope(rel: _PartitionedRelease) -> str:
