@@ -86,11 +86,12 @@ from numpy.typing import NDArray
 
 try:
     from benchmarks.ceiling import group_feasible
-    from benchmarks.synthetic import clustered_points
 except ImportError:  # run as a script: python benchmarks/bench_grouping.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.ceiling import group_feasible
-    from benchmarks.synthetic import clustered_points
+from benchmarks.cities import CITIES, CITY_R_MAX_M, city_points, describe
+from benchmarks.mdav import mdav_groups, per_record_ideal, tessellation_estimate
+from benchmarks.synthetic import clustered_points
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
@@ -99,11 +100,29 @@ QUICK_N = 20_000
 SYNTHETIC_EXTENT_M = 300_000.0
 SYNTHETIC_R_MAX_M = 500.0
 
-#: dataset name -> (relative CSV path, unit column, default r_max in metres)
-DATASETS: dict[str, tuple[str, str, float]] = {
-    "dwellings": ("sdcspatial_dwellings/dwellings.csv", "gm_code", 100.0),
-    "charleston": ("aquadtree_charleston/population_points.csv", "tract_id", 500.0),
+#: dataset name -> (relative CSV path, x and y columns (metres), unit column or None,
+#: default r_max in metres). Chorley's x, y are km; bng_e, bng_n the same in metres.
+DATASETS: dict[str, tuple[str, str, str, str | None, float]] = {
+    "dwellings": ("sdcspatial_dwellings/dwellings.csv", "x", "y", "gm_code", 100.0),
+    "charleston": ("aquadtree_charleston/population_points.csv", "x", "y", "tract_id", 500.0),
+    "chorley": ("spatstat_chorley/points.csv", "bng_e", "bng_n", None, 500.0),
 }
+#: Issue 19's runs: (dataset, r_max); cities and the uniform square follow.
+ISSUE19_RUNS: tuple[tuple[str, float], ...] = (
+    ("dwellings", 100.0),
+    ("dwellings", 300.0),
+    ("charleston", 500.0),
+    ("chorley", 500.0),
+)
+#: Issue 19's target for geokanon's mean displacement over MDAV's on the same records.
+RATIO_CLUSTERED = 0.85
+RATIO_DENSE = 1.0
+#: Cities per default run and per --quick run (records each).
+CITY_N = 50_000
+QUICK_CITY_N = 4_000
+#: The uniform square: the issue's 20,000 points, at a density of one record per 360 m^2.
+UNIFORM_N = 20_000
+UNIFORM_M2_PER_RECORD = 360.0
 
 #: Issue 3's reference figures for Mondrian's mean displacement (m), for the record.
 ISSUE_MONDRIAN_MEAN_M = {"dwellings": 18.0, "charleston": 257.5}
@@ -630,6 +649,7 @@ def run_geokanon(
     gy = np.asarray(res.group_y, dtype=np.float64)
     n = x.size
     group_figures(fig, x, y, gid, gx, gy, r_max)
+    fig.extra["placed"] = gid >= 0
     at_group = (disp == Disposal.GROUPED) | (disp == Disposal.MERGED)
     if not np.array_equal(at_group, gid >= 0):
         fig.note += "group_id >= 0 does not match disposal grouped/merged. "
@@ -832,6 +852,151 @@ def render(
     return "\n".join(lines)
 
 
+def run_ideal(x: NDArray[np.float64], y: NDArray[np.float64], k: int) -> Figures:
+    """The per-record ideal (:func:`benchmarks.mdav.per_record_ideal`) as a column.
+
+    Parameters
+    ----------
+    x, y
+        Coordinates in metres.
+    k
+        Group size.
+
+    Returns
+    -------
+    Figures
+        Mean and p95 displacement and time only (it is no partition).
+    """
+    fig = Figures(method="per-record ideal", n=x.size)
+    d, fig.seconds, fig.peak_bytes = measured(lambda: per_record_ideal(x, y, k))
+    if d.size:
+        fig.mean_disp_m = float(d.mean())
+        fig.p95_disp_m = float(np.percentile(d, 95))
+        fig.max_disp_m = float(d.max())
+    return fig
+
+
+def placed_rows(
+    figs: list[Figures], k: int, r_max: float, n: int, target_ratio: float | None
+) -> list[tuple[str, list[str], str, str]]:
+    """Issue 19's table: label, one cell per method, target, and geokanon's verdict.
+
+    Parameters
+    ----------
+    figs
+        Figures per method, geokanon first, MDAV second.
+    k, r_max
+        Policy parameters.
+    n
+        Number of records of the dataset (the placed share's denominator).
+    target_ratio
+        Bound on geokanon's mean displacement over MDAV's (``None``: no target).
+
+    Returns
+    -------
+    list of (label, cells, target, verdict)
+    """
+    gk = figs[0]
+    mdav = next((f for f in figs if f.method == "MDAV"), None)
+    ok = gk.available and gk.method == "geokanon"
+    rows: list[tuple[str, list[str], str, str]] = []
+
+    def add(label: str, fmt: Callable[[Figures], str], target: str = "", cond: Any = None) -> None:
+        cells = [fmt(f) for f in figs]
+        v = "" if cond is None else (("pass" if cond else "FAIL") if ok else "n/a")
+        rows.append((label, cells, target, v))
+
+    add("mean displacement", lambda f: _m(f.mean_disp_m))
+    add("p95 displacement", lambda f: _m(f.p95_disp_m))
+    add("max displacement", lambda f: _m(f.max_disp_m), f"<= {r_max:g} m", gk.max_disp_m <= r_max)
+    add(
+        f"groups wider than r_max ({r_max:g} m)",
+        lambda f: _pct(f.share_groups_beyond),
+        "0",
+        gk.share_groups_beyond == 0.0,
+    )
+    add("records in such groups", lambda f: _pct(f.share_records_beyond))
+    add("groups", lambda f: _int(f.groups))
+    add(
+        "smallest group (records)",
+        lambda f: _int(f.smallest_group),
+        f">= {k}",
+        gk.smallest_group >= k,
+    )
+    add("placed share (records at group level)", lambda f: _pct(f.n / n if f.n else math.nan))
+    add("time", lambda f: _s(f.seconds))
+    ratio = gk.mean_disp_m / mdav.mean_disp_m if mdav is not None and ok else math.nan
+    target = f"<= {target_ratio:g}" if target_ratio is not None else ""
+    cells = [f"{ratio:.3f}" if not math.isnan(ratio) else "-"] + [""] * (len(figs) - 1)
+    verdict = ""
+    if target_ratio is not None:
+        verdict = "n/a" if math.isnan(ratio) else ("pass" if ratio <= target_ratio else "FAIL")
+    rows.append(("mean displacement, geokanon / MDAV", cells, target, verdict))
+    return rows
+
+
+def bench_placed(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) -> str:
+    """Issue 19's comparison on one dataset: the baselines on geokanon's placed records.
+
+    geokanon's core runs on every record; the records it places at group level
+    (disposal ``grouped`` or ``merged``) are then grouped by MDAV, Mondrian and the
+    quadtree, and give the per-record ideal (and, for uniform data, the tessellation
+    estimate at the dataset's density). Without the core (or when it raises) the
+    baselines group every record.
+
+    Parameters
+    ----------
+    ds
+        The input.
+    k, r_max
+        Policy parameters.
+    markdown
+        Markdown output.
+    skip_core
+        Do not run geokanon (baselines on every record).
+
+    Returns
+    -------
+    str
+    """
+    run_core, why = (None, "skipped (--baselines-only)") if skip_core else load_core()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    version = core_version()  # before the run: the code imported is the code on disk now
+    warm_up(run_core, k)
+    gk = run_geokanon(run_core, why, ds.x, ds.y, ds.unit_codes, ds.unit_names, k, r_max)
+    placed = gk.extra.get("placed")
+    if placed is None:
+        placed = np.ones(ds.x.size, dtype=bool)
+    else:
+        gk.n = int(placed.sum())  # the placed share's numerator
+    x = np.ascontiguousarray(ds.x[placed])
+    y = np.ascontiguousarray(ds.y[placed])
+    figs = [
+        gk,
+        run_baseline("MDAV", mdav_groups, x, y, k, r_max),
+        run_baseline("Mondrian", mondrian_groups, x, y, k, r_max),
+        run_baseline("quadtree", quadtree_groups, x, y, k, r_max),
+        run_ideal(x, y, k),
+    ]
+    if ds.density is not None:
+        tess = Figures(method="tessellation", n=x.size)
+        # The placed records' density: the dataset's, scaled by the placed share.
+        tess.mean_disp_m = tessellation_estimate(ds.density * x.size / ds.x.size, k)
+        figs.append(tess)
+    rows = placed_rows(figs, k, r_max, ds.x.size, ds.target_ratio)
+    title = (
+        f"{ds.name}: n={ds.x.size:,}, k={k}, r_max={r_max:g} m, baselines on the "
+        f"{x.size:,} records geokanon placed ({os.cpu_count()} CPUs, load average "
+        f"{load:.1f} at the start)"
+    )
+    if run_core is not None:
+        gk.note = (gk.note + f" geokanon at {version} (at the start).").strip()
+    text = render(title, figs, rows, markdown)
+    if ds.info:
+        text += ("\n- " if markdown else "\n") + f"data: {ds.info}"
+    return text
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -845,19 +1010,26 @@ class Dataset:
     unit_codes: NDArray[np.int64] | None
     unit_names: list[str] | None
     r_max: float
+    #: Records per m^2 where the data are uniform (the tessellation estimate), else None.
+    density: float | None = None
+    #: Issue 19's bound on geokanon's mean displacement over MDAV's (None: no target).
+    target_ratio: float | None = None
+    #: A line describing the data, printed under the table.
+    info: str = ""
 
 
 def load_dataset(name: str, data_dir: Path, n: int) -> Dataset | None:
-    """Read a real dataset or generate the synthetic one.
+    """Read a real dataset or generate a synthetic one.
 
     Parameters
     ----------
     name
-        ``dwellings``, ``charleston`` or ``synthetic``.
+        ``dwellings``, ``charleston``, ``chorley``, ``synthetic``, ``uniform`` or
+        ``city-<median 5-NN m>-<uniform|addresses>`` (:mod:`benchmarks.cities`).
     data_dir
         Directory holding the shared datasets.
     n
-        Size of the synthetic set.
+        Size of a synthetic set.
 
     Returns
     -------
@@ -873,23 +1045,55 @@ def load_dataset(name: str, data_dir: Path, n: int) -> Dataset | None:
         return Dataset(
             f"synthetic n={n:,}", x, y, codes, [f"u{u}" for u in uniq], SYNTHETIC_R_MAX_M
         )
+    if name == "uniform":
+        side = math.sqrt(n * UNIFORM_M2_PER_RECORD)
+        rng = np.random.default_rng(0)
+        x = rng.uniform(0.0, side, n)
+        y = rng.uniform(0.0, side, n)
+        return Dataset(
+            f"uniform square n={n:,}",
+            x,
+            y,
+            None,
+            None,
+            CITY_R_MAX_M,
+            density=1.0 / UNIFORM_M2_PER_RECORD,
+            target_ratio=RATIO_DENSE,
+            info=f"uniform in a {side:,.0f} m square; {describe(x, y)}",
+        )
+    if name.startswith("city-"):
+        _, nn5, layout = name.split("-")
+        x, y, units, density = city_points(n, float(nn5), layout, seed=0)
+        codes, uniq = _factorize(units)
+        return Dataset(
+            f"city {layout} 5-NN {nn5} m n={n:,}",
+            x,
+            y,
+            codes,
+            [f"d{u}" for u in uniq],
+            CITY_R_MAX_M,
+            density=density if layout == "uniform" else None,
+            target_ratio=RATIO_DENSE,
+            info=f"{describe(x, y)}; {density * 1e6:,.0f} records per km^2 of block",
+        )
     import pandas as pd
 
-    rel, unit_col, r_max = DATASETS[name]
+    rel, xcol, ycol, unit_col, r_max = DATASETS[name]
     path = data_dir / rel
     if not path.is_file():
         print(f"skipping {name}: {path} not found (pass --data-dir)")
         return None
-    df = pd.read_csv(path, usecols=["x", "y", unit_col], dtype={unit_col: str})
-    codes, uniq = _factorize(df[unit_col].to_numpy())
+    cols = [xcol, ycol] + ([unit_col] if unit_col else [])
+    df = pd.read_csv(path, usecols=cols, dtype={unit_col: str} if unit_col else None)
+    codes, names = None, None
+    if unit_col:
+        codes, uniq = _factorize(df[unit_col].to_numpy())
+        names = [str(u) for u in uniq]
+    # Writable copies: numba compiles read-only arrays (pandas views) separately.
+    x = df[xcol].to_numpy(np.float64, copy=True)
+    y = df[ycol].to_numpy(np.float64, copy=True)
     return Dataset(
-        name,
-        # Writable copies: numba compiles read-only arrays (pandas views) separately.
-        df["x"].to_numpy(np.float64, copy=True),
-        df["y"].to_numpy(np.float64, copy=True),
-        codes,
-        [str(u) for u in uniq],
-        r_max,
+        name, x, y, codes, names, r_max, target_ratio=RATIO_CLUSTERED, info=describe(x, y)
     )
 
 
@@ -906,6 +1110,7 @@ def warm_up(run_core: Callable[..., Any] | None, k: int) -> None:
     x, y, units = clustered_points(4_000, seed=1)
     mondrian_groups(x, y, k)
     quadtree_groups(x, y, k)
+    mdav_groups(x, y, k)
     if run_core is not None:
         from geokanon.policy import OutlierPolicy
 
@@ -996,27 +1201,46 @@ def main(argv: list[str] | None = None) -> int:
         Exit code (0).
     """
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", choices=["dwellings", "charleston", "synthetic"])
-    p.add_argument("--n", type=float, default=1e6, help="synthetic size (default 1e6)")
-    p.add_argument("--quick", action="store_true", help=f"synthetic, n={QUICK_N:,} (CI)")
+    p.add_argument(
+        "--dataset",
+        choices=["dwellings", "charleston", "chorley", "synthetic", "uniform", "cities"],
+        help="one dataset (default: issue 19's runs, then the cities and the uniform square)",
+    )
+    p.add_argument("--n", type=float, help="synthetic size (default 1e6; cities 5e4)")
+    p.add_argument("--quick", action="store_true", help="two small cities and a square (CI)")
     p.add_argument("--k", type=int, default=5)
-    p.add_argument("--r-max", type=float, help="metres (default: 100 dwellings, 500 Charleston)")
+    p.add_argument("--r-max", type=float, help="metres (default: per dataset)")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.add_argument("--baselines-only", action="store_true", help="do not run geokanon")
+    p.add_argument(
+        "--all-records",
+        action="store_true",
+        help="issue 3's table: the baselines on every record, against Mondrian's targets",
+    )
     args = p.parse_args(argv)
+    cities = [f"city-{d:g}-{lay}" for d, lay in CITIES]
+    runs: list[tuple[str, float | None, int]]  # (dataset, r_max or default, n)
     if args.quick:
-        names, n = ["synthetic"], QUICK_N
+        n = int(args.n) if args.n else QUICK_CITY_N
+        runs = [("city-20-uniform", None, n), ("city-20-addresses", None, n), ("uniform", None, n)]
+    elif args.dataset == "cities":
+        runs = [(c, None, int(args.n) if args.n else CITY_N) for c in cities]
     elif args.dataset:
-        names, n = [args.dataset], int(args.n)
+        default_n = {"synthetic": 1_000_000, "uniform": UNIFORM_N}.get(args.dataset, 0)
+        runs = [(args.dataset, None, int(args.n) if args.n else default_n)]
+    elif args.all_records:
+        runs = [("dwellings", None, 0), ("charleston", None, 0)]
     else:
-        names, n = ["dwellings", "charleston"], int(args.n)
-    for name in names:
+        runs = [(name, r, 0) for name, r in ISSUE19_RUNS]
+        runs += [(c, None, CITY_N) for c in cities] + [("uniform", None, UNIFORM_N)]
+    for name, r_default, n in runs:
         ds = load_dataset(name, args.data_dir, n)
         if ds is None:
             continue
-        r_max = args.r_max if args.r_max is not None else ds.r_max
-        print(bench(ds, args.k, r_max, args.markdown, args.baselines_only), flush=True)
+        r_max = args.r_max if args.r_max is not None else (r_default or ds.r_max)
+        run = bench if args.all_records else bench_placed
+        print(run(ds, args.k, r_max, args.markdown, args.baselines_only), flush=True)
         print()
     return 0
 

@@ -1,0 +1,116 @@
+"""benchmarks/mdav.py and benchmarks/cities.py against direct computations on tiny inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks.cities import city_points, nn5_median
+from benchmarks.mdav import (
+    hexagon_mean_distance,
+    mdav_groups,
+    per_record_ideal,
+    tessellation_estimate,
+)
+
+
+def reference_mdav(x, y, k):
+    """Fixed-size MDAV written out with O(n^2) scans (the module docstring's steps)."""
+    n = x.size
+    out = np.full(n, -1)
+    rest = np.ones(n, dtype=bool)
+    g = 0
+
+    def farthest(qx, qy):
+        idx = np.flatnonzero(rest)
+        d = (x[idx] - qx) * (x[idx] - qx) + (y[idx] - qy) * (y[idx] - qy)
+        return idx[np.lexsort((idx, -d))[0]]  # largest distance, then lowest index
+
+    def take(seed):
+        nonlocal g
+        rest[seed] = False
+        idx = np.flatnonzero(rest)
+        d = (x[idx] - x[seed]) * (x[idx] - x[seed]) + (y[idx] - y[seed]) * (y[idx] - y[seed])
+        near = idx[np.lexsort((idx, d))[: k - 1]]  # smallest distance, then lowest index
+        rest[near] = False
+        out[seed] = g
+        out[near] = g
+        g += 1
+
+    def centroid():
+        idx = np.flatnonzero(rest)
+        return x[idx].sum() / idx.size, y[idx].sum() / idx.size
+
+    while rest.sum() >= 3 * k:
+        r = farthest(*centroid())
+        take(r)
+        take(farthest(x[r], y[r]))
+    if rest.sum() >= 2 * k:
+        take(farthest(*centroid()))
+    if rest.any():
+        out[rest] = g
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mdav_equals_the_quadratic_reference(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    k = int(rng.integers(2, 8))
+    side = int(rng.choice([4, 12, 40, 1000]))  # small grids: many ties and duplicates
+    x = rng.integers(0, side, n).astype(np.float64)
+    y = rng.integers(0, side, n).astype(np.float64)
+    got = mdav_groups(x, y, k)
+    assert np.array_equal(got, reference_mdav(x, y, k))
+    sizes = np.bincount(got)
+    if n >= k:
+        assert sizes.min() >= k and sizes.max() <= 2 * k - 1
+
+
+def test_mdav_on_a_known_line():
+    # 14 points on a line, k = 3: the ends first ({0,1,2}, the farthest from 0: {11,12,13});
+    # 8 left (2k <= 8 < 3k): 3 (farthest from their centroid 6.5, tie 3/10 to the lower
+    # index) with its 2 nearest, then the 5 left form the last group.
+    x = np.arange(14, dtype=np.float64)
+    got = mdav_groups(x, np.zeros(14), 3)
+    assert list(got) == [0, 0, 0, 2, 2, 2, 3, 3, 3, 3, 3, 1, 1, 1]
+    assert list(mdav_groups(x[:10], np.zeros(10), 3)) == [0, 0, 0, 2, 2, 2, 2, 1, 1, 1]
+
+
+def test_per_record_ideal_is_the_direct_figure():
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 20, 60).astype(np.float64)
+    y = rng.uniform(0, 20, 60)
+    k = 4
+    got = per_record_ideal(x, y, k)
+    for i in range(x.size):
+        d = np.hypot(x - x[i], y - y[i])
+        near = np.argsort(d, kind="stable")[:k]
+        # Ties at the k-th distance may pick other records: only when no tie, compare.
+        if np.sum(d <= d[near[-1]]) == k:
+            assert got[i] == pytest.approx(math.hypot(x[i] - x[near].mean(), y[i] - y[near].mean()))
+    assert got.mean() > 0
+
+
+def test_hexagon_mean_distance_matches_a_numerical_integral():
+    from scipy.integrate import dblquad
+
+    area = 7.0
+    a = math.sqrt(area / (2.0 * math.sqrt(3.0)))  # apothem
+    t = math.tan(math.pi / 6.0)
+    # One of the twelve right triangles: 0 <= x <= a, 0 <= y <= x tan(pi/6).
+    num, _ = dblquad(lambda yy, xx: math.hypot(xx, yy), 0.0, a, 0.0, lambda xx: xx * t)
+    tri_area = a * a * t / 2.0
+    assert hexagon_mean_distance(area) == pytest.approx(num / tri_area, rel=1e-9)
+    assert tessellation_estimate(0.5, 5) == pytest.approx(hexagon_mean_distance(10.0))
+
+
+@pytest.mark.parametrize("layout", ["uniform", "addresses"])
+def test_city_hits_its_5nn_median(layout):
+    x, y, units, density = city_points(4000, 20.0, layout, seed=0)
+    assert x.size == 4000 and units.size == 4000 and density > 0
+    assert nn5_median(x, y) == pytest.approx(20.0, rel=0.1)
+    shared = np.unique(np.column_stack([x, y]), axis=0).shape[0] < x.size
+    assert shared == (layout == "addresses")
