@@ -90,7 +90,12 @@ except ImportError:  # run as a script: python benchmarks/bench_grouping.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.ceiling import group_feasible
 from benchmarks.cities import CITIES, CITY_R_MAX_M, city_points, describe
-from benchmarks.mdav import mdav_groups, per_record_ideal, tessellation_estimate
+from benchmarks.mdav import (
+    hexagon_sample_mean_distance,
+    mdav_groups,
+    per_record_ideal,
+    tessellation_estimate,
+)
 from benchmarks.synthetic import clustered_points
 
 REPO = Path(__file__).resolve().parents[1]
@@ -876,6 +881,37 @@ def run_ideal(x: NDArray[np.float64], y: NDArray[np.float64], k: int) -> Figures
     return fig
 
 
+def mdav_orders(
+    fig: Figures, x: NDArray[np.float64], y: NDArray[np.float64], k: int, orders: int = 8
+) -> None:
+    """MDAV's mean displacement with the records shuffled, into ``fig.extra["orders"]``.
+
+    MDAV breaks ties (equal distances) by record index, so on data with many shared or
+    gridded coordinates its figure depends on the input's order; this measures how
+    much (seeds ``1 .. orders``).
+
+    Parameters
+    ----------
+    fig
+        MDAV's figures.
+    x, y
+        The records it grouped.
+    k
+        Group size.
+    orders
+        Number of shuffled orders.
+    """
+    means = []
+    for seed in range(1, orders + 1):
+        perm = np.random.default_rng(seed).permutation(x.size)
+        px = np.ascontiguousarray(x[perm])
+        py = np.ascontiguousarray(y[perm])
+        gid = mdav_groups(px, py, k)
+        gx, gy = group_means(px, py, gid)
+        means.append(float(np.hypot(px - gx[gid], py - gy[gid]).mean()) if x.size else math.nan)
+    fig.extra["orders"] = means
+
+
 def placed_rows(
     figs: list[Figures], k: int, r_max: float, n: int, target_ratio: float | None
 ) -> list[tuple[str, list[str], str, str]]:
@@ -907,6 +943,15 @@ def placed_rows(
         rows.append((label, cells, target, v))
 
     add("mean displacement", lambda f: _m(f.mean_disp_m))
+
+    def spread(f: Figures) -> str:
+        o = f.extra.get("orders")
+        return f"{min(o):.1f} - {max(o):.1f} m" if o else ""
+
+    add(
+        f"the same, records shuffled ({len(mdav.extra.get('orders', [])) if mdav else 0} orders)",
+        spread,
+    )
     add("p95 displacement", lambda f: _m(f.p95_disp_m))
     add("max displacement", lambda f: _m(f.max_disp_m), f"<= {r_max:g} m", gk.max_disp_m <= r_max)
     add(
@@ -926,12 +971,23 @@ def placed_rows(
     add("placed share (records at group level)", lambda f: _pct(f.n / n if f.n else math.nan))
     add("time", lambda f: _s(f.seconds))
     ratio = gk.mean_disp_m / mdav.mean_disp_m if mdav is not None and ok else math.nan
+    orders = mdav.extra.get("orders") if mdav is not None else None
     target = f"<= {target_ratio:g}" if target_ratio is not None else ""
     cells = [f"{ratio:.3f}" if not math.isnan(ratio) else "-"] + [""] * (len(figs) - 1)
     verdict = ""
     if target_ratio is not None:
         verdict = "n/a" if math.isnan(ratio) else ("pass" if ratio <= target_ratio else "FAIL")
     rows.append(("mean displacement, geokanon / MDAV", cells, target, verdict))
+    if orders and ok:
+        lo, hi = gk.mean_disp_m / max(orders), gk.mean_disp_m / min(orders)
+        rows.append(
+            (
+                "the same against MDAV shuffled",
+                [f"{lo:.3f} - {hi:.3f}"] + [""] * (len(figs) - 1),
+                "",
+                "",
+            )
+        )
     return rows
 
 
@@ -978,10 +1034,15 @@ def bench_placed(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: b
         run_baseline("quadtree", quadtree_groups, x, y, k, r_max),
         run_ideal(x, y, k),
     ]
+    mdav_orders(figs[1], x, y, k)
     if ds.density is not None:
-        tess = Figures(method="tessellation", n=x.size)
         # The placed records' density: the dataset's, scaled by the placed share.
-        tess.mean_disp_m = tessellation_estimate(ds.density * x.size / ds.x.size, k)
+        density = ds.density * x.size / ds.x.size
+        tess = Figures(method="hex tessellation", n=x.size)
+        tess.mean_disp_m = tessellation_estimate(density, k)
+        figs.append(tess)
+        tess = Figures(method="hex, k points' mean", n=x.size)
+        tess.mean_disp_m = hexagon_sample_mean_distance(k / density, k)
         figs.append(tess)
     rows = placed_rows(figs, k, r_max, ds.x.size, ds.target_ratio)
     title = (

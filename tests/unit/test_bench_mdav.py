@@ -10,6 +10,8 @@ import pytest
 from benchmarks.cities import city_points, nn5_median
 from benchmarks.mdav import (
     hexagon_mean_distance,
+    hexagon_points,
+    hexagon_sample_mean_distance,
     mdav_groups,
     per_record_ideal,
     tessellation_estimate,
@@ -105,6 +107,23 @@ def test_hexagon_mean_distance_matches_a_numerical_integral():
     tri_area = a * a * t / 2.0
     assert hexagon_mean_distance(area) == pytest.approx(num / tri_area, rel=1e-9)
     assert tessellation_estimate(0.5, 5) == pytest.approx(hexagon_mean_distance(10.0))
+
+
+def test_hexagon_sampler_and_the_sample_mean_figure():
+    area = 10.0
+    side = math.sqrt(2.0 * area / (3.0 * math.sqrt(3.0)))
+    pts = hexagon_points(np.random.default_rng(5), 400_000, area)
+    r = np.hypot(pts[:, 0], pts[:, 1])
+    assert r.max() <= side
+    # Uniform in the hexagon: its mean distance to the centre and polar moment (5 s^2 / 12).
+    assert r.mean() == pytest.approx(hexagon_mean_distance(area), rel=3e-3)
+    assert (r * r).mean() == pytest.approx(5.0 * side * side / 12.0, rel=3e-3)
+    # k = 2: the distance to the pair's mean is half the distance between the two points.
+    pairs = pts.reshape(-1, 2, 2)
+    half = 0.5 * np.hypot(*(pairs[:, 0] - pairs[:, 1]).T).mean()
+    assert hexagon_sample_mean_distance(area, 2) == pytest.approx(half, rel=1e-2)
+    # The mean of k points is nearer to them than the cell centre.
+    assert hexagon_sample_mean_distance(area, 5) < hexagon_mean_distance(area)
 
 
 @pytest.mark.parametrize("layout", ["uniform", "addresses"])
