@@ -1277,6 +1277,16 @@ def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) ->
     return render(title, figs, rows, markdown)
 
 
+def _dataset_name(value: str) -> str:
+    """``--dataset``: a known name or ``city-<metres>-<layout>``."""
+    import re
+
+    fixed = ("dwellings", "charleston", "chorley", "synthetic", "uniform", "cities")
+    if value in fixed or re.fullmatch(r"city-\d+(\.\d+)?-(uniform|addresses)", value):
+        return value
+    raise argparse.ArgumentTypeError(f"unknown dataset {value!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point.
 
@@ -1293,8 +1303,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--dataset",
-        choices=["dwellings", "charleston", "chorley", "synthetic", "uniform", "cities"],
-        help="one dataset (default: issue 19's runs, then the cities and the uniform square)",
+        type=_dataset_name,
+        help="dwellings, charleston, chorley, synthetic, uniform, cities (all six) or one "
+        "city, city-<median 5-NN m>-<uniform|addresses> (default: issue 19's runs, then "
+        "the cities and the uniform square)",
     )
     p.add_argument("--n", type=float, help="synthetic size (default 1e6; cities 5e4)")
     p.add_argument("--quick", action="store_true", help="two small cities and a square (CI)")
@@ -1317,7 +1329,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.dataset == "cities":
         runs = [(c, None, int(args.n) if args.n else CITY_N) for c in cities]
     elif args.dataset:
-        default_n = {"synthetic": 1_000_000, "uniform": UNIFORM_N}.get(args.dataset, 0)
+        default_n = {"synthetic": 1_000_000, "uniform": UNIFORM_N}.get(args.dataset, CITY_N)
         runs = [(args.dataset, None, int(args.n) if args.n else default_n)]
     elif args.all_records:
         runs = [("dwellings", None, 0), ("charleston", None, 0)]

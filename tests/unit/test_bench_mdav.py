@@ -133,3 +133,43 @@ def test_city_hits_its_5nn_median(layout):
     assert nn5_median(x, y) == pytest.approx(20.0, rel=0.1)
     shared = np.unique(np.column_stack([x, y]), axis=0).shape[0] < x.size
     assert shared == (layout == "addresses")
+
+
+def test_bench_placed_runs_the_baselines_on_exactly_the_placed_records(monkeypatch):
+    from types import SimpleNamespace
+
+    from benchmarks import bench_grouping as bg
+    from geokanon.policy import Disposal, Label
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0, 2000, 400)
+    y = rng.uniform(0, 2000, 400)
+    placed = np.zeros(400, dtype=bool)
+    placed[rng.choice(400, 250, replace=False)] = True  # a stand-in core places 250
+
+    def fake_core(xx, yy, policy, **kwargs):
+        gid = np.full(xx.size, -1)
+        gid[placed] = np.arange(250) // 5
+        gx = np.bincount(gid[placed], xx[placed]) / 5 + 0.5
+        gy = np.bincount(gid[placed], yy[placed]) / 5 + 0.5
+        disp = np.where(placed, Disposal.GROUPED, Disposal.SUPPRESSED)
+        return SimpleNamespace(
+            first_labels=np.full(xx.size, Label.OK), disposal=disp, group_id=gid,
+            group_x=gx, group_y=gy,
+        )  # fmt: skip
+
+    monkeypatch.setattr(bg, "load_core", lambda: (fake_core, ""))
+    monkeypatch.setattr(bg, "warm_up", lambda run_core, k: None)
+    ds = bg.Dataset("toy", x, y, None, None, 250.0, target_ratio=1.0)
+    text = bg.bench_placed(ds, 5, 250.0, markdown=True, skip_core=False)
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in
+            text.splitlines() if r.startswith("| ")}  # fmt: skip
+    head = rows["figure"]
+    groups = dict(zip(head, rows["groups"], strict=True))
+    assert groups["MDAV"] == "50"  # 250 placed records, k = 5: MDAV makes 50 groups of 5
+    assert set(rows["placed share (records at group level)"][:5]) == {"62.50 %"}
+    ref = reference_mdav(x[placed], y[placed], 5)
+    gx = np.bincount(ref, x[placed]) / np.bincount(ref)
+    gy = np.bincount(ref, y[placed]) / np.bincount(ref)
+    want = np.hypot(x[placed] - gx[ref], y[placed] - gy[ref]).mean()
+    assert dict(zip(head, rows["mean displacement"], strict=True))["MDAV"] == f"{want:.1f} m"
