@@ -17,7 +17,9 @@ dataset: mean and p95 displacement, the share of groups wider than r_max (a memb
 farther than r_max from the group mean), the placed share (records at group level over
 all records; the baselines group the same records), time, and geokanon's mean over
 MDAV's against the issue's target: at most 0.85 on the clustered real data, at most
-1.0 on the dense synthetic data. MDAV breaks ties by record index; a row gives its
+1.0 on the dense synthetic data. The placed share's floor is main's at d39bb7f
+(:data:`BASE_PLACED`; on the cities and the square main placed every record, at every
+size measured, 4,000 to 81,000). MDAV breaks ties by record index; a row gives its
 mean over 8 shuffled record orders (min - max), which matters on tied data (Chorley).
 Runs: dwellings at r_max 100 m and 300 m, Charleston and Chorley at 500 m, the six
 cities of :mod:`benchmarks.cities` (5-NN median 10, 20, 30 m, uniform in blocks or at
@@ -140,6 +142,14 @@ ISSUE19_RUNS: tuple[tuple[str, float], ...] = (
 #: Issue 19's target for geokanon's mean displacement over MDAV's on the same records.
 RATIO_CLUSTERED = 0.85
 RATIO_DENSE = 1.0
+#: Records geokanon placed at group level on main at d39bb7f (issue 19: "the placed share
+#: does not fall below today's"), per (dataset, r_max); the synthetic runs placed all.
+BASE_PLACED: dict[tuple[str, float], int] = {
+    ("dwellings", 100.0): 90_011,
+    ("dwellings", 300.0): 90_567,
+    ("charleston", 500.0): 49_253,
+    ("chorley", 500.0): 973,
+}
 #: Cities per default run and per --quick run (records each).
 CITY_N = 50_000
 QUICK_CITY_N = 4_000
@@ -932,7 +942,12 @@ def mdav_orders(
 
 
 def placed_rows(
-    figs: list[Figures], k: int, r_max: float, n: int, target_ratio: float | None
+    figs: list[Figures],
+    k: int,
+    r_max: float,
+    n: int,
+    target_ratio: float | None,
+    base_placed: int | None = None,
 ) -> list[tuple[str, list[str], str, str]]:
     """Issue 19's table: label, one cell per method, target, and geokanon's verdict.
 
@@ -946,6 +961,8 @@ def placed_rows(
         Number of records of the dataset (the placed share's denominator).
     target_ratio
         Bound on geokanon's mean displacement over MDAV's (``None``: no target).
+    base_placed
+        Records main placed at d39bb7f (the placed share's floor), if known.
 
     Returns
     -------
@@ -987,7 +1004,13 @@ def placed_rows(
         f">= {k}",
         gk.smallest_group >= k,
     )
-    add("placed share (records at group level)", lambda f: _pct(f.n / n if f.n else math.nan))
+    floor = f">= {_pct(base_placed / n)} (main d39bb7f)" if base_placed is not None else ""
+    add(
+        "placed share (records at group level)",
+        lambda f: _pct(f.n / n if f.n else math.nan),
+        floor,
+        None if base_placed is None else gk.n >= base_placed,
+    )
     add("time", lambda f: _s(f.seconds))
     ratio = gk.mean_disp_m / mdav.mean_disp_m if mdav is not None and ok else math.nan
     orders = mdav.extra.get("orders") if mdav is not None else None
@@ -1071,7 +1094,10 @@ def bench_placed(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: b
         tess = Figures(method="hex, k points' mean", n=x.size)
         tess.mean_disp_m = hexagon_sample_mean_distance(k / density, k)
         figs.append(tess)
-    rows = placed_rows(figs, k, r_max, ds.x.size, ds.target_ratio)
+    base = BASE_PLACED.get((ds.name, r_max))
+    if base is None and ds.target_ratio == RATIO_DENSE and k == 5:
+        base = ds.x.size  # the cities and the square: main placed every record
+    rows = placed_rows(figs, k, r_max, ds.x.size, ds.target_ratio, base)
     if len(figs) > 1 and figs[1].method == "geokanon groups, mean":
         figs[1].note = "not a release: the mean is a member's coordinate or the exact centroid"
     title = (
