@@ -1100,10 +1100,14 @@ def bench_placed(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: b
     rows = placed_rows(figs, k, r_max, ds.x.size, ds.target_ratio, base)
     if len(figs) > 1 and figs[1].method == "geokanon groups, mean":
         figs[1].note = "not a release: the mean is a member's coordinate or the exact centroid"
+    which = (
+        f"baselines on the {x.size:,} records geokanon placed"
+        if "placed" in gk.extra
+        else "baselines on every record (no geokanon run)"
+    )
     title = (
-        f"{ds.name}: n={ds.x.size:,}, k={k}, r_max={r_max:g} m, baselines on the "
-        f"{x.size:,} records geokanon placed ({os.cpu_count()} CPUs, load average "
-        f"{load:.1f} at the start)"
+        f"{ds.name}: n={ds.x.size:,}, k={k}, r_max={r_max:g} m, {which} "
+        f"({os.cpu_count()} CPUs, load average {load:.1f} at the start)"
     )
     if run_core is not None:
         gk.note = (gk.note + f" geokanon at {version} (at the start).").strip()
