@@ -17,6 +17,7 @@ Usage::
 
     python benchmarks/bench_verify.py --single 1e6 --dir /tmp/geokanon-bench-verify
     python benchmarks/bench_verify.py --single "" --partitioned 1e6,3e6 --partition 125000
+    python benchmarks/bench_verify.py --single "" --groups-read 1.8e6,1.8e7  # one part's read
 """
 
 from __future__ import annotations
@@ -132,6 +133,51 @@ def partitioned(
     return (n, "partitioned", how, dt, mem.peak / 2**30)
 
 
+def groups_read(n_groups: int, base: Path, per_part: int = 95_000) -> str:
+    """One part's read of its rows of a ``groups.parquet`` of ``n_groups`` rows (written as
+    the release writes it: zstd, no column statistics): a filtered read of the file, as
+    the partitioned verifier did, against the row groups its id range meets."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    table = pa.table({
+        "group_id": np.arange(n_groups, dtype=np.int64),
+        "n_records": rng.integers(5, 12, n_groups),
+        "x": rng.uniform(0, 1e6, n_groups).round(1),
+        "y": rng.uniform(0, 1e6, n_groups).round(1),
+        "radius_m": rng.uniform(0, 300, n_groups).round(2),
+        "unit": pa.array([str(u) for u in rng.integers(0, 9000, n_groups)]),
+    })  # fmt: skip
+    path = base / f"groups-{n_groups}.parquet"
+    pq.write_table(table, path, compression="zstd", write_statistics=False)
+    del table
+    first = n_groups // 2
+    end = first + per_part
+    t0 = time.perf_counter()
+    a = pq.read_table(path, filters=[("group_id", ">=", first), ("group_id", "<", end)])
+    t1 = time.perf_counter()
+    try:
+        from geokanon.verify.partitioned import _id_range, _id_ranges, _row_groups_of
+    except ImportError:
+        path.unlink()
+        return f"{n_groups:>12,} groups: filtered read {t1 - t0:.2f} s per part"
+    ranges = _id_ranges(path, "group_id")
+    t2 = time.perf_counter()
+    b = _id_range(path, "group_id", first, end, _row_groups_of(ranges, first, end))
+    t3 = time.perf_counter()
+    assert a.equals(b)
+    n_rg = pq.ParquetFile(path).metadata.num_row_groups
+    path.unlink()
+    parts = max(1, n_groups // per_part)
+    return (
+        f"{n_groups:>12,} groups, {n_rg} row groups, ~{parts} group parts: filtered read "
+        f"{t1 - t0:.2f} s per part ({parts * (t1 - t0):.0f} s in all), its row groups "
+        f"{t3 - t2:.2f} s per part ({parts * (t3 - t2):.0f} s), the id ranges once {t2 - t1:.2f} s"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--single", default="1e6", help="single-file sizes")
@@ -142,6 +188,7 @@ def main() -> None:
                     help="where the releases are written and kept")  # fmt: skip
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--r-max", type=float, default=300.0)
+    ap.add_argument("--groups-read", default="", help="groups.parquet sizes for one part's read")
     args = ap.parse_args()
     base = Path(args.dir)
     base.mkdir(parents=True, exist_ok=True)
@@ -163,6 +210,8 @@ def main() -> None:
             scaling = f"{math.log(dt / prev[key][1]) / math.log(n / prev[key][0]):.2f}"
         prev[key] = (n, dt)
         print(f"{n:>12,} {layout:<12} {run:<34} {dt:>8.1f} {peak:>8.2f} {scaling:>8}")
+    for n in _sizes(args.groups_read):
+        print(groups_read(n, base))
 
 
 if __name__ == "__main__":
