@@ -628,3 +628,22 @@ def test_each_part_reads_only_the_row_groups_of_its_groups(
     # either side), never the whole file
     assert all(rows <= n_ids + 2 * per_group for _, n_ids, rows in read), read
     assert sum(rows for *_, rows in read) < len(parts) * table.num_rows
+
+
+def test_a_small_generalised_up_figure_fails_report_safety_in_both_layouts(
+    client, towns_release, tmp_path
+):
+    # issue 17: the partitioned verifier's own copy of report_safety read units.csv's
+    # 'suppressed' only; the shared check reads every hidden column, in both layouts
+    src, out = _mutable_copy(towns_release, tmp_path)
+    path = out / "release" / "units.csv"
+    units = pd.read_csv(path, dtype=str, keep_default_na=False)
+    units["generalised_up"] = "0"
+    units.loc[0, "generalised_up"] = "2"  # 2 subjects generalised up: a figure of 1..k-1
+    units.to_csv(path, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "report_safety" in report.failed
+    assert "units.csv: 1 units publish 1..k-1 generalised_up subjects" in (
+        report["report_safety"].detail
+    )

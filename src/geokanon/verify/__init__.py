@@ -15,6 +15,9 @@ implemented: :mod:`~geokanon.verify.k_subjects`, :mod:`~geokanon.verify.extent`,
 :mod:`~geokanon.verify.deterministic` (run by the release writer). They share one
 reader (:mod:`~geokanon.verify._reader`), the array helpers of
 :mod:`~geokanon.verify._arrays` and what :mod:`~geokanon.verify._derived` derives.
+:mod:`~geokanon.verify.partitioned` verifies a partitioned release with the same check
+functions: per part for ``k_subjects``, ``extent`` and ``representation``, on the reduced
+figures for ``tau``, ``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest``.
 """
 
 from __future__ import annotations

@@ -425,7 +425,8 @@ def _part_checks(
     this part only: its rows of ``groups.parquet`` (or ``classes.parquet``) as the
     published table, and its members (routed from every source partition: their
     source coordinates, which the source round found equal to the audit's, and
-    subjects) as the audit. Working and published CRS are the release's one CRS.
+    subjects) as the audit; ``manifest.json`` and ``audit.json`` are the release's own.
+    Working and published CRS are the release's one CRS.
     """
     n = len(members)
     ids = members["id"].to_numpy(dtype=np.int64)
@@ -442,7 +443,7 @@ def _part_checks(
         {"class_id": pd.Series(dtype=np.int64), "n_records": pd.Series(dtype=np.int64)}
     )
     view.__dict__.update(
-        k=k, r_max_m=r_max, output_crs=crs, working_crs=crs, audit={"mask": None},
+        k=k, r_max_m=r_max, output_crs=crs, working_crs=crs,
         _audit_arrays={"": n}, n_audit=n, source=_Source(),
         groups=published if kind == "group" else no_groups,
         classes=published if kind == "class" else no_classes,
