@@ -192,7 +192,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.io.read import PointTable, read_source_frame, sha256_file
+from geokanon.io.read import DatabaseInput, PointTable, read_source_frame, sha256_file
 from geokanon.policy import MAX_PASSES
 from geokanon.published import Figure, Published
 
@@ -1158,7 +1158,7 @@ class _Release:
         root: Path,
         source: PointTable | Path | None,
         tolerance_m: float,
-        source_file: Path | None = None,
+        source_file: Path | DatabaseInput | None = None,
     ) -> None:
         self.root = root
         self.rel = root / "release"
@@ -1843,7 +1843,7 @@ def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _load_source(
-    arg: PointTable | Path | None,
+    arg: PointTable | Path | DatabaseInput | None,
     audit: Mapping[str, Any],
     output_crs: str | None,
     working_crs: str | None,
@@ -1869,9 +1869,10 @@ def _load_source(
         if arg.times is not None:
             src.epoch_s = arg.times
         return src
-    path = Path(arg)
+    path = arg if isinstance(arg, DatabaseInput) else Path(arg)
     opts = _read_options(audit)
-    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...)
+    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...,
+    # a database table or query: its checksum is taken in the same read)
     source_frame = read_source_frame(path)
     raw = source_frame.frame
     drop = np.zeros(len(raw), dtype=bool)
@@ -1890,7 +1891,7 @@ def _load_source(
     if drop.any():
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
-    src.sha256 = sha256_file(path)
+    src.sha256 = source_frame.sha256 or sha256_file(path)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:
@@ -5032,7 +5033,9 @@ def _run(name: str, rel: _Release) -> CheckResult:
         return CheckResult(name, False, f"cannot check: {type(exc).__name__} while reading")
 
 
-def _existing_file(path: str | os.PathLike[str]) -> Path:
+def _existing_file(path: str | os.PathLike[str] | DatabaseInput) -> Any:
+    if isinstance(path, DatabaseInput):
+        return path
     p = Path(path)
     if not p.is_file():
         raise InputError(f"source file {str(p)!r} does not exist")
@@ -5043,7 +5046,7 @@ def verify_release(
     directory: str | os.PathLike[str],
     *,
     source: PointTable | str | os.PathLike[str] | None = None,
-    source_file: str | os.PathLike[str] | None = None,
+    source_file: str | os.PathLike[str] | DatabaseInput | None = None,
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
     unchanged: Mapping[str, str] | None = None,
