@@ -90,7 +90,7 @@ class Cluster:
 def start_cluster() -> Cluster:
     """Start a cluster with PostGIS in database ``postgres`` (skip or fail when missing)."""
     try:
-        import psycopg  # noqa: F401
+        import psycopg
     except ImportError:
         _missing("the psycopg package")
     bindir = find_bindir()
@@ -123,7 +123,11 @@ def start_cluster() -> Cluster:
             capture_output=True, check=True, timeout=120,
         )  # fmt: skip
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        log = (root / "server.log").read_text(errors="replace") if (root / "server.log").exists() else ""
+        log = (
+            (root / "server.log").read_text(errors="replace")
+            if (root / "server.log").exists()
+            else ""
+        )
         out = getattr(exc, "stderr", b"") or b""
         cluster.stop()
         pytest.fail(f"the test cluster did not start: {out.decode(errors='replace')}{log}")

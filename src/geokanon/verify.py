@@ -1891,7 +1891,7 @@ def _load_source(
     if drop.any():
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
-    src.sha256 = source_frame.sha256 or sha256_file(path)
+    src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:

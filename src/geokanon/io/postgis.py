@@ -34,7 +34,7 @@ import json
 import re
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,9 +275,7 @@ def _base_query(conn: Any, src: DatabaseInput) -> Any:
     if src.table is not None:
         schema, table = _qualified(src.table, "--table")
         ident = sql.Identifier(schema, table) if schema else sql.Identifier(table)
-        found = conn.execute(
-            "SELECT to_regclass(%s)", [ident.as_string(conn)]
-        ).fetchone()[0]
+        found = conn.execute("SELECT to_regclass(%s)", [ident.as_string(conn)]).fetchone()[0]
         if found is None:
             names = [
                 f"{r[0]}.{r[1]}"
@@ -298,7 +296,7 @@ def _base_query(conn: Any, src: DatabaseInput) -> Any:
             )
         return sql.SQL("SELECT * FROM {}").format(ident)
     text = str(src.query).strip().rstrip(";").strip()
-    return sql.SQL(text)  # type: ignore[arg-type]
+    return sql.SQL(text)
 
 
 def _geometry_oids(conn: Any) -> dict[int, str]:
@@ -867,7 +865,10 @@ def compare_tables(url: str, schema: str, release: Path) -> list[str]:
     try:
         for name, table, geo in _release_tables(release):
             ident = sql.Identifier(schema, name)
-            if conn.execute("SELECT to_regclass(%s)", [ident.as_string(conn)]).fetchone()[0] is None:
+            if (
+                conn.execute("SELECT to_regclass(%s)", [ident.as_string(conn)]).fetchone()[0]
+                is None
+            ):
                 problems.append(f"table {name} is missing")
                 continue
             cols = [

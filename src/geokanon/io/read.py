@@ -621,20 +621,10 @@ def _open_database(src: DatabaseInput, opts: ReadOptions, progress: Progress) ->
         src, chunksize=opts.chunksize, text_columns=(opts.subject, opts.unit, opts.time),
         progress=progress,
     )  # fmt: skip
-    geom = stream.geometry
-
-    def chunks() -> Iterator[pd.DataFrame]:
-        offset = 0
-        for frame in stream.chunks:
-            if geom is not None:
-                geoms = wkb_hex_points(frame.pop(geom))
-                frame[_GEOM_A], frame[_GEOM_B] = _point_xy(geoms, stream.name, offset)
-            offset += len(frame)
-            yield frame
-
     return _Source(
-        name=stream.name, columns=stream.columns, crs=stream.crs, geometry=geom is not None,
-        chunks=chunks(), rows=stream.rows, checksum=stream.sha256,
+        name=stream.name, columns=stream.columns, crs=stream.crs,
+        geometry=stream.geometry is not None, chunks=_open_database_text(stream),
+        rows=stream.rows, checksum=stream.sha256,
     )  # fmt: skip
 
 
@@ -1728,6 +1718,7 @@ def read_points(
     database = _database_input(path, table, query)
     if database is not None:
         return _assemble(_open_database(database, opts, say), opts, "", "database", say)
+    assert not isinstance(path, DatabaseInput)
     p = Path(path)
     if not p.exists():
         raise InputError(f"input file {str(p)!r} does not exist")
@@ -1826,6 +1817,7 @@ def read_source_frame(
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
         xy = (_GEOM_A, _GEOM_B) if stream.geometry is not None else None
         return SourceFrame(frame, xy, stream.crs, stream.sha256())
+    assert not isinstance(path, DatabaseInput)
     p = Path(path)
     if not p.exists():
         raise InputError(f"source file {str(p)!r} does not exist")
@@ -1861,6 +1853,7 @@ def read_source_frame(
 
 
 def _open_database_text(stream: Any) -> Iterator[pd.DataFrame]:
+    """A database stream's chunks with its point geometry as two float columns."""
     offset = 0
     for frame in stream.chunks:
         if stream.geometry is not None:
