@@ -478,7 +478,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         from geokanon.pipeline import Plan
 
         plan = Plan.from_policy(
-            policy, source=_shown(args.input), read_options=options.read_options,
+            policy, source=_shown_input(args), read_options=options.read_options,
             release=options, out=_shown(args.out),
         )  # fmt: skip
         print(plan.describe(table))
@@ -543,6 +543,15 @@ def _shown(value: Any) -> str:
     if isinstance(value, DatabaseInput):
         return value.name
     return redact(str(value)) if is_database_url(value) else str(value)
+
+
+def _shown_input(args: argparse.Namespace) -> str:
+    """The INPUT for messages: a path, or the table/query in the redacted URL."""
+    from geokanon.io.postgis import DatabaseInput, is_database_url
+
+    if is_database_url(args.input) and (args.table is None) != (args.query is None):
+        return DatabaseInput(args.input, table=args.table, query=args.query).name
+    return _shown(args.input)
 
 
 def _database_target(args: argparse.Namespace) -> Any:
@@ -708,7 +717,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
     policy = _policy_from_args(args)
     table = _read_input(args)
-    plan = Plan.from_policy(policy, source=_shown(args.input), read_options=_read_options(args))
+    plan = Plan.from_policy(policy, source=_shown_input(args), read_options=_read_options(args))
     print(plan.describe(table))
     return 0
 

@@ -225,3 +225,44 @@ def test_bad_tables_exit_2_writing_nothing(cluster, tmp_path, capsys, table, nee
     )
     assert code == 2 and needle in said, said
     assert not out.exists()
+
+
+def test_group_extents_layer_of_release_gpkg_is_loaded_as_polygons(cluster, tmp_path, capsys):
+    """A release with ``release.gpkg`` gets its ``group_extents`` layer as a PostGIS table."""
+    import shutil
+
+    import geopandas as gpd
+    import shapely
+
+    from geokanon.io.postgis import DatabaseTarget, compare_tables, load_release
+
+    url = cluster.url()
+    out = tmp_path / "out"
+    code, said = _run(
+        capsys, "release", url, "--table", "register.small", *POLICY, "--out", str(out)
+    )
+    assert code == 0, said
+    rel = tmp_path / "rel"
+    shutil.copytree(out / "release", rel)
+    discs = gpd.GeoDataFrame(
+        {"group_id": [0, 1], "radius_m": [300.0, 250.0]},
+        geometry=[
+            shapely.Point(150000, 470000).buffer(300),
+            shapely.Point(151000, 471000).buffer(250),
+        ],
+        crs="EPSG:28992",
+    )
+    discs.to_file(rel / "release.gpkg", layer="group_extents", driver="GPKG")
+    pending = load_release(DatabaseTarget(url, "with_extents"), rel)
+    pending.commit()
+    geo = _rows(
+        cluster,
+        "SELECT srid, type FROM geometry_columns WHERE f_table_schema = 'with_extents' AND "
+        "f_table_name = 'group_extents'",
+    )
+    assert geo == [(28992, "POLYGON")]
+    assert compare_tables(url, "with_extents", rel) == []
+    _rows(cluster, "UPDATE with_extents.group_extents SET radius_m = 1 WHERE fid = 2 RETURNING 1")
+    assert compare_tables(url, "with_extents", rel) == [
+        "column radius_m of table group_extents differs from the file"
+    ]

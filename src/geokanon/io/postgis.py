@@ -80,6 +80,7 @@ FILES_TABLE = "release_files"
 #: The first column of every release table: the row of the file it came from (from 1).
 FID = "fid"
 MANIFEST_TABLE = "manifest"
+_BOOL_OID = 16
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
 
@@ -249,23 +250,24 @@ class _CopyReader(io.RawIOBase):
     def __init__(self, blocks: Iterator[Any], digest: Any) -> None:
         self._blocks = blocks
         self._digest = digest
-        self._buf = b""
+        self._buf = bytearray()
         self.finished = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: Any) -> int:
-        while not self._buf:
+        want = len(b)
+        while len(self._buf) < want and not self.finished:
             block = next(self._blocks, None)
             if block is None:
                 self.finished = True
-                return 0
-            self._buf = bytes(block)
-            self._digest.update(self._buf)
-        n = min(len(b), len(self._buf))
+                break
+            self._digest.update(block)
+            self._buf += block
+        n = min(want, len(self._buf))
         b[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
+        del self._buf[:n]
         return n
 
 
@@ -432,7 +434,12 @@ def open_query(
     digest = hashlib.sha256()
     done = [False]
     columns = [n for n in names if n != geom_col]
+    # booleans come as t/f: read back as booleans (as a CSV's TRUE/FALSE are)
+    booleans = [
+        d.name for d in desc if int(d.type_code) == _BOOL_OID and d.name not in text_columns
+    ]
     text = {c: "string" for c in text_columns if c in names}
+    text.update(dict.fromkeys(booleans, "string"))
     if geom_col is not None:
         text[geom_col] = "string"
 
@@ -447,7 +454,11 @@ def open_query(
                     kw = {"dtype": text}
                 parts = pd.read_csv(stream, chunksize=chunksize, index_col=False, **kw)
                 with parts:
-                    yield from parts
+                    for part in parts:
+                        if not all_text:
+                            for b in booleans:
+                                part[b] = part[b].map({"t": True, "f": False}).astype("boolean")
+                        yield part
                 while stream.read(1 << 20):  # the rest of the stream (none: a header only)
                     pass
             conn.rollback()  # read only: nothing to keep
@@ -466,12 +477,13 @@ def wkb_hex_points(values: pd.Series) -> np.ndarray:
     """Geometries from the hex WKB text COPY sends for ``ST_AsBinary`` (``\\x0101...``)."""
     import shapely
 
-    raw = values.astype(object).to_numpy()
-    out = np.empty(raw.size, dtype=object)
-    for i, v in enumerate(raw):
-        out[i] = None if v is None or v is pd.NA or v == "" or v != v else str(v)[2:]
+    text = values.astype(object)
+    present = np.asarray(text.notna(), dtype=bool)
+    raw = np.full(len(text), None, dtype=object)
+    raw[present] = text[present].astype(str).str.slice(2).to_numpy(dtype=object)
+    raw[present & (raw == "")] = None
     try:
-        return np.asarray(shapely.from_wkb(out, on_invalid="raise"), dtype=object)
+        return np.asarray(shapely.from_wkb(raw, on_invalid="raise"), dtype=object)
     except Exception:
         raise InputError("the database input holds unreadable geometry (broken WKB)") from None
 
