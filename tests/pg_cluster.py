@@ -98,7 +98,11 @@ def start_cluster() -> Cluster:
         _missing("PostgreSQL server binaries (initdb, pg_ctl)")
     assert bindir is not None
     runas: list[str] = []
-    root = Path(tempfile.mkdtemp(prefix="geokanon-pg-"))
+    # /tmp: short enough for the socket path, and reachable by the postgres user (a root
+    # TMPDIR under /root is not)
+    root = Path(
+        tempfile.mkdtemp(prefix="geokanon-pg-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    )
     if os.geteuid() == 0:
         try:
             user = pwd.getpwnam("postgres")

@@ -214,6 +214,21 @@ def test_failed_commit_leaves_database_and_audit_as_they_were(
     assert "never" not in names and not any(n.startswith("geokanon_tmp") for n in names)
 
 
+def test_refused_release_leaves_the_database_as_it_was(cluster, tmp_path, capsys):
+    url = cluster.url()
+    audit = tmp_path / "a"
+    # GM0313 (48 dwellings) cannot keep 99.9 % of its records at k=40 within 50 m
+    code, said = _run(
+        capsys, "release", url, "--table", "register.small", "--k", "40", "--r-max", "50",
+        "--unit", "gm_code", "--unit-cap", "0.001", "--out", url, "--out-schema", "refused",
+        "--audit", str(audit),
+    )  # fmt: skip
+    assert code == 3, said
+    assert not (audit / "audit").exists()
+    names = {r[0] for r in _rows(cluster, "SELECT nspname FROM pg_namespace")}
+    assert "refused" not in names and not any(n.startswith("geokanon_tmp") for n in names)
+
+
 @pytest.mark.parametrize(
     ("table", "needle"),
     [("register.nosuch", "register.nosuch"), ("register.no_geometry", "lon/lat")],
