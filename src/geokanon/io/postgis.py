@@ -69,6 +69,10 @@ _CANONICAL = (
     "SET LOCAL IntervalStyle = 'iso_8601'",
     "SET LOCAL extra_float_digits = 1",
     "SET LOCAL bytea_output = 'hex'",
+    # the rows in the same order every time: a scan starts at the table's first block (not
+    # where a concurrent scan is), and no parallel workers interleave their rows
+    "SET LOCAL synchronize_seqscans = off",
+    "SET LOCAL max_parallel_workers_per_gather = 0",
 )
 #: Tables written from the release's Parquet files and CSV files (file -> table).
 PARQUET_TABLES = {"records.parquet": "records", "groups.parquet": "groups",
