@@ -281,3 +281,11 @@ def test_group_extents_layer_of_release_gpkg_is_loaded_as_polygons(cluster, tmp_
     assert compare_tables(url, "with_extents", rel) == [
         "column radius_m of table group_extents differs from the file"
     ]
+
+
+def test_a_query_failing_on_a_row_names_no_value(cluster, tmp_path, capsys):
+    out = tmp_path / "out"
+    bad = "SELECT point_id, gm_code, gm_naam::int AS n, geom FROM register.small"  # Baarn: no int
+    code, said = _run(capsys, "release", cluster.url(), "--query", bad, *POLICY, "--out", str(out))
+    assert code == 2 and "SQLSTATE 22P02" in said, said
+    assert "Baarn" not in said and "invalid input syntax" not in said and not out.exists()

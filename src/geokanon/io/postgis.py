@@ -468,7 +468,12 @@ def open_query(
             conn.rollback()  # read only: nothing to keep
             done[0] = True
         except psycopg.Error as exc:
-            raise InputError(f"{src.name} cannot be read: {_scrub(str(exc), src.url)}") from None
+            # a failure while rows are sent may quote a value: its kind only, never its text
+            raise InputError(
+                f"{src.name} failed while its rows were read ({type(exc).__name__}, SQLSTATE "
+                f"{getattr(exc, 'sqlstate', None) or 'unknown'}); run the query in psql to see "
+                "which row"
+            ) from None
         except pd.errors.EmptyDataError:
             done[0] = True
         finally:
