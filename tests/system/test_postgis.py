@@ -268,6 +268,16 @@ def test_group_extents_layer_of_release_gpkg_is_loaded_as_polygons(cluster, tmp_
         crs="EPSG:28992",
     )
     discs.to_file(rel / "release.gpkg", layer="group_extents", driver="GPKG")
+    # a GeoParquet 1.1 bbox covering column (a struct) goes in as json
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    groups = pq.read_table(rel / "groups.parquet")
+    x = groups.column(groups.column_names[1]).combine_chunks()
+    bbox = pa.StructArray.from_arrays(
+        [pc.cast(x, pa.float64()), pc.cast(x, pa.float64())], names=["xmin", "xmax"]
+    )
+    pq.write_table(groups.append_column("bbox", bbox), rel / "groups.parquet")
     pending = load_release(DatabaseTarget(url, "with_extents"), rel)
     pending.commit()
     geo = _rows(
@@ -277,6 +287,12 @@ def test_group_extents_layer_of_release_gpkg_is_loaded_as_polygons(cluster, tmp_
     )
     assert geo == [(28992, "POLYGON")]
     assert compare_tables(url, "with_extents", rel) == []
+    kind = _rows(
+        cluster,
+        "SELECT data_type FROM information_schema.columns WHERE table_schema = 'with_extents' "
+        "AND table_name = 'groups' AND column_name = 'bbox'",
+    )
+    assert kind == [("json",)]
     _rows(cluster, "UPDATE with_extents.group_extents SET radius_m = 1 WHERE fid = 2 RETURNING 1")
     assert compare_tables(url, "with_extents", rel) == [
         "column radius_m of table group_extents differs from the file"

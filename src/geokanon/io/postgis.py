@@ -78,8 +78,9 @@ _CANONICAL = (
 PARQUET_TABLES = {"records.parquet": "records", "groups.parquet": "groups",
                   "classes.parquet": "classes"}  # fmt: skip
 CSV_TABLES = {"units.csv": "units"}
-#: The release.gpkg layer loaded as its own table where the release has one.
-GPKG_LAYERS = {"group_extents": "group_extents"}
+#: The release.gpkg layers loaded as tables of their own where the release has them (the
+#: other layers are the Parquet files' rows): the groups' discs, and the units with polygons.
+GPKG_LAYERS = {"group_extents": "group_extents", "units": "unit_areas"}
 FILES_TABLE = "release_files"
 #: The first column of every release table: the row of the file it came from (from 1).
 FID = "fid"
@@ -582,6 +583,8 @@ def _pg_type(t: Any) -> str:
         return "bytea"
     if pa.types.is_dictionary(t):
         return _pg_type(t.value_type)
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "json"  # e.g. GeoParquet 1.1's bbox covering column {xmin, ymin, xmax, ymax}
     return "text"
 
 
@@ -632,9 +635,15 @@ def _create_and_copy(
     cur.execute(sql.SQL("CREATE TABLE {} ({})").format(ident, sql.SQL(", ").join(cols)))
     names = sql.SQL(", ").join(sql.Identifier(n) for n in [FID, *table.column_names])
     fid = 0
+    as_json = [_pg_type(f.type) == "json" and f.name not in geo for f in table.schema]
     with cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(ident, names)) as copy:
         for batch in table.to_batches(max_chunksize=50_000):
-            columns = [arr.to_pylist() for arr in batch.columns]
+            columns = [
+                [None if v is None else json.dumps(v, allow_nan=False) for v in arr.to_pylist()]
+                if j
+                else arr.to_pylist()
+                for arr, j in zip(batch.columns, as_json, strict=True)
+            ]
             for row in zip(*columns, strict=True):
                 fid += 1
                 copy.write_row((fid, *row))
@@ -936,6 +945,8 @@ def compare_tables(url: str, schema: str, release: Path) -> list[str]:
                     )
                 elif _pg_type(col.type) == "bytea":
                     same = [None if v is None else bytes(v) for v in db] == col.to_pylist()
+                elif _pg_type(col.type) == "json":
+                    same = db == col.to_pylist()
                 else:
                     try:
                         same = _same_values(col, pa.array(db, type=col.type))
