@@ -820,9 +820,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _verify_database(args: argparse.Namespace) -> int:
     """``verify postgresql://... --out-schema NAME --audit DIR --source INPUT``.
 
-    The release files the schema holds are written into a private directory beside
-    DIR's audit, verified there as any release, and the schema's tables are compared
-    with those files row for row.
+    The release files the schema holds (``release_files``) are written into a private
+    temporary directory (0700) beside a link to DIR's audit, verified there as any
+    release, and the schema's tables are compared with those files row for row.
     """
     import tempfile
 
