@@ -162,6 +162,17 @@ def test_release_from_table_to_files_and_existing_schema_needs_force(cluster, tm
     assert code == 0, said
     code, said = _run(capsys, "verify", str(out), "--source", url)  # --table from the audit
     assert code == 0, said
+    # every command that reads records takes the database too
+    for argv in (
+        ["risk", str(out), "--source", url],
+        ["classify", url, "--table", "register.small", *POLICY],
+        ["describe", url, "--table", "register.small", *POLICY],
+        ["sweep", url, "--query", QUERY, "--k", "3,5", "--r-max", "300", "--unit", "gm_code"],
+    ):
+        code, said = _run(capsys, *argv)
+        assert code == 0, (argv[0], said)
+        if argv[0] == "describe":  # the plan names the table, the URL without its user
+            assert "release table register.small in postgresql:///postgres?host=" in said
     audit_doc = json.loads((out / "audit" / "audit.json").read_text())
     assert audit_doc["read_options"]["table"] == "register.small"
     assert "postgresql" not in json.dumps(audit_doc)  # the URL is never recorded
