@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from geokanon.io.read import PointTable, read_source_frame, sha256_file
+from geokanon.io.read import DatabaseInput, PointTable, read_source_frame, sha256_file
 from geokanon.verify._arrays import (
     _arrow_ids,
     _arrow_text_codes,
@@ -167,9 +167,9 @@ class _Release:
     def __init__(
         self,
         root: Path,
-        source: PointTable | Path | None,
+        source: PointTable | Path | DatabaseInput | None,
         tolerance_m: float,
-        source_file: Path | None = None,
+        source_file: Path | DatabaseInput | None = None,
     ) -> None:
         self.root = root
         self.rel = root / "release"
@@ -204,11 +204,15 @@ class _Release:
             st = p.stat()
             return (p.as_posix(), st.st_size, st.st_mtime_ns)
 
+        def ident(x: object) -> object:
+            # a file by its state on disk; a table or a database input by identity (the
+            # same object: the caller's promise that it holds the same records)
+            return stat(x) if isinstance(x, Path) else (id(x), x)
+
         files = sorted(p for p in self.aud.rglob("*") if p.is_file())
-        src = self._source_arg
-        src_key = stat(src) if isinstance(src, Path) else id(src)
-        raw = None if self._source_file is None else stat(self._source_file)
-        return (self.root.resolve(), tuple(stat(p) for p in files), src_key, raw)
+        raw = None if self._source_file is None else ident(self._source_file)
+        src = ident(self._source_arg)
+        return (self.root.resolve(), tuple(stat(p) for p in files), src, raw)
 
     def carry(self) -> _Carry:
         """The values this run derived from the audit and the source (see :meth:`adopt`)."""
@@ -712,7 +716,7 @@ def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _load_source(
-    arg: PointTable | Path | None,
+    arg: PointTable | Path | DatabaseInput | None,
     audit: Mapping[str, Any],
     output_crs: str | None,
     working_crs: str | None,
@@ -738,9 +742,10 @@ def _load_source(
         if arg.times is not None:
             src.epoch_s = arg.times
         return src
-    path = Path(arg)
+    path = arg if isinstance(arg, DatabaseInput) else Path(arg)
     opts = _read_options(audit)
-    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...)
+    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...,
+    # a database table or query: its checksum is taken in the same read)
     source_frame = read_source_frame(path)
     raw = source_frame.frame
     drop = np.zeros(len(raw), dtype=bool)
@@ -759,7 +764,7 @@ def _load_source(
     if drop.any():
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
-    src.sha256 = sha256_file(path)
+    src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:
