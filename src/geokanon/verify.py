@@ -2491,8 +2491,10 @@ def _published_input_size(manifest: Mapping[str, Any]) -> tuple[int | None, int 
 #: (any other column holding numbers is a figure the holes system cannot account for).
 UNIT_FILE_COLUMNS = frozenset({"unit", "released", "suppressed", "generalised_up",
                                "source_total", "synthetic"})  # fmt: skip
-GROUP_FILE_COLUMNS = frozenset({"group_id", "n_records", "x", "y", "radius_m", "unit", "geometry"})
-CLASS_FILE_COLUMNS = frozenset({"class_id", "level", "unit", "n_records"})
+GROUP_FILE_COLUMNS = frozenset(
+    {"group_id", "n_records", "x", "y", "radius_m", "unit", "geometry", "bbox"}
+)
+CLASS_FILE_COLUMNS = frozenset({"class_id", "level", "unit", "n_records", "geometry", "bbox"})
 
 
 def _undeclared_columns(name: str, frame: pd.DataFrame, declared: frozenset[str]) -> list[str]:
@@ -3263,9 +3265,16 @@ def _timestamp_hits(stamps: Sequence[str], sec: _Secrets) -> int:
     return int(hit.sum())
 
 
+#: Columns of published coordinates (representatives), judged as pairs only: x, y, the
+#: WKB geometry's and the GeoParquet ``bbox`` covering column's fields.
+_COORDINATE_COLUMNS = frozenset(
+    {"x", "y", "geometry.x", "geometry.y", "bbox.xmin", "bbox.ymin", "bbox.xmax", "bbox.ymax"}
+)
+
+
 def _numeric_column_hits(name: str, vals: NDArray[np.float64], sec: _Secrets) -> list[str]:
     found: list[str] = []
-    if name.lower() in ("x", "y", "geometry.x", "geometry.y"):
+    if name.lower() in _COORDINATE_COLUMNS:
         return found  # published representatives: judged as pairs only
     uniq = _distinct(vals)
     if uniq.size == 0:
@@ -3756,7 +3765,7 @@ class _TableScan:
             if not has:
                 continue
             self.present.add(name)
-            if name.lower() not in ("x", "y", "geometry.x", "geometry.y"):
+            if name.lower() not in _COORDINATE_COLUMNS:
                 # judged on its distinct values (x, y: as pairs only); a text column's
                 # are the numbers of the entries its rows use
                 self._values[i].append(nums.distinct())
@@ -3942,13 +3951,32 @@ def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | p
     return schema, False, batches()
 
 
+def _flat_columns(
+    names: Sequence[str], columns: Sequence[pa.ChunkedArray | pa.Array]
+) -> list[tuple[str, pa.ChunkedArray | pa.Array]]:
+    """Columns with every struct column (the GeoParquet ``bbox``) as its fields, ``bbox.xmin``."""
+    out: list[tuple[str, pa.ChunkedArray | pa.Array]] = []
+    for name, arr in zip(names, columns, strict=True):
+        if not pa.types.is_struct(arr.type):
+            out.append((name, arr))
+            continue
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        for field, child in zip(arr.type, arr.flatten(), strict=True):
+            out += _flat_columns([f"{name}.{field.name}"], [child])
+    return out
+
+
 def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
     schema, whole, batches = _parquet_batches(path)
-    names = [str(n) for n in schema.names]
+    top = [str(n) for n in schema.names]
+    names = [
+        n for n, _ in _flat_columns(top, [pa.nulls(0, f.type) for f in schema])
+    ]  # the struct fields' names too
     scan = _TableScan(names, sec, one_batch=whole)
     text: dict[str, dict[str, int]] = {}
     for batch in batches:
-        cols = [(n, batch.column(i)) for i, n in enumerate(names)]
+        cols = _flat_columns(top, [batch.column(i) for i in range(len(top))])
         cells = {
             n: _text_column(arr)
             for n, arr in cols
