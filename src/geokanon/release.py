@@ -910,6 +910,10 @@ def class_geometries(
     return out
 
 
+#: The release files that hold coordinates (all in the manifest's ``crs``): ``file_crs``.
+COORDINATE_FILES = (
+    "records.parquet", "records.csv", "groups.parquet", "classes.parquet", "release.gpkg"
+)  # fmt: skip
 #: Layers of ``release.gpkg`` with their geometry types (see docs/release-format.md).
 GPKG_LAYER_TYPES = (
     ("records", "Point"),
@@ -1298,6 +1302,8 @@ def build_release_files(
         "seed": policy.seed,
         "crs": out_crs,
         **({"crs_note": crs_note} if crs_note is not None else {}),
+        # the CRS of every file that holds coordinates (text files included)
+        "file_crs": dict.fromkeys(COORDINATE_FILES, out_crs),
         "local_metres": options.local_metres,
         "input_sha256": table.source_sha256,
         # spellings of one subject id (case, spacing, Unicode form) taken as one subject
