@@ -138,6 +138,28 @@ PASS_COLUMNS: dict[str, str] = {
     "labels changed": "changed",
     "records": "records",
 }
+#: ``release.gpkg``: each map layer repeats the rows of one release file (x and y as its
+#: geometry; ``group_extents`` the groups' rows with their r_max discs), so its figures are
+#: that file's and add nothing to the system. ``counts`` checks that they are identical
+#: (``units``: every cell as ``units.csv`` writes it, ``<k`` and ``withheld`` included), and
+#: ``holes`` fails a layer with a column its file does not have, or a units cell that
+#: differs from ``units.csv``. ``layer_styles`` holds the QGIS styles (text, no figures).
+GPKG_FILE = "release.gpkg"
+GPKG_LAYERS: dict[str, str] = {
+    "records": "records.parquet",
+    "groups": "groups.parquet",
+    "group_extents": "groups.parquet",
+    "units": "units.csv",
+    "classes": "classes.parquet",
+}
+GPKG_STYLES = "layer_styles"
+#: Columns of a layer besides its file's that hold no figure: the GeoPackage's own.
+GPKG_OWN_COLUMNS = frozenset({"fid", "geom"})
+#: Columns of ``layer_styles`` (the QGIS convention).
+GPKG_STYLE_COLUMNS = (
+    "f_table_catalog", "f_table_schema", "f_table_name", "f_geometry_column", "styleName",
+    "styleQML", "styleSLD", "useAsDefault", "description", "owner", "ui", "update_time",
+)  # fmt: skip
 #: Report cards: caption prefix -> quantity terms (``suppressed`` follows the manifest's
 #: ``counts.suppressed``; ``share`` is the suppressed share).
 CARDS: dict[str, tuple[tuple[str, float], ...] | str] = {

@@ -51,17 +51,17 @@ from geokanon.io._names import closest_name
 from geokanon.io.gis import (
     BBOX_FIELDS,
     BBOX_TYPE,
-    crs_projjson,
     GpkgLayer,
     as_multipolygons,
+    crs_projjson,
     disc_extents,
     geo_table,
     geoparquet_metadata,
     layer_styles,
-    unit_geometries,
-    write_geopackage,
     point_bbox,
+    unit_geometries,
     wkb_points,
+    write_geopackage,
 )
 from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
@@ -898,9 +898,7 @@ def _write_assignment(
             writer.write_table(pa.table(chunk, schema=schema))
 
 
-def class_geometries(
-    classes: pd.DataFrame, unit_shapes: dict[str, Any]
-) -> np.ndarray:
+def class_geometries(classes: pd.DataFrame, unit_shapes: dict[str, Any]) -> np.ndarray:
     """Each class's geometry: its unit's polygon for a unit-level class (``None`` otherwise,
     and for a unit without a polygon: no geometry is made up)."""
     out = np.full(len(classes), None, dtype=object)
@@ -953,8 +951,7 @@ def _write_gpkg(
     columns = [c for c in rec.schema_arrow.names if c not in ("x", "y", "bbox")]
 
     def record_batches() -> Iterator[pa.RecordBatch]:
-        for batch in rec.iter_batches(batch_size=_GPKG_BATCH, columns=columns):
-            yield batch
+        yield from rec.iter_batches(batch_size=_GPKG_BATCH, columns=columns)
 
     rec_schema = pa.schema([rec.schema_arrow.field(c) for c in columns])
     grp = pa.Table.from_pandas(
@@ -974,17 +971,19 @@ def _write_gpkg(
         GpkgLayer("groups", "Point", grp.append_column("geometry", wkb_points(gx, gy))),
         GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", _wkb_column(discs))),
         GpkgLayer(
-            "units", "MultiPolygon",
+            "units",
+            "MultiPolygon",
             pa.table(unit_cols).append_column(
                 "geometry", _wkb_column(as_multipolygons(unit_geoms))
             ),
-        ),  # fmt: skip
+        ),
         GpkgLayer(
-            "classes", "MultiPolygon",
+            "classes",
+            "MultiPolygon",
             cls.append_column(
                 "geometry", _wkb_column(as_multipolygons(class_geometries(classes, unit_shapes)))
             ),
-        ),  # fmt: skip
+        ),
     ]
     write_geopackage(
         rel / "release.gpkg", layers, out_crs,
@@ -1146,7 +1145,9 @@ def build_release_files(
     unit_shapes = dict(
         zip(
             (str(u) for u in unames),
-            unit_geometries(unames, dict(options.read_options), working_crs, out_crs),
+            unit_geometries(
+                [str(u) for u in unames], dict(options.read_options), working_crs, out_crs
+            ),
             strict=True,
         )
     )

@@ -70,10 +70,10 @@ from geokanon.distributed import (
     run_core_distributed,
 )
 from geokanon.errors import InputError, ReleaseRefused, VerificationFailed
+from geokanon.io.gis import geo_table, geoparquet_metadata, point_bbox
 from geokanon.neighbours import factorize_subject_ids
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
-from geokanon.io.gis import geo_table, geoparquet_metadata, point_bbox
 from geokanon.release import (
     FORMAT,
     LT_K,

@@ -101,7 +101,11 @@ def geoparquet_metadata(
     }
     if bbox is not None and all(math.isfinite(v) for v in bbox):
         column["bbox"] = [float(v) for v in bbox]
-    return {"version": GEOPARQUET_VERSION, "primary_column": "geometry", "columns": {"geometry": column}}
+    return {
+        "version": GEOPARQUET_VERSION,
+        "primary_column": "geometry",
+        "columns": {"geometry": column},
+    }
 
 
 BBOX_TYPE = pa.struct([pa.field(f, pa.float64()) for f in BBOX_FIELDS])
@@ -179,7 +183,9 @@ def geo_table(
         types = geometry_types(geoms)
     out = table.append_column("geometry", wkb).append_column("bbox", bbox)
     meta = dict(table.schema.metadata or {})
-    meta[b"geo"] = json.dumps(geoparquet_metadata(crs, types, extent(bbox)), sort_keys=True).encode()
+    meta[b"geo"] = json.dumps(
+        geoparquet_metadata(crs, types, extent(bbox)), sort_keys=True
+    ).encode()
     return out.replace_schema_metadata(meta)
 
 
@@ -300,7 +306,9 @@ def _grid_cells(names: Sequence[str], cell_m: float) -> NDArray[np.object_]:
     return out
 
 
-def _polygon_file(path: Path, unit_id: str) -> tuple[NDArray[np.object_], NDArray[np.object_], str | None]:
+def _polygon_file(
+    path: Path, unit_id: str
+) -> tuple[NDArray[np.object_], NDArray[np.object_], str | None]:
     """(unit ids, geometries, CRS) of a polygon file, invalid polygons repaired."""
     from geokanon.projection import frame_crs
 
@@ -316,7 +324,9 @@ def _polygon_file(path: Path, unit_id: str) -> tuple[NDArray[np.object_], NDArra
     invalid = ~np.asarray(shapely.is_valid(geoms)) & ~np.asarray(shapely.is_missing(geoms))
     if invalid.any():
         geoms = geoms.copy()
-        geoms[invalid] = shapely.make_valid(geoms[invalid], method="structure", keep_collapsed=False)
+        geoms[invalid] = shapely.make_valid(
+            geoms[invalid], method="structure", keep_collapsed=False
+        )
     ids = frame[unit_id].astype(str).str.strip().to_numpy(dtype=object)
     return ids, geoms, frame_crs(frame)
 
@@ -376,9 +386,17 @@ def as_multipolygons(geoms: NDArray[np.object_]) -> NDArray[np.object_]:
             out[i] = shapely.MultiPolygon([g])
         elif shapely.get_type_id(g) == 7:  # a repaired polygon with lines: keep its areas
             polys = [p for p in shapely.get_parts(g) if shapely.get_type_id(p) in (3, 6)]
-            out[i] = shapely.MultiPolygon(
-                [q for p in polys for q in (shapely.get_parts(p) if p.geom_type != "Polygon" else [p])]
-            ) if polys else None
+            out[i] = (
+                shapely.MultiPolygon(
+                    [
+                        q
+                        for p in polys
+                        for q in (shapely.get_parts(p) if p.geom_type != "Polygon" else [p])
+                    ]
+                )
+                if polys
+                else None
+            )
     return out
 
 
@@ -397,7 +415,9 @@ def _option(parent: ET.Element, name: str | None, value: Any, kind: str = "QStri
 def _symbol_layer(
     symbol: ET.Element, cls: str, props: Mapping[str, Any], defined: Mapping[str, str] = {}
 ) -> None:
-    layer = ET.SubElement(symbol, "layer", {"class": cls, "enabled": "1", "pass": "0", "locked": "0"})
+    layer = ET.SubElement(
+        symbol, "layer", {"class": cls, "enabled": "1", "pass": "0", "locked": "0"}
+    )
     opts = ET.SubElement(layer, "Option", {"type": "Map"})
     for k, v in props.items():
         _option(opts, k, v)
@@ -530,26 +550,34 @@ def layer_styles(unit_cap: float, layers: Iterable[str]) -> list[dict[str, Any]]
             f"{number} AND {share} > {cap / 2!r} AND {share} <= {cap!r}",
             "252,141,89,255",
         ),
-        _Rule("suppressed share above the unit cap", f"{number} AND {share} > {cap!r}", "215,48,31,255"),
+        _Rule(
+            "suppressed share above the unit cap",
+            f"{number} AND {share} > {cap!r}",
+            "215,48,31,255",
+        ),
     ]
     qml = {
         "records": (_marker_qml("31,120,180,255", 1.2), "point", "31,120,180,255"),
         "groups": (
             _marker_qml(
-                "227,26,28,255", 2.0,
+                "227,26,28,255",
+                2.0,
                 'scale_linear("n_records", minimum("n_records"), maximum("n_records"), 1.5, 8)',
             ),
-            "point", "227,26,28,255",
-        ),  # fmt: skip
+            "point",
+            "227,26,28,255",
+        ),
         "group_extents": (
             _fill_qml([_Rule("group extent (r_max disc)", "ELSE", "227,26,28,40")]),
-            "polygon", "227,26,28,255",
-        ),  # fmt: skip
+            "polygon",
+            "227,26,28,255",
+        ),
         "units": (_fill_qml(unit_rules), "polygon", "252,141,89,255"),
         "classes": (
             _fill_qml([_Rule("generalised class", "ELSE", "106,61,154,60")]),
-            "polygon", "106,61,154,255",
-        ),  # fmt: skip
+            "polygon",
+            "106,61,154,255",
+        ),
     }
     rows = []
     for name in layers:
@@ -625,7 +653,9 @@ def write_geopackage(
                         pa.array([bool(s[c]) for s in styles])
                         if c == "useAsDefault"
                         else pa.array(
-                            np.array([str(s[c]).rstrip("Z") for s in styles], dtype="datetime64[ms]")
+                            np.array(
+                                [str(s[c]).rstrip("Z") for s in styles], dtype="datetime64[ms]"
+                            )
                         ).cast(pa.timestamp("ms", tz="UTC"))
                         if c == "update_time"
                         else pa.array([str(s[c]) for s in styles], type=pa.string())
