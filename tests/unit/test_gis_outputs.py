@@ -41,10 +41,10 @@ def _points() -> pd.DataFrame:
     rng = np.random.default_rng(20)
     hamlet = np.array([[0, 0], [300, 0], [0, 300], [300, 300], [150, 150], [600, 0.0]])
     xy = np.r_[
-        rng.normal(0, 60, (60, 2)) + [152_000.0, 463_000.0],  # west town
-        rng.normal(0, 50, (40, 2)) + [157_000.0, 463_000.0],  # east town
-        hamlet + [158_000.0, 466_000.0],  # east, scattered: generalised to its unit
-        rng.normal(0, 20, (4, 2)) + [162_000.0, 463_000.0],  # in no polygon: "unassigned"
+        rng.normal(0, 60, (60, 2)) + np.array([152_000.0, 463_000.0]),  # west town
+        rng.normal(0, 50, (40, 2)) + np.array([157_000.0, 463_000.0]),  # east town
+        hamlet + np.array([158_000.0, 466_000.0]),  # east, scattered: generalised to its unit
+        rng.normal(0, 20, (4, 2)) + np.array([162_000.0, 463_000.0]),  # in no polygon: "unassigned"
     ]
     return pd.DataFrame({"x": xy[:, 0].round(1), "y": xy[:, 1].round(1)})
 
@@ -182,8 +182,13 @@ def test_manifest_and_notes_name_every_coordinate_file_crs(made: tuple[Path, Pat
     manifest = json.loads((rel / "manifest.json").read_text())
     assert manifest["file_crs"] == {
         f: CRS_RD
-        for f in ("records.parquet", "records.csv", "groups.parquet", "classes.parquet")
-        + ("release.gpkg",)
+        for f in (
+            "records.parquet",
+            "records.csv",
+            "groups.parquet",
+            "classes.parquet",
+            "release.gpkg",
+        )
     }
     notes = (rel / "RELEASE_NOTES.md").read_text()
     line = next(s for s in notes.splitlines() if s.startswith("- coordinates:"))

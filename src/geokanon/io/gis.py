@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -634,38 +635,46 @@ def write_geopackage(
     before = pyogrio.get_gdal_config_option("OGR_CURRENT_DATE")
     pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": GPKG_DATE})
     try:
-        for layer in layers:
-            data: Any = layer.table
-            if layer.batches is not None:
-                schema, it = layer.batches
-                data = pa.RecordBatchReader.from_batches(schema, it)
-            pyogrio.write_arrow(
-                data, path, layer=layer.name, driver="GPKG", geometry_name="geometry",
-                geometry_type=layer.geometry_type, crs=crs, append=path.exists(),
-                layer_options={"GEOMETRY_NAME": GPKG_GEOMETRY, "FID": "fid",
-                               "SPATIAL_INDEX": "YES" if layer.spatial_index else "NO"},
-            )  # fmt: skip
+        with warnings.catch_warnings():
+            # no CRS is what --local-metres means (the manifest's crs_note says so)
+            warnings.filterwarnings("ignore", message="'crs' was not provided")
+            for layer in layers:
+                _write_layer(path, layer, crs)
         if styles:
-            cols = list(styles[0])
-            table = pa.table(
-                {
-                    c: (
-                        pa.array([bool(s[c]) for s in styles])
-                        if c == "useAsDefault"
-                        else pa.array(
-                            np.array(
-                                [str(s[c]).rstrip("Z") for s in styles], dtype="datetime64[ms]"
-                            )
-                        ).cast(pa.timestamp("ms", tz="UTC"))
-                        if c == "update_time"
-                        else pa.array([str(s[c]) for s in styles], type=pa.string())
-                    )
-                    for c in cols
-                }
-            )
-            pyogrio.write_arrow(
-                table, path, layer="layer_styles", driver="GPKG", append=True,
-                geometry_type=None, layer_options={"FID": "id"},
-            )  # fmt: skip
+            _write_styles(path, styles)
     finally:
         pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": before})
+
+
+def _write_layer(path: Path, layer: GpkgLayer, crs: str | None) -> None:
+    import pyogrio
+
+    data: Any = layer.table
+    if layer.batches is not None:
+        schema, it = layer.batches
+        data = pa.RecordBatchReader.from_batches(schema, it)
+    pyogrio.write_arrow(
+        data, path, layer=layer.name, driver="GPKG", geometry_name="geometry",
+        geometry_type=layer.geometry_type, crs=crs, append=path.exists(),
+        layer_options={"GEOMETRY_NAME": GPKG_GEOMETRY, "FID": "fid",
+                       "SPATIAL_INDEX": "YES" if layer.spatial_index else "NO"},
+    )  # fmt: skip
+
+
+def _write_styles(path: Path, styles: Sequence[dict[str, Any]]) -> None:
+    import pyogrio
+
+    def column(name: str) -> pa.Array:
+        values = [s[name] for s in styles]
+        if name == "useAsDefault":
+            return pa.array([bool(v) for v in values])
+        if name == "update_time":
+            stamps = np.array([str(v).rstrip("Z") for v in values], dtype="datetime64[ms]")
+            return pa.array(stamps).cast(pa.timestamp("ms", tz="UTC"))
+        return pa.array([str(v) for v in values], type=pa.string())
+
+    table = pa.table({name: column(name) for name in styles[0]})
+    pyogrio.write_arrow(
+        table, path, layer="layer_styles", driver="GPKG", append=True, geometry_type=None,
+        layer_options={"FID": "id"},
+    )  # fmt: skip
