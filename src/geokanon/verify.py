@@ -5410,47 +5410,42 @@ def _gpkg_extent_problems(
     gy: NDArray[np.float64],
     radius: NDArray[np.float64],
 ) -> list[str]:
-    """Each extent polygon, in the working CRS, holds its group's disc and no more than the
-    circumscribed polygon of it: every edge at least ``radius_m`` from the representative,
-    every vertex within ``radius_m / cos(pi / n)`` (n vertices)."""
+    """Each extent is its group's disc as the release format draws it: in the working CRS,
+    the regular n-gon circumscribing the disc of ``radius_m`` around the representative
+    (vertex j at angle 2 pi j / n, ``radius_m / cos(pi / n)`` away), every vertex within
+    1e-6 of its place (relative to the radius). So it holds every member, and it holds no
+    number of its own."""
     import shapely
 
     raw = table.column("geometry").to_pylist()
     if any(v is None for v in raw):
         return ["release.gpkg group_extents: a group without its extent"]
     geoms = shapely.from_wkb(np.array(raw, dtype=object))
+    if not len(geoms):
+        return []
+    rings = (shapely.get_type_id(geoms) == 3) & (shapely.get_num_interior_rings(geoms) == 0)
     coords, idx = shapely.get_coordinates(geoms, return_index=True)
+    counts = np.bincount(idx, minlength=len(raw))
+    if not rings.all() or (counts != counts[0]).any() or counts[0] < 5:
+        return ["release.gpkg group_extents: a polygon that is not its group's disc"]
+    n = int(counts[0]) - 1  # a closed ring repeats its first vertex
     if rel.to_working is not None:
         wx, wy = rel.to_working(coords[:, 0], coords[:, 1])
         rx, ry = rel.to_working(gx, gy)
     else:
         wx, wy, rx, ry = coords[:, 0], coords[:, 1], gx, gy
-    n_vert = np.bincount(idx, minlength=len(raw)) - 1  # closed rings: the first vertex twice
-    if (n_vert < 3).any() or (shapely.get_num_interior_rings(geoms) > 0).any():
-        return ["release.gpkg group_extents: a polygon that is not a ring around its group"]
-    dx, dy = wx - rx[idx], wy - ry[idx]
-    reach = radius[idx] / np.cos(np.pi / n_vert[idx])
-    far = np.hypot(dx, dy) > reach * (1 + 1e-6) + 1e-6
-    # edges: consecutive vertices of one polygon; distance of the centre from each edge
-    same = idx[1:] == idx[:-1]
-    ex, ey = (wx[1:] - wx[:-1])[same], (wy[1:] - wy[:-1])[same]
-    cross = np.abs(dx[:-1][same] * ey - dy[:-1][same] * ex)
-    length = np.hypot(ex, ey)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        edge = np.where(length > 0, cross / length, np.inf)
-    near = edge < radius[idx[:-1][same]] * (1 - 1e-6) - 1e-6
-    problems = []
-    if far.any():
-        problems.append(
-            f"release.gpkg group_extents: {len(np.unique(idx[far]))} extents reach beyond "
-            "the polygon of their r_max disc"
-        )
-    if near.any():
-        problems.append(
-            f"release.gpkg group_extents: {len(np.unique(idx[:-1][same][near]))} extents do "
-            "not hold their group's r_max disc"
-        )
-    return problems
+    j = np.arange(coords.shape[0]) - np.repeat(np.arange(len(raw)) * (n + 1), n + 1)
+    angle = 2 * np.pi * (j % n) / n
+    reach = radius[idx] / np.cos(np.pi / n)
+    ex = rx[idx] + reach * np.cos(angle)
+    ey = ry[idx] + reach * np.sin(angle)
+    off = np.hypot(np.asarray(wx) - ex, np.asarray(wy) - ey) > 1e-6 * radius[idx] + 1e-6
+    if off.any():
+        return [
+            f"release.gpkg group_extents: {len(np.unique(idx[off]))} extents are not the "
+            "r_max disc of their group"
+        ]
+    return []
 
 
 def _gpkg_count_problems(rel: _Release) -> list[str]:
@@ -5581,8 +5576,13 @@ def _scan_arrow_batches(
 
 
 def _gpkg_leaks(path: Path, sec: _Secrets) -> list[str]:
-    """``no_leak`` over release.gpkg: every layer's columns and text (points decoded), every
-    vertex of the group extents and classes."""
+    """``no_leak`` over release.gpkg: every layer's columns and text, points decoded.
+
+    Polygons are not searched: an extent's vertices are fixed by its published
+    representative and ``radius_m`` (``counts`` checks every vertex), and the units' and
+    classes' polygons are the unit geography. (A vertex lying within the tolerance of one
+    of many source points by chance, as dense GPS fixes do, would fail a sound release.)
+    """
     found: list[str] = []
     for name, kind in _gpkg_layer_names(path).items():
         polygonal = kind is not None and "Polygon" in kind
@@ -5590,46 +5590,27 @@ def _gpkg_leaks(path: Path, sec: _Secrets) -> list[str]:
             tables: Iterable[pa.Table] = _gpkg_batches(path, name)
         else:
             tables = [_gpkg_layer(path, name)[1]]
-        layer = _GpkgLayerScan(polygonal, vertices=polygonal and name != "units")
-        it = layer.columns(tables)
+        names: list[str] = []
+        it = _gpkg_columns(tables, polygonal, names)
         first = next(it, None)
         if first is None:
             continue
-        layer_found = _scan_arrow_batches(layer.names, _chain_first(first, it), sec)
-        for xy in layer.found_vertices:
-            n = _pair_hits(xy[:, 0].copy(), xy[:, 1].copy(), sec)
-            if n:
-                layer_found.append(f"{n} vertices are source coordinates")
+        layer_found = _scan_arrow_batches(names, _chain_first(first, it), sec)
         if layer_found:
             found.append(f"layer {name}: " + ", ".join(dict.fromkeys(layer_found)))
     return found
 
 
-@dataclass
-class _GpkgLayerScan:
-    """A layer's tables as columns to scan; a polygon layer's vertices set apart (unit
-    polygons are geography, made from no record: ``vertices`` off)."""
-
-    polygonal: bool
-    vertices: bool
-    names: list[str] = field(default_factory=list)
-    found_vertices: list[NDArray[np.float64]] = field(default_factory=list)
-
-    def columns(self, tables: Iterable[pa.Table]) -> Iterator[list[tuple[str, Any]]]:
-        import shapely
-
-        for t in tables:
-            if self.polygonal and "geometry" in t.column_names and self.vertices:
-                raw = [v for v in t.column("geometry").to_pylist() if v is not None]
-                if raw:
-                    geoms = shapely.from_wkb(np.array(raw, dtype=object))
-                    self.found_vertices.append(shapely.get_coordinates(geoms))
-            cols = [
-                (n, t.column(n)) for n in t.column_names if not (self.polygonal and n == "geometry")
-            ]
-            if not self.names:
-                self.names.extend(n for n, _ in cols)
-            yield cols
+def _gpkg_columns(
+    tables: Iterable[pa.Table], polygonal: bool, names: list[str]
+) -> Iterator[list[tuple[str, Any]]]:
+    """Each table's columns to scan (a polygon layer's without its geometry); ``names``
+    receives the column names."""
+    for t in tables:
+        cols = [(n, t.column(n)) for n in t.column_names if not (polygonal and n == "geometry")]
+        if not names:
+            names.extend(n for n, _ in cols)
+        yield cols
 
 
 def _chain_first(first: _T, rest: Iterator[_T]) -> Iterator[_T]:

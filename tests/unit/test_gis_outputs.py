@@ -311,6 +311,18 @@ def _set_point(path: Path, layer: str, fid: int, xy: tuple[float, float] | None 
     _gpkg_sql(path, f'UPDATE "{layer}" SET geom = ? WHERE fid = ?', (new, fid))
 
 
+def _move_vertex(path: Path, fid: int, vertex: int, dx: float) -> None:
+    """Move one vertex of a group_extents polygon ``dx`` east (the ring stays closed)."""
+    con = sqlite3.connect(path)
+    blob = con.execute("SELECT geom FROM group_extents WHERE fid = ?", (fid,)).fetchone()[0]
+    con.close()
+    envelope = {0: 0, 1: 32, 2: 48, 3: 48, 4: 64}[(blob[3] >> 1) & 7]
+    at = 8 + envelope + 1 + 4 + 4 + 4 + 16 * vertex  # order, type, rings, points, vertices
+    (x,) = struct.unpack("<d", blob[at : at + 8])
+    new = blob[:at] + struct.pack("<d", x + dx) + blob[at + 8 :]
+    _gpkg_sql(path, "UPDATE group_extents SET geom = ? WHERE fid = ?", (new, fid))
+
+
 def _verify(out: Path, src: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     capsys.readouterr()
     with warnings.catch_warnings():
@@ -381,3 +393,15 @@ def test_source_coordinate_added_to_gpkg_fails_no_leak(
     code, text = _verify(out, made[1], capsys)
     assert code == 4
     assert _failed(text) == {"no_leak", "counts"}, text
+
+
+def test_extent_vertex_moved_fails_counts(
+    made: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _copy(made, tmp_path)
+    _move_vertex(out / "release" / "release.gpkg", 2, 3, 0.5)
+    refresh_manifest(out)
+    code, text = _verify(out, made[1], capsys)
+    assert code == 4
+    assert _failed(text) == {"counts"}, text
+    assert "extents are not the r_max disc of their group" in text
