@@ -19,7 +19,9 @@ The rule, exactly as implemented
     exactly for grouped/merged rows, a class id exactly for generalised rows)
     and agrees with the source (rows, subjects, units). With the source, the
     manifest's ``subject_ids_merged`` equals the distinct source ids minus the
-    distinct subjects.
+    distinct subjects. ``release.gpkg`` (when present) has exactly the declared layers,
+    each in the manifest's ``crs``, each identical to its file (:mod:`.gpkg`), and every
+    group extent is the circumscribed polygon of its group's disc, vertex by vertex.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ The rule, exactly as implemented
     own, however narrow its range. Mutually inconsistent published figures
     fail too. An attacker who can place groups inside units from their
     geometry is not modelled (per-unit group shifts are free, summing to 0).
+    ``release.gpkg`` adds no figure: a layer with a column its file lacks, or a
+    ``units`` cell that differs from ``units.csv``, fails (:mod:`.gpkg`).
 """
 
 from __future__ import annotations

@@ -41,7 +41,10 @@ The rule, exactly as implemented
 
     "Significant digits" are the digits of a number's text with leading and
     trailing zeros and the decimal point removed (``149700`` has 4,
-    ``2000.0`` has 1).
+    ``2000.0`` has 1). A struct column (GeoParquet's ``bbox``) is read as its fields
+    (``bbox.xmin``, ...: coordinates, judged as pairs like ``x``, ``y``).
+    ``release.gpkg``: every layer as a table (points decoded) and its text
+    (:mod:`.gpkg`); polygons are fixed by published values or are unit geography.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ The rule, exactly as implemented
     1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
     (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
     must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed;
-    no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1.
+    no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1. Nor may
+    a figure of the ``units`` layer of ``release.gpkg``.
 """
 
 from __future__ import annotations
