@@ -74,7 +74,7 @@ QUANTITIES: dict[str, str] = {
 PARAMETER_FIELDS = frozenset(
     {"format", "version", "k", "r_max_m", "tau", "unit_cap", "policy", "seed", "crs",
      "input_sha256", "totals", "keep", "mask", "verification", "files", "bias", "layout",
-     "record_parts", "file_crs"}
+     "record_parts", "file_crs", "gpkg_layers"}
 )  # fmt: skip
 #: Manifest fields of text (the partitioned release's): their numbers are read by the
 #: declared phrases of :data:`MANIFEST_PHRASES`, any other number in them must be known.

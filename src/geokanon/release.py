@@ -102,6 +102,14 @@ SYNTHESIS_RULE = (
 )
 
 
+#: ``ReleaseOptions.gpkg_records`` (CLI ``--gpkg-records``).
+GPKG_RECORDS_MODES = ("auto", "yes", "no")
+#: With ``gpkg_records="auto"``, the largest release whose GeoPackage has a records layer.
+#: Measured (docs/release-format.md): at 1e6 records the layer takes 5-10 s of writing and
+#: ~100 MB (against ~4 MB for records.parquet), and grows linearly.
+GPKG_RECORDS_AUTO_MAX = 1_000_000
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReleaseOptions:
     """How the release is written.
@@ -135,6 +143,12 @@ class ReleaseOptions:
         ``--local-metres``). Without it, a release whose coordinates have no CRS is
         refused (:func:`check_coordinate_frame`); with it, the manifest, the notes
         and the report say so (:data:`LOCAL_METRES_NOTE`).
+    gpkg_records
+        Whether ``release.gpkg`` has a ``records`` layer: ``auto`` (when at most
+        :data:`GPKG_RECORDS_AUTO_MAX` records are published: above, it would be most of
+        the GeoPackage's size and of the release's writing time, and the ``groups``
+        layer draws the same map), ``yes`` or ``no`` (CLI ``--gpkg-records``). The
+        manifest's ``gpkg_layers`` lists the layers written.
     """
 
     keep: tuple[str, ...] = ()
@@ -145,8 +159,14 @@ class ReleaseOptions:
     mask: Any = None
     mask_key: Any = None
     local_metres: bool = False
+    gpkg_records: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.gpkg_records not in GPKG_RECORDS_MODES:
+            raise InputError(
+                f"gpkg_records must be one of {', '.join(GPKG_RECORDS_MODES)}, "
+                f"got {self.gpkg_records!r}"
+            )
         if self.totals not in TOTALS_MODES:
             raise InputError(
                 f"totals must be one of {', '.join(TOTALS_MODES)}, got {self.totals!r}"
@@ -940,7 +960,8 @@ def _write_gpkg(
     unit_shapes: dict[str, Any],
     group_work: tuple[np.ndarray, np.ndarray],
     policy: OutlierPolicy,
-) -> None:
+    with_records: bool = True,
+) -> list[str]:
     """``release/release.gpkg``: the release files as map layers, in the output CRS.
 
     Every value is read from the files just written (``records.parquet`` streamed,
@@ -967,7 +988,11 @@ def _write_gpkg(
     unit_geoms = np.array([unit_shapes.get(u) for u in units_text["unit"]], dtype=object)
     cls = pa.Table.from_pandas(classes, preserve_index=False).replace_schema_metadata(None)
     layers = [
-        GpkgLayer("records", "Point", batches=(rec_schema, record_batches())),
+        *(
+            [GpkgLayer("records", "Point", batches=(rec_schema, record_batches()))]
+            if with_records
+            else []
+        ),
         GpkgLayer("groups", "Point", grp.append_column("geometry", wkb_points(gx, gy))),
         GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", _wkb_column(discs))),
         GpkgLayer(
@@ -989,6 +1014,7 @@ def _write_gpkg(
         rel / "release.gpkg", layers, out_crs,
         layer_styles(policy.unit_cap, [layer.name for layer in layers]),
     )  # fmt: skip
+    return [layer.name for layer in layers]
 
 
 def build_release_files(
@@ -1241,9 +1267,12 @@ def build_release_files(
 
     # --- the analyst's GeoPackage: the files above as map layers, styled.
     say("geopackage")
-    _write_gpkg(
+    with_records = options.gpkg_records == "yes" or (
+        options.gpkg_records == "auto" and rows.size <= GPKG_RECORDS_AUTO_MAX
+    )
+    gpkg_layers = _write_gpkg(
         rel, out_crs, working_crs, groups, classes, unit_shapes,
-        (result.group_x, result.group_y), policy,
+        (result.group_x, result.group_y), policy, with_records,
     )  # fmt: skip
 
     # --- audit (custodian only): assignment.parquet is written above.
@@ -1305,6 +1334,8 @@ def build_release_files(
         **({"crs_note": crs_note} if crs_note is not None else {}),
         # the CRS of every file that holds coordinates (text files included)
         "file_crs": dict.fromkeys(COORDINATE_FILES, out_crs),
+        # the layers of release.gpkg (records only up to GPKG_RECORDS_AUTO_MAX by default)
+        "gpkg_layers": gpkg_layers,
         "local_metres": options.local_metres,
         "input_sha256": table.source_sha256,
         # spellings of one subject id (case, spacing, Unicode form) taken as one subject

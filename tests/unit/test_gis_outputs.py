@@ -27,7 +27,9 @@ from pyproj import CRS, Transformer
 
 from geokanon import OutlierPolicy
 from geokanon.cli import main
+from geokanon.errors import InputError
 from geokanon.io import table_from_frame
+from geokanon.io.gis import DISC_VERTICES
 from geokanon.pipeline import run_core_on
 from geokanon.release import ReleaseOptions, build_release_files, finish_manifest
 from geokanon.verify import verify_release
@@ -138,9 +140,10 @@ def test_group_extents_hold_every_member(made: tuple[Path, Path]) -> None:
         for g, x, y in zip(grouped["group_id"], grouped["x_m"], grouped["y_m"], strict=True)
     ]
     assert inside and all(inside)
-    # the disc of r_max (200 m) and not much more: area of the circumscribed 32-gon
+    # the disc of r_max (200 m) and not much more: area of the circumscribed n-gon
     area = extents.geometry.area.to_numpy()
-    assert np.allclose(area, 32 * 200.0**2 * np.tan(np.pi / 32))
+    n = DISC_VERTICES
+    assert n >= 16 and np.allclose(area, n * 200.0**2 * np.tan(np.pi / n))
 
 
 def test_parquet_files_are_geoparquet_1_1(made: tuple[Path, Path]) -> None:
@@ -228,6 +231,33 @@ def test_layer_styles_hold_a_default_qgis_style_per_layer(made: tuple[Path, Path
     assert any("unit cap" in label for label in rules)
 
 
+def test_records_layer_left_out_above_the_limit_and_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import geokanon.release as release
+
+    frame = _points()
+    policy = OutlierPolicy(k=3, r_max_m=200.0, tau=0.5, unit_cap=1.0)
+    monkeypatch.setattr(release, "GPKG_RECORDS_AUTO_MAX", 50)  # the scene publishes more
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = table_from_frame(frame, crs=CRS_RD, unit_grid_m=2000.0)
+        core = run_core_on(table, policy)
+        for mode, has_records in (("auto", False), ("yes", True), ("no", False)):
+            root = tmp_path / mode
+            options = ReleaseOptions(read_options=(("unit_grid_m", 2000.0),), gpkg_records=mode)
+            manifest = build_release_files(root, table, core, policy, options, version="t")
+            finish_manifest(root, manifest)
+            layers = dict(pyogrio.list_layers(root / "release" / "release.gpkg").tolist())
+            assert ("records" in layers) is has_records, mode
+            assert ("records" in manifest["gpkg_layers"]) is has_records
+            assert set(LAYERS) - {"records"} <= set(layers)
+            report = verify_release(root, source=table)
+            assert report["counts"].passed and report["no_leak"].passed, mode
+    with pytest.raises(InputError):
+        ReleaseOptions(gpkg_records="sometimes")
+
+
 def test_same_release_same_geopackage_bytes(tmp_path: Path) -> None:
     frame = _points()
     _units(tmp_path / "u.gpkg")
@@ -278,7 +308,7 @@ def test_lonlat_extents_built_in_the_working_crs_and_carried_to_the_output(
         vx, vy = back.transform(*np.asarray(poly.exterior.coords).T)
         cx, cy = back.transform(x, y)
         reach = np.hypot(np.asarray(vx) - cx, np.asarray(vy) - cy)
-        assert np.allclose(reach, 200.0 / np.cos(np.pi / 32), rtol=1e-6)
+        assert np.allclose(reach, 200.0 / np.cos(np.pi / DISC_VERTICES), rtol=1e-6)
     # grid cells carried to lon/lat are the units' polygons; every unit has one
     units = gpd.read_file(gpkg, layer="units")
     assert units.geometry.notna().all() and units.crs.to_epsg() == 4326

@@ -49,7 +49,7 @@ GEOPARQUET_VERSION = "1.1.0"
 #: Fields of the ``bbox`` covering column (GeoParquet 1.1), in order.
 BBOX_FIELDS = ("xmin", "ymin", "xmax", "ymax")
 #: Vertices of the polygon of a group's extent disc (circumscribed: it holds the disc).
-DISC_VERTICES = 32
+DISC_VERTICES = 16
 #: The date GDAL writes into ``gpkg_contents.last_change`` and the style rows'
 #: ``update_time``: fixed, so that the same release gives the same bytes.
 GPKG_DATE = "2000-01-01T00:00:00.000Z"
@@ -268,7 +268,7 @@ def disc_extents(
     --------
     >>> d = disc_extents(np.array([0.0]), np.array([0.0]), 100.0, None, None)
     >>> bool(shapely.contains(d[0], shapely.Point(0, 99.99))), len(d[0].exterior.coords)
-    (True, 33)
+    (True, 17)
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)

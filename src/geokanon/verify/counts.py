@@ -57,7 +57,7 @@ from geokanon.verify._reader import (
     _Release,
 )
 from geokanon.verify._results import CheckResult
-from geokanon.verify.gpkg import gpkg_count_problems
+from geokanon.verify.gpkg import geoparquet_bbox_problems, gpkg_count_problems
 
 _DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
 
@@ -179,6 +179,7 @@ def check_counts(rel: _Release) -> CheckResult:
     problems += _unit_count_problems(rel)
     problems += _input_filter_problems(rel)
     problems += gpkg_count_problems(rel)
+    problems += geoparquet_bbox_problems(rel)
     # manifest counts
     counts = rel.manifest.get("counts")
     if not isinstance(counts, Mapping):

@@ -235,6 +235,32 @@ def _gpkg_table_problems(
     return [f"release.gpkg {name} layer differs from {where} in {bad[:4]}"] if bad else []
 
 
+def _ring_vertices(geometry: pa.ChunkedArray | pa.Array) -> NDArray[np.float64] | None:
+    """The vertices of polygons that all have one ring of one length, as an array
+    ``(polygons, vertices, 2)`` read straight from their WKB (``None``: any other shape)."""
+    import pyarrow.compute as pc
+
+    arr = geometry.combine_chunks() if isinstance(geometry, pa.ChunkedArray) else geometry
+    if not len(arr) or arr.null_count or not pa.types.is_binary(arr.type):
+        return None
+    lengths = pc.binary_length(arr).to_numpy()
+    size = int(lengths[0])
+    if (lengths != size).any() or size < 13 + 16 * 4 or (size - 13) % 16:
+        return None
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + len(arr)]
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)
+    start = int(offsets[0])
+    raw = data[start : start + size * len(arr)].reshape(len(arr), size)
+    n_points = (size - 13) // 16
+    head = np.frombuffer(
+        b"\x01" + (3).to_bytes(4, "little") + (1).to_bytes(4, "little")
+        + n_points.to_bytes(4, "little"), dtype=np.uint8,
+    )  # fmt: skip
+    if not (raw[:, :13] == head).all():
+        return None
+    return np.ascontiguousarray(raw[:, 13:]).view("<f8").reshape(len(arr), n_points, 2)
+
+
 def _gpkg_extent_problems(
     rel: _Release,
     table: pa.Table,
@@ -247,34 +273,26 @@ def _gpkg_extent_problems(
     (vertex j at angle 2 pi j / n, ``radius_m / cos(pi / n)`` away), every vertex within
     1e-6 of its place (relative to the radius). So it holds every member, and it holds no
     number of its own."""
-    import shapely
-
-    raw = table.column("geometry").to_pylist()
-    if any(v is None for v in raw):
-        return ["release.gpkg group_extents: a group without its extent"]
-    geoms = shapely.from_wkb(np.array(raw, dtype=object))
-    if not len(geoms):
+    if not table.num_rows:
         return []
-    rings = (shapely.get_type_id(geoms) == 3) & (shapely.get_num_interior_rings(geoms) == 0)
-    coords, idx = shapely.get_coordinates(geoms, return_index=True)
-    counts = np.bincount(idx, minlength=len(raw))
-    if not rings.all() or (counts != counts[0]).any() or counts[0] < 5:
+    rings = _ring_vertices(table.column("geometry"))
+    if rings is None or rings.shape[1] < 5:
         return ["release.gpkg group_extents: a polygon that is not its group's disc"]
-    n = int(counts[0]) - 1  # a closed ring repeats its first vertex
+    n = rings.shape[1] - 1  # a closed ring repeats its first vertex
+    wx, wy = rings[:, :, 0], rings[:, :, 1]
+    rx, ry = gx, gy
     if rel.to_working is not None:
-        wx, wy = rel.to_working(coords[:, 0], coords[:, 1])
+        tx, ty = rel.to_working(wx.ravel(), wy.ravel())
+        wx, wy = np.asarray(tx).reshape(wx.shape), np.asarray(ty).reshape(wy.shape)
         rx, ry = rel.to_working(gx, gy)
-    else:
-        wx, wy, rx, ry = coords[:, 0], coords[:, 1], gx, gy
-    j = np.arange(coords.shape[0]) - np.repeat(np.arange(len(raw)) * (n + 1), n + 1)
-    angle = 2 * np.pi * (j % n) / n
-    reach = radius[idx] / np.cos(np.pi / n)
-    ex = rx[idx] + reach * np.cos(angle)
-    ey = ry[idx] + reach * np.sin(angle)
-    off = np.hypot(np.asarray(wx) - ex, np.asarray(wy) - ey) > 1e-6 * radius[idx] + 1e-6
+    angle = 2 * np.pi * (np.arange(n + 1) % n) / n
+    reach = (radius / np.cos(np.pi / n))[:, None]
+    ex = np.asarray(rx)[:, None] + reach * np.cos(angle)[None, :]
+    ey = np.asarray(ry)[:, None] + reach * np.sin(angle)[None, :]
+    off = (np.hypot(wx - ex, wy - ey) > 1e-6 * radius[:, None] + 1e-6).any(axis=1)
     if off.any():
         return [
-            f"release.gpkg group_extents: {len(np.unique(idx[off]))} extents are not the "
+            f"release.gpkg group_extents: {int(off.sum())} extents are not the "
             "r_max disc of their group"
         ]
     return []
@@ -287,7 +305,14 @@ def gpkg_count_problems(rel: _Release) -> list[str]:
         return []
     layers = _gpkg_layer_names(path)
     problems = []
-    want = {*GPKG_LAYERS, GPKG_STYLES}
+    declared = rel.manifest.get("gpkg_layers")
+    want = set(GPKG_LAYERS)
+    if isinstance(declared, list):
+        # the records layer may be left out (--gpkg-records); every other one is there
+        want = {str(v) for v in declared}
+        if not (set(GPKG_LAYERS) - {"records"} <= want <= set(GPKG_LAYERS)):
+            problems.append(f"manifest gpkg_layers {sorted(want)} are not the format's layers")
+    want |= {GPKG_STYLES}
     if set(layers) != want:
         problems.append(
             f"{path.name} has the layers {sorted(layers)}, the release format {sorted(want)}"
@@ -502,3 +527,45 @@ def gpkg_safety_problems(rel: _Release) -> list[str]:
                 _small_int(str(v), rel.k) for v in table.column(col).to_pylist() if v is not None
             )
     return [f"release.gpkg units layer: {n} figures of 1..k-1"] if n else []
+
+
+def geoparquet_bbox_problems(rel: _Release) -> list[str]:
+    """``counts`` over the GeoParquet boxes of the polygon file (``classes.parquet``): each
+    row's ``bbox`` is its geometry's bounds, and the file's ``bbox`` their extent, so the
+    boxes (which ``no_leak`` does not search: unit geography) hold nothing of their own."""
+    import json
+
+    import shapely
+
+    path = rel.rel / "classes.parquet"
+    if not path.is_file():
+        return []
+    table = pq.read_table(path)
+    if "bbox" not in table.column_names or "geometry" not in table.column_names:
+        return []
+    raw = [None if v is None else bytes(v) for v in table.column("geometry").to_pylist()]
+    geoms = shapely.from_wkb(np.array(raw, dtype=object))
+    bounds = shapely.bounds(geoms) if len(geoms) else np.zeros((0, 4))
+    boxes = table.column("bbox").combine_chunks()
+    got = np.full((len(raw), 4), np.nan)
+    valid = np.asarray(boxes.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    for i, child in enumerate(boxes.flatten()):
+        got[:, i] = np.where(valid, child.to_numpy(zero_copy_only=False).astype(np.float64), np.nan)
+    if not np.array_equal(got, bounds, equal_nan=True):
+        return ["classes.parquet bbox differs from its geometries' bounds"]
+    try:
+        geo = json.loads((table.schema.metadata or {}).get(b"geo", b"{}"))
+        file_box = geo["columns"]["geometry"].get("bbox")
+    except (ValueError, KeyError, TypeError):
+        return ["classes.parquet has no readable GeoParquet metadata"]
+    ok = np.isfinite(bounds[:, 0])
+    want = (
+        None
+        if not ok.any()
+        else [bounds[ok, 0].min(), bounds[ok, 1].min(), bounds[ok, 2].max(), bounds[ok, 3].max()]
+    )
+    if (file_box is None) != (want is None) or (
+        want is not None and [float(v) for v in file_box] != [float(v) for v in want]
+    ):
+        return ["classes.parquet GeoParquet bbox is not its geometries' extent"]
+    return []

@@ -1311,15 +1311,48 @@ def _flat_columns(
     return out
 
 
+def _unit_geography(meta: Mapping[bytes, bytes]) -> bool:
+    """Whether a GeoParquet file's geometry is polygons only (classes.parquet: unit polygons,
+    from the ``--units`` file or the grid, made from no record)."""
+    try:
+        geo = json.loads(meta.get(b"geo", b"{}"))
+        col = geo["columns"][geo["primary_column"]]
+        types = {str(t).removesuffix(" Z") for t in col.get("geometry_types", [])}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return bool(types) and types <= {"Polygon", "MultiPolygon"}
+
+
+def _without_geography(decoded: str) -> str:
+    """GeoParquet metadata without the file's ``bbox`` (the unit polygons' extent)."""
+    try:
+        geo = json.loads(decoded)
+        for col in geo.get("columns", {}).values():
+            col.pop("bbox", None)
+        return json.dumps(geo)
+    except (ValueError, AttributeError, TypeError):
+        return decoded
+
+
 def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
     schema, whole, batches = _parquet_batches(path)
     top = [str(n) for n in schema.names]
+    # Unit geography (polygons: their vertices and boxes are the unit file's or the grid's,
+    # checked against the geometry by ``counts``) is not searched for coordinates.
+    geography = _unit_geography(schema.metadata or {})
+    skip = {f"bbox.{f}" for f in ("xmin", "ymin", "xmax", "ymax")} if geography else set()
     # the struct fields' names too
-    names = [n for n, _ in _flat_columns(top, [pa.nulls(0, f.type) for f in schema])]
+    names = [
+        n for n, _ in _flat_columns(top, [pa.nulls(0, f.type) for f in schema]) if n not in skip
+    ]
     scan = _TableScan(names, sec, one_batch=whole)
     text: dict[str, dict[str, int]] = {}
     for batch in batches:
-        cols = _flat_columns(top, [batch.column(i) for i in range(len(top))])
+        cols = [
+            (n, arr)
+            for n, arr in _flat_columns(top, [batch.column(i) for i in range(len(top))])
+            if n not in skip
+        ]
         cells = {
             n: _text_column(arr)
             for n, arr in cols
@@ -1346,6 +1379,8 @@ def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
             for idx in info.get("index_columns", []):
                 if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
                     found.append("a stored pandas index (row numbers)")
+        if key == b"geo" and geography:
+            decoded = _without_geography(decoded)
         found += [f"metadata: {f}" for f in _scan_text(decoded, sec)]
     found += scan.findings()
     text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
