@@ -54,11 +54,12 @@ from geokanon.io.gis import (
     GpkgLayer,
     as_multipolygons,
     crs_projjson,
-    disc_extents,
+    disc_rings,
     geo_table,
     geoparquet_metadata,
     layer_styles,
     point_bbox,
+    ring_wkb,
     unit_geometries,
     wkb_points,
     write_geopackage,
@@ -979,7 +980,7 @@ def _write_gpkg(
         groups[["group_id", "n_records", "radius_m", "unit"]], preserve_index=False
     ).replace_schema_metadata(None)
     gx, gy = groups["x"].to_numpy(dtype=np.float64), groups["y"].to_numpy(dtype=np.float64)
-    discs = disc_extents(group_work[0], group_work[1], policy.r_max_m, working_crs, out_crs)
+    discs = ring_wkb(disc_rings(group_work[0], group_work[1], policy.r_max_m, working_crs, out_crs))
     units_text = pd.read_csv(rel / "units.csv", dtype=str, keep_default_na=False)
     unit_cols = {
         c: pa.array(units_text[c].astype(np.int64)) if c == "released" else pa.array(units_text[c])
@@ -994,7 +995,7 @@ def _write_gpkg(
             else []
         ),
         GpkgLayer("groups", "Point", grp.append_column("geometry", wkb_points(gx, gy))),
-        GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", _wkb_column(discs))),
+        GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", discs)),
         GpkgLayer(
             "units",
             "MultiPolygon",

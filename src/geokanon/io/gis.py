@@ -36,11 +36,13 @@ __all__ = [
     "GEOPARQUET_VERSION",
     "GpkgLayer",
     "disc_extents",
+    "disc_rings",
     "geo_table",
     "geometry_bbox",
     "geoparquet_metadata",
     "layer_styles",
     "point_bbox",
+    "ring_wkb",
     "unit_geometries",
     "write_geopackage",
 ]
@@ -250,31 +252,25 @@ def _transform(geoms: NDArray[np.object_], src: str | None, dst: str | None) -> 
     return np.asarray(shapely.transform(geoms, apply), dtype=object)
 
 
-def disc_extents(
+def disc_rings(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
     radius_m: float,
     working_crs: str | None,
     output_crs: str | None,
-) -> NDArray[np.object_]:
-    """Each group's extent: the disc of ``radius_m`` around its representative, as a polygon.
+) -> NDArray[np.float64]:
+    """Each group's extent as a closed ring, ``(groups, n + 1, 2)``, in the output CRS.
 
     ``x``, ``y`` are the representatives in the working (metric) CRS. The polygon is built
-    there: a regular :data:`DISC_VERTICES`-gon circumscribing the disc (its edges touch the
-    circle, its vertices lie ``radius_m / cos(pi / n)`` away), so every point within
-    ``radius_m`` lies inside it; then it is carried to the output CRS vertex by vertex.
-
-    Examples
-    --------
-    >>> d = disc_extents(np.array([0.0]), np.array([0.0]), 100.0, None, None)
-    >>> bool(shapely.contains(d[0], shapely.Point(0, 99.99))), len(d[0].exterior.coords)
-    (True, 17)
+    there: the regular :data:`DISC_VERTICES`-gon circumscribing the disc of ``radius_m``
+    (vertex j at angle 2 pi j / n, ``radius_m / cos(pi / n)`` away: its edges touch the
+    circle, so every point within ``radius_m`` lies inside it); then it is carried to the
+    output CRS vertex by vertex.
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     n = DISC_VERTICES
-    angle = 2 * np.pi * np.arange(n + 1) / n
-    angle[-1] = 0.0  # closed ring: the last vertex is the first one exactly
+    angle = 2 * np.pi * (np.arange(n + 1) % n) / n  # closed: the last vertex is the first
     reach = radius_m / math.cos(math.pi / n)
     ring = np.empty((x.size, n + 1, 2))
     ring[:, :, 0] = x[:, None] + reach * np.cos(angle)[None, :]
@@ -284,7 +280,53 @@ def disc_extents(
 
         ox, oy = transformer(working_crs, output_crs).transform(ring[:, :, 0], ring[:, :, 1])
         ring[:, :, 0], ring[:, :, 1] = ox, oy
+    return ring
+
+
+def disc_extents(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    radius_m: float,
+    working_crs: str | None,
+    output_crs: str | None,
+) -> NDArray[np.object_]:
+    """:func:`disc_rings` as shapely polygons.
+
+    Examples
+    --------
+    >>> d = disc_extents(np.array([0.0]), np.array([0.0]), 100.0, None, None)
+    >>> bool(shapely.contains(d[0], shapely.Point(0, 99.99))), len(d[0].exterior.coords)
+    (True, 17)
+    """
+    ring = disc_rings(x, y, radius_m, working_crs, output_crs)
     return np.asarray(shapely.polygons(ring), dtype=object)
+
+
+def ring_wkb(ring: NDArray[np.float64]) -> pa.Array:
+    """Polygons of one ring each, ``(polygons, points, 2)``, as little-endian WKB.
+
+    The bytes are those of ``shapely.to_wkb(shapely.polygons(ring))``, made without a
+    geometry object per polygon.
+
+    Examples
+    --------
+    >>> r = disc_rings(np.array([5.0]), np.array([1.0]), 2.0, None, None)
+    >>> ring_wkb(r).to_pylist()[0] == shapely.to_wkb(shapely.polygons(r)[0])
+    True
+    """
+    g, n_points = ring.shape[0], ring.shape[1]
+    head = (
+        b"\x01" + (3).to_bytes(4, "little") + (1).to_bytes(4, "little")
+        + n_points.to_bytes(4, "little")
+    )  # fmt: skip
+    size = 13 + 16 * n_points
+    raw = np.empty((g, size), dtype=np.uint8)
+    raw[:, :13] = np.frombuffer(head, dtype=np.uint8)
+    raw[:, 13:] = np.ascontiguousarray(ring, dtype="<f8").reshape(g, -1).view(np.uint8)
+    offsets = np.arange(0, size * (g + 1), size, dtype=np.int64)
+    return pa.Array.from_buffers(
+        pa.large_binary(), g, [None, pa.py_buffer(offsets), pa.py_buffer(raw)], null_count=0
+    ).cast(pa.binary())
 
 
 _GRID_NAME = re.compile(r"E(-?\d+)_N(-?\d+)")
