@@ -1168,7 +1168,11 @@ def _scan_columns(
     *,
     text_cells: dict[str, _TextColumn] | None = None,
 ) -> list[str]:
-    """Table-level checks (columns as values) of a whole table; the caller also scans the text."""
+    """Table-level checks (columns as values) of a whole table; the caller also scans the text.
+
+    A struct column (GeoParquet's ``bbox``) is scanned as its fields.
+    """
+    columns = _flat_columns([n for n, _ in columns], [a for _, a in columns])
     scan = _TableScan([n for n, _ in columns], sec, one_batch=True)
     scan.add(columns, text_cells)
     return scan.findings()
