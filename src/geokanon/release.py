@@ -3,8 +3,9 @@
 :func:`write_release` turns a :class:`~geokanon.disposal.CoreResult` into the
 directory described in ``docs/release-format.md``:
 
-- ``DIR/release/`` (publishable): ``records.parquet`` (GeoParquet), ``records.csv``,
-  ``groups.parquet``, ``classes.parquet``, ``units.csv``, ``manifest.json``,
+- ``DIR/release/`` (publishable): ``records.parquet``, ``groups.parquet`` and
+  ``classes.parquet`` (GeoParquet 1.1), ``records.csv``, ``units.csv``, ``release.gpkg``
+  (the same as map layers with QGIS styles, :mod:`geokanon.io.gis`), ``manifest.json``,
   ``RELEASE_NOTES.md``, ``report.html`` (:mod:`geokanon.report.html`);
 - ``DIR/audit/`` (custodian only): ``assignment.parquet``, ``audit.json``.
 
