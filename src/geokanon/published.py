@@ -187,6 +187,7 @@ TEXT_PHRASES = (
     r"\b\d+(?:\.\d+){2,}\b",  # versions
     r"\b[0-9a-f]{16,}\b",  # checksums
     r"geokanon-release/\d+",
+    r"records/part-\d{5}\.parquet",  # the partitioned layout's part files, by number
     # the radius held on the map so that r_max holds on the ellipsoid (a CRS property)
     r"[\d.,]+ m \(the working CRS's (?:smallest scale factor over the data is [\d.]+|scale)",
     r"shortens them by up to [\d.]+%",

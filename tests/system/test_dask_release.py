@@ -395,6 +395,29 @@ def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_
     assert "deterministic sample of" in page
 
 
+def test_a_sampled_raster_map_and_many_parts_pass_holes(client, towns_dir, tmp_path, monkeypatch):
+    """Above the sample limit the report's map shows the sampled groups, and a release of
+    many parts names part files in the report: neither may put a number in the report that
+    the holes system does not hold (it refused such releases at 3e6 records and more)."""
+    import geokanon.release_tiles as rt
+    import geokanon.report.html as html
+
+    monkeypatch.setattr(rt, "REPORT_SAMPLE_MAX", 3_000)
+    monkeypatch.setattr(html, "RASTER_MIN_GROUPS", 50)
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    result = release_partitions(
+        src, TOWNS_POLICY, tmp_path / "out", ReleaseOptions(),
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        check_determinism=False, records_per_part=700,
+    )  # fmt: skip
+    assert all(result.manifest["verification"].values()), result.manifest["verification"]
+    release = tmp_path / "out" / "release"
+    assert len(list((release / "records").glob("part-*.parquet"))) > 7
+    assert "The map bins the published group representatives" in (
+        release / "report.html"
+    ).read_text()
+
+
 def test_worker_killed_mid_partitioned_release(towns_dir, tmp_path):
     """Kill a worker process while the partitioned release runs: all of it, or nothing."""
     from geokanon.distributed import DistributedError
