@@ -413,9 +413,9 @@ def test_a_sampled_raster_map_and_many_parts_pass_holes(client, towns_dir, tmp_p
     assert all(result.manifest["verification"].values()), result.manifest["verification"]
     release = tmp_path / "out" / "release"
     assert len(list((release / "records").glob("part-*.parquet"))) > 7
-    assert "The map bins the published group representatives" in (
-        release / "report.html"
-    ).read_text()
+    assert (
+        "The map bins the published group representatives" in (release / "report.html").read_text()
+    )
 
 
 def test_worker_killed_mid_partitioned_release(towns_dir, tmp_path):
