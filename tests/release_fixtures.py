@@ -75,7 +75,8 @@ def minimal_scene() -> Scene:
     """12 records, k = 5: group 0 (5 subjects, unit north), group 1 (5, south), 2 suppressed.
 
     Coordinates are non-integral (like a real source at centimetre precision);
-    representatives sit on a 10 m grid, on no member and on no member centroid.
+    representatives are where the writer puts them (:func:`rule_reps`): on no member
+    and on no member centroid.
     """
     gx = [1003.25, 1011.5, 1027.75, 1034.5, 1019.25]
     gy = [1001.75, 1038.25, 1012.5, 1029.75, 1021.5]
@@ -94,8 +95,31 @@ def minimal_scene() -> Scene:
         disposal=disposal,
         group_id=gid,
         class_id=(None,) * 12,
-        reps={0: (1020.0, 1020.0), 1: (2020.0, 3020.0)},
+        reps=rule_reps(x, y, tuple(f"subj-{i:04d}" for i in range(12)), gid, 100.0),
     )
+
+
+def rule_reps(
+    x: tuple[float, ...],
+    y: tuple[float, ...],
+    subjects: tuple[str, ...] | None,
+    group_id: tuple[int | None, ...],
+    r_max_m: float,
+) -> dict[int, tuple[float, float]]:
+    """Each group's representative as the writer places it (the rule of
+    ``docs/release-format.md``: :func:`geokanon.grouping.settle_representatives`, snap
+    step r_max / 20)."""
+    from geokanon.grouping import settle_representatives
+
+    gid = np.asarray([-1 if g is None else g for g in group_id], dtype=np.int64)
+    subj = np.arange(gid.size) if subjects is None else np.unique(subjects, return_inverse=True)[1]
+    n_groups = int(gid.max()) + 1
+    rx, ry, ok = settle_representatives(
+        gid, np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64),
+        np.ones(gid.size), np.asarray(subj, dtype=np.int64), n_groups, r_max_m, r_max_m / 20.0,
+    )  # fmt: skip
+    assert ok.all()
+    return {g: (float(rx[g]), float(ry[g])) for g in range(n_groups)}
 
 
 def group_level_passes(scene: Scene) -> list[dict[str, Any]]:

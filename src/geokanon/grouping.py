@@ -217,7 +217,7 @@ def _partition(
     """
     n = x.size
     inf = np.inf
-    penalty = PENALTY_FACTOR * r_eff * r_eff
+    penalty = PENALTY_FACTOR * r_eff
     f = np.full(n + 1, inf)
     back = np.full(n + 1, -1, np.int64)
     f[0] = 0.0
@@ -250,19 +250,22 @@ def _partition(
                 continue
             mx = sx / sw
             my = sy / sw
-            cost = sq - sw * (mx * mx + my * my)
-            if cost < 0.0:
-                cost = 0.0
+            sse = sq - sw * (mx * mx + my * my)
+            if sse < 0.0:
+                sse = 0.0
             feasible = distinct >= k
+            cost = 0.0
             if feasible:
                 for t in range(j, i):
                     ex = x[t] - ox - mx
                     ey = y[t] - oy - my
-                    if ex * ex + ey * ey > r_eff * r_eff:
+                    e2 = ex * ex + ey * ey
+                    if e2 > r_eff * r_eff:
                         feasible = False
                         break
+                    cost += w[t] * math.sqrt(e2)
             if not feasible:
-                cost += penalty * sw
+                cost = math.sqrt(sse * sw) + penalty * sw
             if f[j] + cost < f[i]:
                 f[i] = f[j] + cost
                 back[i] = j
@@ -1791,10 +1794,12 @@ def _rule_point(
     r: float,
     s: float,
     o: float,
+    ex: float,
+    ey: float,
 ) -> tuple[bool, float, float]:
     """The lattice point ``o + s (i, j)`` nearest (cx, cy) within r of every point.
 
-    Excluded: a point equal to one of the points or to (cx, cy). Ties in distance
+    Excluded: a point equal to one of the points or to (ex, ey). Ties in distance
     go to the smaller y, then the smaller x. Rows of the lattice are scanned
     outward from the centre's row until a row is farther than the best point found;
     in each row the points within r of everyone form an interval, and only its
@@ -1879,7 +1884,7 @@ def _rule_point(
                 ):
                     break
                 continue
-            if x == cx and y == cy:
+            if x == ex and y == ey:
                 continue
             good = True
             for t in range(n):
@@ -1957,7 +1962,7 @@ def _settle(
             wmax = max(wmax, run)
         hide = math.sqrt(sq / sw) * wmax / sw
         s = representative_step(hide, step)
-        good, qx, qy = _rule_point(px, py, cx, cy, r, s, o)
+        good, qx, qy = _rule_point(px, py, cx, cy, r, s, o, cx, cy)
         ok[g] = good
         rx[g] = qx
         ry[g] = qy
@@ -2053,9 +2058,11 @@ def _settled(
 # --------------------------------------------------------------------------- local search
 
 #: Sweeps of :func:`_improve` over the atoms at most.
-IMPROVE_SWEEPS = 4
-#: Nearest other groups of each atom that :func:`_improve` tries.
+IMPROVE_SWEEPS = 2
+#: Nearest atoms of other groups, per atom, whose groups :func:`_improve` tries.
 IMPROVE_NEIGHBOURS = 8
+#: Side of the grid the neighbours are found on, in median group RMS radii.
+CELL_RADII = 2.0
 #: A change is costed exactly only when its gain with the centroids held is above
 #: ``-SCREEN`` times the distances involved.
 SCREEN = 0.3
@@ -2375,10 +2382,10 @@ def _improve_groups(
     my = np.bincount(g, w * ay[placed], n_groups) / np.maximum(sw, 1e-300)
     d2 = np.bincount(g, w * ((ax[placed] - mx[g]) ** 2 + (ay[placed] - my[g]) ** 2), n_groups)
     radius = np.sqrt(d2[sw > 0] / sw[sw > 0])
-    side = max(float(np.median(radius)) * 2.0, r_work / 64.0, 1e-3)
-    nbr = _near_groups(np.ascontiguousarray(ax, dtype=np.float64),
-                       np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
-                       2.0 * r_work, IMPROVE_NEIGHBOURS)  # fmt: skip
+    side = max(float(np.median(radius)) * CELL_RADII, r_work / 64.0, 1e-3)
+    nbr = _near_atoms(np.ascontiguousarray(ax, dtype=np.float64),
+                      np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
+                      IMPROVE_NEIGHBOURS)  # fmt: skip
     _, sub = np.unique(asub, return_inverse=True)
     return int(
         _improve(
@@ -2390,21 +2397,19 @@ def _improve_groups(
 
 
 @nb.njit(cache=True, parallel=True)
-def _near_groups(
+def _near_atoms(
     ax: NDArray[np.float64],
     ay: NDArray[np.float64],
     atom_group: NDArray[np.int64],
     side: float,
-    reach: float,
     q: int,
 ) -> NDArray[np.int64]:
-    """Per placed atom, the nearest atom of each of the ``q`` nearest other groups.
+    """Per placed atom, its ``q`` nearest atoms of other groups in the 3 x 3 cells of a
+    grid of the given side around it (ties: the smaller index; -1 pads).
 
-    Nearest by the distance from the atom to the group's nearest atom, within
-    ``reach``; found on a grid of cells of the given side, ring by ring, until a
-    ring cannot hold anything nearer (ties: the smaller atom index). -1 pads.
-    Each atom's answer depends on the positions and groups only, so the threads'
-    order does not matter.
+    Cells are found through an open-addressing table of the occupied cells, so an
+    atom costs its 9 cells and the atoms in them. Each atom's answer depends on the
+    positions and groups only, so the threads' order does not matter.
     """
     n = ax.size
     out = np.full((n, q), -1, np.int64)
@@ -2415,72 +2420,57 @@ def _near_groups(
     cx = np.empty(n, np.int64)
     cy = np.empty(n, np.int64)
     for i in range(n):
-        cx[i] = int((ax[i] - ox) / side)
-        cy[i] = int((ay[i] - oy) / side)
-    wy = cy.max() + 1
+        cx[i] = int((ax[i] - ox) / side) + 1
+        cy[i] = int((ay[i] - oy) / side) + 1
+    wy = cy.max() + 2
     key = cx * wy + cy
     order = np.argsort(key, kind="mergesort")
     skey = key[order]
-    rings = max(1, min(int(math.ceil(reach / side)), 8))
+    # table of occupied cells: key -> first position in order (run ends at a key change)
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    tkey = np.full(size, -1, np.int64)
+    tpos = np.zeros(size, np.int64)
+    for t in range(n):
+        if t > 0 and skey[t] == skey[t - 1]:
+            continue
+        h = (skey[t] * 0x9E3779B97F4A7C15) & (size - 1)
+        while tkey[h] >= 0:
+            h = (h + 1) & (size - 1)
+        tkey[h] = skey[t]
+        tpos[h] = t
     for a in nb.prange(n):
         g = atom_group[a]
         if g < 0:
             continue
         bd = np.full(q, np.inf)
         bj = np.full(q, -1, np.int64)
-        bg = np.full(q, -1, np.int64)
-        for ring in range(rings + 1):
-            # anything in this ring is at least (ring - 1) * side away
-            if ring >= 2 and bj[q - 1] >= 0 and (ring - 1) * side > math.sqrt(bd[q - 1]):
-                break
-            for ddx in range(-ring, ring + 1):
-                for ddy in range(-ring, ring + 1):
-                    if max(abs(ddx), abs(ddy)) != ring:
+        for ddx in range(-1, 2):
+            for ddy in range(-1, 2):
+                kk = (cx[a] + ddx) * wy + cy[a] + ddy
+                h = (kk * 0x9E3779B97F4A7C15) & (size - 1)
+                while tkey[h] >= 0 and tkey[h] != kk:
+                    h = (h + 1) & (size - 1)
+                if tkey[h] < 0:
+                    continue
+                t = tpos[h]
+                while t < n and skey[t] == kk:
+                    j = order[t]
+                    t += 1
+                    hg = atom_group[j]
+                    if hg < 0 or hg == g:
                         continue
-                    ccx = cx[a] + ddx
-                    ccy = cy[a] + ddy
-                    if ccx < 0 or ccy < 0 or ccy >= wy:
+                    d = (ax[j] - ax[a]) ** 2 + (ay[j] - ay[a]) ** 2
+                    if d > bd[q - 1] or (d == bd[q - 1] and j > bj[q - 1]):
                         continue
-                    kk = ccx * wy + ccy
-                    t = np.searchsorted(skey, kk)
-                    while t < n and skey[t] == kk:
-                        j = order[t]
-                        t += 1
-                        h = atom_group[j]
-                        if h < 0 or h == g:
-                            continue
-                        d = (ax[j] - ax[a]) ** 2 + (ay[j] - ay[a]) ** 2
-                        if d > reach * reach:
-                            continue
-                        # is h listed already?
-                        pos = -1
-                        for u in range(q):
-                            if bg[u] == h:
-                                pos = u
-                                break
-                        if pos >= 0:
-                            if d < bd[pos] or (d == bd[pos] and j < bj[pos]):
-                                # remove and re-insert below
-                                for u in range(pos, q - 1):
-                                    bd[u] = bd[u + 1]
-                                    bj[u] = bj[u + 1]
-                                    bg[u] = bg[u + 1]
-                                bd[q - 1] = np.inf
-                                bj[q - 1] = -1
-                                bg[q - 1] = -1
-                            else:
-                                continue
-                        if d > bd[q - 1] or (d == bd[q - 1] and j > bj[q - 1]):
-                            continue
-                        u = q - 1
-                        while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
-                            bd[u] = bd[u - 1]
-                            bj[u] = bj[u - 1]
-                            bg[u] = bg[u - 1]
-                            u -= 1
-                        bd[u] = d
-                        bj[u] = j
-                        bg[u] = h
+                    u = q - 1
+                    while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
+                        bd[u] = bd[u - 1]
+                        bj[u] = bj[u - 1]
+                        u -= 1
+                    bd[u] = d
+                    bj[u] = j
         for u in range(q):
             out[a, u] = bj[u]
     return out
