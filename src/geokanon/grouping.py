@@ -217,7 +217,7 @@ def _partition(
     """
     n = x.size
     inf = np.inf
-    penalty = PENALTY_FACTOR * r_eff
+    penalty = PENALTY_FACTOR * r_eff * r_eff
     f = np.full(n + 1, inf)
     back = np.full(n + 1, -1, np.int64)
     f[0] = 0.0
@@ -250,22 +250,19 @@ def _partition(
                 continue
             mx = sx / sw
             my = sy / sw
-            sse = sq - sw * (mx * mx + my * my)
-            if sse < 0.0:
-                sse = 0.0
+            cost = sq - sw * (mx * mx + my * my)
+            if cost < 0.0:
+                cost = 0.0
             feasible = distinct >= k
-            cost = 0.0
             if feasible:
                 for t in range(j, i):
                     ex = x[t] - ox - mx
                     ey = y[t] - oy - my
-                    e2 = ex * ex + ey * ey
-                    if e2 > r_eff * r_eff:
+                    if ex * ex + ey * ey > r_eff * r_eff:
                         feasible = False
                         break
-                    cost += w[t] * math.sqrt(e2)
             if not feasible:
-                cost = math.sqrt(sse * sw) + penalty * sw
+                cost += penalty * sw
             if f[j] + cost < f[i]:
                 f[i] = f[j] + cost
                 back[i] = j

@@ -97,33 +97,34 @@ def test_few_subjects_work_is_linear_in_the_atoms(monkeypatch: pytest.MonkeyPatc
 
 
 #: Inputs (generator, its arguments, k, r_max) and the sha256 of (group_id, rep_x,
-#: rep_y) that main's grouping (commit 14efb95, whose leftover placement is that of
-#: e5f9f34) gives on them: the faster placement forms the same groups, with the same
-#: representatives, so the share of records placed is main's.
+#: rep_y) that the grouping gives on them: main's (commit 14efb95, whose leftover
+#: placement is that of e5f9f34) until issue 19, whose local search and representative
+#: rule change groups and points but not which records are placed (the same counts as
+#: 14efb95's: 936, 1821, 2278 and 1093 records).
 CASES = {
     "tracks-8": (
         (tracks, 1500, 8, 7, 2, 800.0),
         5,
         300.0,
-        "15c73576d38ccc0fe5620554725fb5109e89b3e307f3d8c9afd3a0e19ee0ee53",
+        "85ccda1d2ec03fa8da3a57c3af6871be5ddbcf28172497887d69d2001957d154",
     ),
     "tracks-6": (
         (tracks, 2000, 6, 2, 1, 800.0),
         5,
         300.0,
-        "29775ed9f502d7a17f90cfab9ccaab3be804a78dc5e6939c02c3d0a039f641be",
+        "ee707c689816dbd701fbbd8468ab4f188134ba827d811d22ab077f4e60d042dd",
     ),
     "clusters-300": (
         (clusters, 3000, 300, 1),
         5,
         200.0,
-        "bf154b8b004fbe7900d2de0500ddcfe4fa8ae45529da9fac876b62a46e446d8a",
+        "f4fb918fa6fd8c04c6c441cb4bd881125ee3b248722f1dad7c656675061c4ed2",
     ),
     "clusters-1000": (
         (clusters, 2000, 1000, 2),
         4,
         150.0,
-        "b28275c325a94d169daf1c8f290adac514e85e7080eec7b82d7d47562661eb81",
+        "750d09871db12cbc46e3fb648fb20fd7be359b03a4efd906bfa00be5c98b4ca1",
     ),
 }
 
