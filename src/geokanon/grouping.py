@@ -2,8 +2,12 @@
 
 A *group* is published as one representative point. It must hold at least ``k``
 distinct subjects, and every member must lie within ``r_max`` (inclusive) of the
-published representative, which is the group's record-weighted centroid snapped
-to a grid of step ``policy.snap_step_m`` (never a member's own coordinate).
+published representative, which the rule of ``docs/release-format.md`` places
+(:func:`settle_representatives`): the point nearest the group's record-weighted
+centroid, within r_max of every member, of a lattice whose step follows the group's
+spread (never coarser than ``policy.snap_step_m``), never a member's own coordinate
+nor the exact centroid. While groups are formed, their points are kept on the
+coarsest lattice (step ``policy.snap_step_m``), which every finer one contains.
 
 The grouping works on *atoms*, a subject's records at one place, so that those
 records are always disposed of together:
@@ -27,6 +31,11 @@ records are always disposed of together:
    only when it places more records than it displaces.
    Whatever remains cannot be published at group level and is escalated by the
    caller.
+6. A local search (:func:`_improve`) moves an atom to a neighbouring group, or swaps
+   two atoms of neighbouring groups, when that lowers the records' summed distance
+   to their groups' centroids and both groups keep k subjects and a covering point.
+7. Every group's representative is placed by the rule (:func:`settle_representatives`),
+   from its final members.
 """
 
 from __future__ import annotations
@@ -2005,8 +2014,10 @@ def settle_representatives(
     Examples
     --------
     >>> import numpy as np
+    >>> one = np.zeros(5, np.int64)
     >>> rx, ry, ok = settle_representatives(
-    ...     np.zeros(5, np.int64), np.arange(5.0), np.zeros(5), np.ones(5), np.arange(5), 1, 100.0, 5.0)
+    ...     one, np.arange(5.0), np.zeros(5), np.ones(5), np.arange(5), 1, 100.0, 5.0
+    ... )
     >>> bool(ok[0]), round(float(rx[0]), 6), round(float(ry[0]), 6)
     (True, 1.440983, 0.190983)
     """
@@ -2055,11 +2066,13 @@ def _settled(
 # --------------------------------------------------------------------------- local search
 
 #: Sweeps of :func:`_improve` over the atoms at most.
-IMPROVE_SWEEPS = 2
+IMPROVE_SWEEPS = 3
 #: Nearest atoms of other groups, per atom, whose groups :func:`_improve` tries.
 IMPROVE_NEIGHBOURS = 8
 #: Side of the grid the neighbours are found on, in median group RMS radii.
 CELL_RADII = 2.0
+#: How far from an atom its candidate neighbours are sought, in its group's RMS radii.
+REACH_RADII = 2.0
 #: A change is costed exactly only when its gain with the centroids held is above
 #: ``-SCREEN`` times the distances involved.
 SCREEN = 0.3
@@ -2243,7 +2256,8 @@ def _improve(
                 dbh = math.sqrt((ax[b] - sx[h] / sw[h]) ** 2 + (ay[b] - sy[h] / sw[h]) ** 2)
                 move_hint = wa * (dag - dah) > -screen * (dag + dah) * wa
                 swap_hint = wa * (dag - dah) + aw[b] * (dbh - dbg) > -screen * (
-                    wa * (dag + dah) + aw[b] * (dbg + dbh))
+                    wa * (dag + dah) + aw[b] * (dbg + dbh)
+                )
                 # move a to h (once per h; g must keep k atoms to keep k subjects)
                 seen = False
                 for q2 in range(q):
@@ -2252,21 +2266,71 @@ def _improve(
                         seen = True
                         break
                 if move_hint and not seen and size[g] - 1 >= k:
-                    cg = _cost_of(g, a, -1, head, nxt, ax, ay, aw, sw[g] - wa, sx[g] - wa * ax[a],
-                                  sy[g] - wa * ay[a])
-                    ch = _cost_of(h, -1, a, head, nxt, ax, ay, aw, sw[h] + wa, sx[h] + wa * ax[a],
-                                  sy[h] + wa * ay[a])
+                    cg = _cost_of(
+                        g,
+                        a,
+                        -1,
+                        head,
+                        nxt,
+                        ax,
+                        ay,
+                        aw,
+                        sw[g] - wa,
+                        sx[g] - wa * ax[a],
+                        sy[g] - wa * ay[a],
+                    )
+                    ch = _cost_of(
+                        h,
+                        -1,
+                        a,
+                        head,
+                        nxt,
+                        ax,
+                        ay,
+                        aw,
+                        sw[h] + wa,
+                        sx[h] + wa * ax[a],
+                        sy[h] + wa * ay[a],
+                    )
                     if base - cg - ch > eps:
-                        c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = base - cg - ch, h, -1, cg, ch
+                        c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = (
+                            base - cg - ch,
+                            h,
+                            -1,
+                            cg,
+                            ch,
+                        )
                         nc += 1
                 # swap a and b
                 if not swap_hint:
                     continue
                 wb = aw[b]
-                cg = _cost_of(g, a, b, head, nxt, ax, ay, aw, sw[g] - wa + wb,
-                              sx[g] - wa * ax[a] + wb * ax[b], sy[g] - wa * ay[a] + wb * ay[b])
-                ch = _cost_of(h, b, a, head, nxt, ax, ay, aw, sw[h] - wb + wa,
-                              sx[h] - wb * ax[b] + wa * ax[a], sy[h] - wb * ay[b] + wa * ay[a])
+                cg = _cost_of(
+                    g,
+                    a,
+                    b,
+                    head,
+                    nxt,
+                    ax,
+                    ay,
+                    aw,
+                    sw[g] - wa + wb,
+                    sx[g] - wa * ax[a] + wb * ax[b],
+                    sy[g] - wa * ay[a] + wb * ay[b],
+                )
+                ch = _cost_of(
+                    h,
+                    b,
+                    a,
+                    head,
+                    nxt,
+                    ax,
+                    ay,
+                    aw,
+                    sw[h] - wb + wa,
+                    sx[h] - wb * ax[b] + wa * ax[a],
+                    sy[h] - wb * ay[b] + wa * ay[a],
+                )
                 if base - cg - ch > eps:
                     c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = base - cg - ch, h, b, cg, ch
                     nc += 1
@@ -2380,9 +2444,10 @@ def _improve_groups(
     d2 = np.bincount(g, w * ((ax[placed] - mx[g]) ** 2 + (ay[placed] - my[g]) ** 2), n_groups)
     radius = np.sqrt(d2[sw > 0] / sw[sw > 0])
     side = max(float(np.median(radius)) * CELL_RADII, r_work / 64.0, 1e-3)
+    reach = np.where(sw > 0, REACH_RADII * np.sqrt(d2 / np.maximum(sw, 1e-300)), 0.0)
     nbr = _near_atoms(np.ascontiguousarray(ax, dtype=np.float64),
                       np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
-                      IMPROVE_NEIGHBOURS)  # fmt: skip
+                      IMPROVE_NEIGHBOURS, reach)  # fmt: skip
     _, sub = np.unique(asub, return_inverse=True)
     return int(
         _improve(
@@ -2400,9 +2465,11 @@ def _near_atoms(
     atom_group: NDArray[np.int64],
     side: float,
     q: int,
+    reach: NDArray[np.float64],
 ) -> NDArray[np.int64]:
-    """Per placed atom, its ``q`` nearest atoms of other groups in the 3 x 3 cells of a
-    grid of the given side around it (ties: the smaller index; -1 pads).
+    """Per placed atom, its ``q`` nearest atoms of other groups in the cells of a grid of
+    the given side within ``reach[g]`` of its cell (g its group; at least the 3 x 3
+    cells around it, at most 9 x 9), ties to the smaller index, -1 padding.
 
     Cells are found through an open-addressing table of the occupied cells, so an
     atom costs its 9 cells and the atoms in them. Each atom's answer depends on the
@@ -2443,8 +2510,9 @@ def _near_atoms(
             continue
         bd = np.full(q, np.inf)
         bj = np.full(q, -1, np.int64)
-        for ddx in range(-1, 2):
-            for ddy in range(-1, 2):
+        rings = min(max(1, int(math.ceil(reach[g] / side))), 4)
+        for ddx in range(-rings, rings + 1):
+            for ddy in range(-rings, rings + 1):
                 kk = (cx[a] + ddx) * wy + cy[a] + ddy
                 h = (kk * 0x9E3779B97F4A7C15) & (size - 1)
                 while tkey[h] >= 0 and tkey[h] != kk:

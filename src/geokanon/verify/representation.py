@@ -139,9 +139,9 @@ def _nearer_admissible(
 ) -> NDArray[np.bool_]:
     """For each group in ``todo``: is there a lattice point ``o + s (i, j)`` nearer
     (cx, cy) than ``dist - slack`` that lies within ``r - tol`` of every member and is
-    no member's coordinate nor, within 1e-9 relative, (ex, ey)? Rows of the lattice within that distance are scanned; in each,
-    the lattice points in the intersection of the members' discs and the centroid's
-    disc are checked one by one."""
+    no member's coordinate nor, within 1e-9 relative, (ex, ey)? The lattice rows within
+    that distance are scanned; in each, the lattice points in the intersection of the
+    members' discs and the centre's disc are checked one by one."""
     out = np.zeros(todo.size, np.bool_)
     for t in range(todo.size):
         g = todo[t]
