@@ -2510,7 +2510,11 @@ def _near_atoms(
             continue
         bd = np.full(q, np.inf)
         bj = np.full(q, -1, np.int64)
-        rings = min(max(1, int(math.ceil(reach[g] / side))), 4)
+        span = reach[g] / side
+        rings = int(span)
+        if rings < span:
+            rings += 1
+        rings = min(max(1, rings), 4)
         for ddx in range(-rings, rings + 1):
             for ddy in range(-rings, rings + 1):
                 kk = (cx[a] + ddx) * wy + cy[a] + ddy
