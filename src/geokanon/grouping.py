@@ -2068,7 +2068,7 @@ def _settled(
 #: Sweeps of :func:`_improve` over the atoms at most.
 IMPROVE_SWEEPS = 3
 #: Nearest atoms of other groups, per atom, whose groups :func:`_improve` tries.
-IMPROVE_NEIGHBOURS = 8
+IMPROVE_NEIGHBOURS = 12
 #: Side of the grid the neighbours are found on, in median group RMS radii.
 CELL_RADII = 2.0
 #: How far from an atom its candidate neighbours are sought, in its group's RMS radii.

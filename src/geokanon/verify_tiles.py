@@ -102,6 +102,7 @@ from geokanon.verify.report_safety import (
     _table_problems,
     _TableParser,
 )
+from geokanon.verify.representation import rule_violations
 
 __all__ = ["SCOPE", "verify_partitioned"]
 
@@ -367,6 +368,18 @@ def _majority_unit(members: pd.DataFrame) -> pd.Series:
     return pd.Series(texts[by_text][prank[first]], index=pd.Index(pid[first], name="id"))
 
 
+def _rule_of(
+    manifest: Mapping[str, Any], audit: Mapping[str, Any], r_max: float
+) -> tuple[float, float]:
+    """(snap step, radius held in working metres) of the representatives' rule."""
+    pol = manifest.get("policy")
+    snap = pol.get("snap_m") if isinstance(pol, dict) else None
+    step = float(snap) if isinstance(snap, int | float) and snap > 0 else r_max / 20.0
+    r_work = audit.get("r_work_m")
+    r = float(r_work) if isinstance(r_work, int | float) and 0 < r_work <= r_max else r_max
+    return step, r
+
+
 def _part_task(
     root: str,
     j: int,
@@ -380,8 +393,12 @@ def _part_task(
     bad_names: frozenset[str],
     scan: bool,
     crs: str | None = None,
+    rule: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """Every per-group (or per-class) check of one release part.
+
+    ``rule`` is (snap step, radius in working metres) of the representatives' rule
+    (:func:`geokanon.verify.representation.rule_violations`; None: not checked).
 
     ``crs`` is the release's CRS (working and published): when it is named, a member
     within r_max on the map is measured again on its ellipsoid, as in
@@ -488,6 +505,17 @@ def _part_task(
             probs["representation"].append(
                 f"{int(centroid.sum())} representatives in {name} are their members' mean"
             )
+        if rule is not None and okm.any():
+            subj = (
+                pd.factorize(members["subject"])[0].astype(np.int64)
+                if has_subject
+                else np.arange(mid.size, dtype=np.int64)
+            )
+            off = rule_violations(mx[okm], my[okm], subj[okm], pos[okm], rx, ry, *rule)
+            if off.any():
+                probs["representation"].append(
+                    f"{int(off.sum())} representatives in {name} are not where the rule puts them"
+                )
         if "unit" in rows.columns and len(members):
             maj = _majority_unit(members).reindex(rows.index)
             wrong = int((maj.astype(str) != rows["unit"].astype(str)).sum())
@@ -680,7 +708,8 @@ def verify_partitioned(
             r2 = _run_tasks(
                 client, _part_task,
                 [(str(root), j, p, str(scratch), k, r_max, tolerance_m, tiling, has_subject,
-                  bad_names, "no_leak" in names, working) for j, p in enumerate(parts)],
+                  bad_names, "no_leak" in names, working, _rule_of(manifest, audit, r_max))
+                 for j, p in enumerate(parts)],
             )  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -106,25 +106,25 @@ CASES = {
         (tracks, 1500, 8, 7, 2, 800.0),
         5,
         300.0,
-        "85ccda1d2ec03fa8da3a57c3af6871be5ddbcf28172497887d69d2001957d154",
+        "6ccdcce35afc959909b69ef0793b4b17973048031f6781b02ff93bf629dc3c6d",
     ),
     "tracks-6": (
         (tracks, 2000, 6, 2, 1, 800.0),
         5,
         300.0,
-        "ee707c689816dbd701fbbd8468ab4f188134ba827d811d22ab077f4e60d042dd",
+        "e750111328c2c5cc8fad4f4fc37fb6762e46a041c8e0af38d3aa6cdf3991ee22",
     ),
     "clusters-300": (
         (clusters, 3000, 300, 1),
         5,
         200.0,
-        "f4fb918fa6fd8c04c6c441cb4bd881125ee3b248722f1dad7c656675061c4ed2",
+        "ab57875405aa4a9cf602e1d536534571333ff4482b36b1549512b12050b4cb57",
     ),
     "clusters-1000": (
         (clusters, 2000, 1000, 2),
         4,
         150.0,
-        "750d09871db12cbc46e3fb648fb20fd7be359b03a4efd906bfa00be5c98b4ca1",
+        "7db6231bb9531243b5f4cee22f64d2a91d9975a6d537c2f5cb3b09f39571bec0",
     ),
 }
 
