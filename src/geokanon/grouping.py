@@ -52,7 +52,15 @@ from scipy.spatial import cKDTree
 from geokanon.neighbours import cells_around, in_sorted, pack_key, sorted_unique, stable_argsort
 from geokanon.policy import OutlierPolicy
 
-__all__ = ["Grouping", "group_records", "hilbert_keys", "repair_groups", "snap"]
+__all__ = [
+    "Grouping",
+    "group_records",
+    "hilbert_keys",
+    "repair_groups",
+    "representative_step",
+    "settle_representatives",
+    "snap",
+]
 
 _HILBERT_BITS = 21
 #: Cost of an infeasible run in the 1-D partition, per record, in units of r_max squared.
@@ -1751,21 +1759,6 @@ SNAP_FLOOR_M = 1.0
 MAX_HALVINGS = 16
 
 
-def lattice_origin(step: float) -> float:
-    """Origin of every representative lattice of a release whose snap step is ``step``.
-
-    The lattices of steps ``step / 2**m`` all pass through the points
-    ``(j + 0.5 + OFFSET) * step`` of the coarsest one, so a finer one holds every
-    point of the coarser ones.
-
-    Examples
-    --------
-    >>> lattice_origin(5.0) == (0.5 + OFFSET) * 5.0
-    True
-    """
-    return (0.5 + OFFSET) * step
-
-
 @nb.njit(cache=True)
 def representative_step(hide: float, step: float) -> float:
     """The lattice step of a group whose representative must hide ``hide`` metres.
@@ -1990,7 +1983,7 @@ def settle_representatives(
     to c) and a largest subject of w records, the lattice step is
     :func:`representative_step` of ``sigma * w / W`` (never coarser than ``step``,
     never finer than ``SNAP_FLOOR_M`` unless ``step`` is); the representative is the
-    point of that lattice (origin :func:`lattice_origin`) nearest c that lies within
+    point of that lattice (origin ``(0.5 + OFFSET) * step`` on both axes) nearest c that lies within
     ``r_work`` of every member, equal to no member's coordinate nor to c (ties: the
     smaller y, then x). A group that holds a point of the coarsest lattice within
     ``r_work`` of everyone (every group this module forms) always has one.
@@ -2052,7 +2045,8 @@ def _settled(
     r_max of every member, but not necessarily where the rule puts it (a group that
     lost or gained members keeps its point). The rule always finds a point for such
     a group; one that has none (its only covering points are members' coordinates or
-    its exact centroid) is dissolved, and the groups after it are renumbered.
+    its exact centroid) is dissolved: its atoms are left without a group, and the groups
+    after it are renumbered.
     """
     rx, ry, ok = settle_representatives(atom_group, ax, ay, aw, asub, n_groups, r_work, step)
     if not ok.all():
