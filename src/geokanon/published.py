@@ -3,7 +3,7 @@
 The release format declares here, in one place, which field of which release file
 carries which quantity (:data:`QUANTITIES`, :data:`MANIFEST_FIELDS`,
 :data:`UNIT_COLUMNS`, :data:`PASS_COLUMNS`, :data:`CARDS`). The ``holes`` check of
-:mod:`geokanon.verify` (and of :mod:`geokanon.verify_tiles`) builds one linear
+:mod:`geokanon.verify` (and of :mod:`geokanon.verify.partitioned`) builds one linear
 system from all of them together with the identities that tie the quantities to each
 other (:func:`identities`), and bounds every sensitive figure in it.
 
