@@ -2234,6 +2234,7 @@ def _improve(
                     continue
             wa = aw[a]
             nc = 0
+            cg_move = -1.0
             for q in range(nq):
                 b = nbr[a, q]
                 if b < 0:
@@ -2260,19 +2261,22 @@ def _improve(
                         seen = True
                         break
                 if move_hint and not seen and size[g] - 1 >= k:
-                    cg = _cost_of(
-                        g,
-                        a,
-                        -1,
-                        head,
-                        nxt,
-                        ax,
-                        ay,
-                        aw,
-                        sw[g] - wa,
-                        sx[g] - wa * ax[a],
-                        sy[g] - wa * ay[a],
-                    )
+                    # g without a: the same for every h, costed once per atom
+                    if cg_move < 0.0:
+                        cg_move = _cost_of(
+                            g,
+                            a,
+                            -1,
+                            head,
+                            nxt,
+                            ax,
+                            ay,
+                            aw,
+                            sw[g] - wa,
+                            sx[g] - wa * ax[a],
+                            sy[g] - wa * ay[a],
+                        )
+                    cg = cg_move
                     ch = _cost_of(
                         h,
                         -1,
