@@ -210,11 +210,17 @@ def integer_codes(arr: NDArray[np.integer]) -> tuple[NDArray[np.int64], NDArray[
         codes = np.empty(n, dtype=np.int64)
         codes[order] = np.cumsum(new) - 1
         return codes, ordered[new]
-    offset = (arr - lo) if arr.dtype.kind == "u" else (arr.astype(np.int64) - lo)
+    if arr.dtype.kind == "u":
+        offset = (arr - arr.dtype.type(lo)).astype(np.int64, copy=False)
+    else:
+        offset = arr.astype(np.int64, copy=False)
+        if lo:
+            offset = offset - lo
     present = np.zeros(hi - lo + 1, dtype=np.int64)
     present[offset] = 1
-    values = (np.flatnonzero(present) + lo).astype(arr.dtype)
-    rank = np.cumsum(present) - 1
+    values = np.flatnonzero(present).astype(arr.dtype) + arr.dtype.type(lo)
+    rank = np.cumsum(present)
+    rank -= 1
     return rank[offset], values
 
 
