@@ -415,8 +415,10 @@ def _cli_commands(
 ) -> dict[str, tuple[list[str], str]]:
     """Per CLI method: the command and the PYTHONPATH it runs with."""
     own = str(ROOT / "src")
-    classify = [sys.executable, "-m", "geokanon", "classify", str(path), "--crs", "EPSG:3035",
-                "--unit", "unit", "--k", str(args.k), "--r-max", str(args.r_max), "--json"]  # fmt: skip
+    classify = [
+        *(sys.executable, "-m", "geokanon", "classify", str(path), "--crs", "EPSG:3035"),
+        *("--unit", "unit", "--k", str(args.k), "--r-max", str(args.r_max), "--json"),
+    ]
     script = [sys.executable, "-c", BARE_SCRIPT, str(path), str(args.k), str(args.r_max)]
     cmds = {
         "script": (script, own),
@@ -604,8 +606,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a toy size (2e4) for CI, in seconds")
     p.add_argument("--repeat", type=int, default=3, help="runs per method (best is reported)")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    p.add_argument("--cli", action="store_true",
-                   help="time the command line against a read + cKDTree script instead")
+    p.add_argument(
+        "--cli",
+        action="store_true",
+        help="time the command line against a read + cKDTree script instead",
+    )
     p.add_argument("--baseline-src", help="with --cli: also time the CLI of this src directory")
     p.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     p.add_argument("--n", help=argparse.SUPPRESS)
