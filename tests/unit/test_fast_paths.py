@@ -162,3 +162,27 @@ def test_report_diameters_and_displacements_are_exact(big):
         else:
             dx, dy = x[r] - gx[i], y[r] - gy[i]
             assert disp[r] == np.sqrt(dx * dx + dy * dy)
+
+
+def test_majority_units_without_a_sort_of_every_record(monkeypatch):
+    from geokanon.disposal import group_units
+
+    rng = np.random.default_rng(7)
+    n, ng, nu = 4000, 300, 6
+    g = rng.integers(-1, ng, n)
+    u = rng.integers(0, nu, n)
+    names = np.array(["f", "b", "e", "a", "d", "c"], dtype=object)
+    want = np.zeros(ng, dtype=np.int64)
+    rank = np.argsort(np.argsort(names.astype(str)))
+    for grp in range(ng):
+        m = u[g == grp]
+        if m.size:
+            counts = np.bincount(m, minlength=nu)
+            top = np.flatnonzero(counts == counts.max())
+            want[grp] = top[np.argmin(rank[top])]  # a tie: the first unit id in sort order
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("np.unique over every record")
+
+    monkeypatch.setattr(np, "unique", refuse)
+    assert np.array_equal(group_units(g, u, ng, names), want)
