@@ -234,7 +234,17 @@ def _majority_units(
         a, b = start[i], start[i + 1]
         if a == b:
             continue
-        run = np.sort(vals[a:b])
+        run = vals[a:b]
+        if run.size > 32:
+            run.sort()
+        else:  # an insertion sort in place: most groups hold a few records
+            for j in range(1, run.size):
+                v = run[j]
+                i2 = j - 1
+                while i2 >= 0 and run[i2] > v:
+                    run[i2 + 1] = run[i2]
+                    i2 -= 1
+                run[i2 + 1] = v
         best, best_n, n = run[0], 1, 1
         for j in range(1, run.size):
             n = n + 1 if run[j] == run[j - 1] else 1
