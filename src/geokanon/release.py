@@ -66,6 +66,7 @@ from geokanon.io.gis import (
     write_geopackage,
 )
 from geokanon.io.read import PointTable
+from geokanon.neighbours import count_distinct
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 
@@ -1238,8 +1239,8 @@ def build_release_files(
         syn_total = WITHHELD  # a total over hidden per-unit values would narrow them
     if policy.allow_synthetic:
         units["synthetic"] = syn_shown
-    total_sup_subjects = int(_sorted_unique(subj[suppressed]).size)
-    total_subjects = int(_sorted_unique(subj).size)
+    total_sup_subjects = count_distinct(subj[suppressed])
+    total_subjects = count_distinct(subj)
     global_shown: int | str = mask_small(total_sup_subjects, k)
     n_hidden_units = sum(v == LT_K for v in sup_shown)
     if (
