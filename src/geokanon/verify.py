@@ -194,7 +194,7 @@ from numpy.typing import NDArray
 from geokanon.errors import InputError
 from geokanon.io.read import PointTable, read_source_frame, sha256_file
 from geokanon.policy import MAX_PASSES
-from geokanon.published import Figure, Published
+from geokanon.published import Figure, Published, words_as_digits
 
 __all__ = [
     "CHECKS",
@@ -332,9 +332,11 @@ _TIME_BIN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}Z/PT\d+S")
 _TOKEN_SPLIT = re.compile(r"[\s,;|<>\"'=(){}\[\]]+")
 _SUPPRESSED_PHRASES = (
     re.compile(r"suppress\w*[^|\n\d<]{0,20}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
+    # "3 records were suppressed", "2 dwellings in Baarn were suppressed": a count, up to
+    # three words naming what it counts, then the verb (whatever the things are called)
     re.compile(
-        r"(?<![\d.,])(\d[\d,]*)\s+(?:records?|subjects?|people|persons?|points?|patients?)\s+"
-        r"(?:were\s+|was\s+|are\s+|is\s+)?suppress",
+        r"(?<![\d.,])(\d[\d,]*)\s+(?:[^\W\d][\w'-]*\s+){1,3}?"
+        r"(?:(?:were|was|are|is|have\s+been|has\s+been|had\s+been|been|got|get|be)\s+)?suppress",
         re.IGNORECASE,
     ),
 )
@@ -4817,7 +4819,8 @@ class _TableParser(html.parser.HTMLParser):
 
 
 def _small_int(cell: str, k: int) -> bool:
-    text = re.sub(r"[*_`\s]", "", cell).replace(",", "")
+    """Whether a cell reads as an integer 1..k-1 (in digits or in words: "two")."""
+    text = re.sub(r"[*_`\s]", "", words_as_digits(cell)).replace(",", "")
     return text.isdigit() and 1 <= int(text) <= k - 1
 
 
@@ -4842,7 +4845,9 @@ def _markdown_tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
 
 
 def _phrase_problems(text: str, k: int) -> int:
+    """Phrases that give a suppressed figure of 1..k-1 (numbers in words read as digits)."""
     n = 0
+    text = words_as_digits(html.unescape(text))
     for pat in _SUPPRESSED_PHRASES:
         for m in pat.finditer(text):
             if _small_int(m.group(1), k):
