@@ -14,14 +14,55 @@ The rule, exactly as implemented
       table's or the audit's coordinates when no CRS change happened, else the
       audit's coordinates carried to the output CRS, matched within a relative
       1e-9 (transform round-off);
-    * single source coordinates: a number equal to a *non-integral* source
-      coordinate with >= 4 significant digits, in free text or in any column
-      but the published ``x``/``y`` (CSV text is judged column by column); and
-      any other non-structural numeric column in which at least half of >= k
-      distinct values (>= 4 significant digits) are source coordinates;
-    * subject ids (only when the source file is given and has a subject
-      column): a text token or a string cell equal to a raw id of >= 4
-      characters, or a column named like the subject column;
+    * single values, judged by the source's own values whatever their form (a
+      whole-number coordinate, an id of one or two characters): a number equal to
+      any source coordinate, or a number or text equal to a subject id (every raw
+      id of the source's subject column, stripped, whatever its length; only when
+      the source file is given), is a leak wherever it appears outside the
+      columns that legitimately hold it. What a column legitimately holds
+      (``_Legit``; by column name, in every table: ``records.parquet``,
+      ``records.csv``, ``groups.parquet``, ``classes.parquet``, ``units.csv``):
+
+      - ``x``, ``y``, ``geometry``: the representatives, judged as pairs only;
+      - ``group_id``: the integers ``0..G-1`` (G groups in ``groups.parquet``:
+        the writer numbers them so), ``class_id``: ``0..C-1``;
+      - ``n_records``, ``released``, ``suppressed``, ``source_total``,
+        ``generalised_up``, ``synthetic``: counts, the integers ``0..N`` (N the
+        audit's records plus the synthetic ones) and ``<k``, ``withheld``
+        (``counts`` checks that each is the right count);
+      - ``radius_m``: the manifest's ``r_max_m``; ``level``: ``group``, ``unit``,
+        ``parent``, ``area``; ``unit``: the audit's unit ids (merged names and
+        parents included); ``time_bin``: published bins (``...Z/PT3600S``);
+      - a column named like a source column (a kept attribute): that source
+        column's own values (a consumption of 155000 is no coordinate when the
+        source's consumption holds it), unless the source column repeats its own
+        record's coordinate or subject id on at least half its rows (a copy of a
+        secret: then nothing);
+      - any other column: nothing. Without the source the kept columns' values
+        are unknown: a column not listed above is then judged by non-integral
+        coordinates with >= 4 significant digits only.
+
+      And any non-structural numeric column in which at least half of >= k
+      distinct values (>= 4 significant digits) are source coordinates fails as
+      a column of coordinates. In prose (``RELEASE_NOTES.md``, the text a reader
+      sees in ``report.html`` and its content attributes such as ``alt`` and
+      ``data-*``, ``manifest.json``, other text files, Parquet key-value
+      metadata), numbers are read as ``holes`` reads them
+      (:func:`geokanon.published.prose_numbers`: number words in digits, ``6,000``
+      one number, declared phrases left out); one equal to a source coordinate
+      or a numeric subject id is a leak unless the release publishes that number
+      (a figure or parameter ``holes`` holds, the numbers of groups, classes,
+      units and records, a representative's ``x`` or ``y``, a unit id): a count
+      of 155000 records is that count. Any other token of prose equal to a
+      subject id is a leak (``a7``, ``(a7).`` and ```a7``` alike). The GeoParquet
+      ``geo`` metadata's CRS definition is left out when it defines the
+      manifest's ``crs`` (RD New's false easting 155000 is the CRS's). HTML markup
+      (tags, classes, element ids, styles, scripts, sizes, path data) is the
+      page's machinery: there, pairs, non-integral coordinates with >= 4
+      significant digits, epoch times, timestamps, the mask key and subject ids of
+      at least 4 characters are looked for (a shorter id could be a tag name:
+      ``h1``); embedded ``data:`` images are searched for the mask key only;
+    * a column named like the subject column;
     * raw timestamps: a date-time in text or a string cell (ISO 8601 or
       ``YYYY/MM/DD hh:mm[:ss]``) equal, as wall-clock or UTC, to a source
       time; a timestamp column value or a number equal to a source time in
@@ -343,6 +384,8 @@ class _Legit:
     @cached_property
     def _source_texts(self) -> frozenset[str]:
         assert self.series is not None
+        if pd.api.types.is_numeric_dtype(self.series.dtype):
+            return frozenset()  # its values are numbers: an entry is compared as one
         s = self.series.dropna()
         return frozenset(str(v).strip() for v in pd.unique(s.astype(str)))
 

@@ -7,7 +7,11 @@ The rule, exactly as implemented
     the first all-``<th>`` row, else the first row, is the header), every cell in
     a column whose header mentions "suppress" or "generalise"/"generalize" must
     not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
-    "suppressed: 3" or "3 records were suppressed" carry such a figure.
+    "suppressed: 3", "3 records were suppressed" or "2 dwellings in Baarn were
+    suppressed" (a count, up to three words, an optional verb, "suppress...")
+    carry such a figure. Numbers written as words count as numbers, in cells and
+    phrases alike ("two dwellings were suppressed" reads as 2:
+    :func:`geokanon.published.words_as_digits`, also used by ``holes``).
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
     1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
     (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
