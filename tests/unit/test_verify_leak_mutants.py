@@ -237,3 +237,25 @@ def test_a_register_whose_subject_ids_are_the_integers_releases_and_verifies(tmp
     _append_text(root, "RELEASE_NOTES.md", "The first record came from subject 4321.")
     code, text = _verify(root, src, capsys)
     assert code == 4 and "no_leak" in _failed(text), text
+
+
+# ---- a kept column that copies the subject ids ---------------------------------------
+
+
+def test_a_kept_column_that_copies_short_subject_ids_fails_no_leak(short_ids, tmp_path, capsys):
+    """A source column holding each record's own subject id is no attribute: keeping it
+    publishes the ids, however short (on d39bb7f ids under 4 characters went through).
+    The writer's own run holds no raw ids (the table has subject codes only), so it is
+    ``verify --source`` that sees it."""
+    _, _, frame = short_ids
+    frame = frame.assign(owner=frame["subject"])
+    src = tmp_path / "owner.csv"
+    frame.to_csv(src, index=False)
+    args = [a if a != "consumption,unemployed" else "consumption,owner" for a in RELEASE_ARGS]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["release", str(src), *args, "--out", str(tmp_path / "out")]) == 0
+    code, out = _verify(tmp_path / "out", src, capsys)
+    assert code == 4, out
+    assert _failed(out) == {"no_leak"}, out
+    assert "'owner'" in _detail(out, "no_leak") and "subject ids" in _detail(out, "no_leak")

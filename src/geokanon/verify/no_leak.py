@@ -861,8 +861,13 @@ def _number_counts(
     pairs: bool,
     single_values: bool,
     weights: NDArray[np.int64] | None = None,
+    any_precision: bool = False,
 ) -> dict[str, int]:
-    """As :func:`_number_findings`: what -> how many (non-zero only, in report order)."""
+    """As :func:`_number_findings`: what -> how many (non-zero only, in report order).
+
+    ``any_precision``: a single value is any source coordinate (a table's text cell, with
+    :attr:`_Secrets.strict`), not only a non-integral one with >= 4 significant digits.
+    """
     found: dict[str, int] = {}
     if vals.size == 0:
         return found
@@ -877,7 +882,7 @@ def _number_counts(
         return int(weights[hit][_has_sig_digits(vals[hit], 4)].sum())
 
     if single_values:
-        if sec.strict:  # a text cell's number: any source coordinate, whatever its digits
+        if any_precision:  # a text cell's number: any source coordinate, whatever its digits
             hit = _isin(vals, sec.coords)
             n = int(hit.sum()) if weights is None else int(weights[hit].sum())
         else:
@@ -1242,7 +1247,7 @@ def _text_counts_of(col: _TextColumn, sec: _Secrets, single_values: bool) -> dic
             weights.append(np.full(len(toks), counts[i], dtype=np.int64))
     found = _number_counts(
         np.concatenate(vals), sec, pairs=False, single_values=single_values,
-        weights=np.concatenate(weights),
+        weights=np.concatenate(weights), any_precision=sec.strict,
     )  # fmt: skip
     n_stamp = n_id = 0
     if sec.epoch.size or sec.wall.size:
