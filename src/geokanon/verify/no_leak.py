@@ -341,6 +341,7 @@ class _Legit:
     * ``source``: the source column of that name's own values (a kept attribute),
       unless the column copies a source coordinate or the subject id row by row on at
       least half its rows (then nothing);
+    * ``bins``: published time bins (``2008-10-23T02:00Z/PT3600S``, the whole cell);
     * ``none``: nothing (a column the source does not have);
     * ``unknown``: a column whose source values are not known (no source given): judged
       as the partitioned verifier judges every column.
@@ -963,6 +964,8 @@ def _id_tokens(text: str, sec: _Secrets, *, numeric_ids: bool = True) -> int:
                 continue
         if not numeric_ids and _WHOLE_NUMBER_RE.match(t):
             continue  # judged as a number (a published figure may equal it)
+        if sec.strict and t in sec.published_texts:
+            continue  # a unit id or a level the release publishes as such
         n += 1
     return n
 
