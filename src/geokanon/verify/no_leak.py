@@ -61,7 +61,9 @@ The rule, exactly as implemented
       page's machinery: there, pairs, non-integral coordinates with >= 4
       significant digits, epoch times, timestamps, the mask key and subject ids of
       at least 4 characters are looked for (a shorter id could be a tag name:
-      ``h1``); embedded ``data:`` images are searched for the mask key only;
+      ``h1``); so are the style documents of ``release.gpkg``'s ``layer_styles``
+      (``styleQML``, ``styleSLD``); embedded ``data:`` images are searched for the
+      mask key only;
     * a column named like the subject column;
     * raw timestamps: a date-time in text or a string cell (ISO 8601 or
       ``YYYY/MM/DD hh:mm[:ss]``) equal, as wall-clock or UTC, to a source
@@ -344,6 +346,8 @@ class _Legit:
     * ``source``: the source column of that name's own values (a kept attribute),
       unless the column copies a source coordinate or the subject id row by row on at
       least half its rows (then nothing);
+    * ``markup``: a style document (``layer_styles``' ``styleQML``, ``styleSLD``), judged
+      as HTML markup is (:func:`_scan_html`);
     * ``bins``: published time bins (``2008-10-23T02:00Z/PT3600S``, the whole cell);
     * ``none``: nothing (a column the source does not have);
     * ``unknown``: a column whose source values are not known (no source given): judged
@@ -571,6 +575,8 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
 #: ``<k`` / ``withheld``.
 _COUNT_COLUMNS = ("n_records", "released", "suppressed", "source_total", "generalised_up")
 _LEVELS = frozenset({"group", "unit", "parent", "area"})
+#: Columns holding style documents (GeoPackage ``layer_styles``), judged as HTML markup.
+_STYLE_COLUMNS = ("styleqml", "stylesld")
 
 
 def _published_values(rel: _Release) -> tuple[NDArray[np.float64], frozenset[str]]:
@@ -653,6 +659,8 @@ def _column_rules(rel: _Release, src: _Source, unit_texts: frozenset[str]) -> di
     )
     rules["unit"] = _Legit("values", numbers=unit_numbers, texts=unit_texts)
     rules["time_bin"] = _Legit("bins")
+    for name in _STYLE_COLUMNS:  # release.gpkg's layer_styles: QGIS and SLD documents
+        rules[name] = _Legit("markup")
 
     def copies(series: pd.Series) -> bool:
         """Whether ``series`` repeats its own record's coordinate or subject id on at
@@ -1022,8 +1030,9 @@ def _numeric_column_hits(
     legit = sec.legit_for(name) if sec.strict else _UNKNOWN_COLUMN
     if legit.kind == "pairs":
         return found
-    if legit.kind == "unknown":
-        # the column's own source values are not known: non-integral coordinates only
+    if legit.kind in ("unknown", "markup"):
+        # the column's own source values are not known (or it is a style document):
+        # non-integral coordinates only
         n = _sig_at_least(uniq, in_coords & (uniq != np.floor(uniq)))
     else:
         # any source coordinate or numeric subject id the column does not hold by right
@@ -1240,6 +1249,8 @@ def _text_counts(
     ``legit``: what the column holds by right; when something is found, the entries it
     holds by right are taken out and the column counted again.
     """
+    if sec.strict and legit is not None and legit.kind == "markup":
+        return _text_counts_of(col, sec, single_values, markup=True)
     found = _text_counts_of(col, sec, single_values)
     if found and sec.strict and legit is not None and legit.kind not in ("none", "unknown"):
         ok = legit.entries_ok(col, col.counts > 0)
@@ -1248,7 +1259,12 @@ def _text_counts(
     return found
 
 
-def _text_counts_of(col: _TextColumn, sec: _Secrets, single_values: bool) -> dict[str, int]:
+def _text_counts_of(
+    col: _TextColumn, sec: _Secrets, single_values: bool, *, markup: bool = False
+) -> dict[str, int]:
+    """``markup``: the cells are a style document (judged as HTML markup is)."""
+    if markup:
+        sec = _markup_secrets(sec)
     counts = col.counts
     present = counts > 0
     one = col.whole_number & present
@@ -1260,7 +1276,7 @@ def _text_counts_of(col: _TextColumn, sec: _Secrets, single_values: bool) -> dic
             weights.append(np.full(len(toks), counts[i], dtype=np.int64))
     found = _number_counts(
         np.concatenate(vals), sec, pairs=False, single_values=single_values,
-        weights=np.concatenate(weights), any_precision=sec.strict,
+        weights=np.concatenate(weights), any_precision=sec.strict and not markup,
     )  # fmt: skip
     n_stamp = n_id = 0
     if sec.epoch.size or sec.wall.size:
@@ -1275,7 +1291,7 @@ def _text_counts_of(col: _TextColumn, sec: _Secrets, single_values: bool) -> dic
         whole = _np_bool(pc.is_in(col.arrow, value_set=sec.ids_arrow))
         n_id += int(counts[present & ~split & whole].sum())
         for i in np.flatnonzero(present & split).tolist():
-            n_id += _id_tokens(col.texts[i], sec) * int(counts[i])
+            n_id += _id_tokens(col.texts[i], sec, numeric_ids=not markup) * int(counts[i])
     if n_stamp:
         found["timestamps"] = n_stamp
     if n_id:
@@ -1296,6 +1312,8 @@ def _cell_counts(col: _TextColumn, sec: _Secrets, legit: _Legit | None = None) -
     found: dict[str, int] = {}
     counts = col.counts
     present = counts > 0
+    if sec.strict and legit is not None and legit.kind == "markup":
+        sec = _markup_secrets(sec)
     if sec.subject_ids:
         import pyarrow.compute as pc
 
@@ -2159,11 +2177,17 @@ _MARKUP_ID_MIN = 4
 
 
 def _markup_secrets(sec: _Secrets) -> _Secrets:
+    """``sec`` with the ids markup is searched for (made once per ``sec``)."""
+    cached = sec.__dict__.get("_markup")
+    if cached is not None:
+        return cached
     ids = frozenset(i for i in sec.subject_ids if len(i) >= _MARKUP_ID_MIN)
-    if len(ids) == len(sec.subject_ids):
-        return sec
-    spaced = tuple(i for i in sec.spaced_ids if i in ids)
-    return dataclasses.replace(sec, subject_ids=ids, spaced_ids=spaced)
+    out = sec
+    if len(ids) != len(sec.subject_ids):
+        spaced = tuple(i for i in sec.spaced_ids if i in ids)
+        out = dataclasses.replace(sec, subject_ids=ids, spaced_ids=spaced)
+    sec.__dict__["_markup"] = out
+    return out
 
 
 def _scan_html(text: str, sec: _Secrets) -> list[str]:
