@@ -110,6 +110,10 @@ class _Source:
     # the file's own coordinates of the records left out (no_leak looks for them too)
     left_out_x: NDArray[np.float64] | None = None
     left_out_y: NDArray[np.float64] | None = None
+    #: the source's other columns (attributes a release may keep), aligned with the rows
+    columns: dict[str, pd.Series] = field(default_factory=dict)
+    #: the subject column as read, aligned with the rows (no_leak: does a column copy it?)
+    subject_raw: pd.Series | None = None
 
 
 def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -402,6 +406,8 @@ class _Release:
             dropped=raw.dropped,
             left_out_x=raw.left_out_x,
             left_out_y=raw.left_out_y,
+            columns=raw.columns or src.columns,
+            subject_raw=raw.subject_raw,
         )
 
     @cached_property
@@ -741,6 +747,9 @@ def _load_source(
         src.unit_names = np.asarray(arg.unit_names, dtype=object)
         if arg.times is not None:
             src.epoch_s = arg.times
+        attrs = getattr(arg, "attributes", None)
+        if isinstance(attrs, pd.DataFrame) and len(attrs) == n:
+            src.columns = {str(c): attrs[c] for c in attrs.columns}
         return src
     path = arg if isinstance(arg, DatabaseInput) else Path(arg)
     opts = _read_options(audit)
@@ -795,7 +804,11 @@ def _load_source(
         ids = raw[scol].astype(str)
         src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
         src.subject_column = str(scol)
-        src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
+        # every id, whatever its length: the structural columns' values are known, so a
+        # short id is told from a group id or a count by the column it sits in
+        present = ids[raw[scol].notna().to_numpy(dtype=bool)]
+        src.subject_ids = frozenset(s for s in (t.strip() for t in present.unique()) if s)
+        src.subject_raw = raw[scol]
     elif not scol:
         src.subject_ids_merged = 0  # every record its own subject: nothing merged
     src.dropped = dropped
@@ -822,6 +835,7 @@ def _load_source(
             src.epoch_s = np.where(np.isnan(utc), wall, utc)
     used = {xcol, ycol, scol, ucol, tcol}
     src.id_columns = frozenset(str(c) for c in raw.columns if c not in used and _is_id(raw[c]))
+    src.columns = {str(c): raw[c] for c in raw.columns if c not in used}
     return src
 
 
