@@ -40,7 +40,7 @@ def _source(path: Path) -> Path:
         (160_000.0, 465_000.0, "GM2", 400, 120.0),
         (152_000.0, 458_000.0, "GM3", 60, 900.0),
     ):
-        xy = rng.normal(0.0, sd, (n, 2)) + [cx, cy]
+        xy = rng.normal(0.0, sd, (n, 2)) + np.array([cx, cy])
         parts.append(
             pd.DataFrame({"x": np.round(xy[:, 0], 2), "y": np.round(xy[:, 1], 2), "unit": unit})
         )
