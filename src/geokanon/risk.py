@@ -547,7 +547,8 @@ def release_risk(
     >>> risk.min_count >= risk.k, f"{risk.share_below_k:.1%}"  # doctest: +SKIP
     (True, '0.0%')
     """
-    from geokanon.verify import _Release, _Unreadable
+    from geokanon.verify._reader import _Release
+    from geokanon.verify._results import _Unreadable
 
     root = Path(directory)
     if root.name == "release" and (root.parent / "audit").is_dir():

@@ -69,9 +69,39 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-import geokanon.verify as V
 from geokanon.errors import InputError
 from geokanon.policy import MAX_PASSES
+from geokanon.verify import (
+    CHECKS,
+    LESS_THAN_K,
+    WITHHELD,
+    CheckResult,
+    VerificationReport,
+    holes_check,
+    subject_id_text,
+)
+from geokanon.verify._reader import _cell_value, _decimal_fraction, _text_file
+from geokanon.verify._results import _Unreadable
+from geokanon.verify.caps import _share_text
+from geokanon.verify.extent import _Ground
+from geokanon.verify.no_leak import (
+    _ROW_NAMES,
+    _STRUCTURAL,
+    _TOKEN_SPLIT,
+    _scan_csv,
+    _scan_csv_raw,
+    _scan_frame,
+    _scan_parquet,
+    _scan_text,
+    _Secrets,
+)
+from geokanon.verify.report_safety import (
+    _markdown_tables,
+    _phrase_problems,
+    _small_int,
+    _table_problems,
+    _TableParser,
+)
 
 __all__ = ["SCOPE", "verify_partitioned"]
 
@@ -125,8 +155,8 @@ def _secrets(
     ids: frozenset[str] = frozenset()
     if subject_ids is not None and subject_ids.size:
         ids = frozenset(s.strip() for s in pd.unique(subject_ids) if len(str(s).strip()) >= 4)
-    spaced = tuple(s for s in ids if V._TOKEN_SPLIT.search(s))
-    return V._Secrets(
+    spaced = tuple(s for s in ids if _TOKEN_SPLIT.search(s))
+    return _Secrets(
         px=xs, py=ys, coords=coords, frac_coords=frac, subject_ids=ids, spaced_ids=spaced,
         epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k,
     )  # fmt: skip
@@ -136,16 +166,16 @@ def _scan_file(path: Path, sec: Any, label: str) -> list[str]:
     suffix = path.suffix.lower()
     found: list[str] = []
     if label.endswith("(metadata)"):
-        found = V._scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
+        found = _scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
     elif suffix in (".parquet", ".pq"):
-        found = V._scan_parquet(path, sec)
+        found = _scan_parquet(path, sec)
     else:
         if suffix == ".csv":
             # as the single-machine verifier: the parsed table, else the raw text
-            parsed = V._scan_csv(path, sec)
-            found = parsed if parsed is not None else V._scan_csv_raw(path, sec)
+            parsed = _scan_csv(path, sec)
+            found = parsed if parsed is not None else _scan_csv_raw(path, sec)
         else:
-            found = V._scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
+            found = _scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
     return found
 
 
@@ -190,13 +220,13 @@ def _source_task(
     y = f["y"].to_numpy(dtype=np.float64)
     has_subject = "subject" in f.columns
     subj = None  # the raw ids (what no_leak looks for)
-    skey = None  # the ids as subjects are compared (V.subject_id_text): spellings are one
+    skey = None  # the ids as subjects are compared (subject_id_text): spellings are one
     out: dict[str, Any] = {"n": n, "problems": [], "leaks": [], "has_subject": has_subject}
     if has_subject:
         scode, stexts = _text_codes(f["subject"])
         subj = stexts[scode] if scode.size else np.zeros(0, dtype=object)
         norm = np.asarray(
-            [V.subject_id_text(t) if isinstance(t, str) else t for t in stexts], dtype=object
+            [subject_id_text(t) if isinstance(t, str) else t for t in stexts], dtype=object
         )
         skey = norm[scode] if scode.size else np.zeros(0, dtype=object)
         # hashes of the distinct raw ids: their global number, less the subjects, is the
@@ -433,7 +463,7 @@ def _part_task(
         dy = my[okm] - ry[pos[okm]]
         dist = np.sqrt(dx * dx + dy * dy)
         far = dist > limit[pos[okm]]
-        ground = V._Ground.of(crs, crs)
+        ground = _Ground.of(crs, crs)
         if ground is not None:
             on_ground, _ = ground.beyond(
                 mx, my, np.flatnonzero(okm), rx, ry, pos[okm], dist, limit[pos[okm]]
@@ -495,9 +525,9 @@ def _part_task(
         sy = np.concatenate([my, coords["y"].to_numpy(dtype=np.float64)])
         ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
         sec = _secrets(sx, sy, ids_, k, bad_names)
-        found = V._scan_parquet(path, sec)
+        found = _scan_parquet(path, sec)
         if kind == "group":
-            found += [f"groups.parquet rows: {f}" for f in V._scan_frame(rows.reset_index(), sec)]
+            found += [f"groups.parquet rows: {f}" for f in _scan_frame(rows.reset_index(), sec)]
         if found:
             probs["no_leak"].append(f"{name}: " + ", ".join(dict.fromkeys(found)))
     return out
@@ -519,11 +549,11 @@ def _run_tasks(client: Any, func: Callable[..., Any], payloads: list[tuple[Any, 
             fut.release()
 
 
-def _result(name: str, problems: Sequence[str], ok_detail: str) -> V.CheckResult:
+def _result(name: str, problems: Sequence[str], ok_detail: str) -> CheckResult:
     if problems:
         more = f" (and {len(problems) - _MAX_NOTES} more)" if len(problems) > _MAX_NOTES else ""
-        return V.CheckResult(name, False, "; ".join(problems[:_MAX_NOTES]) + more)
-    return V.CheckResult(name, True, ok_detail)
+        return CheckResult(name, False, "; ".join(problems[:_MAX_NOTES]) + more)
+    return CheckResult(name, True, ok_detail)
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -542,7 +572,7 @@ def verify_partitioned(
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
     leak_files: Sequence[str] | None = None,
-) -> V.VerificationReport:
+) -> VerificationReport:
     """Run every check of :data:`geokanon.verify.CHECKS` on a partitioned release.
 
     Parameters
@@ -579,10 +609,10 @@ def verify_partitioned(
         raise InputError(
             f"{str(root)!r} is not a release directory: it must hold release/ and audit/"
         )
-    names = tuple(V.CHECKS if checks is None else checks)
-    unknown = [c for c in names if c not in V.CHECKS]
+    names = tuple(CHECKS if checks is None else checks)
+    unknown = [c for c in names if c not in CHECKS]
     if unknown:
-        raise InputError(f"unknown checks {unknown}; the checks are {list(V.CHECKS)}")
+        raise InputError(f"unknown checks {unknown}; the checks are {list(CHECKS)}")
     manifest = _json(rel / "manifest.json")
     audit = _json(aud / "audit.json")
     info = audit.get("partitioned")
@@ -603,8 +633,8 @@ def verify_partitioned(
     parts: list[dict[str, Any]] = [dict(p) for p in info.get("parts", [])]
     tiling = dict(info.get("tiling", {}))
     roles = dict(audit.get("read_options", {}))
-    bad = set(V._ROW_NAMES) | {str(roles[c]) for c in ("subject", "time") if roles.get(c)}
-    bad_names = frozenset({b.lower() for b in bad} - V._STRUCTURAL)
+    bad = set(_ROW_NAMES) | {str(roles[c]) for c in ("subject", "time") if roles.get(c)}
+    bad_names = frozenset({b.lower() for b in bad} - _STRUCTURAL)
     leak_all = leak_files is None
     need_parts = leak_all and any(
         c in names for c in ("k_subjects", "extent", "representation", "counts", "no_leak")
@@ -656,14 +686,14 @@ def verify_partitioned(
         shutil.rmtree(scratch, ignore_errors=True)
     reduced = _Reduced(root, manifest, audit, parts, r1, r2, has_subject, k, leak_all)
     results = []
-    for name in V.CHECKS:
+    for name in CHECKS:
         if name not in names:
             continue
         try:
             results.append(getattr(reduced, f"check_{name}")())
-        except (V._Unreadable, KeyError, ValueError, TypeError) as exc:
-            results.append(V.CheckResult(name, False, f"cannot check: {exc}"))
-    return V.VerificationReport(tuple(results))
+        except (_Unreadable, KeyError, ValueError, TypeError) as exc:
+            results.append(CheckResult(name, False, f"cannot check: {exc}"))
+    return VerificationReport(tuple(results))
 
 
 class _Reduced:
@@ -722,7 +752,7 @@ class _Reduced:
     def _scope(self) -> str:
         return f"{len(self.parts)} parts, {len(self.r1)} source partitions"
 
-    def check_k_subjects(self) -> V.CheckResult:
+    def check_k_subjects(self) -> CheckResult:
         n_groups = int(self.manifest.get("groups", 0) or 0)
         return _result(
             "k_subjects", self._part_problems("k_subjects"),
@@ -730,13 +760,13 @@ class _Reduced:
             f"subjects ({self._scope()})",
         )  # fmt: skip
 
-    def check_extent(self) -> V.CheckResult:
+    def check_extent(self) -> CheckResult:
         return _result(
             "extent", self._part_problems("extent"),
             f"every member within r_max of its representative ({self._scope()})",
         )  # fmt: skip
 
-    def check_representation(self) -> V.CheckResult:
+    def check_representation(self) -> CheckResult:
         return _result(
             "representation", self._part_problems("representation"),
             "no representative equals a member's coordinate or its members' mean",
@@ -745,18 +775,18 @@ class _Reduced:
     def _share_ok(self, s: int, n: int, cap: Fraction) -> bool:
         return n > 0 and Fraction(s, n) <= cap
 
-    def check_tau(self) -> V.CheckResult:
-        tau = V._decimal_fraction(self.manifest.get("tau"), "tau")
+    def check_tau(self) -> CheckResult:
+        tau = _decimal_fraction(self.manifest.get("tau"), "tau")
         s, n = self.sup_subjects, self.subjects
         if n == 0:
-            return V.CheckResult("tau", False, "the source holds no subjects")
-        return V.CheckResult(
-            "tau", Fraction(s, n) <= tau, f"{V._share_text(s, n, self.k)} suppressed "
+            return CheckResult("tau", False, "the source holds no subjects")
+        return CheckResult(
+            "tau", Fraction(s, n) <= tau, f"{_share_text(s, n, self.k)} suppressed "
             f"(tau {float(tau):g})"
         )  # fmt: skip
 
-    def check_unit_cap(self) -> V.CheckResult:
-        cap = V._decimal_fraction(self.manifest.get("unit_cap"), "unit_cap")
+    def check_unit_cap(self) -> CheckResult:
+        cap = _decimal_fraction(self.manifest.get("unit_cap"), "unit_cap")
         sup = self.unit_sup.reindex(self.unit_subjects.index, fill_value=0)
         breaches = [
             str(u)
@@ -766,13 +796,11 @@ class _Reduced:
             if n and Fraction(int(s), int(n)) > cap
         ]
         if breaches:
-            return V.CheckResult(
+            return CheckResult(
                 "unit_cap", False, f"{len(breaches)} of {len(sup)} units above the unit cap "
                 f"{float(cap):g}: " + ", ".join(breaches[:10]),
             )  # fmt: skip
-        return V.CheckResult(
-            "unit_cap", True, f"{len(sup)} units within the unit cap {float(cap):g}"
-        )
+        return CheckResult("unit_cap", True, f"{len(sup)} units within the unit cap {float(cap):g}")
 
     def _unit_rows(self) -> list[dict[str, Any]]:
         t = self.units_table
@@ -783,13 +811,13 @@ class _Reduced:
             class_records[u] = class_records.get(u, 0) + int(size)
         rows = []
         for _, r in t.iterrows():
-            released = V._cell_value(r["released"])
+            released = _cell_value(r["released"])
             if not isinstance(released, int):
-                raise V._Unreadable("units.csv released must be an integer in every row")
-            sup = V._cell_value(r["suppressed"])
+                raise _Unreadable("units.csv released must be an integer in every row")
+            sup = _cell_value(r["suppressed"])
             if sup is None:
-                raise V._Unreadable("units.csv suppressed is empty in some row")
-            total = V._cell_value(r["source_total"]) if "source_total" in t.columns else None
+                raise _Unreadable("units.csv suppressed is empty in some row")
+            total = _cell_value(r["source_total"]) if "source_total" in t.columns else None
             rows.append({
                 "unit": str(r["unit"]), "released": released, "suppressed": sup,
                 "generalised_up": None, "source_total": total, "synthetic": 0,
@@ -797,19 +825,19 @@ class _Reduced:
             })  # fmt: skip
         return rows
 
-    def check_holes(self) -> V.CheckResult:
+    def check_holes(self) -> CheckResult:
         # the same system as the single-machine verifier: every figure of every release file
         # (the groups are in the parts: their sizes enter through the manifest's counts)
-        return V.holes_check(
+        return holes_check(
             k=self.k, manifest=self.manifest, rows=self._unit_rows(),
             units_table=self.units_table, groups=None, classes=self.classes,
             own_subjects=not self.has_subject, record_bound=self.n,
             groups_by_majority_unit=True, records_rows=None,
-            notes=V._text_file(self.rel / "RELEASE_NOTES.md"),
-            report=V._text_file(self.rel / "report.html"),
+            notes=_text_file(self.rel / "RELEASE_NOTES.md"),
+            report=_text_file(self.rel / "report.html"),
         )  # fmt: skip
 
-    def check_no_leak(self) -> V.CheckResult:
+    def check_no_leak(self) -> CheckResult:
         problems = [leak for r in self.r1 for leak in r["leaks"]]
         # the same finding from several partitions once
         problems = list(dict.fromkeys(problems))
@@ -828,7 +856,7 @@ class _Reduced:
             "subject ids and row numbers (scope: see the manifest's verification_scope)",
         )  # fmt: skip
 
-    def check_counts(self) -> V.CheckResult:
+    def check_counts(self) -> CheckResult:
         problems = [p for r in self.r1 for p in r["problems"]] + self._part_problems("counts")
         m = self.manifest
         k = self.k
@@ -840,10 +868,10 @@ class _Reduced:
                 problems.append(f"manifest counts.{d} differs from the audit")
         sup_shown = counts.get("suppressed")
         s_subj = self.sup_subjects
-        if sup_shown == V.LESS_THAN_K:
+        if sup_shown == LESS_THAN_K:
             if not 0 < s_subj < k:
                 problems.append("manifest counts.suppressed reads <k but is not 1..k-1 subjects")
-        elif sup_shown != V.WITHHELD and sup_shown != self.disposals["suppressed"]:
+        elif sup_shown != WITHHELD and sup_shown != self.disposals["suppressed"]:
             problems.append("manifest counts.suppressed differs from the audit")
         share = m.get("suppressed_share")
         if isinstance(share, int | float) and not isinstance(share, bool):
@@ -883,21 +911,19 @@ class _Reduced:
         wrong = 0
         for _, r in t.iterrows():
             u = str(r["unit"])
-            if V._cell_value(r["released"]) != int(released.get(u, 0)):
+            if _cell_value(r["released"]) != int(released.get(u, 0)):
                 wrong += 1
-            shown = V._cell_value(r["suppressed"])
+            shown = _cell_value(r["suppressed"])
             true = int(self.unit_sup.get(u, 0))
-            if shown == V.LESS_THAN_K:
+            if shown == LESS_THAN_K:
                 wrong += not 0 < true < k
-            elif shown == V.WITHHELD:
+            elif shown == WITHHELD:
                 wrong += 0 < true < k  # a sensitive figure reads '<k'
             elif shown != true:
                 wrong += 1
             if "source_total" in t.columns:
-                tot = V._cell_value(r["source_total"])
-                if tot not in (V.WITHHELD, V.LESS_THAN_K) and tot != int(
-                    self.unit_records.get(u, 0)
-                ):
+                tot = _cell_value(r["source_total"])
+                if tot not in (WITHHELD, LESS_THAN_K) and tot != int(self.unit_records.get(u, 0)):
                     wrong += 1
         if wrong:
             problems.append(f"{wrong} figures in units.csv differ from the audit")
@@ -907,37 +933,37 @@ class _Reduced:
             f"and {len(t)} unit rows equal what the audit assigns",
         )  # fmt: skip
 
-    def check_fixed_point(self) -> V.CheckResult:
+    def check_fixed_point(self) -> CheckResult:
         passes = self.manifest.get("passes")
         if not isinstance(passes, list) or not passes:
-            return V.CheckResult("fixed_point", False, "manifest passes is missing or empty")
+            return CheckResult("fixed_point", False, "manifest passes is missing or empty")
         if len(passes) > MAX_PASSES:
-            return V.CheckResult("fixed_point", False, f"{len(passes)} passes exceed {MAX_PASSES}")
+            return CheckResult("fixed_point", False, f"{len(passes)} passes exceed {MAX_PASSES}")
         last = passes[-1]
         changed = last.get("changed") if isinstance(last, Mapping) else None
         if isinstance(changed, bool) or not isinstance(changed, int) or changed != 0:
-            return V.CheckResult("fixed_point", False, "the last pass changed labels")
+            return CheckResult("fixed_point", False, "the last pass changed labels")
         if self.audit.get("passes") is not None and self.audit.get("passes") != passes:
-            return V.CheckResult("fixed_point", False, "manifest passes differ from the audit's")
-        return V.CheckResult(
+            return CheckResult("fixed_point", False, "manifest passes differ from the audit's")
+        return CheckResult(
             "fixed_point", True, f"fixed point after {len(passes)} passes (last changed 0)"
         )
 
-    def check_report_safety(self) -> V.CheckResult:
+    def check_report_safety(self) -> CheckResult:
         k = self.k
         problems: list[str] = []
         notes = self.rel / "RELEASE_NOTES.md"
         if notes.is_file():
             text = notes.read_text(encoding="utf-8", errors="replace")
-            n = sum(V._table_problems(b, h, k) for h, b in V._markdown_tables(text))
-            n += V._phrase_problems(text, k)
+            n = sum(_table_problems(b, h, k) for h, b in _markdown_tables(text))
+            n += _phrase_problems(text, k)
             if n:
                 problems.append(f"RELEASE_NOTES.md: {n} suppressed figures of 1..k-1")
         else:
             problems.append("release/RELEASE_NOTES.md is missing")
         for page in sorted(self.rel.glob("*.htm*")):
             text = page.read_text(encoding="utf-8", errors="replace")
-            parser = V._TableParser()
+            parser = _TableParser()
             parser.feed(text)
             parser.close()
             n = 0
@@ -949,26 +975,26 @@ class _Reduced:
                 if not header:
                     header, head_i = [t for t, _ in table[0]], 0
                 body = [[t for t, _ in r] for i, r in enumerate(table) if i != head_i]
-                n += V._table_problems(body, header, k)
-            n += V._phrase_problems(re.sub(r"<[^>]+>", " ", text), k)
+                n += _table_problems(body, header, k)
+            n += _phrase_problems(re.sub(r"<[^>]+>", " ", text), k)
             if n:
                 problems.append(f"{page.name}: {n} suppressed figures of 1..k-1")
         units = self.units_table
-        n_units = int(sum(V._small_int(str(v), k) for v in units["suppressed"]))
+        n_units = int(sum(_small_int(str(v), k) for v in units["suppressed"]))
         if n_units:
             problems.append(f"units.csv: {n_units} units publish 1..k-1 suppressed subjects")
         if "source_total" in units.columns:
             smallu = {str(u) for u, n in self.unit_subjects.items() if 0 < int(n) < k}
             shown = [
-                (u, V._cell_value(t))
+                (u, _cell_value(t))
                 for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
             ]
-            n_small = sum(1 for u, t in shown if u in smallu and t != V.LESS_THAN_K)
+            n_small = sum(1 for u, t in shown if u in smallu and t != LESS_THAN_K)
             if n_small:
                 problems.append(
                     f"units.csv: {n_small} source totals rest on 1..k-1 subjects and do not read <k"
                 )
-            n_false = sum(1 for u, t in shown if u not in smallu and t == V.LESS_THAN_K)
+            n_false = sum(1 for u, t in shown if u not in smallu and t == LESS_THAN_K)
             if n_false:
                 problems.append(
                     f"units.csv: {n_false} source totals read <k for 0 or >= k subjects"
@@ -976,16 +1002,16 @@ class _Reduced:
         passes = self.manifest.get("passes")
         if isinstance(passes, list) and any(
             isinstance(p, Mapping) and isinstance(p.get("labels"), Mapping)
-            and V._small_int(str(p["labels"].get("suppress", "")), k)
+            and _small_int(str(p["labels"].get("suppress", "")), k)
             for p in passes
         ):  # fmt: skip
             problems.append("manifest passes: 'suppress' label counts of 1..k-1")
         if 0 < self.sup_subjects < k:
             counts = self.manifest.get("counts") or {}
-            if counts.get("suppressed") not in (V.LESS_THAN_K, V.WITHHELD):
+            if counts.get("suppressed") not in (LESS_THAN_K, WITHHELD):
                 problems.append("manifest counts.suppressed should read '<k'")
-            if self.manifest.get("suppressed_share", V.LESS_THAN_K) not in (
-                V.LESS_THAN_K, V.WITHHELD,
+            if self.manifest.get("suppressed_share", LESS_THAN_K) not in (
+                LESS_THAN_K, WITHHELD,
             ):  # fmt: skip
                 problems.append("manifest suppressed_share should read '<k'")
         return _result(
@@ -994,10 +1020,10 @@ class _Reduced:
             "the manifest",
         )  # fmt: skip
 
-    def check_manifest(self) -> V.CheckResult:
+    def check_manifest(self) -> CheckResult:
         files = self.manifest.get("files")
         if not isinstance(files, Mapping):
-            return V.CheckResult("manifest", False, "manifest files is missing")
+            return CheckResult("manifest", False, "manifest files is missing")
         on_disk = {
             p.relative_to(self.rel).as_posix(): p
             for p in sorted(self.rel.rglob("*"))

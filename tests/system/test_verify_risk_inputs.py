@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from geokanon.cli import build_parser, main
-from geokanon.verify import _load_source
+from geokanon.verify._reader import _load_source
 
 N = 400
 

@@ -300,7 +300,7 @@ def test_small_unit_total_must_read_lt_k(tmp_path, published) -> None:
 
 
 def test_every_value_of_every_lt_k_cell_is_solved_for_in_integers(monkeypatch) -> None:
-    import geokanon.verify as V
+    import geokanon.verify.holes as V
 
     rows = [
         {"unit": f"u{i}", "released": 10, "suppressed": LT_K, "source_total": WITHHELD}

@@ -217,7 +217,7 @@ def test_named_projected_crs_is_measured_on_its_ellipsoid(code: str, tmp_path: P
 
 def test_ground_prefilter_finds_every_pair_beyond_the_limit_on_the_ellipsoid() -> None:
     """Planar distances settle most pairs; those left are exactly the ones over on the ground."""
-    from geokanon.verify import _Ground
+    from geokanon.verify.extent import _Ground
 
     ground = _Ground.of("EPSG:32630", "EPSG:4326")
     assert ground is not None

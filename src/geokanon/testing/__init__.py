@@ -99,7 +99,7 @@ class Release:
     def __init__(
         self, root: Path, source: PointTable | Path | None = None, *, has_audit: bool
     ) -> None:
-        from geokanon.verify import _Release
+        from geokanon.verify._reader import _Release
 
         self.root = root
         self.has_audit = has_audit
@@ -109,7 +109,7 @@ class Release:
         return f"Release({str(self.root)!r}, has_audit={self.has_audit})"
 
     def _read(self, what: str) -> Any:
-        from geokanon.verify import _Unreadable
+        from geokanon.verify._results import _Unreadable
 
         try:
             return getattr(self._reader, what)
@@ -174,14 +174,11 @@ class Release:
         -------
         PublishedTables
         """
-        from geokanon.verify import (
-            LESS_THAN_K,
-            WITHHELD,
-            _cell_value,
-            _published_input_size,
-            _unit_rows,
-            _Unreadable,
-        )
+        from geokanon.verify import LESS_THAN_K, WITHHELD
+        from geokanon.verify._derived import _unit_rows
+        from geokanon.verify._reader import _cell_value
+        from geokanon.verify._results import _Unreadable
+        from geokanon.verify.holes import _published_input_size
 
         rel = self._reader
         try:
@@ -276,7 +273,7 @@ def load_release(
 
 
 def _distinct(ids: np.ndarray, subjects: np.ndarray) -> dict[int, int]:
-    from geokanon.verify import _distinct_per
+    from geokanon.verify.k_subjects import _distinct_per
 
     return _distinct_per(np.asarray(ids, dtype=np.int64), subjects)
 
@@ -381,7 +378,8 @@ def assert_group_extents(
     >>> assert_group_extents(load_release("out/dwellings"), 300.0)  # doctest: +SKIP
     """
     __tracebackhide__ = True
-    from geokanon.verify import _members, _rep_arrays, _Unreadable
+    from geokanon.verify._derived import _members, _rep_arrays
+    from geokanon.verify._results import _Unreadable
 
     rel = load_release(release)
     limit = rel.r_max_m if r_max_m is None else float(r_max_m)

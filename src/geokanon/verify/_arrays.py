@@ -1,0 +1,386 @@
+"""Array helpers shared by the checks (dense codes, distinct counts, sorted membership)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from geokanon.verify._results import _Unreadable
+
+
+def _is_text_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
+
+
+def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+    """(code per row, text per code sorted): the column as ``astype(str)`` reads it."""
+    codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
+    names = pd.Index(uniques).astype(str).to_numpy(dtype=object)
+    order = np.argsort(names.astype(str), kind="stable")
+    names = names[order]
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    # equal texts of different values (1 and "1") share one code
+    _, first = np.unique(names.astype(str), return_index=True)
+    same = np.searchsorted(names[first].astype(str), names.astype(str))
+    remap = first[same]
+    return remap[rank[codes]].astype(np.int64), names
+
+
+def _indices(arr: pa.DictionaryArray) -> NDArray[np.int64]:
+    """The codes of a dictionary array as int64, -1 for a null."""
+    ind = arr.indices
+    if ind.null_count:
+        ind = ind.fill_null(-1)
+    return np.asarray(ind.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _arrow_text_codes(arr: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
+    """Dictionary codes of a text array and the text of every code (a null reads as
+    pandas' ``astype(str)`` reads it: ``"None"``)."""
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    idx = _indices(arr)
+    texts = [str(v) for v in arr.dictionary.to_pylist()]
+    if (idx < 0).any():
+        idx = np.where(idx < 0, len(texts), idx)
+        texts.append("None")
+    return idx, texts
+
+
+def _factorize_arrow(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+    """As :func:`_factorize_text`, for an Arrow column (dictionary-encoded, no Python rows)."""
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+            or pa.types.is_dictionary(col.type)):  # fmt: skip
+        return _factorize_text(col.to_pandas())
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    idx, texts = _arrow_text_codes(arr)
+    names = np.array(texts, dtype=object)
+    # one code per distinct text, numbered in sorted order
+    uniq, inverse = np.unique(names.astype(str), return_inverse=True)
+    return inverse.reshape(-1)[idx].astype(np.int64), uniq.astype(object)
+
+
+def _arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
+    """An id column as int64, nulls as -1 (as :func:`_ids`, without pandas)."""
+    import pyarrow.compute as pc
+
+    if not pa.types.is_integer(col.type):
+        return _ids(col.to_pandas(), what)
+    out = np.asarray(col.fill_null(-1).to_numpy(), dtype=np.int64)
+    smallest = pc.min(col).as_py()  # of the values that are not null
+    if smallest is not None and smallest < 0:
+        raise _Unreadable(f"{what} has negative ids")
+    return out
+
+
+def _nunique(values: NDArray[Any]) -> int:
+    """Distinct values of an array (by counting integers that span a short range, else by
+    sorting: numpy's hashing unique is slow)."""
+    if values.size == 0:
+        return 0
+    if values.dtype.kind in "iu":
+        lo, hi = int(values.min()), int(values.max())
+        if hi - lo <= 4 * values.size + 1024:
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[values - lo] = True
+            return int(np.count_nonzero(present))
+    v = np.sort(values, kind="stable" if values.dtype.kind == "O" else None)
+    return int(np.count_nonzero(v[1:] != v[:-1])) + 1
+
+
+def _sorted_distinct(values: NDArray[Any]) -> NDArray[Any]:
+    """``np.unique(values)`` of an integer array, by sorting (numpy's hashing unique is far
+    slower on large integer arrays)."""
+    v = np.sort(values)
+    if v.size > 1:
+        v = v[np.concatenate(([True], v[1:] != v[:-1]))]
+    return v
+
+
+def _dense(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
+    """(code per value in 0..m-1, m): values numbered in sorted order."""
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo <= 4 * values.size + 1024:
+        at = values - lo if lo else values
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[at] = True
+        code = np.cumsum(present, dtype=np.int64)
+        code -= 1
+        return code[at], int(code[-1]) + 1
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), int(uniq.size)
+
+
+def _distinct_counts(
+    ids: NDArray[np.int64],
+    subjects: NDArray[np.int64],
+    size: int,
+    dense: tuple[NDArray[np.int64], int] | None = None,
+) -> NDArray[np.int64]:
+    """Distinct subjects per id in ``0..size-1`` (ids < 0 ignored).
+
+    ``dense``: ``_dense(subjects)`` when it is at hand (any one-to-one numbering will do).
+    """
+    ok = ids >= 0
+    i = ids[ok]
+    if i.size == 0:
+        return np.zeros(size, dtype=np.int64)
+    if dense is None:
+        s, span = _dense(subjects[ok])
+    else:
+        s, span = dense[0][ok], dense[1]
+    # a subject with one row counts once where that row is; only the (id, subject)
+    # pairs of subjects with more rows need sorting
+    once = np.bincount(s, minlength=span)[s] == 1
+    out = np.bincount(i[once], minlength=size).astype(np.int64)
+    if not once.all():
+        more = ~once
+        key = np.sort(i[more] * np.int64(span) + s[more])
+        first = np.ones(key.size, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        out += np.bincount(key[first] // span, minlength=size).astype(np.int64)
+    return out
+
+
+def _argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.argsort(values, kind="stable")`` of integers, by one sort of int64 keys that
+    hold each value (less the smallest) in the high bits and its position in the low bits.
+    """
+    v = np.asarray(values)
+    n = v.size
+    if n < 2 or v.dtype.kind not in "iu":
+        return np.argsort(v, kind="stable").astype(np.int64)
+    lo, hi = int(v.min()), int(v.max())
+    shift = (n - 1).bit_length()
+    if hi - lo >= 1 << (62 - shift):  # does not fit in one key
+        return np.argsort(v, kind="stable").astype(np.int64)
+    key = (v.astype(np.int64) - lo) << shift
+    key |= np.arange(n, dtype=np.int64)
+    key.sort()
+    key &= (1 << shift) - 1
+    return key
+
+
+def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Position of each value in ``table`` (unique ids), -1 where it is absent."""
+    if table.size == 0:
+        return np.full(values.size, -1, dtype=np.int64)
+    if table.dtype.kind in "iu" and values.dtype.kind in "iu":
+        lo, hi = int(table.min()), int(table.max())
+        span = hi - lo + 1
+        if span <= 4 * table.size + 1024:
+            # ids in a short range: a lookup table, unless an id repeats (then the
+            # first of its rows is the answer, as below)
+            if int(np.bincount(table - lo, minlength=span).max()) == 1:
+                look = np.full(span, -1, dtype=np.int64)
+                look[table - lo] = np.arange(table.size, dtype=np.int64)
+                inside = (values >= lo) & (values <= hi)
+                return np.where(inside, look[np.where(inside, values - lo, 0)], -1)
+    order = _argsort_stable(table)
+    st = table[order]
+    at = np.minimum(np.searchsorted(st, values), st.size - 1)
+    return np.where(st[at] == values, order[at], -1).astype(np.int64)
+
+
+def _text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[np.int64]:
+    """Code of each text in the sorted ``names`` (-1: not there)."""
+    arr = pd.Series(texts if isinstance(texts, pd.Series) else list(texts), dtype=object)
+    if arr.size == 0 or names.size == 0:
+        return np.full(arr.size, -1, dtype=np.int64)
+    look = pd.Index([str(n) for n in names.tolist()])
+    # each distinct text looked up once
+    codes, uniq = pd.factorize(arr.astype(str), use_na_sentinel=False)
+    return np.asarray(look.get_indexer(pd.Index(uniq)), dtype=np.int64)[codes]
+
+
+def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
+    try:
+        v = pd.to_numeric(series, errors="raise").astype("Float64")
+    except (ValueError, TypeError):
+        raise _Unreadable(f"{what} is not an integer column") from None
+    arr = v.to_numpy(dtype=np.float64, na_value=np.nan)
+    out = np.full(arr.size, -1, dtype=np.int64)
+    ok = ~np.isnan(arr)
+    out[ok] = arr[ok].astype(np.int64)
+    if (out[ok] < 0).any():
+        raise _Unreadable(f"{what} has negative ids")
+    return out
+
+
+def _sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    v = np.asarray(values, dtype=np.float64)
+    return np.sort(v[np.isfinite(v)])
+
+
+def _in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
+    """Exact membership of ``values`` in the sorted array ``table``."""
+    if table.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    i = np.searchsorted(table, values)
+    np.minimum(i, table.size - 1, out=i)
+    return np.asarray(table[i] == values, dtype=bool)
+
+
+def _distinct(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Sorted distinct finite values."""
+    v = _sorted_finite(values)
+    if v.size > 1:
+        v = v[np.concatenate(([True], v[1:] != v[:-1]))]
+    return v
+
+
+def _isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
+    """Membership of every value in the sorted array ``table`` (NaN is never a member).
+
+    The distinct values are looked up (a sort, then a merge-like search), and only
+    the values found are matched back to the rows.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if table.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if values.size <= 4096:
+        return _in_sorted(table, values)
+    uq = _distinct(values)
+    found = uq[_in_sorted(table, uq)]
+    if found.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    return _in_sorted(found, values)
+
+
+def _np_bool(arr: Any) -> NDArray[np.bool_]:
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _value_counts(ids: NDArray[np.int64]) -> pd.Series:
+    """Rows per id (int64 index, sorted): by counting when the ids are dense, else by sorting."""
+    ids = ids.astype(np.int64, copy=False)
+    lo = int(ids.min()) if ids.size else 0
+    if ids.size and int(ids.max()) - lo <= 4 * ids.size + 1024:
+        tally = np.bincount(ids - lo)
+        uniq = np.flatnonzero(tally) + lo
+        counts = tally[uniq - lo]
+    else:
+        uniq, counts = np.unique(ids, return_counts=True)
+    return pd.Series(counts.astype(np.int64), index=pd.Index(uniq.astype(np.int64)))
+
+
+# ---- keyed hashes of values, and order-free sums of them (the records files' checks)
+
+_U64 = np.uint64
+_MIX_A = _U64(0xBF58476D1CE4E5B9)
+_MIX_B = _U64(0x94D049BB133111EB)
+
+
+def _mix(v: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """splitmix64's finaliser, element-wise (uint64 arithmetic wraps)."""
+    v = v ^ (v >> _U64(30))
+    v = v * _MIX_A
+    v ^= v >> _U64(27)
+    v = v * _MIX_B
+    v ^= v >> _U64(31)
+    return v
+
+
+class _RowHasher:
+    """Keyed 64-bit hashes of values, drawn afresh for every verification, so a release
+    cannot be made to collide with them.
+
+    Equal values of one Arrow type hash equally whatever their encoding (plain or
+    dictionary text, ``string`` or ``large_string``); a float's null and NaN hash alike
+    (a CSV cannot tell them apart).
+    """
+
+    def __init__(self) -> None:
+        import secrets
+
+        self.key = secrets.token_hex(8)  # pandas' SipHash key: 16 characters
+        self.salt = [_U64(secrets.randbits(64)) for _ in range(5)]
+
+    def values(self, arr: pa.Array | pa.ChunkedArray) -> NDArray[np.uint64]:
+        """One hash per value of ``arr``."""
+        import pyarrow.compute as pc
+
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        t = arr.type
+        null = self.salt[0]
+        if pa.types.is_dictionary(t):
+            look = np.append(self.values(arr.dictionary), null)
+            idx = _indices(arr)
+            return look[np.where(idx < 0, look.size - 1, idx)]
+        if pa.types.is_floating(t):
+            f = np.array(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+            f[np.isnan(f)] = np.nan  # one NaN, and a null is a NaN
+            return _mix(f.view(np.uint64) ^ self.salt[1])
+        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
+            wide = pa.uint64() if pa.types.is_uint64(t) else pa.int64()
+            ints = pc.cast(arr, wide).fill_null(0)
+            v = np.asarray(ints.to_numpy(zero_copy_only=False)).view(np.uint64)
+            h = _mix(v ^ self.salt[2])
+            if arr.null_count:
+                h[~np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)] = null
+            return h
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            try:
+                arr = pc.cast(arr, pa.large_string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                text = pd.Series(arr.to_pylist(), dtype=object).map(repr)
+                arr = pa.array(text.to_numpy(dtype=object), type=pa.large_string())
+        if len(arr) == 0:
+            return np.zeros(0, dtype=np.uint64)
+        enc = arr.dictionary_encode()
+        words = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+        look = np.asarray(pd.util.hash_array(words, hash_key=self.key, categorize=False))
+        look = np.append(look.astype(np.uint64) ^ self.salt[3], null)
+        idx = _indices(enc)
+        return look[np.where(idx < 0, look.size - 1, idx)]
+
+    def rows(self, columns: Sequence[NDArray[np.uint64]], n: int) -> NDArray[np.uint64]:
+        """One hash per row of the columns' value hashes, in column order."""
+        h = np.full(n, self.salt[4], dtype=np.uint64)
+        for c in columns:
+            h = _mix(h ^ c)
+        return h
+
+    def at(self, values: NDArray[np.uint64], start: int) -> NDArray[np.uint64]:
+        """The hashes tied to their row numbers ``start, start + 1, ...``."""
+        pos = np.arange(start, start + values.size, dtype=np.uint64)
+        return _mix(values ^ _mix(pos ^ self.salt[1]))
+
+    def keyed(self, values: NDArray[np.uint64], keys: NDArray[np.int64]) -> NDArray[np.uint64]:
+        """The hashes tied to their group or class keys."""
+        return _mix(values ^ _mix(keys.astype(np.uint64) ^ self.salt[2]))
+
+
+def _sum_u64(values: NDArray[np.uint64]) -> int:
+    """The sum of ``values`` modulo 2**64."""
+    return int(np.sum(values, dtype=np.uint64)) if values.size else 0
+
+
+def _sums_per(keys: NDArray[np.int64], values: NDArray[np.uint64], size: int) -> NDArray[np.uint64]:
+    """Per key in ``0..size-1``, the sum of ``values`` modulo 2**64 (keys < 0 left out): an
+    order-free hash of each key's multiset of values (16-bit limbs, summed exactly in
+    float64 by ``np.bincount``)."""
+    ok = keys >= 0
+    k, v = (keys, values) if ok.all() else (keys[ok], values[ok])
+    out = np.zeros(size, dtype=np.uint64)
+    for shift in (0, 16, 32, 48):
+        limb = ((v >> _U64(shift)) & _U64(0xFFFF)).astype(np.float64)
+        out += np.bincount(k, weights=limb, minlength=size).astype(np.uint64) << _U64(shift)
+    return out
+
+
+def _runs(values: NDArray[np.uint64]) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    """(distinct values, how often each occurs) of a sorted array."""
+    if values.size == 0:
+        return values, np.zeros(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return values[first], np.diff(np.r_[first, values.size]).astype(np.int64)

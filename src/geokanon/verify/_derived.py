@@ -1,0 +1,117 @@
+"""What several checks derive from a release (members, representatives, unit rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from geokanon.verify._arrays import _argsort_stable, _ids, _nunique
+from geokanon.verify._reader import WITHHELD, _cell_value, _Release
+from geokanon.verify._results import _Unreadable
+
+
+def _members(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(row indices of group members sorted by group, their group ids)."""
+    cached = rel.__dict__.get("_members")
+    if cached is None:
+        idx = np.flatnonzero(rel.gid >= 0)
+        order = idx[_argsort_stable(rel.gid[idx])]
+        cached = rel.__dict__["_members"] = (order, rel.gid[order])
+    return cached
+
+
+def _rep_arrays(
+    rel: _Release,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    g = rel.groups
+    gids = _ids(g["group_id"], "groups group_id")
+    if (gids < 0).any() or _nunique(gids) != gids.size:
+        raise _Unreadable("groups.parquet group_id has nulls or duplicates")
+    gx = pd.to_numeric(g["x"]).to_numpy(dtype=np.float64)
+    gy = pd.to_numeric(g["y"]).to_numpy(dtype=np.float64)
+    return gids, gx, gy
+
+
+def _audit_holds(rel: _Release, xs: NDArray[np.float64], ys: NDArray[np.float64]) -> bool:
+    """Whether the audit's working coordinates are exactly ``xs``, ``ys`` (source rows)
+    row by row: then every check of one is a check of the other."""
+    memo: dict[tuple[int, int], tuple[Any, Any, bool]] = rel.__dict__.setdefault("_audit_holds", {})
+    key = (id(xs), id(ys))
+    if key not in memo or memo[key][0] is not xs or memo[key][1] is not ys:
+        rows = rel.source_rows
+        same = False
+        if rows is not None and xs.size == rows.size and ys.size == rows.size:
+            xm, ym = rel.xy_m
+            same = bool(np.array_equal(xs[rows], xm) and np.array_equal(ys[rows], ym))
+        memo[key] = (xs, ys, same)
+    return memo[key][2]
+
+
+def _suppressed_subjects(rel: _Release) -> tuple[int, int]:
+    """(distinct subjects suppressed, distinct subjects), worked out once per release."""
+    cached = rel.__dict__.get("_suppressed_subjects")
+    if cached is None:
+        subj = rel.subjects
+        sup = rel.is_disposal("suppressed")
+        cached = rel.__dict__["_suppressed_subjects"] = (_nunique(subj[sup]), _nunique(subj))
+    return cached
+
+
+def _unit_class_records(rel: _Release) -> dict[str, int]:
+    """Records of each unit's own (``unit``-level) class, by unit id."""
+    classes = rel.classes
+    out: dict[str, int] = {}
+    if len(classes) and "level" in classes and "unit" in classes:
+        unit_level = classes["level"].astype(str) == "unit"
+        for u, size in zip(
+            classes.loc[unit_level, "unit"].astype(str),
+            pd.to_numeric(classes.loc[unit_level, "n_records"]),
+            strict=True,
+        ):
+            out[str(u)] = out.get(str(u), 0) + int(size)
+    return out
+
+
+def _synthetic_cell(row: pd.Series, per_unit: Mapping[str, Any]) -> int | str:
+    """A unit's published synthetic count (units.csv ``synthetic``, else the manifest)."""
+    raw = row["synthetic"] if "synthetic" in row.index else per_unit.get(str(row["unit"]), 0)
+    value = _cell_value(raw)
+    if value is None:
+        return 0
+    if value == WITHHELD:
+        raise _Unreadable("a unit's synthetic count must be an integer or '<k'")
+    return value
+
+
+def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
+    t = rel.units_table
+    syn = rel.manifest.get("synthetic") or {}
+    per_unit = syn.get("per_unit") if isinstance(syn, Mapping) else None
+    per_unit = per_unit if isinstance(per_unit, Mapping) else {}
+    class_records = _unit_class_records(rel)
+    rows: list[dict[str, Any]] = []
+    for _, r in t.iterrows():
+        released = _cell_value(r["released"])
+        if not isinstance(released, int):
+            raise _Unreadable("units.csv released must be an integer in every row")
+        sup = _cell_value(r["suppressed"])
+        if sup is None:
+            raise _Unreadable("units.csv suppressed is empty in some row")
+        total = _cell_value(r["source_total"]) if "source_total" in t.columns else None
+        up = _cell_value(r["generalised_up"]) if "generalised_up" in t.columns else None
+        rows.append(
+            {
+                "unit": str(r["unit"]),
+                "released": released,
+                "suppressed": sup,
+                "generalised_up": up,
+                "source_total": total,
+                "synthetic": _synthetic_cell(r, per_unit),
+                "class_records": class_records.get(str(r["unit"]), 0),
+            }
+        )
+    return rows

@@ -1,0 +1,851 @@
+"""The verifier's reader of a release directory, its audit and its source (:class:`_Release`)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from geokanon.io.read import CSV_SUFFIXES, PointTable, read_source_frame, sha256_file
+from geokanon.verify._arrays import (
+    _arrow_ids,
+    _arrow_text_codes,
+    _dense,
+    _factorize_arrow,
+    _ids,
+    _is_text_type,
+)
+from geokanon.verify._results import _Unreadable
+
+if TYPE_CHECKING:
+    from geokanon.verify.extent import _Ground
+
+
+LESS_THAN_K = "<k"
+
+
+WITHHELD = "withheld"
+
+
+def _cell_value(raw: object) -> int | str | None:
+    """Parse a published figure: an int, ``"<k"``, ``"withheld"``, or None (absent)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        raise _Unreadable("a published count is a boolean")
+    if isinstance(raw, int | np.integer):
+        return int(raw)
+    if isinstance(raw, float | np.floating):
+        if math.isnan(raw):
+            return None
+        if float(raw).is_integer():
+            return int(raw)
+        raise _Unreadable("a published count is not an integer")
+    text = str(raw).strip()
+    if text == "":
+        return None
+    if text in (LESS_THAN_K, WITHHELD):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            raise _Unreadable(f"a published count reads {text[:12]!r}") from None
+        if f.is_integer():
+            return int(f)
+        raise _Unreadable("a published count is not an integer") from None
+
+
+def _decimal_fraction(value: object, name: str) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Unreadable(f"manifest {name} is not a number")
+    return Fraction(repr(float(value))) if isinstance(value, float) else Fraction(value)
+
+
+@dataclass
+class _Source:
+    """What the verifier knows about the source, all aligned with the input rows."""
+
+    x: NDArray[np.float64] | None = None  # in the output CRS (raw file) when known
+    y: NDArray[np.float64] | None = None
+    x_work: NDArray[np.float64] | None = None  # in the working CRS (PointTable)
+    y_work: NDArray[np.float64] | None = None
+    subjects: NDArray[np.int64] | None = None
+    units: NDArray[np.object_] | None = None
+    unit_codes: NDArray[np.int64] | None = None  # with unit_names: the units, compactly
+    unit_names: NDArray[np.object_] | None = None
+    subject_ids: frozenset[str] = frozenset()
+    subject_column: str | None = None
+    #: distinct source ids minus distinct subjects (spellings merged); None when unknown
+    subject_ids_merged: int | None = None
+    time_column: str | None = None
+    epoch_s: NDArray[np.float64] | None = None
+    wall_s: NDArray[np.float64] | None = None
+    id_columns: frozenset[str] = frozenset()
+    n_rows: int | None = None
+    sha256: str = ""
+    notes: list[str] = field(default_factory=list)
+    # the file's own unit per kept row before --merge-small-units, and what the raw
+    # re-read dropped for --exclude-units / --clip (records per rule)
+    source_units: NDArray[np.object_] | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+    # the file's own coordinates of the records left out (no_leak looks for them too)
+    left_out_x: NDArray[np.float64] | None = None
+    left_out_y: NDArray[np.float64] | None = None
+    # the attribute columns, aligned with the rows (kept columns are compared with them);
+    # ``attributes_text``: a CSV file's cells as text, not yet parsed
+    attributes: pd.DataFrame | None = None
+    attributes_text: bool = False
+
+
+def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(wall-clock seconds ignoring any offset, UTC seconds where an offset is given)."""
+    s = pd.Series(list(texts), dtype="string").str.strip().str.replace("/", "-", regex=False)
+    tz = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
+    naive = s.str.replace(tz.pattern, "", regex=True)
+    wall = pd.to_datetime(naive, errors="coerce", format="ISO8601")
+    wall_s = _ns_to_s(wall)
+    has_tz = s.str.contains(tz.pattern, regex=True).fillna(False).to_numpy(dtype=bool)
+    utc_s = np.full(len(s), np.nan)
+    if has_tz.any():
+        utc = pd.to_datetime(s[has_tz], errors="coerce", utc=True, format="ISO8601")
+        utc_s[has_tz] = _ns_to_s(utc)
+    return wall_s, utc_s
+
+
+def _ns_to_s(stamps: pd.Series) -> NDArray[np.float64]:
+    if getattr(stamps.dt, "tz", None) is not None:
+        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    ns = stamps.astype("datetime64[ns]").to_numpy()
+    out = ns.astype("int64").astype(np.float64) / 1e9
+    out[np.isnat(ns)] = np.nan
+    return out
+
+
+_T = TypeVar("_T")
+
+
+def _read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
+    """The items of ``items``, the next one fetched in a thread while this one is used.
+
+    Arrow reads, decompresses and parses without holding the GIL, so the next batch
+    of a file is read while the checks work on this one. An error fetching an item is
+    raised where that item is taken.
+    """
+    done = object()
+
+    def fetch() -> object:
+        return next(items, done)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(fetch)
+        while True:
+            item = pending.result()
+            if item is done:
+                return
+            pending = pool.submit(fetch)
+            yield item  # type: ignore[misc]
+
+
+class _Release:
+    """Lazy, cached reader of one release directory."""
+
+    def __init__(
+        self,
+        root: Path,
+        source: PointTable | Path | None,
+        tolerance_m: float,
+        source_file: Path | None = None,
+    ) -> None:
+        self.root = root
+        self.rel = root / "release"
+        self.aud = root / "audit"
+        self.tolerance_m = float(tolerance_m)
+        self._source_arg = source
+        self._source_file = source_file
+        #: release file -> sha256 of files a previous full run verified, unchanged since
+        self.unchanged: dict[str, str] = {}
+        #: release file -> sha256 as ``manifest`` found it
+        self.digests: dict[str, str] = {}
+        #: CSV file -> data rows, noted by ``no_leak`` when it reads one to the end
+        self.csv_rows: dict[Path, int] = {}
+        #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
+        self.read_digests: dict[Path, str] = {}
+        #: the writer's first run, before ``report.html`` is written (it is not required)
+        self.before_report = False
+
+    # ---- raw files -------------------------------------------------------------------
+
+    def _parquet(self, path: Path) -> pd.DataFrame:
+        if not path.is_file():
+            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+        try:
+            return pq.read_table(path).to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+
+    def _json(self, path: Path) -> dict[str, Any]:
+        if not path.is_file():
+            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+        if not isinstance(data, dict):
+            raise _Unreadable(f"{path.name} is not a JSON object")
+        return data
+
+    @cached_property
+    def manifest(self) -> dict[str, Any]:
+        return self._json(self.rel / "manifest.json")
+
+    @cached_property
+    def audit(self) -> dict[str, Any]:
+        return self._json(self.aud / "audit.json")
+
+    @cached_property
+    def k(self) -> int:
+        k = self.manifest.get("k")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+            raise _Unreadable("manifest k is not an integer >= 2")
+        return k
+
+    @cached_property
+    def r_max_m(self) -> float:
+        r = self.manifest.get("r_max_m")
+        if isinstance(r, bool) or not isinstance(r, int | float) or not r > 0:
+            raise _Unreadable("manifest r_max_m is not a positive number")
+        return float(r)
+
+    @cached_property
+    def assignment(self) -> pd.DataFrame:
+        """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
+        self._audit_arrays  # noqa: B018  (raises _Unreadable as the checks would)
+        return self._parquet(self.aud / "assignment.parquet")
+
+    @cached_property
+    def _audit_arrays(self) -> dict[str, Any]:
+        """The audit's columns the checks use, read once with pyarrow in batches of rows
+        into what the checks use (numbers, codes), so no Arrow copy of the audit is held.
+
+        A column that cannot be turned holds its exception, raised where it is used.
+        """
+        path = self.aud / "assignment.parquet"
+        if not path.is_file():
+            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+        need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
+        try:
+            pf = pq.ParquetFile(path)
+            names = pf.schema_arrow.names
+            missing = [c for c in need if c not in names]
+            if missing:
+                raise _Unreadable(f"assignment.parquet lacks columns {missing}")
+            cols = need + (["time_bin"] if "time_bin" in names else [])
+            n = int(pf.metadata.num_rows)
+            keep = {c: _AuditColumn(c, n) for c in cols}
+            # text kept as codes is read as dictionaries (no Python strings per row)
+            schema = pf.schema_arrow
+            as_dict = [
+                c
+                for c in cols
+                if keep[c].kind == "codes"
+                and (pa.types.is_string(schema.field(c).type)
+                     or pa.types.is_large_string(schema.field(c).type))
+            ]  # fmt: skip
+            if as_dict:
+                pf = pq.ParquetFile(path, read_dictionary=as_dict)
+            batches = pf.iter_batches(batch_size=_SCAN_ROWS, columns=cols, use_threads=True)
+            with contextlib.closing(_read_ahead(batches)) as ahead:
+                for batch in ahead:
+                    for i, c in enumerate(cols):
+                        keep[c].add(batch.column(i))
+        except (OSError, pa.ArrowException) as exc:
+            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+        out: dict[str, Any] = {"": n}
+        out.update({c: keep[c].result() for c in cols})
+        return out
+
+    def _audit(self, name: str) -> Any:
+        value = self._audit_arrays[name]
+        if isinstance(value, _Failed):
+            raise value.exc
+        return value
+
+    @cached_property
+    def n_audit(self) -> int:
+        return int(self._audit_arrays[""])
+
+    @property
+    def time_bins(self) -> pa.ChunkedArray | None:
+        """The audit's ``time_bin`` column, when it has one."""
+        return self._audit("time_bin") if "time_bin" in self._audit_arrays else None
+
+    @cached_property
+    def gid(self) -> NDArray[np.int64]:
+        return self._audit("group_id")
+
+    @cached_property
+    def cid(self) -> NDArray[np.int64]:
+        return self._audit("class_id")
+
+    @cached_property
+    def _disposal_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+        return self._audit("disposal")
+
+    @cached_property
+    def disposal(self) -> NDArray[np.object_]:
+        codes, names = self._disposal_codes
+        return names[codes]
+
+    def is_disposal(self, *names: str) -> NDArray[np.bool_]:
+        """Rows whose disposal is one of ``names`` (kept: do not write to it)."""
+        memo: dict[tuple[str, ...], NDArray[np.bool_]] = self.__dict__.setdefault(
+            "_is_disposal", {}
+        )
+        if names not in memo:
+            codes, cats = self._disposal_codes
+            hit = np.array([str(c) in names for c in cats], dtype=bool)
+            memo[names] = hit[codes] if hit.size else np.zeros(codes.size, dtype=bool)
+        return memo[names]
+
+    @cached_property
+    def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        return self._audit("x_m"), self._audit("y_m")
+
+    @cached_property
+    def source(self) -> _Source:
+        out, work = self.output_crs, self.working_crs
+        src = _load_source(self._source_arg, self.audit, out, work)
+        if self._source_file is None:
+            return src
+        raw = _load_source(self._source_file, self.audit, out, work)
+        if raw.n_rows != src.n_rows:
+            raise _Unreadable("source_file and source hold different numbers of records")
+        # the table's decisions (subjects, units, working coordinates) with the file's
+        # own values (raw coordinates, subject ids, timestamps, id columns, checksum)
+        return dataclasses.replace(
+            src,
+            x=raw.x if raw.x is not None else src.x,
+            y=raw.y if raw.y is not None else src.y,
+            subject_ids=raw.subject_ids,
+            subject_column=raw.subject_column,
+            time_column=raw.time_column,
+            epoch_s=src.epoch_s if src.epoch_s is not None else raw.epoch_s,
+            wall_s=raw.wall_s,
+            id_columns=raw.id_columns,
+            sha256=raw.sha256,
+            source_units=raw.source_units,
+            dropped=raw.dropped,
+            left_out_x=raw.left_out_x,
+            left_out_y=raw.left_out_y,
+        )
+
+    @cached_property
+    def subjects(self) -> NDArray[np.int64]:
+        """Subject code per assignment row: the source's when it is given and aligned."""
+        src = self.source
+        rows = self.source_rows
+        if src.subjects is not None and rows is not None:
+            return src.subjects[rows]
+        return self.audit_subjects
+
+    @cached_property
+    def subject_codes(self) -> tuple[NDArray[np.int64], int]:
+        """:attr:`subjects` numbered densely (``_dense``), worked out once."""
+        return _dense(self.subjects)
+
+    @cached_property
+    def audit_subjects(self) -> NDArray[np.int64]:
+        return self._audit("subject")
+
+    @cached_property
+    def source_rows(self) -> NDArray[np.int64] | None:
+        """Source row per assignment row when the source is given and the rows line up."""
+        n = self.source.n_rows
+        if n is None:
+            return None
+        rows: NDArray[np.int64] = self._audit("source_row")
+        if rows.size != n or (rows.size and (rows.min() < 0 or rows.max() >= n)):
+            return None
+        if np.count_nonzero(np.bincount(rows, minlength=n)) != n:
+            return None
+        return rows
+
+    @cached_property
+    def unit_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+        """(code per assignment row, unit id per code, sorted)."""
+        return self._audit("unit")
+
+    @cached_property
+    def units(self) -> NDArray[np.object_]:
+        """Unit id per audit row (for other readers; the checks use :attr:`unit_codes`)."""
+        codes, names = self.unit_codes
+        return names[codes]
+
+    @cached_property
+    def synthetic(self) -> pd.DataFrame:
+        path = self.aud / "synthetic.parquet"
+        if not path.is_file():
+            return pd.DataFrame({"group_id": [], "class_id": [], "unit": []})
+        return self._parquet(path)
+
+    @cached_property
+    def syn_gid(self) -> NDArray[np.int64]:
+        s = self.synthetic
+        return _ids(s["group_id"], "synthetic group_id") if "group_id" in s else np.array([], int)
+
+    @cached_property
+    def syn_cid(self) -> NDArray[np.int64]:
+        s = self.synthetic
+        return _ids(s["class_id"], "synthetic class_id") if "class_id" in s else np.array([], int)
+
+    @cached_property
+    def groups(self) -> pd.DataFrame:
+        g = self._parquet(self.rel / "groups.parquet")
+        for c in ("group_id", "n_records", "x", "y"):
+            if c not in g.columns:
+                raise _Unreadable(f"groups.parquet lacks column {c!r}")
+        return g
+
+    @cached_property
+    def classes(self) -> pd.DataFrame:
+        path = self.rel / "classes.parquet"
+        if not path.is_file():
+            if (self.cid >= 0).any():
+                raise _Unreadable("release/classes.parquet is missing")
+            return pd.DataFrame({"class_id": [], "level": [], "unit": [], "n_records": []})
+        c = self._parquet(path)
+        for col in ("class_id", "n_records"):
+            if col not in c.columns:
+                raise _Unreadable(f"classes.parquet lacks column {col!r}")
+        return c
+
+    @cached_property
+    def units_table(self) -> pd.DataFrame:
+        path = self.rel / "units.csv"
+        if not path.is_file():
+            raise _Unreadable("release/units.csv is missing")
+        try:
+            t = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            raise _Unreadable(f"units.csv is unreadable ({type(exc).__name__})") from None
+        for col in ("unit", "released", "suppressed"):
+            if col not in t.columns:
+                raise _Unreadable(f"units.csv lacks column {col!r}")
+        return t
+
+    @cached_property
+    def working_crs(self) -> str | None:
+        v = self.audit.get("working_crs")
+        return None if v in (None, "") else str(v)
+
+    @cached_property
+    def output_crs(self) -> str | None:
+        v = self.manifest.get("crs", self.audit.get("output_crs"))
+        return None if v in (None, "") else str(v)
+
+    @cached_property
+    def to_working(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
+        """Transform output-CRS coordinates to the working CRS, or None when they are the same."""
+        return _transformer(self.output_crs, self.working_crs)
+
+    @cached_property
+    def to_output(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
+        return _transformer(self.working_crs, self.output_crs)
+
+    @cached_property
+    def ground(self) -> _Ground | None:
+        """Ellipsoidal distances in the working CRS's datum (``None``: unnamed metric CRS)."""
+        from geokanon.verify.extent import _Ground  # the extent check's measure
+
+        return _Ground.of(self.working_crs, self.output_crs)
+
+    @cached_property
+    def own_subjects(self) -> bool:
+        col = self.audit.get("subject_column")
+        if col is None:
+            col = _read_options(self.audit).get("subject")
+        return col in (None, "")
+
+    def release_files(self) -> list[Path]:
+        return sorted(p for p in self.rel.rglob("*") if p.is_file())
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """An audit column that could not be read as the checks need it."""
+
+    exc: Exception
+
+
+def _audit_numbers(col: pa.ChunkedArray, name: str, dtype: Any) -> NDArray[Any]:
+    """A numeric audit column as a numpy array (nulls: an error)."""
+    try:
+        if col.null_count:
+            raise _Unreadable(f"assignment {name} has nulls")
+        return np.asarray(col.to_numpy(), dtype=dtype)
+    except (pa.ArrowException, TypeError, ValueError):
+        return pd.to_numeric(col.to_pandas()).to_numpy(dtype=dtype)
+
+
+#: How each audit column is kept: numbers (nulls an error), ids (nulls -1) or text codes;
+#: any other column stays an Arrow column.
+_AUDIT_KINDS: dict[str, tuple[str, Any]] = {
+    "source_row": ("numbers", np.int64),
+    "disposal": ("codes", None),
+    "group_id": ("ids", "assignment group_id"),
+    "class_id": ("ids", "assignment class_id"),
+    "unit": ("codes", None),
+    "subject": ("numbers", np.int64),
+    "x_m": ("numbers", np.float64),
+    "y_m": ("numbers", np.float64),
+}
+
+
+class _AuditColumn:
+    """One audit column, filled batch by batch into a numpy array.
+
+    The result is what the whole column would give: :func:`_audit_numbers`,
+    :func:`_arrow_ids` and :func:`_factorize_arrow` work value by value, and text is
+    numbered in sorted order once every batch is in.
+    """
+
+    def __init__(self, name: str, n: int) -> None:
+        self.name = name
+        self.kind, self.arg = _AUDIT_KINDS.get(name, ("arrow", None))
+        dtype = self.arg if self.kind == "numbers" else np.int64
+        self.values: NDArray[Any] = np.empty(n if self.kind != "arrow" else 0, dtype=dtype)
+        self.at = 0
+        self.failed: Exception | None = None
+        self.chunks: list[pa.Array] = []  # arrow columns, and text that is not a string type
+        self.texts: dict[str, int] = {}  # text -> number in order of first sight
+
+    def add(self, arr: pa.Array) -> None:
+        start, self.at = self.at, self.at + len(arr)
+        if self.kind == "numbers" and arr.null_count:
+            # nulls anywhere are the error, whatever else went wrong
+            self.failed = _Unreadable(f"assignment {self.name} has nulls")
+        if self.failed is not None:
+            return
+        try:
+            if self.kind == "numbers":
+                self.values[start : self.at] = _audit_numbers(
+                    pa.chunked_array([arr]), self.name, self.arg
+                )
+            elif self.kind == "ids":
+                self.values[start : self.at] = _arrow_ids(pa.chunked_array([arr]), self.arg)
+            elif self.kind == "codes" and _is_text_type(arr.type) and not self.chunks:
+                idx, texts = _arrow_text_codes(arr)
+                local = np.array([self.texts.setdefault(t, len(self.texts)) for t in texts])
+                self.values[start : self.at] = local[idx] if idx.size else idx
+            else:
+                self.chunks.append(arr)
+        except Exception as exc:  # raised again where the column is used
+            self.failed = exc
+
+    def result(self) -> Any:
+        if self.failed is not None:
+            return _Failed(self.failed)
+        try:
+            if self.kind == "arrow":
+                return pa.chunked_array(
+                    self.chunks, type=self.chunks[0].type if self.chunks else None
+                )
+            if self.kind != "codes":
+                return self.values
+            if self.chunks:  # not text as Arrow reads it: the whole column at once
+                return _factorize_arrow(pa.chunked_array(self.chunks))
+            # number the texts in sorted order
+            names = np.array(list(self.texts), dtype=object)
+            uniq, inverse = np.unique(names.astype(str), return_inverse=True)
+            codes = (
+                inverse.reshape(-1).astype(np.int64)[self.values]
+                if self.values.size
+                else self.values
+            )
+            return codes, uniq.astype(object)
+        except Exception as exc:
+            return _Failed(exc)
+
+
+def _same_crs(a: str | None, b: str | None) -> bool:
+    if a is None or b is None or a == b:
+        return True
+    from pyproj import CRS
+
+    try:
+        return bool(CRS.from_user_input(a) == CRS.from_user_input(b))
+    except Exception:  # pyproj raises its own CRSError; unknown CRS: treat as different
+        return False
+
+
+def _transformer(src: str | None, dst: str | None) -> Callable[[Any, Any], tuple[Any, Any]] | None:
+    if _same_crs(src, dst):
+        return None
+    from pyproj import Transformer
+
+    t = Transformer.from_crs(src, dst, always_xy=True)
+
+    def apply(x: Any, y: Any) -> tuple[Any, Any]:
+        xx, yy = t.transform(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+        return np.asarray(xx, dtype=np.float64), np.asarray(yy, dtype=np.float64)
+
+    return apply
+
+
+def subject_id_text(text: str) -> str:
+    """A subject id as subjects are compared: NFKC, case folded (and NFKC again), stripped.
+
+    The verifier's own copy of the rule (it imports no algorithm module): ids that
+    differ only in case, surrounding whitespace or Unicode form are one subject.
+
+    Examples
+    --------
+    >>> {subject_id_text(s) for s in ("P001", " P001", "p001", "P001 ", "\uff30\uff10\uff10\uff11")}
+    {'p001'}
+    """
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def subject_codes_of_ids(ids: pd.Series) -> tuple[NDArray[np.int64], int]:
+    """Dense subject codes of text ids compared by :func:`subject_id_text`, and the merges.
+
+    Only the distinct ids are normalised. Returns the codes and the number of
+    distinct ids merged into another (distinct ids minus distinct subjects).
+
+    Examples
+    --------
+    >>> codes, merged = subject_codes_of_ids(pd.Series(["Ann", " ann", "Bo"]))
+    >>> codes.tolist(), merged
+    ([0, 0, 1], 1)
+    """
+    codes, uniq = pd.factorize(ids.astype(str), sort=False)
+    texts = np.empty(len(uniq), dtype=object)
+    texts[:] = [subject_id_text(str(u)) for u in np.asarray(uniq, dtype=object)]
+    # any one-to-one numbering will do here (the order of codes is never compared)
+    inverse, names = pd.factorize(texts, sort=False)
+    dense = np.asarray(inverse, dtype=np.int64)[codes] if codes.size else codes
+    return np.asarray(dense, dtype=np.int64), int(len(uniq) - len(names))
+
+
+def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
+    """Column names the source was read with: ``audit["read_options"]`` or top-level keys."""
+    opts = audit.get("read_options")
+    out: dict[str, Any] = dict(opts) if isinstance(opts, Mapping) else {}
+    for key in ("x", "y", "lon", "lat", "subject", "unit", "time", "crs"):
+        if key not in out:
+            for alt in (f"{key}_column", key):
+                if alt in audit and not isinstance(audit[alt], Mapping | list):
+                    out[key] = audit[alt]
+                    break
+    return out
+
+
+def _load_source(
+    arg: PointTable | Path | None,
+    audit: Mapping[str, Any],
+    output_crs: str | None,
+    working_crs: str | None,
+) -> _Source:
+    src = _Source()
+    if arg is None:
+        return src
+    if isinstance(arg, PointTable):
+        n = len(arg)
+        src.n_rows = n
+        src.sha256 = arg.source_sha256
+        table_working = getattr(arg, "working_crs", None) or arg.crs
+        if _same_crs(table_working, working_crs):
+            src.x_work, src.y_work = arg.x, arg.y
+            # x, y are the input's own values when nothing projected or scaled them
+            raw = _same_crs(arg.crs, table_working) and getattr(arg, "coord_scale", 1.0) == 1.0
+            if raw and _same_crs(working_crs, output_crs):
+                src.x, src.y = arg.x, arg.y
+        src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
+        src.subject_ids_merged = int(getattr(arg, "subject_ids_merged", 0))
+        src.unit_codes = np.asarray(arg.unit_codes, dtype=np.int64)
+        src.unit_names = np.asarray(arg.unit_names, dtype=object)
+        if arg.times is not None:
+            src.epoch_s = arg.times
+        src.attributes = arg.attributes
+        return src
+    path = Path(arg)
+    opts = _read_options(audit)
+    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...)
+    source_frame = read_source_frame(path)
+    raw = source_frame.frame
+    drop = np.zeros(len(raw), dtype=bool)
+    if opts.get("drop_duplicates"):
+        # The release removed exact copies first: so does the verifier, by the file's own
+        # cells (a row repeating an earlier one cell for cell). Rows equal only once parsed
+        # ("1" and "1.0") are left, and the record counts then disagree: a failed check.
+        try:
+            drop = raw.duplicated().to_numpy(dtype=bool)
+        except TypeError:  # unhashable cells (lists from Parquet): compared as text
+            drop = raw.astype(str).duplicated().to_numpy(dtype=bool)
+    ucol = opts.get("unit") or audit.get("unit_column")
+    copies = drop.copy()
+    dropped = _filtered_rows(raw, opts, audit, ucol, drop)
+    left_out = raw.loc[drop & ~copies]
+    if drop.any():
+        raw = raw.loc[~drop].reset_index(drop=True)
+    src.n_rows = len(raw)
+    src.sha256 = sha256_file(path)
+    src.attributes = raw
+    src.attributes_text = path.name.lower().endswith(CSV_SUFFIXES)
+    geom = source_frame.geometry_xy
+    named = opts.get("x") or opts.get("lon")
+    if geom is not None and not named:
+        xcol, ycol = geom
+    else:
+        xcol = named or ("x" if "x" in raw else "lon")
+        ycol = opts.get("y") or opts.get("lat") or ("y" if "y" in raw else "lat")
+    if xcol in raw and ycol in raw:
+        xs = pd.to_numeric(raw[xcol], errors="coerce").to_numpy(dtype=np.float64)
+        ys = pd.to_numeric(raw[ycol], errors="coerce").to_numpy(dtype=np.float64)
+        in_crs = source_frame.crs or opts.get("crs")
+        in_crs = None if in_crs in (None, "") else str(in_crs)
+        if _same_crs(in_crs, output_crs):
+            src.x, src.y = xs, ys
+            if len(left_out):
+                src.left_out_x = pd.to_numeric(left_out[xcol], errors="coerce").to_numpy(
+                    dtype=np.float64
+                )
+                src.left_out_y = pd.to_numeric(left_out[ycol], errors="coerce").to_numpy(
+                    dtype=np.float64
+                )
+        if _same_crs(in_crs, working_crs) and not {xcol.lower(), ycol.lower()} & {"lon", "lat"}:
+            src.x_work, src.y_work = xs, ys
+    else:
+        src.notes.append("source coordinate columns not found")
+    scol = opts.get("subject") or audit.get("subject_column")
+    if scol and scol in raw:
+        ids = raw[scol].astype(str)
+        src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
+        src.subject_column = str(scol)
+        src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
+    elif not scol:
+        src.subject_ids_merged = 0  # every record its own subject: nothing merged
+    src.dropped = dropped
+    if ucol and ucol in raw:
+        src.units = raw[ucol].astype(str).to_numpy(dtype=object)
+        merges = _audit_filter(audit).get("unit_merges") or {}
+        if opts.get("merge_small_units") is not None or merges:
+            # the audit's mapping, applied to the file's own units (and checked in counts)
+            src.source_units = src.units
+            src.units = np.asarray([merges.get(u, u) for u in src.units.tolist()], dtype=object)
+        codes_u, names_u = pd.factorize(src.units, sort=False)
+        src.unit_codes = codes_u.astype(np.int64)
+        src.unit_names = np.asarray(names_u, dtype=object)
+    tcol = opts.get("time") or audit.get("time_column")
+    if tcol and tcol in raw:
+        src.time_column = str(tcol)
+        t = raw[tcol]
+        num = pd.to_numeric(t, errors="coerce")
+        if num.notna().all():
+            src.epoch_s = num.to_numpy(dtype=np.float64)
+        else:
+            wall, utc = _wallclock_seconds(t.astype(str))
+            src.wall_s = wall
+            src.epoch_s = np.where(np.isnan(utc), wall, utc)
+    used = {xcol, ycol, scol, ucol, tcol}
+    src.id_columns = frozenset(str(c) for c in raw.columns if c not in used and _is_id(raw[c]))
+    return src
+
+
+def _audit_filter(audit: Mapping[str, Any]) -> dict[str, Any]:
+    entry = audit.get("input_filter")
+    return dict(entry) if isinstance(entry, Mapping) else {}
+
+
+def _filtered_rows(
+    raw: pd.DataFrame,
+    opts: Mapping[str, Any],
+    audit: Mapping[str, Any],
+    ucol: str | None,
+    drop: NDArray[np.bool_],
+) -> dict[str, int]:
+    """Mark in ``drop`` the rows the release left out (``--clip``, ``--exclude-units``).
+
+    Excluded units are found in the file's own unit column when there is one; clipped
+    rows (and excluded rows of polygon units) are the audit's rows of the file. Returns
+    the records each rule removed beyond the ones already in ``drop``.
+    """
+    filt = _audit_filter(audit)
+    out: dict[str, int] = {}
+    n = len(raw)
+
+    def rows(name: str) -> NDArray[np.bool_]:
+        mask = np.zeros(n, dtype=bool)
+        idx = np.asarray(filt.get(name) or [], dtype=np.int64)
+        idx = idx[(idx >= 0) & (idx < n)]
+        mask[idx] = True
+        return mask
+
+    if opts.get("clip"):
+        clipped = rows("clipped_rows")
+        out["clipped"] = int(np.count_nonzero(clipped & ~drop))
+        drop |= clipped
+    excl = opts.get("exclude_units")
+    if excl:
+        ids = [excl] if isinstance(excl, str) else list(excl)
+        ids = [u.strip() for i in ids for u in str(i).split(",") if u.strip()]
+        if ucol and ucol in raw:
+            gone = raw[ucol].astype(str).isin(ids).to_numpy(dtype=bool)
+        else:
+            gone = rows("excluded_rows")
+        out["excluded"] = int(np.count_nonzero(gone & ~drop))
+        drop |= gone
+    return out
+
+
+_ID_NAME = re.compile(r"(?:^|[_\W])(?:id|fid|key|uuid|guid|row|index|idx|nr|no|num|number)$", re.I)
+
+
+def _is_id(col: pd.Series) -> bool:
+    """A per-record identifier: unique per row, and named like an id or a run of integers."""
+    n = len(col)
+    if n < 2 or col.nunique() != n:
+        return False
+    if _ID_NAME.search(str(col.name)):
+        return True
+    num = pd.to_numeric(col, errors="coerce")
+    if num.isna().any():
+        return False
+    v = num.to_numpy(dtype=np.float64)
+    return bool((v == np.floor(v)).all() and v.max() - v.min() == n - 1)
+
+
+def _text_file(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise _Unreadable(f"{path.name} is unreadable") from None
+
+
+# Batch sizes of the readers (tests set them small to cut files into many batches).
+
+#: Rows per batch when the audit or (``no_leak``) a Parquet file is read.
+_SCAN_ROWS = 1 << 20
+#: Bytes per block (one batch of rows) when ``no_leak`` reads a CSV file.
+_CSV_BLOCK = 1 << 24

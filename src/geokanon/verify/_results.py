@@ -1,0 +1,121 @@
+"""Results of the checks: :class:`CheckResult`, :class:`VerificationReport` and the check names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+#: The checks :func:`verify_release` runs, in report order.
+CHECKS: tuple[str, ...] = (
+    "k_subjects",
+    "extent",
+    "tau",
+    "unit_cap",
+    "holes",
+    "no_leak",
+    "representation",
+    "counts",
+    "fixed_point",
+    "report_safety",
+    "manifest",
+)
+
+
+#: Checks that need more than the written release (the release writer runs them).
+NOT_CHECKED_HERE: tuple[str, ...] = ("deterministic",)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one named check.
+
+    Attributes
+    ----------
+    name
+        Check name (one of :data:`CHECKS`).
+    passed
+        Whether the check holds.
+    detail
+        Figures only (counts, shares, distances, file and unit names); never a
+        coordinate, a subject id or a timestamp.
+    """
+
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class VerificationReport:
+    """All check results of one release.
+
+    Attributes
+    ----------
+    checks
+        One result per check that was run, in :data:`CHECKS` order.
+    skipped
+        Checks not run here (``deterministic`` needs a second build).
+    digests
+        Release file -> sha256 as the ``manifest`` check read it from disk (empty
+        when it did not run); a later run can pass them as ``unchanged``.
+    """
+
+    checks: tuple[CheckResult, ...]
+    skipped: tuple[str, ...] = NOT_CHECKED_HERE
+    digests: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every check that was run passed."""
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """Names of the failed checks."""
+        return tuple(c.name for c in self.checks if not c.passed)
+
+    def as_dict(self) -> dict[str, bool]:
+        """Check name -> passed, for the manifest's ``verification`` (skipped checks absent)."""
+        return {c.name: c.passed for c in self.checks}
+
+    def __getitem__(self, name: str) -> CheckResult:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+def format_report(report: VerificationReport) -> str:
+    """One line per check: ``PASS name  detail``, ``FAIL ...``, ``SKIP ...``.
+
+    Parameters
+    ----------
+    report
+        The result of :func:`verify_release`.
+
+    Returns
+    -------
+    str
+        The lines joined with newlines (no trailing newline).
+
+    Examples
+    --------
+    >>> r = VerificationReport((CheckResult("extent", False, "1 member beyond r_max"),))
+    >>> print(format_report(r))
+    FAIL extent         1 member beyond r_max
+    SKIP deterministic  not checked here (needs a second build; the release writer runs it)
+    """
+    width = max([len(c.name) for c in report.checks] + [len(s) for s in report.skipped] + [13])
+    lines = [
+        f"{'PASS' if c.passed else 'FAIL'} {c.name:<{width}}  {c.detail}".rstrip()
+        for c in report.checks
+    ]
+    lines += [
+        f"SKIP {name:<{width}}  not checked here (needs a second build; the release writer runs it)"
+        for name in report.skipped
+    ]
+    return "\n".join(lines)
+
+
+class _Unreadable(Exception):
+    """A release file is missing or malformed; the message is safe to show."""

@@ -1,0 +1,470 @@
+"""The ``counts`` check: every published count is what the audit assigns.
+
+The rule, exactly as implemented
+--------------------------------
+``counts``
+    Group and class sizes (real plus synthetic rows), the set of groups and
+    classes, ``records.parquet``/``records.csv`` row counts and rows per group
+    and class, each group's ``unit`` (the unit holding most of its members,
+    ties to the first unit id in sort order), each unit's ``released`` (the
+    records of the groups whose ``unit`` it is, plus its ``unit``-level class;
+    by the members' own units when ``groups.parquet`` has no ``unit``),
+    ``suppressed`` and ``generalised_up`` (the integer, or ``<k`` exactly when
+    1..k-1 subjects, or ``withheld``), ``source_total`` (records in the unit;
+    ``<k`` exactly when the unit has 1..k-1 subjects, or ``withheld``),
+    the manifest's ``counts`` (records per disposal; ``suppressed`` may read
+    ``<k`` exactly when 1..k-1 subjects, or ``withheld``) and
+    ``suppressed_share`` (within 5e-7 of the subject or the record share) all
+    equal what the audit assigns; the audit is self-consistent (a group id
+    exactly for grouped/merged rows, a class id exactly for generalised rows)
+    and agrees with the source (rows, subjects, units). With the source, the
+    manifest's ``subject_ids_merged`` equals the distinct source ids minus the
+    distinct subjects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from geokanon.verify._arrays import (
+    _dense,
+    _distinct_counts,
+    _ids,
+    _in_sorted,
+    _nunique,
+    _positions,
+    _sorted_distinct,
+    _text_codes,
+    _value_counts,
+)
+from geokanon.verify._derived import _suppressed_subjects, _unit_rows
+from geokanon.verify._reader import (
+    LESS_THAN_K,
+    WITHHELD,
+    _audit_filter,
+    _cell_value,
+    _read_options,
+    _Release,
+)
+from geokanon.verify._records import _record_rows
+from geokanon.verify._results import CheckResult
+
+_DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
+
+
+def check_counts(rel: _Release) -> CheckResult:
+    k = rel.k
+    problems: list[str] = []
+    n = rel.n_audit
+    unknown = ~rel.is_disposal(*_DISPOSALS)
+    if unknown.any():
+        problems.append(f"{int(unknown.sum())} audit rows have an unknown disposal")
+    in_group = rel.is_disposal("grouped", "merged")
+    if ((rel.gid >= 0) != in_group).any():
+        problems.append(
+            f"{int(((rel.gid >= 0) != in_group).sum())} audit rows: group id and disposal disagree"
+        )
+    gen = rel.is_disposal("generalised")
+    if ((rel.cid >= 0) != gen).any():
+        problems.append(
+            f"{int(((rel.cid >= 0) != gen).sum())} audit rows: class id and disposal disagree"
+        )
+    # source agreement
+    src = rel.source
+    if src.n_rows is not None:
+        if rel.source_rows is None:
+            problems.append(
+                f"audit has {n} rows with source_row not a permutation of the "
+                f"{src.n_rows} source records"
+            )
+        else:
+            audit_subj = rel.audit_subjects
+            if src.subjects is not None:
+                ca, na = _dense(audit_subj)
+                cs, ns = rel.subject_codes
+                # one to one: each audit code meets one source subject, and as many of them
+                one = np.zeros(na, dtype=np.int64)
+                one[ca] = cs
+                if not (na == ns and np.array_equal(one[ca], cs)):
+                    problems.append("audit subject codes disagree with the source's subjects")
+            merged = rel.manifest.get("subject_ids_merged")
+            if (
+                merged is not None
+                and src.subject_ids_merged is not None
+                and merged != src.subject_ids_merged
+            ):
+                problems.append(
+                    f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
+                    f"{src.subject_ids_merged} (ids differing only by case, spacing or "
+                    "Unicode form are one subject)"
+                )
+            if src.unit_codes is not None and src.unit_names is not None:
+                ucode, unames = rel.unit_codes
+                as_audit = _text_codes(src.unit_names, unames)
+                src_code = as_audit[src.unit_codes[rel.source_rows]]
+                diff = int(np.count_nonzero(src_code != ucode))
+                if diff:
+                    problems.append(f"{diff} audit rows carry a unit other than the source's")
+    # groups and classes
+    expected_rows: dict[str, pd.Series] = {}  # records per id, audit and synthetic
+    for what, ids, syn_ids, table, col in (
+        ("group", rel.gid, rel.syn_gid, rel.groups, "group_id"),
+        ("class", rel.cid, rel.syn_cid, rel.classes, "class_id"),
+    ):
+        expected = expected_rows[what] = _value_counts(
+            np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])
+        )
+        pub_ids = _ids(table[col], f"{what} id")
+        if _nunique(pub_ids) != pub_ids.size:
+            problems.append(f"{what} ids repeat in the release")
+        published = pd.Series(
+            pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64), index=pub_ids
+        )
+        # the distinct ids of either side missing from the other (sorted, not hashed)
+        exp_ids = expected.index.to_numpy(dtype=np.int64)
+        pub_set = _sorted_distinct(pub_ids)
+        missing = int(np.count_nonzero(~_in_sorted(pub_set, exp_ids)))
+        extra = int(np.count_nonzero(~_in_sorted(exp_ids, pub_set)))
+        if missing:
+            problems.append(f"{missing} audit {what}s are not published")
+        if extra:
+            problems.append(f"{extra} published {what}s have no audit records")
+        common = expected.index.intersection(published.index)
+        wrong = int((expected[common].to_numpy() != published[common].to_numpy()).sum())
+        if wrong:
+            problems.append(f"{wrong} {what}s publish a wrong n_records")
+    # records, row by row
+    n_syn = len(rel.synthetic)
+    n_released = n - int(rel.is_disposal("suppressed").sum())
+    rows = _record_rows(rel)
+    if rows.unreadable is not None:
+        problems.append(rows.unreadable)
+    else:
+        if rows.rows != n_released + n_syn:
+            problems.append(
+                f"records.parquet has {rows.rows} rows, the audit releases {n_released + n_syn}"
+            )
+        for what, got in (("group", rows.per_group), ("class", rows.per_class)):
+            if got is not None and not got.equals(expected_rows[what]):
+                problems.append(f"records.parquet rows per {what} differ from the audit")
+        problems += rows.problems
+    # units
+    problems += _unit_count_problems(rel)
+    problems += _input_filter_problems(rel)
+    # manifest counts
+    counts = rel.manifest.get("counts")
+    if not isinstance(counts, Mapping):
+        problems.append("manifest counts missing")
+    else:
+        s_subj, n_subj = _suppressed_subjects(rel)
+        for name in ("grouped", "merged", "generalised"):
+            if counts.get(name) != int(rel.is_disposal(name).sum()):
+                problems.append(f"manifest counts.{name} differs from the audit")
+        sup = counts.get("suppressed")
+        n_sup = int(rel.is_disposal("suppressed").sum())
+        if sup == LESS_THAN_K:
+            if not 0 < s_subj < k:
+                problems.append("manifest counts.suppressed reads '<k' but is 0 or >= k subjects")
+        elif sup == WITHHELD:
+            pass
+        elif sup != n_sup:
+            what = " (it is the subject count; counts are records)" if sup == s_subj else ""
+            problems.append(f"manifest counts.suppressed differs from the audit{what}")
+        syn_m = rel.manifest.get("synthetic")
+        syn_m = syn_m if isinstance(syn_m, Mapping) else {}
+        for where, value in (("counts.synthetic", counts.get("synthetic")),
+                             ("synthetic.total", syn_m.get("total"))):  # fmt: skip
+            if value is None or value == WITHHELD:
+                continue
+            if value == LESS_THAN_K:
+                if not 0 < n_syn < k:
+                    problems.append(f"manifest {where} reads '<k' but is 0 or >= k")
+            elif value != n_syn:
+                problems.append(f"manifest {where} differs from the audit")
+        if "pooled" in syn_m:
+            classes = rel.classes
+            unit_ids = (
+                _ids(classes.loc[classes["level"].astype(str) == "unit", "class_id"], "class id")
+                if len(classes) and "level" in classes
+                else np.zeros(0, dtype=np.int64)
+            )
+            syn_c = rel.syn_cid
+            n_up = int(((syn_c >= 0) & ~np.isin(syn_c, unit_ids)).sum())
+            if syn_m.get("pooled") != n_up:
+                problems.append("manifest synthetic.pooled differs from the audit")
+        share = rel.manifest.get("suppressed_share")
+        if share == WITHHELD:
+            pass
+        elif share == LESS_THAN_K:
+            if not 0 < s_subj < k:
+                problems.append("manifest suppressed_share reads '<k' but is 0 or >= k subjects")
+        elif isinstance(share, int | float) and not isinstance(share, bool):
+            options = [s_subj / n_subj if n_subj else 0.0, n_sup / n if n else 0.0]
+            if min(abs(float(share) - o) for o in options) > 5e-7:
+                problems.append("manifest suppressed_share matches neither share in the audit")
+        elif share is not None:
+            problems.append("manifest suppressed_share is not a number, '<k' or 'withheld'")
+    if problems:
+        return CheckResult("counts", False, "; ".join(problems))
+    compared = ", ".join(rows.compared)
+    by_row = f" ({compared} per group and class)" if compared else ""
+    return CheckResult(
+        "counts",
+        True,
+        f"{n} audit records, {len(rel.groups)} groups, {len(rel.classes)} classes, "
+        f"{len(rel.units_table)} units agree with the release; records.parquet and "
+        f"records.csv row by row{by_row}",
+    )
+
+
+def _csv_rows(path: Path) -> int:
+    """Data rows of a CSV file (blank lines skipped), as pandas counts them."""
+    import pyarrow.csv as pacsv
+
+    try:
+        with pacsv.open_csv(path) as reader:
+            first = reader.schema.names[0]
+        t = pacsv.read_csv(
+            path,
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=[first], column_types={first: pa.string()}
+            ),
+        )
+        return t.num_rows
+    except (OSError, pa.ArrowException, ValueError, IndexError):
+        return len(pd.read_csv(path, dtype=str, keep_default_na=False))
+
+
+def _input_filter_problems(rel: _Release) -> list[str]:
+    """Units left out, records clipped and units merged: audit, manifest and source agree.
+
+    The manifest publishes what the audit records (counts of 1..k-1 as ``<k``); the
+    read options name the same units; a merged unit is named by its source units joined
+    with ``+``; and, where the source file has its unit column, the records the verifier
+    itself dropped match the audit's counts, every source unit with fewer than N
+    distinct subjects was merged (or is listed as having no neighbour), and every unit
+    after merging holds N (or is listed).
+    """
+    audit = _audit_filter(rel.audit)
+    opts = _read_options(rel.audit)
+    raw_pub = rel.manifest.get("input_filter")
+    if (
+        not audit
+        and raw_pub is None
+        and not (opts.get("exclude_units") or opts.get("clip") or opts.get("merge_small_units"))
+    ):
+        return []
+    pub = dict(raw_pub) if isinstance(raw_pub, Mapping) else {}
+    k = rel.k
+    problems: list[str] = []
+    if not pub:
+        problems.append("manifest lacks input_filter (units left out, clipped, merged)")
+        return problems
+
+    def masked(v: object) -> object:
+        return LESS_THAN_K if isinstance(v, int) and 0 < v < k else v
+
+    for name in ("excluded_units", "unit_merges", "units_left_small", "merge_small_units"):
+        if pub.get(name) != audit.get(name):
+            problems.append(f"manifest input_filter.{name} differs from the audit")
+    for name in ("excluded_records", "clipped_records"):
+        if pub.get(name) != masked(audit.get(name)):
+            problems.append(f"manifest input_filter.{name} differs from the audit")
+    excl = opts.get("exclude_units") or []
+    if sorted(str(u) for u in excl) != sorted(audit.get("excluded_units") or []):
+        problems.append("the units left out differ from the read options' exclude_units")
+    if opts.get("merge_small_units") != audit.get("merge_small_units"):
+        problems.append("input_filter.merge_small_units differs from the read options")
+    merges: dict[str, str] = dict(audit.get("unit_merges") or {})
+    into: dict[str, list[str]] = {}
+    for a, b in merges.items():
+        into.setdefault(str(b), []).append(str(a))
+    bad = [b for b, srcs in into.items() if b != "+".join(sorted(srcs))]
+    if bad:
+        problems.append(f"{len(bad)} merged units are not named by their source units")
+    src = rel.source
+    for rule, name in (("excluded", "excluded_records"), ("clipped", "clipped_records")):
+        if rule in src.dropped and src.dropped[rule] != audit.get(name):
+            problems.append(
+                f"the source holds {src.dropped[rule]} records {rule}, the audit says "
+                f"{audit.get(name)}"
+            )
+    n_min = audit.get("merge_small_units")
+    if isinstance(n_min, int) and src.source_units is not None:
+        subj = src.subjects
+        if subj is None or subj.size != src.source_units.size:
+            subj = np.arange(src.source_units.size, dtype=np.int64)
+        left = set(audit.get("units_left_small") or [])
+        pairs = pd.DataFrame({"u": src.source_units, "s": subj}).drop_duplicates()
+        per_source = pairs.groupby("u").size()
+        unmerged = [
+            str(u) for u, c in per_source.items()
+            if c < n_min and str(u) not in merges and str(u) not in left and u != "unassigned"
+        ]  # fmt: skip
+        if unmerged:
+            problems.append(
+                f"{len(unmerged)} units with fewer than {n_min} subjects were not merged: "
+                + ", ".join(sorted(unmerged)[:5])
+            )
+        final = pd.DataFrame({"u": src.units, "s": subj}).drop_duplicates().groupby("u").size()
+        small = [
+            str(u) for u, c in final.items() if c < n_min and str(u) not in left
+            and u != "unassigned"
+        ]  # fmt: skip
+        if small:
+            problems.append(
+                f"{len(small)} units hold fewer than {n_min} subjects after merging: "
+                + ", ".join(sorted(small)[:5])
+            )
+    return problems
+
+
+def _unit_count_problems(rel: _Release) -> list[str]:
+    k = rel.k
+    problems: list[str] = []
+    rows = _unit_rows(rel)
+    ucode, unames = rel.unit_codes
+    nu = unames.size
+    subj = rel.subjects
+    classes = rel.classes
+    unit_class: dict[int, str] = {}
+    if len(classes) and "level" in classes and "unit" in classes:
+        for cid, lvl, u in zip(
+            _ids(classes["class_id"], "class id").tolist(),
+            classes["level"].astype(str),
+            classes["unit"].astype(str),
+            strict=True,
+        ):
+            if lvl == "unit":
+                unit_class[cid] = u
+    at_group = rel.gid >= 0
+    # records per unit code (the last slot: a unit id the audit does not know)
+    released = np.zeros(nu + 1, dtype=np.int64)
+
+    def add_codes(codes: NDArray[np.int64]) -> None:
+        released[:] += np.bincount(np.where(codes >= 0, codes, nu), minlength=nu + 1)
+
+    syn = rel.synthetic
+    syn_code = (
+        _text_codes(syn["unit"].astype(str), unames)
+        if len(syn) and "unit" in syn
+        else np.full(len(syn), -1, dtype=np.int64)
+    )
+    syn_known = not len(syn) or "unit" in syn
+    if "unit" in rel.groups.columns:
+        # every group counts whole in the unit holding most of its members (ties: the
+        # first unit id in sort order; unit codes are numbered in that order)
+        gcode, m = _dense(np.concatenate([rel.gid[at_group], rel.syn_gid[rel.syn_gid >= 0]]))
+        n_members = int(np.count_nonzero(at_group))
+        g_members = gcode[:n_members]
+        key = np.sort(g_members * np.int64(nu) + ucode[at_group])
+        first = np.ones(key.size, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        starts = np.flatnonzero(first)
+        tally = np.diff(np.append(starts, key.size))
+        pair = key[starts]
+        pg, pu = pair // nu, pair % nu
+        major = np.full(m, -1, dtype=np.int64)
+        if pg.size:
+            # the pairs are in (group, unit) order: per group, its first pair of the most
+            # members
+            g_first = np.flatnonzero(np.concatenate(([True], pg[1:] != pg[:-1])))
+            most = np.maximum.reduceat(tally, g_first)
+            top = np.flatnonzero(tally == np.repeat(most, np.diff(np.append(g_first, pg.size))))
+            lead = top[np.concatenate(([True], pg[top][1:] != pg[top][:-1]))]
+            major[pg[lead]] = pu[lead]
+        gid_of = np.zeros(m, dtype=np.int64)
+        gid_of[gcode] = np.concatenate([rel.gid[at_group], rel.syn_gid[rel.syn_gid >= 0]])
+        pub_g = _ids(rel.groups["group_id"], "groups group_id")
+        pub_u = _text_codes(rel.groups["unit"].astype(str), unames)
+        has_members = np.zeros(m, dtype=bool)
+        has_members[g_members] = True
+        at = _positions(pub_g, gid_of[has_members])
+        named = at >= 0
+        wrong_unit = int(np.count_nonzero(pub_u[at[named]] != major[has_members][named]))
+        if wrong_unit:
+            problems.append(f"{wrong_unit} groups name a unit other than their members' majority")
+        add_codes(major[g_members])
+        add_codes(major[gcode[n_members:]])
+    else:
+        add_codes(np.where(at_group, ucode, -1)[at_group])
+        add_codes(syn_code[rel.syn_gid >= 0])
+    # records of the unit-level classes, in the class's unit
+    cls_known = np.array(list(unit_class), dtype=np.int64)
+    cls_unit_code = _text_codes(list(unit_class.values()), unames)
+    # unknown: dropped (the last entry: no unit-level class)
+    cls_unit_code = np.append(np.where(cls_unit_code >= 0, cls_unit_code, nu), nu)
+    at_c = np.full(rel.cid.size, -1, dtype=np.int64)
+    in_class = np.flatnonzero(rel.cid >= 0)
+    if cls_known.size:
+        at_c[in_class] = _positions(cls_known, rel.cid[in_class])
+    add_codes(cls_unit_code[at_c[at_c >= 0]])
+    syn_at = _positions(cls_known, rel.syn_cid) if cls_known.size else np.full(rel.syn_cid.size, -1)
+    syn_at = np.where(rel.syn_cid >= 0, syn_at, -1)
+    add_codes(cls_unit_code[syn_at[syn_at >= 0]])
+    up = (rel.cid >= 0) & (at_c < 0)
+    up_subj_c = _distinct_counts(np.where(up, ucode, -1), subj, nu, rel.subject_codes)
+    sup = rel.is_disposal("suppressed")
+    sup_subj_c = _distinct_counts(np.where(sup, ucode, -1), subj, nu, rel.subject_codes)
+    totals_c = np.bincount(ucode, minlength=nu)
+    syn_per_c = np.bincount(np.where(syn_code >= 0, syn_code, nu), minlength=nu + 1)
+    names_l = [str(u) for u in unames.tolist()]
+    expected_released = {names_l[i]: int(released[i]) for i in range(nu)}
+    up_subj = {names_l[i]: int(up_subj_c[i]) for i in range(nu)}
+    sup_subj = {names_l[i]: int(sup_subj_c[i]) for i in range(nu)}
+    totals = {names_l[i]: int(totals_c[i]) for i in range(nu) if totals_c[i]}
+    syn_per_unit = {names_l[i]: int(syn_per_c[i]) for i in range(nu)} if syn_known else {}
+    published = {str(r["unit"]): r for r in rows}
+    audit_units = set(totals)
+    if len(published) != len(rows):
+        problems.append("units.csv repeats a unit")
+    missing = audit_units - set(published)
+    extra = set(published) - audit_units
+    if missing:
+        problems.append(f"{len(missing)} units of the audit are absent from units.csv")
+    if extra:
+        problems.append(f"{len(extra)} units in units.csv have no audit records")
+    bad_rel = bad_sup = bad_tot = bad_up = bad_syn = 0
+    syn_m = rel.manifest.get("synthetic")
+    per_unit_m = syn_m.get("per_unit") if isinstance(syn_m, Mapping) else None
+    if "synthetic" in rel.units_table.columns and isinstance(per_unit_m, Mapping):
+        shown = {str(r["unit"]): r["synthetic"] for r in rows if r["synthetic"] != 0}
+        if shown != {str(u): _cell_value(v) for u, v in per_unit_m.items() if v != 0}:
+            problems.append("units.csv synthetic differs from the manifest's synthetic.per_unit")
+
+    def wrong(published_value: object, true: int) -> bool:
+        if published_value == LESS_THAN_K:
+            return not 0 < true < k
+        if published_value == WITHHELD:
+            # a sensitive figure reads '<k' ('withheld' owes nothing in `holes`)
+            return 0 < true < k
+        return published_value is not None and published_value != true
+
+    for u in sorted(audit_units & set(published)):
+        r = published[u]
+        if r["released"] != expected_released.get(u, 0):
+            bad_rel += 1
+        bad_sup += wrong(r["suppressed"], int(sup_subj.get(u, 0)))
+        bad_up += wrong(r["generalised_up"], int(up_subj.get(u, 0)))
+        bad_syn += wrong(r["synthetic"], int(syn_per_unit.get(u, 0)))
+        t_pub = r["source_total"]
+        if isinstance(t_pub, int) and t_pub != int(totals[u]):
+            bad_tot += 1
+    if bad_rel:
+        problems.append(f"{bad_rel} units publish a wrong released count")
+    if bad_sup:
+        problems.append(f"{bad_sup} units publish a wrong suppressed count")
+    if bad_up:
+        problems.append(f"{bad_up} units publish a wrong generalised_up count")
+    if bad_syn:
+        problems.append(f"{bad_syn} units publish a wrong synthetic count")
+    if bad_tot:
+        problems.append(f"{bad_tot} units publish a wrong source_total")
+    return problems

@@ -1,0 +1,139 @@
+"""The ``k_subjects`` check: every group and class holds >= k distinct subjects.
+
+The rule, exactly as implemented
+--------------------------------
+``k_subjects``
+    Every group in ``groups.parquet`` and every class in ``classes.parquet``
+    (and every group or class id an audit row or a published record names)
+    holds >= k distinct subjects among the real records of the audit.
+    Synthetic records never count. Subjects are taken from the source when it
+    is given (so a wrong subject code in the audit cannot inflate a group),
+    else from the audit's ``subject`` column. Source ids are compared normalised
+    (:func:`subject_id_text`: NFKC, case folded, stripped), by the verifier's own
+    copy of the rule: five spellings of one id are one subject, never five.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from geokanon.verify._arrays import _dense, _distinct_counts, _factorize_arrow, _ids, _positions
+from geokanon.verify._reader import _Release
+from geokanon.verify._records import _audit_keys, _audit_time_bins, _record_rows
+from geokanon.verify._results import CheckResult
+
+
+def _distinct_per(ids: NDArray[np.int64], subjects: NDArray[np.int64]) -> dict[int, int]:
+    """Distinct subjects per id (ids < 0 ignored), as a dict (for :mod:`geokanon.testing`)."""
+    ok = ids >= 0
+    code, m = _dense(ids[ok])
+    full = np.full(ids.size, -1, dtype=np.int64)
+    full[ok] = code
+    counts = _distinct_counts(full, subjects, m)
+    uniq = np.zeros(m, dtype=np.int64)
+    uniq[code] = ids[ok]
+    return dict(zip(uniq.tolist(), counts.tolist(), strict=True))
+
+
+def check_k_subjects(rel: _Release) -> CheckResult:
+    k = rel.k
+    subj = rel.subjects
+    bad: list[str] = []
+    worst: int | None = None
+    n_ids: dict[str, int] = {}
+    for what, ids, published in (
+        ("groups", rel.gid, rel.groups["group_id"]),
+        ("classes", rel.cid, rel.classes["class_id"]),
+    ):
+        pub = _ids(published, f"{what} id")
+        pub = pub[pub >= 0]
+        # every published id and every id the audit names, numbered densely
+        code, m = _dense(np.concatenate([ids[ids >= 0], pub]))
+        member_code = np.full(ids.size, -1, dtype=np.int64)
+        member_code[ids >= 0] = code[: int(np.count_nonzero(ids >= 0))]
+        distinct = _distinct_counts(member_code, subj, m, rel.subject_codes)
+        n_ids[what] = int(np.count_nonzero(np.bincount(member_code[member_code >= 0], minlength=m)))
+        small = distinct < k
+        if small.any():
+            mn = int(distinct[small].min())
+            worst = mn if worst is None else min(worst, mn)
+            bad.append(f"{int(small.sum())} of {m} {what} have < k={k} distinct subjects")
+    time_bins = rel.time_bins
+    if time_bins is not None:
+        tb_codes, _ = _factorize_arrow(time_bins.cast(pa.string()).fill_null(""))
+        n_tb = int(tb_codes.max()) + 1 if tb_codes.size else 1
+        for what, ids in (
+            ("group x time bin classes", rel.gid),
+            ("class x time bin classes", rel.cid),
+        ):
+            sel = ids >= 0
+            code, m = _dense(ids[sel] * np.int64(n_tb) + tb_codes[sel])
+            cell = np.full(ids.size, -1, dtype=np.int64)
+            cell[sel] = code
+            distinct_tb = _distinct_counts(cell, subj, m, rel.subject_codes)
+            small_tb = distinct_tb[distinct_tb < k]
+            if small_tb.size:
+                m_tb = int(small_tb.min())
+                worst = m_tb if worst is None else min(worst, m_tb)
+                bad.append(f"{small_tb.size} of {m} {what} have < k={k} subjects")
+    published = _published_cell_problems(rel, subj)
+    if bad or published:
+        said = ["; ".join(bad) + f" (smallest {worst})"] if bad else []
+        return CheckResult("k_subjects", False, "; ".join([*said, *published]))
+    ng, nc = n_ids["groups"], n_ids["classes"]
+    cells = _record_rows(rel)
+    in_cells = (
+        f"; the published records' {cells.cells.size} (group or class, time bin) cells too"
+        if cells.stride > 1
+        else ""
+    )
+    return CheckResult(
+        "k_subjects",
+        True,
+        f"{ng} groups and {nc} classes, each with >= {k} distinct subjects{in_cells}",
+    )
+
+
+def _published_cell_problems(rel: _Release, subj: NDArray[np.int64]) -> list[str]:
+    """``k_subjects`` over the published records: each (group or class, time bin) cell of
+    the records files holds >= k rows, and the audit's records of that group or class
+    and time bin hold >= k distinct subjects."""
+    k = rel.k
+    rr = _record_rows(rel)
+    if rr.unreadable is not None:
+        return [f"the published records cannot be read ({rr.unreadable})"]
+    problems: list[str] = []
+    if rr.orphans:
+        problems.append(f"{rr.orphans} published records are in no published group or class")
+    if rr.cells.size == 0:
+        return problems
+    keys = _audit_keys(rel)
+    bins = _audit_time_bins(rel)
+    codes = bins[0] if bins is not None and rr.stride > 1 else np.zeros(keys.size, np.int64)
+    sel = keys >= 0
+    cell_a = keys[sel] * np.int64(rr.stride) + codes[sel]
+    code, m = _dense(cell_a)
+    full = np.full(keys.size, -1, dtype=np.int64)
+    full[sel] = code
+    distinct = _distinct_counts(full, subj, m, rel.subject_codes)
+    table = np.zeros(m, dtype=np.int64)
+    table[code] = cell_a
+    at = _positions(table, rr.cells)
+    held = np.where(at >= 0, distinct[np.maximum(at, 0)], 0)
+    what = "(group or class, time bin) cells" if rr.stride > 1 else "groups and classes"
+    few = held < k
+    if few.any():
+        problems.append(
+            f"{int(np.count_nonzero(few))} of {rr.cells.size} {what} of the published records "
+            f"have < k={k} distinct subjects among the audit's records of that cell "
+            f"(smallest {int(held[few].min())})"
+        )
+    short = rr.cell_rows < k
+    if short.any():
+        problems.append(
+            f"{int(np.count_nonzero(short))} of {rr.cells.size} {what} of the published "
+            f"records hold < k={k} rows (smallest {int(rr.cell_rows[short].min())})"
+        )
+    return problems

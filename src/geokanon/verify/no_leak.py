@@ -1,0 +1,1604 @@
+"""The ``no_leak`` check: no source value is published.
+
+The rule, exactly as implemented
+--------------------------------
+``no_leak``
+    Every file in ``release/`` is scanned (text files as text and, for CSV, as
+    a table too; Parquet column by column, plus its key-value metadata):
+
+    * source coordinate pairs: two consecutive numbers in text, or two numeric
+      columns of one table row (WKB geometry decoded; id and count columns
+      left out), equal as float64 to a source ``(x, y)`` pair in the output
+      CRS with >= 4 significant digits between them. Source pairs are the
+      file's own values (``source`` or ``source_file`` a path), else the
+      table's or the audit's coordinates when no CRS change happened, else the
+      audit's coordinates carried to the output CRS, matched within a relative
+      1e-9 (transform round-off);
+    * single source coordinates: a number equal to a *non-integral* source
+      coordinate with >= 4 significant digits, in free text or in any column
+      but the published ``x``/``y`` (CSV text is judged column by column); and
+      any other non-structural numeric column in which at least half of >= k
+      distinct values (>= 4 significant digits) are source coordinates;
+    * subject ids (only when the source file is given and has a subject
+      column): a text token or a string cell equal to a raw id of >= 4
+      characters, or a column named like the subject column;
+    * raw timestamps: a date-time in text or a string cell (ISO 8601 or
+      ``YYYY/MM/DD hh:mm[:ss]``) equal, as wall-clock or UTC, to a source
+      time; a timestamp column value or a number equal to a source time in
+      epoch seconds (>= 4 significant digits); a column named like the time
+      column;
+    * the mask's secret key (``audit/mask_key``; fails when a mask was applied
+      and the audit holds no key): its bytes as text, hex, base64 or decimal,
+      and the same of the SipHash key derived from it and of that key's two
+      64-bit words (also as values of a 64-bit integer column), in free text,
+      in any text cell or column name, and in the bytes of any other file;
+    * source row numbers: a column named ``source_row``, ``row``, ``row_id``,
+      ``row_number``, ``rownum``, ``record_id``, ``point_id``, ``fid``,
+      ``index``, ``level_0`` or ``__index_level_0__``, a column named like a
+      source column that is an id (unique per record, and named like an id or
+      a run of consecutive integers), or a stored pandas index that is not a
+      range.
+
+    "Significant digits" are the digits of a number's text with leading and
+    trailing zeros and the decimal point removed (``149700`` has 4,
+    ``2000.0`` has 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from geokanon.verify import _reader
+from geokanon.verify._arrays import _distinct, _in_sorted, _indices, _isin, _np_bool, _sorted_finite
+from geokanon.verify._reader import _ns_to_s, _read_ahead, _Release, _wallclock_seconds
+from geokanon.verify._results import CheckResult, _Unreadable
+
+# ---- no_leak ---------------------------------------------------------------------------
+#
+# Membership tests sort instead of hashing: the sets of secrets are sorted once, and the
+# values a file holds are sorted and de-duplicated before they are looked up, so each
+# column costs one sort. Text columns are judged value by value on their distinct
+# values (Parquet stores them dictionary-encoded) and weighted by how often each occurs.
+# Parquet and CSV files are read in batches of rows: every finding is a count over rows
+# or a property of a column's set of distinct values, so the figures of the batches add
+# up to those of the whole file, and memory stays that of one batch.
+
+_ROW_NAMES = frozenset(
+    {
+        "source_row",
+        "row",
+        "row_id",
+        "row_number",
+        "rownum",
+        "record_id",
+        "point_id",
+        "fid",
+        "index",
+        "level_0",
+        "__index_level_0__",
+    }
+)
+
+
+_STRUCTURAL = frozenset(
+    {
+        "x",
+        "y",
+        "geometry",
+        "group_id",
+        "class_id",
+        "n_records",
+        "radius_m",
+        "released",
+        "suppressed",
+        "source_total",
+        "level",
+        "unit",
+    }
+)
+
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|\.\d)")
+
+
+_DATETIME = re.compile(
+    r"\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+
+#: Published time bins (``2008-10-23T02:00Z/PT3600S``): epoch-aligned bin starts are
+#: boundaries, not raw times, and are removed before timestamps are searched.
+_TIME_BIN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}Z/PT\d+S")
+
+
+_TOKEN_SPLIT = re.compile(r"[\s,;|<>\"'=(){}\[\]]+")
+
+
+def _sig_digits(text: str) -> int:
+    t = text.strip().lstrip("+-")
+    mant = re.split(r"[eE]", t, maxsplit=1)[0]
+    return len(mant.replace(".", "").strip("0"))
+
+
+@dataclass
+class _Secrets:
+    """Sensitive values to look for, in comparable form."""
+
+    px: NDArray[np.float64]  # source (x, y) pairs in the output CRS, exact
+    py: NDArray[np.float64]
+    coords: NDArray[np.float64]  # every source x and y value (of finite pairs), sorted
+    subject_ids: frozenset[str]
+    spaced_ids: tuple[str, ...]
+    epoch: NDArray[np.float64]  # source times, epoch seconds, sorted
+    wall: NDArray[np.float64]  # source times, wall-clock seconds, sorted
+    bad_names: frozenset[str]
+    n_k: int
+    near: Any = None  # cKDTree of transformed source pairs when exact ones are unknown
+    near_tol: float = 0.0
+    #: the non-integral values of ``coords`` (not needed: a value of ``coords`` is one of
+    #: them exactly when it is not integral itself)
+    frac_coords: NDArray[np.float64] | None = None
+    #: the source pairs as (x, y) arrays, in place of ``px``/``py`` (no copy is made)
+    pair_sources: tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...] = ()
+    #: the mask key in every text form a file could hold it (see :func:`_mask_key_forms`)
+    key_forms: tuple[str, ...] = ()
+    #: the key's 64-bit words, signed and unsigned, as an integer column could hold them
+    key_ints: tuple[int, ...] = ()
+    #: the key's own bytes (and those its hex text spells) and its SipHash key, raw
+    key_raw: tuple[bytes, ...] = ()
+    #: why the release could not be searched for the mask key (None: it was, or no mask)
+    key_missing: str | None = None
+
+    @cached_property
+    def key_min_len(self) -> int:
+        return min((len(f) for f in self.key_forms), default=0)
+
+    @cached_property
+    def times(self) -> NDArray[np.float64]:
+        return np.sort(np.concatenate([self.wall, self.epoch]))
+
+    @cached_property
+    def has_pairs(self) -> bool:
+        # coords holds both values of every finite source pair
+        return self.coords.size > 0 or self.near is not None
+
+    @cached_property
+    def _pairs(self) -> tuple[tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...], int]:
+        """(the source pair arrays, bits for a row number across them)."""
+        sources = self.pair_sources or ((self.px, self.py),)
+        total = sum(int(x.size) for x, _ in sources)
+        return sources, max(1, (total - 1).bit_length())
+
+    @cached_property
+    def pair_keys(self) -> NDArray[np.uint64]:
+        """Every finite source pair as one sorted key: a hash of the pair in the high bits,
+        the pair's row number (across :attr:`pair_sources`) in the low bits. Built on first use.
+        """
+        sources, shift = self._pairs
+        low = np.uint64((1 << shift) - 1)
+        parts: list[NDArray[np.uint64]] = []
+        offset = 0
+        for x, y in sources:
+            for start in range(0, x.size, _reader._SCAN_ROWS):
+                xs, ys = (
+                    x[start : start + _reader._SCAN_ROWS],
+                    y[start : start + _reader._SCAN_ROWS],
+                )
+                ok = np.flatnonzero(np.isfinite(xs) & np.isfinite(ys))
+                key = _pair_hash(xs[ok], ys[ok]) & ~low
+                key |= (ok + (offset + start)).astype(np.uint64)
+                parts.append(key)
+            offset += x.size
+        keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+        keys.sort()
+        return keys
+
+    def known_pairs(self, a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Which finite pairs ``(a[i], b[i])`` equal a source pair exactly."""
+        keys = self.pair_keys
+        _, shift = self._pairs
+        low = np.uint64((1 << shift) - 1)
+        out = np.zeros(a.size, dtype=bool)
+        if keys.size == 0 or a.size == 0:
+            return out
+        head = _pair_hash(a, b) & ~low
+        lo = np.searchsorted(keys, head, side="left")
+        hi = np.searchsorted(keys, head | low, side="right")
+        hit = np.flatnonzero(hi > lo)
+        if hit.size == 0:
+            return out
+        # the first key of each run: the pair itself unless another pair has its hash
+        rows = (keys[lo[hit]] & low).astype(np.int64)
+        sx, sy = self._pair_at(rows)
+        same = (sx == a[hit]) & (sy == b[hit])
+        out[hit[same]] = True
+        for i in hit[~same].tolist():  # hash collisions: every key of the run
+            runs = (keys[lo[i] : hi[i]] & low).astype(np.int64)
+            rx, ry = self._pair_at(runs)
+            out[i] = bool(((rx == a[i]) & (ry == b[i])).any())
+        return out
+
+    def _pair_at(self, rows: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        sources, _ = self._pairs
+        xs = np.empty(rows.size)
+        ys = np.empty(rows.size)
+        offset = 0
+        for x, y in sources:
+            at = (rows >= offset) & (rows < offset + x.size)
+            xs[at], ys[at] = x[rows[at] - offset], y[rows[at] - offset]
+            offset += x.size
+        return xs, ys
+
+
+def _pair_hash(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.uint64]:
+    """A 64-bit hash of each pair (equal pairs, -0.0 and 0.0 included, hash equally)."""
+    hx = (np.asarray(x, dtype=np.float64) + 0.0).view(np.uint64)  # + 0.0: -0.0 -> 0.0
+    hy = (np.asarray(y, dtype=np.float64) + 0.0).view(np.uint64)
+    h = hx * np.uint64(0x9E3779B97F4A7C15)
+    h ^= hy * np.uint64(0xC2B2AE3D27D4EB4F)
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(29)
+    return h
+
+
+def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
+    src = rel.source
+    scanned: list[str] = []
+    xs_list: list[NDArray[np.float64]] = []
+    ys_list: list[NDArray[np.float64]] = []
+
+    def add(x: NDArray[np.float64], y: NDArray[np.float64]) -> None:
+        # the same values twice add nothing to look for
+        for ox, oy in zip(xs_list, ys_list, strict=True):
+            if ox is x and oy is y:
+                return
+            if ox.shape == x.shape and np.array_equal(ox, x) and np.array_equal(oy, y):
+                return
+        xs_list.append(np.asarray(x, dtype=np.float64))
+        ys_list.append(np.asarray(y, dtype=np.float64))
+
+    if src.x is not None and src.y is not None:
+        add(src.x, src.y)
+        scanned.append("source coordinates")
+    if src.left_out_x is not None and src.left_out_y is not None:
+        add(src.left_out_x, src.left_out_y)  # records left out must not appear either
+        scanned.append("coordinates of the records left out")
+    if src.x_work is not None and src.y_work is not None and src.x_work is not src.x:
+        add(src.x_work, src.y_work)
+        scanned.append("working coordinates")
+    near = None
+    near_tol = 0.0
+    if rel.to_output is None:
+        add(*rel.xy_m)
+        if not scanned:
+            scanned.append("audit coordinates")
+    elif src.x is None:
+        # the output CRS differs and the source's own values are unknown (a PointTable
+        # of lon/lat input): compare with the working coordinates carried to the output
+        # CRS, within a relative 1e-9 (transform round-off, far below any precision)
+        from scipy.spatial import cKDTree
+
+        ox, oy = rel.to_output(*rel.xy_m)
+        ok_o = np.isfinite(ox) & np.isfinite(oy)
+        if ok_o.any():
+            pts = np.column_stack([ox[ok_o], oy[ok_o]])
+            near = cKDTree(pts)
+            near_tol = 1e-9 * max(1.0, float(np.abs(pts).max()))
+            scanned.append("transformed coordinates")
+    # every x and y of a finite pair, sorted (the pairs themselves stay where they are)
+    parts: list[NDArray[np.float64]] = []
+    for x, y in zip(xs_list, ys_list, strict=True):
+        ok = np.isfinite(x) & np.isfinite(y)
+        parts += [x, y] if ok.all() else [x[ok], y[ok]]
+    coords = np.concatenate(parts) if parts else np.array([])
+    coords.sort()
+    epoch = np.empty(0)
+    wall = np.empty(0)
+    if src.epoch_s is not None:
+        epoch = _sorted_finite(src.epoch_s)
+        scanned.append("times")
+    if src.wall_s is not None:
+        wall = _sorted_finite(src.wall_s)
+    if src.subject_ids:
+        scanned.append("subject ids")
+    bad_names = set(_ROW_NAMES) | set(src.id_columns)
+    for col in (src.subject_column, src.time_column):
+        if col:
+            bad_names.add(col)
+    bad_names = {n.lower() for n in bad_names} - _STRUCTURAL
+    scanned.append("row-number columns")
+    spaced = tuple(s for s in src.subject_ids if _TOKEN_SPLIT.search(s))
+    key_forms: tuple[str, ...] = ()
+    key_ints: tuple[int, ...] = ()
+    key_raw: tuple[bytes, ...] = ()
+    key_missing = None
+    key_file = rel.aud / "mask_key"
+    if key_file.is_file():
+        key_forms, key_ints, key_raw = _mask_key_forms(key_file.read_bytes())
+        scanned.append("the mask key")
+    elif rel.audit.get("mask") not in (None, "", "none"):
+        key_missing = (
+            "a mask was applied but audit/mask_key is missing, so the release cannot be "
+            "searched for the mask's secret key"
+        )
+    return (
+        _Secrets(
+            px=np.empty(0),
+            py=np.empty(0),
+            coords=coords,
+            subject_ids=src.subject_ids,
+            spaced_ids=spaced,
+            epoch=epoch,
+            wall=wall,
+            bad_names=frozenset(bad_names),
+            n_k=rel.k,
+            near=near,
+            near_tol=near_tol,
+            pair_sources=tuple(zip(xs_list, ys_list, strict=True)),
+            key_forms=key_forms,
+            key_ints=key_ints,
+            key_raw=key_raw,
+            key_missing=key_missing,
+        ),
+        scanned,
+    )
+
+
+#: BLAKE2b personalisation of the mask key derivation (as :class:`geokanon.mask.MaskKey`).
+_MASK_KEY_PERSON = b"geokanon-mask/1"
+
+#: Shorter forms of the key are not searched for (a chance match would be likely).
+_MASK_KEY_MIN_FORM = 12
+
+
+def _mask_key_forms(data: bytes) -> tuple[tuple[str, ...], tuple[int, ...], tuple[bytes, ...]]:
+    """Every text form of the mask key ``data`` (a key file's bytes), its integer words, raw bytes.
+
+    The key's own bytes (as text, hex, base64, big- and little-endian decimal; for a
+    hex-text key also the bytes it spells), and the same of the 128-bit SipHash key
+    derived from it and of its two 64-bit words (decimal signed and unsigned, hex),
+    which is all that keys the noise. Derived here as :class:`geokanon.mask.MaskKey`
+    derives it (BLAKE2b-128, personalised), without importing it.
+    """
+    import base64
+
+    material = data.strip()
+    derived = hashlib.blake2b(material, digest_size=16, person=_MASK_KEY_PERSON).digest()
+    raws = [material, derived]
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        raws.append(bytes.fromhex(material.decode("ascii")))
+    forms: set[str] = set()
+    with contextlib.suppress(UnicodeDecodeError):
+        forms.add(material.decode("utf-8"))
+    for raw in raws:
+        forms |= {raw.hex(), raw.hex().upper()}
+        forms.add(base64.b64encode(raw).decode("ascii").rstrip("="))
+        forms.add(base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="))
+        forms |= {str(int.from_bytes(raw, "big")), str(int.from_bytes(raw, "little"))}
+    ints: set[int] = set()
+    for w in (int.from_bytes(derived[:8], "little"), int.from_bytes(derived[8:], "little")):
+        signed = w - (1 << 64) if w >= 1 << 63 else w
+        ints |= {w, signed}
+        forms |= {str(w), str(signed), f"{w:016x}", f"{w:016X}"}
+    kept = tuple(sorted(f for f in forms if len(f) >= _MASK_KEY_MIN_FORM))
+    return kept, tuple(sorted(ints)), tuple(raws)
+
+
+def _key_count(text: str, sec: _Secrets) -> int:
+    """Occurrences of the mask key (any of its forms) in ``text``."""
+    if not sec.key_forms or len(text) < sec.key_min_len:
+        return 0
+    return sum(text.count(f) for f in sec.key_forms)
+
+
+def _key_cells(col: _TextColumn, sec: _Secrets) -> int:
+    """Rows of a text column whose cell holds the mask key (in any of its forms)."""
+    if not sec.key_forms or col.texts.size == 0:
+        return 0
+    import pyarrow.compute as pc
+
+    length = np.asarray(pc.utf8_length(col.arrow).to_numpy(zero_copy_only=False))
+    counts = col.counts
+    long = np.flatnonzero((length >= sec.key_min_len) & (counts > 0))
+    return sum(int(counts[i]) for i in long.tolist() if _key_count(col.texts[i], sec))
+
+
+def _key_ints_in(arr: pa.ChunkedArray | pa.Array, sec: _Secrets) -> int:
+    """Values of a 64-bit integer column equal to a word of the mask key."""
+    t = arr.type
+    if not sec.key_ints or not pa.types.is_integer(t) or t.bit_width != 64:
+        return 0
+    import pyarrow.compute as pc
+
+    lo, hi = (0, 1 << 64) if pa.types.is_unsigned_integer(t) else (-(1 << 63), 1 << 63)
+    values = pa.array([v for v in sec.key_ints if lo <= v < hi], type=t)
+    return int(pc.sum(pc.cast(pc.is_in(arr, value_set=values), pa.int64())).as_py() or 0)
+
+
+def _sig_counts(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Per value: ``_sig_digits(repr(float(v)))``.
+
+    A whole number below 1e15 is written as its digits and ``.0``: its significant
+    digits are those left when the trailing zeros are dropped, counted without text.
+    Any other value is written out (once per distinct value) and counted.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    out = np.zeros(v.size, dtype=np.int64)
+    a = np.abs(v)
+    whole = (a < 1e15) & (a == np.floor(a))
+    m = a[whole].astype(np.int64)
+    for _ in range(16):  # drop trailing zeros (none is left after 15 digits)
+        z = (m != 0) & (m % 10 == 0)
+        if not z.any():
+            break
+        m[z] //= 10
+    digits = np.zeros(m.size, dtype=np.int64)
+    for p in range(16):
+        digits += m >= 10**p
+    out[whole] = digits
+    rest = np.flatnonzero(~whole)
+    if rest.size:
+        uq, inverse = np.unique(v[rest], return_inverse=True)
+        per = np.array([_sig_digits(repr(float(x))) for x in uq.tolist()], dtype=np.int64)
+        out[rest] = per[inverse.reshape(-1)]
+    return out
+
+
+def _has_sig_digits(values: NDArray[np.float64], n: int) -> NDArray[np.bool_]:
+    """Per value: ``_sig_digits(repr(float(v))) >= n``."""
+    return np.asarray(_sig_counts(values) >= n, dtype=bool)
+
+
+def _sig_at_least(values: NDArray[np.float64], mask: NDArray[np.bool_], n: int = 4) -> int:
+    """How many of ``values[mask]`` have >= n significant digits (computed on hits only)."""
+    hits = values[mask]
+    if hits.size == 0:
+        return 0
+    uq, counts = np.unique(hits, return_counts=True)
+    return int(counts[_has_sig_digits(uq, n)].sum())
+
+
+def _pair_hits(
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    sec: _Secrets,
+    a_in: NDArray[np.bool_] | None = None,
+    b_in: NDArray[np.bool_] | None = None,
+) -> int:
+    """Rows where ``(a, b)`` is a source pair with >= 4 significant digits between them.
+
+    ``a_in``/``b_in``: ``a``/``b`` in ``sec.coords``, when already known. A pair can
+    only be a source pair when both values are source coordinates; those rows are
+    then matched against the source pairs exactly.
+    """
+    if a.size == 0:
+        return 0
+    if sec.near is not None:
+        ok = np.isfinite(a) & np.isfinite(b)
+        if not ok.any():
+            return 0
+        dist, _ = sec.near.query(np.column_stack([a[ok], b[ok]]), k=1)
+        return int((dist <= sec.near_tol).sum())
+    if sec.coords.size == 0:
+        return 0
+    if a_in is None:
+        a_in = _isin(a, sec.coords)
+    if not a_in.any():
+        return 0
+    if b_in is None:
+        b_in = _isin(b, sec.coords)
+    cand = np.flatnonzero(a_in & b_in & np.isfinite(a) & np.isfinite(b))
+    if cand.size == 0:
+        return 0
+    ca, cb = a[cand], b[cand]
+    # 4 significant digits between them, then an exact source pair
+    enough = _sig_counts(ca) + _sig_counts(cb) >= 4
+    if not enough.any():
+        return 0
+    return int(np.count_nonzero(sec.known_pairs(ca[enough], cb[enough])))
+
+
+def _frac_hits(values: NDArray[np.float64], sec: _Secrets) -> NDArray[np.bool_]:
+    """Values equal to a non-integral source coordinate."""
+    v = np.asarray(values, dtype=np.float64)
+    return _isin(v, sec.coords) & (v != np.floor(v))
+
+
+def _number_findings(
+    vals: NDArray[np.float64],
+    sec: _Secrets,
+    *,
+    pairs: bool,
+    single_values: bool,
+    weights: NDArray[np.int64] | None = None,
+) -> list[str]:
+    """Coordinate pairs, coordinate values and epoch times among numbers of a text.
+
+    ``vals`` are the numbers in text order (or, with ``weights``, distinct numbers and
+    how often each occurs; then no pairs).
+    """
+    counts = _number_counts(vals, sec, pairs=pairs, single_values=single_values, weights=weights)
+    return [f"{n} {what}" for what, n in counts.items()]
+
+
+def _number_counts(
+    vals: NDArray[np.float64],
+    sec: _Secrets,
+    *,
+    pairs: bool,
+    single_values: bool,
+    weights: NDArray[np.int64] | None = None,
+) -> dict[str, int]:
+    """As :func:`_number_findings`: what -> how many (non-zero only, in report order)."""
+    found: dict[str, int] = {}
+    if vals.size == 0:
+        return found
+    if pairs and vals.size > 1:
+        n = _pair_hits(vals[:-1], vals[1:], sec)
+        if n:
+            found["coordinate pairs"] = n
+
+    def count(hit: NDArray[np.bool_]) -> int:
+        if weights is None:
+            return _sig_at_least(vals, hit)
+        return int(weights[hit][_has_sig_digits(vals[hit], 4)].sum())
+
+    if single_values:
+        n = count(_frac_hits(vals, sec))
+        if n:
+            found["coordinate values"] = n
+    n = count(_isin(vals, sec.epoch))
+    if n:
+        found["epoch times"] = n
+    return found
+
+
+def _numbers(tokens: Sequence[str]) -> NDArray[np.float64]:
+    return np.array(tokens, dtype=str).astype(np.float64) if tokens else np.empty(0)
+
+
+def _scan_text(text: str, sec: _Secrets, *, single_values: bool = True) -> list[str]:
+    found = _number_findings(
+        _numbers(_NUMBER.findall(text)), sec, pairs=True, single_values=single_values
+    )
+    found += _stamp_and_id_findings(text, sec)
+    return found
+
+
+def _stamp_and_id_findings(text: str, sec: _Secrets, weight: int = 1) -> list[str]:
+    found: list[str] = []
+    if sec.epoch.size or sec.wall.size:
+        stamps = _DATETIME.findall(_TIME_BIN.sub(" ", text))
+        if stamps:
+            n = _timestamp_hits(stamps, sec)
+            if n:
+                found.append(f"{n * weight} timestamps")
+    if sec.subject_ids:
+        n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
+        n += sum(1 for s in sec.spaced_ids if s in text)
+        if n:
+            found.append(f"{n * weight} subject ids")
+    n = _key_count(text, sec)
+    if n:
+        found.append(f"{n * weight} copies of the mask key")
+    return found
+
+
+def _timestamp_hits(stamps: Sequence[str], sec: _Secrets) -> int:
+    wall, utc = _wallclock_seconds(stamps)
+    hit = _isin(wall, sec.times) | _isin(utc, sec.times)
+    return int(hit.sum())
+
+
+def _numeric_column_hits(name: str, vals: NDArray[np.float64], sec: _Secrets) -> list[str]:
+    found: list[str] = []
+    if name.lower() in ("x", "y", "geometry.x", "geometry.y"):
+        return found  # published representatives: judged as pairs only
+    uniq = _distinct(vals)
+    if uniq.size == 0:
+        return found
+    in_coords = _isin(uniq, sec.coords)
+    n = _sig_at_least(uniq, in_coords & (uniq != np.floor(uniq)))
+    if n:
+        found.append(f"column {name!r}: {n} coordinate values")
+    elif name.lower() not in _STRUCTURAL:
+        n_hit = _sig_at_least(uniq, in_coords)
+        if n_hit:
+            n_el = _sig_at_least(uniq, np.ones(uniq.size, dtype=bool))
+            if n_el >= sec.n_k and 2 * n_hit >= n_el:
+                found.append(f"column {name!r}: {n_hit} of {n_el} values are coordinates")
+    n = _sig_at_least(uniq, _isin(uniq, sec.epoch))
+    if n:
+        found.append(f"column {name!r}: {n} epoch times")
+    return found
+
+
+_NOT_PAIRS = frozenset(
+    {"group_id", "class_id", "n_records", "released", "suppressed", "source_total", "radius_m"}
+    | {"generalised_up"}
+)
+
+#: A cell that is exactly one number token as ``_NUMBER`` reads it (ASCII only).
+_WHOLE_NUMBER = r"^[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$"
+
+
+_NO_DIGIT = r"^[^0-9]*$"
+
+
+@dataclass
+class _TextColumn:
+    """A text column as its distinct values: ``texts[codes]`` is the column (-1: null)."""
+
+    texts: NDArray[np.object_]
+    codes: NDArray[np.int64]
+
+    @cached_property
+    def counts(self) -> NDArray[np.int64]:
+        ok = self.codes >= 0
+        return np.bincount(self.codes[ok], minlength=self.texts.size).astype(np.int64)
+
+    @cached_property
+    def arrow(self) -> pa.Array:
+        return pa.array(self.texts.tolist(), type=pa.string())
+
+    #: what depends on the texts alone (not on the codes)
+    _PER_ENTRY = frozenset(
+        {"arrow", "ascii", "whole_number", "no_digit", "other", "other_tokens", "parsed", "numeric"}
+    )
+
+    @cached_property
+    def ascii(self) -> NDArray[np.bool_]:
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.string_is_ascii(self.arrow))
+
+    @cached_property
+    def whole_number(self) -> NDArray[np.bool_]:
+        """Entries that are exactly one number token (so they read as that number)."""
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.match_substring_regex(self.arrow, _WHOLE_NUMBER)) & self.ascii
+
+    @cached_property
+    def no_digit(self) -> NDArray[np.bool_]:
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.match_substring_regex(self.arrow, _NO_DIGIT)) & self.ascii
+
+    @cached_property
+    def other(self) -> NDArray[np.int64]:
+        """Entries neither empty of digits nor one number: read with the regex."""
+        return np.flatnonzero(~self.no_digit & ~self.whole_number)
+
+    @cached_property
+    def other_tokens(self) -> dict[int, list[str]]:
+        return {int(i): _NUMBER.findall(self.texts[i]) for i in self.other.tolist()}
+
+    @cached_property
+    def parsed(self) -> NDArray[np.float64]:
+        """Each entry that is one number token, as that number (else NaN)."""
+        out = np.full(self.texts.size, np.nan)
+        simple = self.whole_number
+        if simple.any():
+            import pyarrow.compute as pc
+
+            try:  # Arrow parses decimal text correctly rounded, as numpy does
+                num = pc.cast(self.arrow.filter(pa.array(simple)), pa.float64())
+                out[simple] = num.to_numpy(zero_copy_only=False)
+            except (pa.ArrowException, ValueError):
+                out[simple] = np.array(self.texts[simple].tolist(), dtype=str).astype(np.float64)
+        return out
+
+    def single_tokens(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
+        """(the token of every entry, whether it has one); None: some entry has several."""
+        value = self.parsed.copy()
+        has = self.whole_number.copy()
+        for i, toks in self.other_tokens.items():
+            if len(toks) > 1:
+                return None
+            if toks:
+                value[i] = float(toks[0])
+                has[i] = True
+        return value, has
+
+    @cached_property
+    def numeric(self) -> NDArray[np.float64]:
+        """Each entry read as a number the way ``pd.to_numeric(errors='coerce')`` does."""
+        out = self.parsed.copy()
+        rest = self.other
+        if rest.size:
+            out[rest] = pd.to_numeric(
+                pd.Series(self.texts[rest].tolist(), dtype=object), errors="coerce"
+            ).to_numpy(dtype=np.float64, na_value=np.nan)
+        # text without digits can read as a number ("inf", "nan") but never a finite one
+        return out
+
+    def matching(self, pattern: str) -> NDArray[np.bool_]:
+        """Entries that may match ``pattern`` (ASCII regex); non-ASCII entries always."""
+        import pyarrow.compute as pc
+
+        return _np_bool(pc.match_substring_regex(self.arrow, pattern)) | ~self.ascii
+
+    def hits(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Which entries' :attr:`numeric` values are in the sorted ``coords`` (kept for them)."""
+        cached = self.__dict__.get("_hits")
+        if cached is None or cached[0] is not coords:
+            cached = self.__dict__["_hits"] = (coords, _isin(self.numeric, coords))
+        hit: NDArray[np.bool_] = cached[1]
+        return hit
+
+    def without(self, drop: NDArray[np.bool_]) -> _TextColumn:
+        """The column with the rows of the ``drop`` entries read as empty (null) cells.
+
+        No row is rewritten: a dropped entry counts no rows and reads as no number,
+        which is all a null cell is to the checks.
+        """
+        out = _TextColumn(texts=self.texts, codes=self.codes)
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k in self._PER_ENTRY})
+        out.__dict__["counts"] = np.where(drop, 0, self.counts)
+        out.__dict__["numeric"] = np.where(drop, np.nan, self.numeric)
+        return out
+
+
+def _text_column(arr: pa.ChunkedArray | pa.Array) -> _TextColumn:
+    """Distinct values and codes of an Arrow string/binary/dictionary column."""
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        if not pa.types.is_dictionary(arr.type):
+            arr = pc.dictionary_encode(arr)
+        arr = arr.unify_dictionaries() if isinstance(arr, pa.ChunkedArray) else arr
+    if isinstance(arr, pa.Array):
+        if not pa.types.is_dictionary(arr.type):
+            arr = pc.dictionary_encode(arr)
+        chunks = [arr]
+    else:
+        chunks = list(arr.chunks)
+    if not chunks:
+        return _TextColumn(texts=np.array([], dtype=object), codes=np.zeros(0, np.int64))
+    dictionary = chunks[0].dictionary
+    idx = np.concatenate([_indices(c) for c in chunks])
+    binary = pa.types.is_binary(dictionary.type) or pa.types.is_large_binary(dictionary.type)
+    if binary:
+        texts = [None if v is None else bytes(v).decode("utf-8", "replace")
+                 for v in dictionary.to_pylist()]  # fmt: skip
+    else:
+        texts = [None if v is None else str(v) for v in dictionary.cast(pa.string()).to_pylist()]
+    null_entries = np.array([t is None for t in texts], dtype=bool)
+    if null_entries.any():
+        idx[(idx >= 0) & null_entries[np.maximum(idx, 0)]] = -1
+    texts_arr = np.array([t if t is not None else "" for t in texts], dtype=object)
+    if binary:  # bytes that decode to the same text share one entry
+        _, first, inverse = np.unique(texts_arr.astype(str), return_index=True, return_inverse=True)
+        if first.size != texts_arr.size:
+            texts_arr = texts_arr[first]
+            idx = np.where(idx >= 0, inverse.reshape(-1)[np.maximum(idx, 0)], -1)
+    return _TextColumn(texts=texts_arr, codes=idx)
+
+
+_DATE_HINT = r"[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}"
+
+
+_SPLIT_CHARS = r"[\s,;|<>\"'=(){}\[\]]"
+
+
+def _text_findings(col: _TextColumn, sec: _Secrets, *, single_values: bool) -> list[str]:
+    """Numbers (no pairs), timestamps and subject ids in every cell, as the joined text reads.
+
+    Counts are per occurrence: an entry's findings count as often as it occurs.
+    """
+    return [f"{n} {what}" for what, n in _text_counts(col, sec, single_values).items()]
+
+
+def _text_counts(col: _TextColumn, sec: _Secrets, single_values: bool) -> dict[str, int]:
+    """As :func:`_text_findings`: what -> how many (non-zero only, in report order)."""
+    counts = col.counts
+    present = counts > 0
+    one = col.whole_number & present
+    vals = [col.parsed[one]]
+    weights = [counts[one]]
+    for i, toks in col.other_tokens.items():
+        if present[i] and toks:
+            vals.append(_numbers(toks))
+            weights.append(np.full(len(toks), counts[i], dtype=np.int64))
+    found = _number_counts(
+        np.concatenate(vals), sec, pairs=False, single_values=single_values,
+        weights=np.concatenate(weights),
+    )  # fmt: skip
+    n_stamp = n_id = 0
+    if sec.epoch.size or sec.wall.size:
+        for i in np.flatnonzero(present & col.matching(_DATE_HINT)).tolist():
+            stamps = _DATETIME.findall(_TIME_BIN.sub(" ", col.texts[i]))
+            if stamps:
+                n_stamp += _timestamp_hits(stamps, sec) * int(counts[i])
+    if sec.subject_ids:
+        import pyarrow.compute as pc
+
+        split = col.matching(_SPLIT_CHARS)
+        whole = _np_bool(pc.is_in(col.arrow, value_set=pa.array(sorted(sec.subject_ids))))
+        n_id += int(counts[present & ~split & whole].sum())
+        for i in np.flatnonzero(present & split).tolist():
+            text = col.texts[i]
+            n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
+            n_id += n * int(counts[i])
+    if n_stamp:
+        found["timestamps"] = n_stamp
+    if n_id:
+        found["subject ids"] = n_id
+    return found
+
+
+def _cell_findings(name: str, col: _TextColumn, sec: _Secrets) -> list[str]:
+    """Subject ids and timestamps as whole (stripped) cells of a text column."""
+    return [f"column {name!r}: {n} {what}" for what, n in _cell_counts(col, sec).items()]
+
+
+def _cell_counts(col: _TextColumn, sec: _Secrets) -> dict[str, int]:
+    """As :func:`_cell_findings`: what -> how many (non-zero only, in report order)."""
+    found: dict[str, int] = {}
+    counts = col.counts
+    present = counts > 0
+    if sec.subject_ids:
+        import pyarrow.compute as pc
+
+        stripped = pc.utf8_trim_whitespace(col.arrow)
+        whole = _np_bool(pc.is_in(stripped, value_set=pa.array(sorted(sec.subject_ids))))
+        # Python's str.strip() also strips a few characters utf8_trim does not
+        odd = ~col.ascii & present
+        for i in np.flatnonzero(odd).tolist():
+            whole[i] = col.texts[i].strip() in sec.subject_ids
+        n = int(counts[present & whole].sum())
+        if n:
+            found["subject ids"] = n
+    if sec.epoch.size or sec.wall.size:
+        hits = 0
+        for i in np.flatnonzero(present & col.matching(_DATE_HINT)).tolist():
+            stamps = _DATETIME.findall(_TIME_BIN.sub(" ", col.texts[i]))
+            if stamps:
+                hits += _timestamp_hits(stamps, sec) * int(counts[i])
+        if hits:
+            found["timestamps"] = hits
+    n = _key_cells(col, sec)
+    if n:
+        found["copies of the mask key"] = n
+    return found
+
+
+def _arrow_numeric(arr: pa.ChunkedArray | pa.Array) -> NDArray[np.float64]:
+    import pyarrow.compute as pc
+
+    if pa.types.is_boolean(arr.type):
+        return np.full(len(arr), np.nan)
+    return (
+        np.asarray(
+            pc.cast(arr, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64
+        ).copy()
+        if len(arr)
+        else np.empty(0)
+    )
+
+
+class _Numbers:
+    """One column of a batch read as numbers; the array of one value per row is made
+    only when asked.
+
+    A text column is its distinct entries (:class:`_TextColumn`): their numbers, and
+    which of them are source coordinates, answer for every row that uses them.
+    """
+
+    def __init__(
+        self,
+        rows: NDArray[np.float64] | None = None,
+        text: _TextColumn | None = None,
+        arrow: pa.ChunkedArray | pa.Array | None = None,
+    ) -> None:
+        self._rows = rows
+        self.text = text
+        self.arrow = arrow  # the numeric Arrow column ``rows`` was read from
+        self._distinct: NDArray[np.float64] | None = None
+        self._found: NDArray[np.float64] | None = None  # distinct values among the coordinates
+        self._member: NDArray[np.bool_] | None = None
+
+    def rows(self) -> NDArray[np.float64]:
+        """The number of every row (NaN: none)."""
+        if self._rows is None:
+            col = self.text
+            assert col is not None
+            per_entry = col.numeric
+            if per_entry.size:
+                self._rows = np.where(col.codes >= 0, per_entry[np.maximum(col.codes, 0)], np.nan)
+            else:
+                self._rows = np.full(col.codes.size, np.nan)
+        return self._rows
+
+    def any_value(self) -> bool:
+        """Whether some row holds a value (NaN is none; an infinity is one)."""
+        col = self.text
+        if col is None:
+            return not np.isnan(self.rows()).all()
+        return bool((~np.isnan(col.numeric) & (col.counts > 0)).any())
+
+    def distinct(self) -> NDArray[np.float64]:
+        """Sorted distinct finite values of the rows."""
+        if self._distinct is None:
+            col = self.text
+            if col is not None:
+                self._distinct = _distinct(col.numeric[col.counts > 0])
+            else:
+                self._distinct = self._hashed_distinct()
+                if self._distinct is None:
+                    self._distinct = _distinct(self.rows())
+        return self._distinct
+
+    def _hashed_distinct(self) -> NDArray[np.float64] | None:
+        """The Arrow column's distinct values (by hashing) as numbers; None: not hashable."""
+        if self.arrow is None:
+            return None
+        import pyarrow.compute as pc
+
+        try:
+            return _distinct(_arrow_numeric(pc.unique(self.arrow)))
+        except (pa.ArrowException, TypeError):
+            return None
+
+    def _entry_hits(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
+        col = self.text
+        assert col is not None
+        return col.hits(coords)
+
+    def found(self, coords: NDArray[np.float64]) -> bool:
+        """Whether some row's value is one of the sorted ``coords``."""
+        col = self.text
+        if col is not None:
+            return bool((self._entry_hits(coords) & (col.counts > 0)).any())
+        if self._found is None:
+            uq = self.distinct()
+            self._found = uq[_in_sorted(coords, uq)]
+        return bool(self._found.size)
+
+    def member(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Per row: whether the value is one of the sorted ``coords`` (NaN never is)."""
+        if self._member is None:
+            col = self.text
+            if col is not None:
+                hit = self._entry_hits(coords)
+                if hit.size == 0:
+                    self._member = np.zeros(col.codes.size, dtype=bool)
+                else:
+                    self._member = (col.codes >= 0) & hit[np.maximum(col.codes, 0)]
+            else:
+                self.found(coords)
+                assert self._found is not None
+                self._member = _in_sorted(self._found, self.rows())
+        return self._member
+
+
+class _TableScan:
+    """Table-level checks of one file (columns as values), fed one batch of rows at a time.
+
+    Every finding adds up over the batches: column names come from the schema, counts
+    are per row, a column's coordinate and epoch values are judged on the union of its
+    distinct values, and pairs are per row. One exception: the WKB ``geometry`` column
+    is left out of the pairs when it repeats the ``x``/``y`` columns exactly, which is
+    known only at the end, so its pairs are counted apart. With ``one_batch`` the file
+    arrives whole (duplicate column names, say) and that is decided at once.
+
+    A row holds a source pair only where both of its columns hold a source coordinate:
+    the rows of a batch are paired only between columns that hold one somewhere in it.
+    """
+
+    def __init__(self, names: Sequence[str], sec: _Secrets, *, one_batch: bool = False) -> None:
+        self.names = [str(n) for n in names]
+        self.sec = sec
+        self.one_batch = one_batch
+        n = len(self.names)
+        self.stamps = [False] * n  # a timestamp column holds a source time
+        self.cells: list[dict[str, int]] = [{} for _ in range(n)]
+        # each batch's distinct finite values per column, merged for the findings
+        self._values: list[list[NDArray[np.float64]]] = [[] for _ in range(n)]
+        self.present: set[str] = set()  # columns with a value (what a pair may be made of)
+        self.pairs = 0
+        self.geo_pairs = 0  # pairs with a geometry coordinate (multi-batch only)
+        self.geo_seen = False
+        self.geo_same = True  # the geometry repeats x, y in every batch so far
+        self.n_rows = 0
+
+    def values(self, i: int) -> NDArray[np.float64] | None:
+        """Distinct finite values of column ``i`` (None: it held no value)."""
+        parts = self._values[i]
+        if not parts:
+            return None
+        if len(parts) > 1:
+            parts[:] = [_distinct(np.concatenate(parts))]
+        return parts[0]
+
+    def add(
+        self,
+        columns: Sequence[tuple[str, pa.ChunkedArray | pa.Array]],
+        text_cells: Mapping[str, _TextColumn] | None = None,
+    ) -> None:
+        """Scan one batch: the columns in schema order (``text_cells``: by name, when known)."""
+        sec = self.sec
+        text_cells = text_cells if text_cells is not None else {}
+        if columns:
+            name, arr = columns[0]
+            self.n_rows += len(text_cells[name].codes) if name in text_cells else len(arr)
+        numeric: dict[str, _Numbers] = {}  # what pairs are made of
+        every: dict[str, _Numbers] = {}  # every column read as numbers so far
+        geo_keys: set[str] = set()
+        for i, (name, arr) in enumerate(columns):
+            t = arr.type
+            if name == "geometry":
+                gx, gy = _wkb_xy(arr)
+                if self.one_batch:
+                    same = (
+                        "x" in numeric
+                        and "y" in numeric
+                        and np.array_equal(gx, numeric["x"].rows(), equal_nan=True)
+                        and np.array_equal(gy, numeric["y"].rows(), equal_nan=True)
+                    )
+                    if gx.size and not same:
+                        numeric["geometry.x"], numeric["geometry.y"] = _Numbers(gx), _Numbers(gy)
+                    continue
+                same = (
+                    "x" in every
+                    and "y" in every
+                    and np.array_equal(gx, every["x"].rows(), equal_nan=True)
+                    and np.array_equal(gy, every["y"].rows(), equal_nan=True)
+                )
+                if gx.size:
+                    self.geo_seen = True
+                    self.geo_same &= same
+                    if same:  # the very values of x, y row by row (so the same coordinates)
+                        numeric["geometry.x"], numeric["geometry.y"] = every["x"], every["y"]
+                    else:
+                        numeric["geometry.x"], numeric["geometry.y"] = _Numbers(gx), _Numbers(gy)
+                    geo_keys = {"geometry.x", "geometry.y"}
+                continue
+            if pa.types.is_timestamp(t) or pa.types.is_date(t):
+                secs = _ns_to_s(pd.Series(arr.to_pandas()))
+                if (_isin(secs, sec.epoch) | _isin(secs, sec.wall)).any():
+                    self.stamps[i] = True
+                continue
+            if pa.types.is_boolean(t) or pa.types.is_null(t):
+                continue
+            if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+                n_key = _key_ints_in(arr, sec)
+                if n_key:
+                    cell = self.cells[i]
+                    cell["copies of the mask key"] = cell.get("copies of the mask key", 0) + n_key
+                nums = _Numbers(rows=_arrow_numeric(arr), arrow=arr)
+                has = nums.any_value()
+            else:
+                col = text_cells.get(name)
+                if col is None:
+                    col = _text_column(arr)
+                for what, n in _cell_counts(col, sec).items():
+                    self.cells[i][what] = self.cells[i].get(what, 0) + n
+                finite = bool(np.isfinite(col.numeric).any())
+                if not finite and self.one_batch:
+                    continue
+                nums = _Numbers(text=col)
+                has = finite and nums.any_value()
+            every[name] = nums
+            if not has:
+                continue
+            self.present.add(name)
+            if name.lower() not in ("x", "y", "geometry.x", "geometry.y"):
+                # judged on its distinct values (x, y: as pairs only); a text column's
+                # are the numbers of the entries its rows use
+                self._values[i].append(nums.distinct())
+            if name.lower() not in _NOT_PAIRS:
+                numeric[name] = nums
+        if not (sec.has_pairs and len(numeric) >= 2):
+            return
+        names = list(numeric)
+        if sec.near is None:
+            # a pair needs a source coordinate in both columns of a row
+            names = [key for key in names if numeric[key].found(sec.coords)]
+        for a in names:
+            for b in names:
+                if a == b:
+                    continue
+                na, nb = numeric[a], numeric[b]
+                if sec.near is None:
+                    n = _pair_hits(
+                        na.rows(), nb.rows(), sec, na.member(sec.coords), nb.member(sec.coords)
+                    )
+                else:
+                    n = _pair_hits(na.rows(), nb.rows(), sec)
+                self.pairs += n
+                if a in geo_keys or b in geo_keys:
+                    self.geo_pairs += n
+
+    def findings(self) -> list[str]:
+        """Everything found, in column order, then the pairs."""
+        sec = self.sec
+        found: list[str] = []
+        for i, name in enumerate(self.names):
+            if name.lower() in sec.bad_names:
+                found.append(f"column {name!r} names a source id, subject, time or row number")
+            if _key_count(name, sec):
+                found.append(f"column {name!r}: its name holds the mask key")
+            if self.stamps[i]:
+                found.append(f"column {name!r}: source timestamps")
+            # as _cell_findings orders them
+            for what in ("subject ids", "timestamps", "copies of the mask key"):
+                if self.cells[i].get(what):
+                    found.append(f"column {name!r}: {self.cells[i][what]} {what}")
+            values = self.values(i)
+            if values is not None:
+                found += _numeric_column_hits(name, values, sec)
+        n_pairs = self.pairs
+        if not self.one_batch and self.geo_seen and self.geo_same and {"x", "y"} <= self.present:
+            n_pairs -= self.geo_pairs  # the geometry repeats x, y: not pairs of its own
+        if n_pairs:
+            found.append(f"{n_pairs} rows hold a source coordinate pair")
+        return found
+
+
+def _scan_columns(
+    columns: Sequence[tuple[str, pa.ChunkedArray | pa.Array]],
+    sec: _Secrets,
+    *,
+    text_cells: dict[str, _TextColumn] | None = None,
+) -> list[str]:
+    """Table-level checks (columns as values) of a whole table; the caller also scans the text."""
+    scan = _TableScan([n for n, _ in columns], sec, one_batch=True)
+    scan.add(columns, text_cells)
+    return scan.findings()
+
+
+def _scan_frame(frame: pd.DataFrame, sec: _Secrets) -> list[str]:
+    """Table-level checks of a pandas frame (columns as values)."""
+    cols: list[tuple[str, pa.Array]] = []
+    for c in frame.columns:
+        s = frame[c]
+        try:
+            arr = pa.array(s, from_pandas=True)
+        except (pa.ArrowException, TypeError, ValueError):
+            arr = pa.array(s.astype(str).tolist(), type=pa.string())
+        cols.append((str(c), arr))
+    return _scan_columns(cols, sec)
+
+
+#: WKB of a 2-D point, little-endian: byte order 1, type 1, x, y.
+_WKB_POINT_LE = b"\x01\x01\x00\x00\x00"
+
+
+def _wkb_xy(
+    arr: pa.ChunkedArray | pa.Array | pd.Series,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Point coordinates of a WKB column (NaN for nulls, empty and non-point geometries).
+
+    Little-endian 2-D points (21 bytes each) are read directly; any other geometry
+    sends the whole column through shapely.
+    """
+    if isinstance(arr, pd.Series):
+        arr = pa.array(
+            [bytes(v) if isinstance(v, bytes | bytearray | memoryview) else None for v in arr],
+            type=pa.binary(),
+        )
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
+        return np.array([]), np.array([])
+    xs = np.full(n, np.nan)
+    ys = np.full(n, np.nan)
+    if n == 0:
+        return xs, ys
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=off_type)[arr.offset : arr.offset + n + 1]
+    data = arr.buffers()[2]
+    data_np = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1].astype(np.int64)
+    fast = bool(((lengths == 21) | ~valid).all())
+    if fast and valid.any():
+        rows = np.flatnonzero(valid)
+        if (lengths[~valid] == 0).all():
+            # the points lie back to back: view them as rows of 21 bytes, no gather
+            first = int(starts[rows[0]])
+            raw = data_np[first : first + 21 * rows.size].reshape(rows.size, 21)
+        else:
+            raw = np.empty((rows.size, 21), dtype=np.uint8)
+            for j in range(21):
+                raw[:, j] = data_np[starts[rows] + j]
+        fast = bool((raw[:, :5] == np.frombuffer(_WKB_POINT_LE, dtype=np.uint8)).all())
+        if fast:
+            xy = np.ascontiguousarray(raw[:, 5:]).view("<f8").reshape(-1, 2)
+            xs[rows], ys[rows] = xy[:, 0], xy[:, 1]
+            return xs, ys
+    if not valid.any():
+        return xs, ys
+    import shapely
+
+    raw_obj = np.array([v if v is None else bytes(v) for v in arr.to_pylist()], dtype=object)
+    try:
+        geoms = shapely.from_wkb(raw_obj, on_invalid="ignore")
+    except Exception:  # shapely's GEOSException: not geometries, nothing to compare
+        return np.array([]), np.array([])
+    empty = shapely.is_missing(geoms) | shapely.is_empty(geoms)
+    points = ~empty & (shapely.get_type_id(geoms) == 0)
+    xs[points] = shapely.get_x(geoms[points])
+    ys[points] = shapely.get_y(geoms[points])
+    return xs, ys
+
+
+def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | pa.RecordBatch]]:
+    """(schema, whether read whole, the file in batches of rows); text columns as dictionaries.
+
+    Repeated column names (or a column named like the geometry's coordinates) make the
+    table-level checks depend on whole columns: such a file comes as one table.
+    """
+
+    def unreadable(exc: Exception) -> _Unreadable:
+        return _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})")
+
+    try:
+        schema = pq.ParquetFile(path).schema_arrow
+        text_cols = [
+            f.name
+            for f in schema
+            if pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)
+            or (pa.types.is_binary(f.type) and f.name != "geometry")
+        ]
+        names = [str(n) for n in schema.names]
+        whole = len(set(names)) != len(names) or bool({"geometry.x", "geometry.y"} & set(names))
+        if whole:
+            tables = iter([pq.read_table(path, read_dictionary=text_cols or None)])
+            return schema, True, tables
+        pf = pq.ParquetFile(path, read_dictionary=text_cols or None)
+        it = pf.iter_batches(batch_size=_reader._SCAN_ROWS, use_threads=True)
+    except (OSError, pa.ArrowException) as exc:
+        raise unreadable(exc) from None
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        with contextlib.closing(_read_ahead(it)) as ahead:
+            while True:
+                try:
+                    batch = next(ahead)
+                except StopIteration:
+                    return
+                except (OSError, pa.ArrowException) as exc:
+                    raise unreadable(exc) from None
+                yield batch
+
+    return schema, False, batches()
+
+
+def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
+    schema, whole, batches = _parquet_batches(path)
+    names = [str(n) for n in schema.names]
+    scan = _TableScan(names, sec, one_batch=whole)
+    text: dict[str, dict[str, int]] = {}
+    for batch in batches:
+        cols = [(n, batch.column(i)) for i, n in enumerate(names)]
+        cells = {
+            n: _text_column(arr)
+            for n, arr in cols
+            if n != "geometry"
+            and (
+                pa.types.is_dictionary(arr.type)
+                or pa.types.is_string(arr.type)
+                or pa.types.is_large_string(arr.type)
+            )
+        }
+        scan.add(cols, text_cells=cells)
+        # the text of every string column: numbers, timestamps and subject ids
+        for n, col in cells.items():
+            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True))
+    found: list[str] = []
+    meta = schema.metadata or {}
+    for key, value in meta.items():
+        decoded = value.decode("utf-8", errors="replace")
+        if key == b"pandas":
+            try:
+                info = json.loads(decoded)
+            except ValueError:
+                info = {}
+            for idx in info.get("index_columns", []):
+                if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
+                    found.append("a stored pandas index (row numbers)")
+        found += [f"metadata: {f}" for f in _scan_text(decoded, sec)]
+    found += scan.findings()
+    text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
+    found += [f"text: {f}" for f in _merge_counts(text_found)]
+    return found
+
+
+#: The order in which a text's findings are reported.
+_TEXT_ORDER = ("coordinate pairs", "coordinate values", "epoch times", "timestamps", "subject ids")
+
+
+def _add_counts(total: dict[str, int], more: Mapping[str, int]) -> None:
+    for what, n in more.items():
+        total[what] = total.get(what, 0) + n
+
+
+def _ordered_counts(counts: Mapping[str, int]) -> list[str]:
+    """``{"subject ids": 2}`` -> ``["2 subject ids"]``, in report order, zeros left out."""
+    return [f"{counts[what]} {what}" for what in _TEXT_ORDER if counts.get(what)]
+
+
+def _merge_counts(findings: list[str]) -> list[str]:
+    """``["2 subject ids", "3 subject ids"]`` -> ``["5 subject ids"]`` (order kept)."""
+    totals: dict[str, int] = {}
+    for f in findings:
+        n, what = f.split(" ", 1)
+        totals[what] = totals.get(what, 0) + int(n)
+    return [f"{n} {what}" for what, n in totals.items()]
+
+
+class _HashingFile(io.RawIOBase):
+    """A file read front to back and hashed (sha256) as it is read."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._fh = open(path, "rb")  # closed with this object
+        self._hash = hashlib.sha256()
+        self.at_end = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._fh.readinto(buffer)
+        if n:
+            self._hash.update(memoryview(buffer)[:n])
+        else:
+            self.at_end = True
+        return n
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
+def _csv_batches(
+    path: Path, digests: dict[Path, str] | None = None
+) -> tuple[list[str], Iterator[list[_TextColumn]]] | None:
+    """A CSV file's header and its rows in batches, every column as text.
+
+    None, or a batch of None, when it is not a regular CSV (read it raw instead).
+    ``digests``: where to note the file's sha256, taken from the bytes as they are
+    read, when the batches are read to the end.
+    """
+    import pyarrow.csv as pacsv
+
+    source: _HashingFile | None = None
+    try:
+        with pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 16)) as reader:
+            names = [str(n) for n in reader.schema.names]
+        if len(set(names)) != len(names) or not names:
+            return None
+        source = _HashingFile(path)
+        reader = pacsv.open_csv(
+            source,
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=_reader._CSV_BLOCK),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.dictionary(pa.int32(), pa.string()) for n in names},
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (OSError, pa.ArrowException, ValueError):
+        if source is not None:
+            source.close()
+        return None
+    file = source
+
+    def blocks() -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                yield reader.read_next_batch()
+            except StopIteration:
+                return
+
+    def batches() -> Iterator[list[_TextColumn]]:
+        # the next block is parsed while this one is scanned (and stops before the file closes)
+        with file, reader, contextlib.closing(_read_ahead(blocks())) as ahead:
+            while True:
+                try:
+                    batch = next(ahead)
+                except StopIteration:
+                    if digests is not None and file.at_end:
+                        digests[path] = file.hexdigest()
+                    return
+                except (OSError, pa.ArrowException, ValueError):
+                    raise _NotRegular from None
+                yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
+
+    return names, batches()
+
+
+class _NotRegular(Exception):
+    """A CSV file turned out not to be a regular table part way through."""
+
+
+#: pandas' default missing-value markers (``read_csv(keep_default_na=True)``).
+_CSV_NA = frozenset(
+    {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+     "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
+)  # fmt: skip
+
+
+_CSV_NA_ARROW = pa.array(sorted(_CSV_NA), type=pa.string())
+
+
+def _scan_csv(
+    path: Path,
+    sec: _Secrets,
+    rows: dict[Path, int] | None = None,
+    digests: dict[Path, str] | None = None,
+) -> list[str] | None:
+    """A CSV file, cell by cell: as text (pairs across the whole text) and as a table.
+
+    Every cell's number tokens are those ``_NUMBER`` finds in the raw text (cells are
+    separated by characters no token contains), so the token stream of the file is
+    the header's then every row's, cell by cell. None: the file needs the raw scan.
+    The file is read in batches of rows; the token stream runs on across them.
+    ``rows``: where to note the file's number of data rows (when it is read to the end);
+    ``digests``: its sha256, likewise.
+    """
+    import pyarrow.compute as pc
+
+    if sec.spaced_ids:
+        return None  # an id with separators may span cells: search the raw text
+    parsed = _csv_batches(path, digests)
+    if parsed is None:
+        return None
+    names, batches = parsed
+    head = _numbers(_NUMBER.findall(",".join(names)))
+    n_pairs = _pair_hits(head[:-1], head[1:], sec) if head.size > 1 else 0
+    prev_val: NDArray[np.float64] = head
+    prev_in: NDArray[np.bool_] = _isin(head, sec.coords)
+    text: list[dict[str, int]] = [{} for _ in names]
+    scan = _TableScan(names, sec)
+    try:
+        for cols in batches:
+            # one token at most per cell, or the raw scan
+            per_cell: list[tuple[NDArray[np.float64], NDArray[np.bool_]]] = []
+            for col in cols:
+                single = col.single_tokens()
+                if single is None:
+                    return None
+                per_cell.append(single)
+            # the token stream, row-major, and each token's membership in the source
+            # coordinates
+            entry_in = [_isin(v, sec.coords) for v, _ in per_cell] if sec.near is None else None
+            used = [(has & (col.counts > 0)) for col, (_, has) in zip(cols, per_cell, strict=True)]
+            if entry_in is not None and not any(
+                (hit & u).any() for hit, u in zip(entry_in, used, strict=True)
+            ):
+                # no token of the batch is a source coordinate: it makes no pair, and its
+                # last token (when it has one) makes none with the next batch's first
+                if any(u.any() for u in used):
+                    prev_val, prev_in = np.array([np.nan]), np.zeros(1, dtype=bool)
+            else:
+                n_rows = cols[0].codes.size if cols else 0
+                shape = (n_rows, len(cols))
+                vals_m = np.full(shape, np.nan)
+                has_m = np.zeros(shape, dtype=bool)
+                in_m = np.zeros(shape, dtype=bool)
+                for j, (col, (value, has)) in enumerate(zip(cols, per_cell, strict=True)):
+                    safe = np.maximum(col.codes, 0)
+                    vals_m[:, j] = value[safe]
+                    has_m[:, j] = has[safe] & (col.codes >= 0)
+                    if entry_in is not None:
+                        in_m[:, j] = entry_in[j][safe]
+                flat = has_m.ravel()
+                vals = np.concatenate([prev_val[-1:], vals_m.ravel()[flat]])
+                ins = np.concatenate([prev_in[-1:], in_m.ravel()[flat]])
+                if vals.size > 1:
+                    n_pairs += _pair_hits(
+                        vals[:-1], vals[1:], sec, None if entry_in is None else ins[:-1],
+                        None if entry_in is None else ins[1:],
+                    )  # fmt: skip
+                if vals.size:
+                    prev_val, prev_in = vals[-1:], ins[-1:]
+            # numbers as text (epoch times only: single values are judged per column)
+            for j, col in enumerate(cols):
+                _add_counts(text[j], _text_counts(col, sec, False))
+            # as a table (pandas' reading: default missing-value markers are empty)
+            cells: dict[str, _TextColumn] = {}
+            for name, col in zip(names, cols, strict=True):
+                na = (
+                    _np_bool(pc.is_in(col.arrow, value_set=_CSV_NA_ARROW))
+                    if len(col.texts)
+                    else None
+                )
+                cells[name] = col.without(na) if na is not None and na.any() else col
+            scan.add([(n, pa.array([], type=pa.string())) for n in names], text_cells=cells)
+    except _NotRegular:
+        return None
+    if rows is not None:
+        rows[path] = scan.n_rows
+    found: list[str] = []
+    if n_pairs:
+        found.append(f"{n_pairs} coordinate pairs")
+    text_found: list[str] = _number_findings(head, sec, pairs=False, single_values=False)
+    text_found += _stamp_and_id_findings(",".join(names), sec)
+    for counts in text:
+        text_found += _ordered_counts(counts)
+    found += _merge_counts(text_found)
+    found += scan.findings()
+    return found
+
+
+def check_no_leak(rel: _Release) -> CheckResult:
+    sec, scanned = _secrets(rel)
+    all_files = rel.release_files()
+    # files a previous full run scanned, unchanged since (their sha256 is checked by
+    # ``manifest``): not scanned again
+    files = [p for p in all_files if p.relative_to(rel.rel).as_posix() not in rel.unchanged]
+    leaks: list[str] = [sec.key_missing] if sec.key_missing else []
+    for path in files:
+        rel_name = path.relative_to(rel.rel).as_posix()
+        suffix = path.suffix.lower()
+        found: list[str] | None = []
+        if suffix in (".parquet", ".pq"):
+            found = _scan_parquet(path, sec)
+        elif suffix == ".csv":
+            found = _scan_csv(path, sec, rows=rel.csv_rows, digests=rel.read_digests)
+            if found is None:
+                found = _scan_csv_raw(path, sec)
+        elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found = _scan_text(text, sec)
+        elif sec.key_forms:  # any other file: its bytes, for the mask key
+            data = path.read_bytes()
+            n = _key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
+            found = [f"{n} copies of the mask key"] if n else []
+        if found:
+            leaks.append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
+    if leaks:
+        return CheckResult("no_leak", False, "; ".join(leaks))
+    again = (
+        f" ({len(all_files) - len(files)} unchanged since the previous run)"
+        if (len(files) != len(all_files))
+        else ""
+    )
+    return CheckResult(
+        "no_leak",
+        True,
+        f"{len(files)} files scanned for {', '.join(scanned) or 'nothing'}{again}",
+    )
+
+
+def _scan_csv_raw(path: Path, sec: _Secrets) -> list[str]:
+    """A CSV file as raw text, then as a table read by pandas (any CSV, slowly)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    # a CSV's single values are judged column by column (published x, y may
+    # coincide with one source ordinate); pairs, ids and times in its text too
+    found = _scan_text(text, sec, single_values=False)
+    try:
+        frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
+    except (ValueError, pd.errors.ParserError):
+        frame = None
+    if frame is not None:
+        found += _scan_frame(frame, sec)
+    return found

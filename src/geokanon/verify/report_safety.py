@@ -1,0 +1,197 @@
+"""The ``report_safety`` check: the notes and the report show no small hidden figure.
+
+The rule, exactly as implemented
+--------------------------------
+``report_safety``
+    In ``RELEASE_NOTES.md`` (markdown tables) and ``report.html`` (HTML tables:
+    the first all-``<th>`` row, else the first row, is the header), every cell in
+    a column whose header mentions "suppress" or "generalise"/"generalize" must
+    not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
+    "suppressed: 3" or "3 records were suppressed" carry such a figure.
+    ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
+    1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
+    (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
+    must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed;
+    no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import re
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from geokanon.verify._arrays import _distinct_counts
+from geokanon.verify._derived import _suppressed_subjects
+from geokanon.verify._reader import LESS_THAN_K, WITHHELD, _cell_value, _Release
+from geokanon.verify._results import CheckResult
+
+_SUPPRESSED_PHRASES = (
+    re.compile(r"suppress\w*[^|\n\d<]{0,20}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
+    re.compile(
+        r"(?<![\d.,])(\d[\d,]*)\s+(?:records?|subjects?|people|persons?|points?|patients?)\s+"
+        r"(?:were\s+|was\s+|are\s+|is\s+)?suppress",
+        re.IGNORECASE,
+    ),
+)
+
+#: Table columns whose cells are per-unit hidden figures (must read "<k" below k).
+_HIDDEN_HEADER = re.compile(r"suppress|generali[sz]", re.IGNORECASE)
+
+
+class _TableParser(html.parser.HTMLParser):
+    """Collects HTML tables as lists of rows of (text, is_header)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[tuple[str, bool]]]] = []
+        self._stack: list[list[list[tuple[str, bool]]]] = []
+        self._cell: list[str] | None = None
+        self._header = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self._stack.append([])
+        elif tag == "tr" and self._stack:
+            self._stack[-1].append([])
+        elif tag in ("td", "th") and self._stack:
+            if not self._stack[-1]:
+                self._stack[-1].append([])
+            self._cell = []
+            self._header = tag == "th"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._stack:
+            self._stack[-1][-1].append(("".join(self._cell).strip(), self._header))
+            self._cell = None
+        elif tag == "table" and self._stack:
+            self.tables.append(self._stack.pop())
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _small_int(cell: str, k: int) -> bool:
+    text = re.sub(r"[*_`\s]", "", cell).replace(",", "")
+    return text.isdigit() and 1 <= int(text) <= k - 1
+
+
+def _table_problems(rows: list[list[str]], header: list[str], k: int) -> int:
+    cols = [i for i, h in enumerate(header) if _HIDDEN_HEADER.search(h)]
+    return sum(1 for r in rows for i in cols if i < len(r) and _small_int(r[i], k))
+
+
+def _markdown_tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
+    block: list[list[str]] = []
+    for line in [*text.splitlines(), ""]:
+        s = line.strip()
+        if s.startswith("|"):
+            block.append([c.strip() for c in s.strip("|").split("|")])
+            continue
+        if block:
+            header, body = block[0], block[1:]
+            if body and all(re.fullmatch(r":?-{2,}:?", c or "--") for c in body[0]):
+                body = body[1:]
+            yield header, body
+            block = []
+
+
+def _phrase_problems(text: str, k: int) -> int:
+    n = 0
+    for pat in _SUPPRESSED_PHRASES:
+        for m in pat.finditer(text):
+            if _small_int(m.group(1), k):
+                n += 1
+    return n
+
+
+def check_report_safety(rel: _Release) -> CheckResult:
+    k = rel.k
+    problems: list[str] = []
+    scanned: list[str] = []
+    notes = rel.rel / "RELEASE_NOTES.md"
+    if notes.is_file():
+        text = notes.read_text(encoding="utf-8", errors="replace")
+        scanned.append(notes.name)
+        n = sum(_table_problems(body, header, k) for header, body in _markdown_tables(text))
+        n += _phrase_problems(text, k)
+        if n:
+            problems.append(f"RELEASE_NOTES.md: {n} suppressed figures of 1..k-1")
+    else:
+        problems.append("release/RELEASE_NOTES.md is missing")
+    for page in sorted(rel.rel.glob("*.htm*")):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        scanned.append(page.name)
+        parser = _TableParser()
+        parser.feed(text)
+        parser.close()
+        n = 0
+        for table in parser.tables:
+            if not table:
+                continue
+            head_i = next((i for i, r in enumerate(table) if r and all(h for _, h in r)), None)
+            header = [t for t, _ in table[head_i]] if head_i is not None else []
+            if not header:
+                # no <th> row: take the first row as the header
+                header = [t for t, _ in table[0]]
+                head_i = 0
+            body = [[t for t, _ in r] for i, r in enumerate(table) if i != head_i]
+            n += _table_problems(body, header, k)
+        plain = re.sub(r"<[^>]+>", " ", text)
+        n += _phrase_problems(plain, k)
+        if n:
+            problems.append(f"{page.name}: {n} suppressed figures of 1..k-1")
+    units = rel.units_table
+    for col in ("suppressed", "generalised_up"):
+        if col in units.columns:
+            n_units = int(sum(_small_int(str(v), k) for v in units[col]))
+            if n_units:
+                problems.append(f"units.csv: {n_units} units publish 1..k-1 {col} subjects")
+    if "source_total" in units.columns:
+        ucode, unames = rel.unit_codes
+        subjects = _distinct_counts(ucode, rel.subjects, unames.size, rel.subject_codes)
+        small_units = {str(unames[i]) for i in np.flatnonzero((subjects > 0) & (subjects < k))}
+        shown = [
+            (u, _cell_value(t))
+            for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
+        ]
+        # A unit of 1..k-1 subjects is itself a sensitive figure: its total reads '<k'
+        # (a 'withheld' figure owes nothing in `holes`, so it would not be protected).
+        n_small = sum(1 for u, t in shown if u in small_units and t != LESS_THAN_K)
+        if n_small:
+            problems.append(
+                f"units.csv: {n_small} source totals rest on 1..k-1 subjects and do not read <k"
+            )
+        n_false = sum(1 for u, t in shown if u not in small_units and t == LESS_THAN_K)
+        if n_false:
+            problems.append(f"units.csv: {n_false} source totals read <k for 0 or >= k subjects")
+    scanned.append("units.csv")
+    passes = rel.manifest.get("passes")
+    if isinstance(passes, list):
+        small = sum(
+            1
+            for p in passes
+            if isinstance(p, Mapping)
+            and isinstance(p.get("labels"), Mapping)
+            and _small_int(str(p["labels"].get("suppress", "")), k)
+        )
+        if small:
+            problems.append(f"manifest passes: {small} 'suppress' label counts of 1..k-1")
+    s_subj, _ = _suppressed_subjects(rel)
+    if 0 < s_subj < k:
+        counts = rel.manifest.get("counts") or {}
+        hidden = (LESS_THAN_K, WITHHELD)
+        if isinstance(counts, Mapping) and counts.get("suppressed") not in hidden:
+            problems.append("manifest counts.suppressed should read '<k'")
+        if rel.manifest.get("suppressed_share", LESS_THAN_K) not in hidden:
+            problems.append("manifest suppressed_share should read '<k'")
+    if problems:
+        return CheckResult("report_safety", False, "; ".join(problems))
+    return CheckResult(
+        "report_safety",
+        True,
+        f"no suppressed figure of 1..k-1 in {', '.join(scanned)} or the manifest",
+    )
