@@ -20,6 +20,23 @@ The rule, exactly as implemented
     and agrees with the source (rows, subjects, units). With the source, the
     manifest's ``subject_ids_merged`` equals the distinct source ids minus the
     distinct subjects.
+
+    The records files, row by row (:mod:`~geokanon.verify._records`, one streaming
+    pass): every row of ``records.parquet`` belongs to exactly one published group
+    or class; a group row's ``level`` is ``group``, its ``unit`` null, its ``x``,
+    ``y`` and point geometry exactly its group's representative in
+    ``groups.parquet``; a class row's ``level`` and ``unit`` are its class's in
+    ``classes.parquet``, its ``x``, ``y`` and geometry null. Per group and per
+    class, the multiset of published (``time_bin``, kept columns) tuples equals its
+    members' (the audit's ``time_bin``; the source's kept values at their
+    ``source_row``, read as the published column's type; kept values only with the
+    source given), by keyed 64-bit multiset hashes a column at a time, then whole
+    tuples; with synthetic records, every member's tuple is published at least as
+    often as the members hold it and every other one is a member's. A column of
+    the records that is no source column fails. ``records.csv`` has
+    ``records.parquet``'s columns less ``geometry``, in order, and row by row the
+    same values (read with the Parquet file's column types; an integer may read
+    ``3.0``), by keyed hashes tied to the row number.
 """
 
 from __future__ import annotations

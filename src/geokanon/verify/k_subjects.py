@@ -11,6 +11,13 @@ The rule, exactly as implemented
     else from the audit's ``subject`` column. Source ids are compared normalised
     (:func:`subject_id_text`: NFKC, case folded, stripped), by the verifier's own
     copy of the rule: five spellings of one id are one subject, never five.
+    Every (group or class, time bin) the audit assigns holds >= k distinct
+    subjects too. And every cell of the *published* records (a group or class of
+    ``records.parquet`` with one time bin; without times, the group or class)
+    holds >= k rows, and the audit's records of that group or class and time bin
+    hold >= k distinct subjects (a cell the audit never assigns holds none), so a
+    time bin or id changed in the records files alone fails; so does a row in no
+    published group or class.
 """
 
 from __future__ import annotations
@@ -78,10 +85,10 @@ def check_k_subjects(rel: _Release) -> CheckResult:
                 m_tb = int(small_tb.min())
                 worst = m_tb if worst is None else min(worst, m_tb)
                 bad.append(f"{small_tb.size} of {m} {what} have < k={k} subjects")
-    published = _published_cell_problems(rel, subj)
-    if bad or published:
+    in_records = _published_cell_problems(rel, subj)
+    if bad or in_records:
         said = ["; ".join(bad) + f" (smallest {worst})"] if bad else []
-        return CheckResult("k_subjects", False, "; ".join([*said, *published]))
+        return CheckResult("k_subjects", False, "; ".join([*said, *in_records]))
     ng, nc = n_ids["groups"], n_ids["classes"]
     cells = _record_rows(rel)
     in_cells = (

@@ -5,7 +5,16 @@ The rule, exactly as implemented
 ``manifest``
     Every file under ``release/`` except ``manifest.json`` is listed in
     ``files`` with its sha256, no listed file is missing, and the manifest's
-    ``input_sha256`` matches the source when the source is given.
+    ``input_sha256`` matches the source when the source is given. Every file the
+    layout promises (:data:`PROMISED_FILES`; partitioned: at least one
+    ``records/part-*.parquet``, as many as ``record_parts``) is there, ``report.html``
+    too unless the writer's first run says it is not written yet (``before_report``).
+    The manifest's parameters agree with the other files: ``k``, ``r_max_m``,
+    ``tau``, ``unit_cap`` and ``seed`` equal ``policy``'s; no ``radius_m`` is below
+    ``r_max_m`` (above fails ``extent``); the audit's ``r_work_m`` is ``r_max_m x
+    min(1, policy.scale_factor_min)`` (within 1e-9 relative); ``crs`` is the audit's
+    ``output_crs`` and every records file's GeoParquet CRS (compared with pyproj;
+    null agrees only with null).
 """
 
 from __future__ import annotations
@@ -169,7 +178,7 @@ def _crs_agree(a: str | None, b: object) -> bool:
     from pyproj import CRS
 
     try:
-        other = CRS.from_json_dict(b) if isinstance(b, Mapping) else CRS.from_user_input(b)
+        other = CRS.from_json_dict(dict(b)) if isinstance(b, Mapping) else CRS.from_user_input(b)
         return bool(CRS.from_user_input(a) == other)
     except Exception:  # pyproj's CRSError: an unreadable CRS agrees with nothing
         return False
