@@ -350,10 +350,13 @@ class _RowHasher:
             h = _mix(h ^ c)
         return h
 
-    def at(self, values: NDArray[np.uint64], start: int) -> NDArray[np.uint64]:
-        """The hashes tied to their row numbers ``start, start + 1, ...``."""
-        pos = np.arange(start, start + values.size, dtype=np.uint64)
-        return _mix(values ^ _mix(pos ^ self.salt[1]))
+    def positions(self, start: int, n: int) -> NDArray[np.uint64]:
+        """Hashes of the row numbers ``start .. start + n - 1`` (for :meth:`at`)."""
+        return _mix(np.arange(start, start + n, dtype=np.uint64) ^ self.salt[1])
+
+    def at(self, values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> NDArray[np.uint64]:
+        """The hashes tied to their rows (``positions``: :meth:`positions` of them)."""
+        return _mix(values ^ positions)
 
     def keyed(self, values: NDArray[np.uint64], keys: NDArray[np.int64]) -> NDArray[np.uint64]:
         """The hashes tied to their group or class keys."""
@@ -367,18 +370,15 @@ def _sum_u64(values: NDArray[np.uint64]) -> int:
 
 def _sums_per(keys: NDArray[np.int64], values: NDArray[np.uint64], size: int) -> NDArray[np.uint64]:
     """Per key in ``0..size-1``, the sum of ``values`` modulo 2**64 (keys < 0 left out): an
-    order-free hash of each key's multiset of values (16-bit limbs, summed exactly in
-    float64 by ``np.bincount``)."""
+    order-free hash of each key's multiset of values (``np.add.at`` wraps uint64 sums)."""
     ok = keys >= 0
     k, v = (keys, values) if ok.all() else (keys[ok], values[ok])
     out = np.zeros(size, dtype=np.uint64)
-    for shift in (0, 16, 32, 48):
-        limb = ((v >> _U64(shift)) & _U64(0xFFFF)).astype(np.float64)
-        out += np.bincount(k, weights=limb, minlength=size).astype(np.uint64) << _U64(shift)
+    np.add.at(out, k, v)
     return out
 
 
-def _runs(values: NDArray[np.uint64]) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+def _runs(values: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.int64]]:
     """(distinct values, how often each occurs) of a sorted array."""
     if values.size == 0:
         return values, np.zeros(0, dtype=np.int64)

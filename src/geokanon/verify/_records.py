@@ -381,9 +381,10 @@ class _RecordsPass:
                 self.bad["geometry"] += int(np.count_nonzero(known & ~ok))
         # every column, tied to the row numbers (records.csv must hold the same)
         hashes: dict[str, NDArray[np.uint64]] = {}
+        at = self.hasher.positions(start, n)
         for name in self.column_sums:
             h = hashes[name] = self.hasher.values(col[name])
-            self.column_sums[name] += _sum_u64(self.hasher.at(h, start))
+            self.column_sums[name] += _sum_u64(self.hasher.at(h, at))
         # per group and class: the multisets of the compared columns and tuples
         if self.compared:
             parts = [hashes[name] for name in self.compared]
@@ -400,8 +401,9 @@ class _RecordsPass:
             code = np.asarray(tb.fill_null(out.stride - 1).to_numpy(zero_copy_only=False), np.int64)
         cell = key[known] * np.int64(out.stride) + code[known]
         if cell.size:
-            uniq, count = np.unique(cell, return_counts=True)
-            self.cells.append((uniq, count.astype(np.int64)))
+            if not (cell[1:] >= cell[:-1]).all():  # rows come sorted: runs, unless not
+                cell = np.sort(cell)
+            self.cells.append(_runs(cell))
 
     def _members(self) -> None:
         """The members' tuples, from the audit and the source, against the published ones."""
@@ -501,10 +503,10 @@ class _RecordsPass:
                     )
                     return
                 for batch in reader:
+                    at = self.hasher.positions(start, batch.num_rows)
                     for name, c in zip(header, batch.columns, strict=True):
                         c = _csv_column(c, types[name]) if name in as_text else c
-                        h = self.hasher.values(c)
-                        sums[name] += _sum_u64(self.hasher.at(h, start))
+                        sums[name] += _sum_u64(self.hasher.at(self.hasher.values(c), at))
                     start += batch.num_rows
         except (OSError, pa.ArrowException, ValueError) as exc:
             out.problems.append(
