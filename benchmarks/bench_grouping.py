@@ -1,20 +1,40 @@
-"""Grouping quality benchmark: geokanon's core against Mondrian and an adaptive quadtree.
+"""Grouping quality benchmark: geokanon's core against MDAV, Mondrian and a quadtree.
 
 Run from the repository root::
 
-    python benchmarks/bench_grouping.py --dataset dwellings
-    python benchmarks/bench_grouping.py --dataset charleston
-    python benchmarks/bench_grouping.py --dataset synthetic --n 1e6
-    python benchmarks/bench_grouping.py --quick          # toy size, seconds (CI)
+    python benchmarks/bench_grouping.py                  # issue 19's runs (below)
+    python benchmarks/bench_grouping.py --dataset chorley
+    python benchmarks/bench_grouping.py --dataset cities  # the six synthetic cities
+    python benchmarks/bench_grouping.py --quick          # two small cities, a square (CI)
+    python benchmarks/bench_grouping.py --all-records    # issue 3's table (below)
 
-It prints one table per dataset: one column per method (the two baselines, then
-geokanon), then the target and whether geokanon meets it.
+**Issue 19's comparison** (the default). geokanon's core runs on every record; the
+records it places at group level (disposal ``grouped`` or ``merged``) are then grouped
+by MDAV, Mondrian and the quadtree, *exactly those records*, k = 5, and give the
+per-record ideal and, for uniform data, the hexagonal tessellation estimates
+(:mod:`benchmarks.mdav` defines MDAV, the ideal and the tessellation). One table per
+dataset: mean and p95 displacement, the share of groups wider than r_max (a member
+farther than r_max from the group mean), the placed share (records at group level over
+all records; the baselines group the same records), time, and geokanon's mean over
+MDAV's against the issue's target: at most 0.85 on the clustered real data, at most
+1.0 on the dense synthetic data. The placed share's floor is main's at d39bb7f
+(:data:`BASE_PLACED`; on the cities and the square main placed every record, at every
+size measured, 4,000 to 81,000). MDAV breaks ties by record index; a row gives its
+mean over 8 shuffled record orders (min - max), which matters on tied data (Chorley).
+Runs: dwellings at r_max 100 m and 300 m, Charleston and Chorley at 500 m, the six
+cities of :mod:`benchmarks.cities` (5-NN median 10, 20, 30 m, uniform in blocks or at
+addresses, 50,000 records each, r_max 250 m) and a uniform square (20,000 records,
+one per 360 m^2, r_max 250 m). Chorley: ``spatstat_chorley/points.csv``, columns
+``bng_e``, ``bng_n`` (metres, British National Grid), no units.
 
-Baselines (both written here, numba, no subjects: every record is its own subject)
------------------------------------------------------------------------------------
-The definitions below reproduce the figures quoted in issue 3 exactly (to the
-printed digit) on ``dwellings.csv`` (k=5, r_max=100 m) and on Charleston
-``population_points.csv`` (k=5, r_max=500 m).
+**Issue 3's table** (``--all-records``): the baselines on every record, against
+Mondrian's targets, with geokanon's first-pass and disposal shares.
+
+Mondrian and the quadtree (numba, no subjects: every record is its own subject)
+--------------------------------------------------------------------------------
+On every record (issue 3's setting) the definitions below reproduce the figures
+quoted in issue 3 exactly (to the printed digit) on ``dwellings.csv`` (k=5,
+r_max=100 m) and on Charleston ``population_points.csv`` (k=5, r_max=500 m).
 
 **Mondrian** (strict median partitioning, LeFevre et al. 2006). A node is a set of
 records. Its dimensions are ordered by range (``max - min``), the wider first
@@ -86,11 +106,17 @@ from numpy.typing import NDArray
 
 try:
     from benchmarks.ceiling import group_feasible
-    from benchmarks.synthetic import clustered_points
 except ImportError:  # run as a script: python benchmarks/bench_grouping.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.ceiling import group_feasible
-    from benchmarks.synthetic import clustered_points
+from benchmarks.cities import CITIES, CITY_R_MAX_M, city_points, describe
+from benchmarks.mdav import (
+    hexagon_sample_mean_distance,
+    mdav_groups,
+    per_record_ideal,
+    tessellation_estimate,
+)
+from benchmarks.synthetic import clustered_points
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
@@ -99,11 +125,37 @@ QUICK_N = 20_000
 SYNTHETIC_EXTENT_M = 300_000.0
 SYNTHETIC_R_MAX_M = 500.0
 
-#: dataset name -> (relative CSV path, unit column, default r_max in metres)
-DATASETS: dict[str, tuple[str, str, float]] = {
-    "dwellings": ("sdcspatial_dwellings/dwellings.csv", "gm_code", 100.0),
-    "charleston": ("aquadtree_charleston/population_points.csv", "tract_id", 500.0),
+#: dataset name -> (relative CSV path, x and y columns (metres), unit column or None,
+#: default r_max in metres). Chorley's x, y are km; bng_e, bng_n the same in metres.
+DATASETS: dict[str, tuple[str, str, str, str | None, float]] = {
+    "dwellings": ("sdcspatial_dwellings/dwellings.csv", "x", "y", "gm_code", 100.0),
+    "charleston": ("aquadtree_charleston/population_points.csv", "x", "y", "tract_id", 500.0),
+    "chorley": ("spatstat_chorley/points.csv", "bng_e", "bng_n", None, 500.0),
 }
+#: Issue 19's runs: (dataset, r_max); cities and the uniform square follow.
+ISSUE19_RUNS: tuple[tuple[str, float], ...] = (
+    ("dwellings", 100.0),
+    ("dwellings", 300.0),
+    ("charleston", 500.0),
+    ("chorley", 500.0),
+)
+#: Issue 19's target for geokanon's mean displacement over MDAV's on the same records.
+RATIO_CLUSTERED = 0.85
+RATIO_DENSE = 1.0
+#: Records geokanon placed at group level on main at d39bb7f (issue 19: "the placed share
+#: does not fall below today's"), per (dataset, r_max); the synthetic runs placed all.
+BASE_PLACED: dict[tuple[str, float], int] = {
+    ("dwellings", 100.0): 90_011,
+    ("dwellings", 300.0): 90_567,
+    ("charleston", 500.0): 49_253,
+    ("chorley", 500.0): 973,
+}
+#: Cities per default run and per --quick run (records each).
+CITY_N = 50_000
+QUICK_CITY_N = 4_000
+#: The uniform square: the issue's 20,000 points, at a density of one record per 360 m^2.
+UNIFORM_N = 20_000
+UNIFORM_M2_PER_RECORD = 360.0
 
 #: Issue 3's reference figures for Mondrian's mean displacement (m), for the record.
 ISSUE_MONDRIAN_MEAN_M = {"dwellings": 18.0, "charleston": 257.5}
@@ -630,6 +682,8 @@ def run_geokanon(
     gy = np.asarray(res.group_y, dtype=np.float64)
     n = x.size
     group_figures(fig, x, y, gid, gx, gy, r_max)
+    fig.extra["placed"] = gid >= 0
+    fig.extra["gid"] = gid
     at_group = (disp == Disposal.GROUPED) | (disp == Disposal.MERGED)
     if not np.array_equal(at_group, gid >= 0):
         fig.note += "group_id >= 0 does not match disposal grouped/merged. "
@@ -832,6 +886,237 @@ def render(
     return "\n".join(lines)
 
 
+def run_ideal(x: NDArray[np.float64], y: NDArray[np.float64], k: int) -> Figures:
+    """The per-record ideal (:func:`benchmarks.mdav.per_record_ideal`) as a column.
+
+    Parameters
+    ----------
+    x, y
+        Coordinates in metres.
+    k
+        Group size.
+
+    Returns
+    -------
+    Figures
+        Mean and p95 displacement and time only (it is no partition).
+    """
+    fig = Figures(method="per-record ideal", n=x.size)
+    d, fig.seconds, fig.peak_bytes = measured(lambda: per_record_ideal(x, y, k))
+    if d.size:
+        fig.mean_disp_m = float(d.mean())
+        fig.p95_disp_m = float(np.percentile(d, 95))
+        fig.max_disp_m = float(d.max())
+    return fig
+
+
+def mdav_orders(
+    fig: Figures, x: NDArray[np.float64], y: NDArray[np.float64], k: int, orders: int = 8
+) -> None:
+    """MDAV's mean displacement with the records shuffled, into ``fig.extra["orders"]``.
+
+    MDAV breaks ties (equal distances) by record index, so on data with many shared or
+    gridded coordinates its figure depends on the input's order; this measures how
+    much (seeds ``1 .. orders``).
+
+    Parameters
+    ----------
+    fig
+        MDAV's figures.
+    x, y
+        The records it grouped.
+    k
+        Group size.
+    orders
+        Number of shuffled orders.
+    """
+    means = []
+    for seed in range(1, orders + 1):
+        perm = np.random.default_rng(seed).permutation(x.size)
+        px = np.ascontiguousarray(x[perm])
+        py = np.ascontiguousarray(y[perm])
+        gid = mdav_groups(px, py, k)
+        gx, gy = group_means(px, py, gid)
+        means.append(float(np.hypot(px - gx[gid], py - gy[gid]).mean()) if x.size else math.nan)
+    fig.extra["orders"] = means
+
+
+def placed_rows(
+    figs: list[Figures],
+    k: int,
+    r_max: float,
+    n: int,
+    target_ratio: float | None,
+    base_placed: int | None = None,
+) -> list[tuple[str, list[str], str, str]]:
+    """Issue 19's table: label, one cell per method, target, and geokanon's verdict.
+
+    Parameters
+    ----------
+    figs
+        Figures per method, geokanon first.
+    k, r_max
+        Policy parameters.
+    n
+        Number of records of the dataset (the placed share's denominator).
+    target_ratio
+        Bound on geokanon's mean displacement over MDAV's (``None``: no target).
+    base_placed
+        Records main placed at d39bb7f (the placed share's floor), if known.
+
+    Returns
+    -------
+    list of (label, cells, target, verdict)
+    """
+    gk = figs[0]
+    mdav = next((f for f in figs if f.method == "MDAV"), None)
+    ok = gk.available and gk.method == "geokanon"
+    rows: list[tuple[str, list[str], str, str]] = []
+
+    def add(label: str, fmt: Callable[[Figures], str], target: str = "", cond: Any = None) -> None:
+        cells = [fmt(f) for f in figs]
+        v = "" if cond is None else (("pass" if cond else "FAIL") if ok else "n/a")
+        rows.append((label, cells, target, v))
+
+    add("mean displacement", lambda f: _m(f.mean_disp_m))
+
+    def spread(f: Figures) -> str:
+        o = f.extra.get("orders")
+        return f"{min(o):.1f} - {max(o):.1f} m" if o else ""
+
+    add(
+        f"the same, records shuffled ({len(mdav.extra.get('orders', [])) if mdav else 0} orders)",
+        spread,
+    )
+    add("p95 displacement", lambda f: _m(f.p95_disp_m))
+    add("max displacement", lambda f: _m(f.max_disp_m), f"<= {r_max:g} m", gk.max_disp_m <= r_max)
+    add(
+        f"groups wider than r_max ({r_max:g} m)",
+        lambda f: _pct(f.share_groups_beyond),
+        "0",
+        gk.share_groups_beyond == 0.0,
+    )
+    add("records in such groups", lambda f: _pct(f.share_records_beyond))
+    add("groups", lambda f: _int(f.groups))
+    add(
+        "smallest group (records)",
+        lambda f: _int(f.smallest_group),
+        f">= {k}",
+        gk.smallest_group >= k,
+    )
+    floor = f">= {_pct(base_placed / n)} (main d39bb7f)" if base_placed is not None else ""
+    add(
+        "placed share (records at group level)",
+        lambda f: _pct(f.n / n if f.n else math.nan),
+        floor,
+        None if base_placed is None else gk.n >= base_placed,
+    )
+    add("time", lambda f: _s(f.seconds))
+    ratio = gk.mean_disp_m / mdav.mean_disp_m if mdav is not None and ok else math.nan
+    orders = mdav.extra.get("orders") if mdav is not None else None
+    target = f"<= {target_ratio:g}" if target_ratio is not None else ""
+    cells = [f"{ratio:.3f}" if not math.isnan(ratio) else "-"] + [""] * (len(figs) - 1)
+    verdict = ""
+    if target_ratio is not None:
+        verdict = "n/a" if math.isnan(ratio) else ("pass" if ratio <= target_ratio else "FAIL")
+    rows.append(("mean displacement, geokanon / MDAV", cells, target, verdict))
+    if orders and ok:
+        lo, hi = gk.mean_disp_m / max(orders), gk.mean_disp_m / min(orders)
+        rows.append(
+            (
+                "the same against MDAV shuffled",
+                [f"{lo:.3f} - {hi:.3f}"] + [""] * (len(figs) - 1),
+                "",
+                "",
+            )
+        )
+    return rows
+
+
+def bench_placed(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) -> str:
+    """Issue 19's comparison on one dataset: the baselines on geokanon's placed records.
+
+    geokanon's core runs on every record; the records it places at group level
+    (disposal ``grouped`` or ``merged``) are then grouped by MDAV, Mondrian and the
+    quadtree, and give the per-record ideal (and, for uniform data, the tessellation
+    estimate at the dataset's density). Without the core (or when it raises) the
+    baselines group every record.
+
+    Parameters
+    ----------
+    ds
+        The input.
+    k, r_max
+        Policy parameters.
+    markdown
+        Markdown output.
+    skip_core
+        Do not run geokanon (baselines on every record).
+
+    Returns
+    -------
+    str
+    """
+    run_core, why = (None, "skipped (--baselines-only)") if skip_core else load_core()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    version = core_version()  # before the run: the code imported is the code on disk now
+    warm_up(run_core, k)
+    gk = run_geokanon(run_core, why, ds.x, ds.y, ds.unit_codes, ds.unit_names, k, r_max)
+    placed = gk.extra.get("placed")
+    if placed is None:
+        placed = np.ones(ds.x.size, dtype=bool)
+    else:
+        gk.n = int(placed.sum())  # the placed share's numerator
+    x = np.ascontiguousarray(ds.x[placed])
+    y = np.ascontiguousarray(ds.y[placed])
+    figs = [gk]
+    if "gid" in gk.extra:
+        # geokanon's own groups with their mean published (no snap, no re-centring): the
+        # grouping's share of the displacement, apart from the representation's.
+        gid = np.unique(gk.extra["gid"][placed], return_inverse=True)[1].astype(np.int64)
+        own = Figures(method="geokanon groups, mean")
+        gx, gy = group_means(x, y, gid)
+        group_figures(own, x, y, gid, gx, gy, r_max)
+        figs.append(own)
+    figs += [
+        run_baseline("MDAV", mdav_groups, x, y, k, r_max),
+        run_baseline("Mondrian", mondrian_groups, x, y, k, r_max),
+        run_baseline("quadtree", quadtree_groups, x, y, k, r_max),
+        run_ideal(x, y, k),
+    ]
+    mdav_orders(next(f for f in figs if f.method == "MDAV"), x, y, k)
+    if ds.density is not None:
+        # The placed records' density: the dataset's, scaled by the placed share.
+        density = ds.density * x.size / ds.x.size
+        tess = Figures(method="hex tessellation", n=x.size)
+        tess.mean_disp_m = tessellation_estimate(density, k)
+        figs.append(tess)
+        tess = Figures(method="hex, k points' mean", n=x.size)
+        tess.mean_disp_m = hexagon_sample_mean_distance(k / density, k)
+        figs.append(tess)
+    base = BASE_PLACED.get((ds.name, r_max))
+    if base is None and ds.target_ratio == RATIO_DENSE and k == 5:
+        base = ds.x.size  # the cities and the square: main placed every record
+    rows = placed_rows(figs, k, r_max, ds.x.size, ds.target_ratio, base)
+    if len(figs) > 1 and figs[1].method == "geokanon groups, mean":
+        figs[1].note = "not a release: the mean is a member's coordinate or the exact centroid"
+    which = (
+        f"baselines on the {x.size:,} records geokanon placed"
+        if "placed" in gk.extra
+        else "baselines on every record (no geokanon run)"
+    )
+    title = (
+        f"{ds.name}: n={ds.x.size:,}, k={k}, r_max={r_max:g} m, {which} "
+        f"({os.cpu_count()} CPUs, load average {load:.1f} at the start)"
+    )
+    if run_core is not None:
+        gk.note = (gk.note + f" geokanon at {version} (at the start).").strip()
+    text = render(title, figs, rows, markdown)
+    if ds.info:
+        text += ("\n- " if markdown else "\n") + f"data: {ds.info}"
+    return text
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -845,19 +1130,26 @@ class Dataset:
     unit_codes: NDArray[np.int64] | None
     unit_names: list[str] | None
     r_max: float
+    #: Records per m^2 where the data are uniform (the tessellation estimate), else None.
+    density: float | None = None
+    #: Issue 19's bound on geokanon's mean displacement over MDAV's (None: no target).
+    target_ratio: float | None = None
+    #: A line describing the data, printed under the table.
+    info: str = ""
 
 
 def load_dataset(name: str, data_dir: Path, n: int) -> Dataset | None:
-    """Read a real dataset or generate the synthetic one.
+    """Read a real dataset or generate a synthetic one.
 
     Parameters
     ----------
     name
-        ``dwellings``, ``charleston`` or ``synthetic``.
+        ``dwellings``, ``charleston``, ``chorley``, ``synthetic``, ``uniform`` or
+        ``city-<median 5-NN m>-<uniform|addresses>`` (:mod:`benchmarks.cities`).
     data_dir
         Directory holding the shared datasets.
     n
-        Size of the synthetic set.
+        Size of a synthetic set.
 
     Returns
     -------
@@ -873,23 +1165,55 @@ def load_dataset(name: str, data_dir: Path, n: int) -> Dataset | None:
         return Dataset(
             f"synthetic n={n:,}", x, y, codes, [f"u{u}" for u in uniq], SYNTHETIC_R_MAX_M
         )
+    if name == "uniform":
+        side = math.sqrt(n * UNIFORM_M2_PER_RECORD)
+        rng = np.random.default_rng(0)
+        x = rng.uniform(0.0, side, n)
+        y = rng.uniform(0.0, side, n)
+        return Dataset(
+            f"uniform square n={n:,}",
+            x,
+            y,
+            None,
+            None,
+            CITY_R_MAX_M,
+            density=1.0 / UNIFORM_M2_PER_RECORD,
+            target_ratio=RATIO_DENSE,
+            info=f"uniform in a {side:,.0f} m square; {describe(x, y)}",
+        )
+    if name.startswith("city-"):
+        _, nn5, layout = name.split("-")
+        x, y, units, density = city_points(n, float(nn5), layout, seed=0)
+        codes, uniq = _factorize(units)
+        return Dataset(
+            f"city {layout} 5-NN {nn5} m n={n:,}",
+            x,
+            y,
+            codes,
+            [f"d{u}" for u in uniq],
+            CITY_R_MAX_M,
+            density=density if layout == "uniform" else None,
+            target_ratio=RATIO_DENSE,
+            info=f"{describe(x, y)}; {density * 1e6:,.0f} records per km^2 of block",
+        )
     import pandas as pd
 
-    rel, unit_col, r_max = DATASETS[name]
+    rel, xcol, ycol, unit_col, r_max = DATASETS[name]
     path = data_dir / rel
     if not path.is_file():
         print(f"skipping {name}: {path} not found (pass --data-dir)")
         return None
-    df = pd.read_csv(path, usecols=["x", "y", unit_col], dtype={unit_col: str})
-    codes, uniq = _factorize(df[unit_col].to_numpy())
+    cols = [xcol, ycol] + ([unit_col] if unit_col else [])
+    df = pd.read_csv(path, usecols=cols, dtype={unit_col: str} if unit_col else None)
+    codes, names = None, None
+    if unit_col:
+        codes, uniq = _factorize(df[unit_col].to_numpy())
+        names = [str(u) for u in uniq]
+    # Writable copies: numba compiles read-only arrays (pandas views) separately.
+    x = df[xcol].to_numpy(np.float64, copy=True)
+    y = df[ycol].to_numpy(np.float64, copy=True)
     return Dataset(
-        name,
-        # Writable copies: numba compiles read-only arrays (pandas views) separately.
-        df["x"].to_numpy(np.float64, copy=True),
-        df["y"].to_numpy(np.float64, copy=True),
-        codes,
-        [str(u) for u in uniq],
-        r_max,
+        name, x, y, codes, names, r_max, target_ratio=RATIO_CLUSTERED, info=describe(x, y)
     )
 
 
@@ -906,6 +1230,7 @@ def warm_up(run_core: Callable[..., Any] | None, k: int) -> None:
     x, y, units = clustered_points(4_000, seed=1)
     mondrian_groups(x, y, k)
     quadtree_groups(x, y, k)
+    mdav_groups(x, y, k)
     if run_core is not None:
         from geokanon.policy import OutlierPolicy
 
@@ -982,6 +1307,16 @@ def bench(ds: Dataset, k: int, r_max: float, markdown: bool, skip_core: bool) ->
     return render(title, figs, rows, markdown)
 
 
+def _dataset_name(value: str) -> str:
+    """``--dataset``: a known name or ``city-<metres>-<layout>``."""
+    import re
+
+    fixed = ("dwellings", "charleston", "chorley", "synthetic", "uniform", "cities")
+    if value in fixed or re.fullmatch(r"city-\d+(\.\d+)?-(uniform|addresses)", value):
+        return value
+    raise argparse.ArgumentTypeError(f"unknown dataset {value!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point.
 
@@ -996,27 +1331,48 @@ def main(argv: list[str] | None = None) -> int:
         Exit code (0).
     """
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", choices=["dwellings", "charleston", "synthetic"])
-    p.add_argument("--n", type=float, default=1e6, help="synthetic size (default 1e6)")
-    p.add_argument("--quick", action="store_true", help=f"synthetic, n={QUICK_N:,} (CI)")
+    p.add_argument(
+        "--dataset",
+        type=_dataset_name,
+        help="dwellings, charleston, chorley, synthetic, uniform, cities (all six) or one "
+        "city, city-<median 5-NN m>-<uniform|addresses> (default: issue 19's runs, then "
+        "the cities and the uniform square)",
+    )
+    p.add_argument("--n", type=float, help="synthetic size (default 1e6; cities 5e4)")
+    p.add_argument("--quick", action="store_true", help="two small cities and a square (CI)")
     p.add_argument("--k", type=int, default=5)
-    p.add_argument("--r-max", type=float, help="metres (default: 100 dwellings, 500 Charleston)")
+    p.add_argument("--r-max", type=float, help="metres (default: per dataset)")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p.add_argument("--baselines-only", action="store_true", help="do not run geokanon")
+    p.add_argument(
+        "--all-records",
+        action="store_true",
+        help="issue 3's table: the baselines on every record, against Mondrian's targets",
+    )
     args = p.parse_args(argv)
+    cities = [f"city-{d:g}-{lay}" for d, lay in CITIES]
+    runs: list[tuple[str, float | None, int]]  # (dataset, r_max or default, n)
     if args.quick:
-        names, n = ["synthetic"], QUICK_N
+        n = int(args.n) if args.n else QUICK_CITY_N
+        runs = [("city-20-uniform", None, n), ("city-20-addresses", None, n), ("uniform", None, n)]
+    elif args.dataset == "cities":
+        runs = [(c, None, int(args.n) if args.n else CITY_N) for c in cities]
     elif args.dataset:
-        names, n = [args.dataset], int(args.n)
+        default_n = {"synthetic": 1_000_000, "uniform": UNIFORM_N}.get(args.dataset, CITY_N)
+        runs = [(args.dataset, None, int(args.n) if args.n else default_n)]
+    elif args.all_records:
+        runs = [("dwellings", None, 0), ("charleston", None, 0)]
     else:
-        names, n = ["dwellings", "charleston"], int(args.n)
-    for name in names:
+        runs = [(name, r, 0) for name, r in ISSUE19_RUNS]
+        runs += [(c, None, CITY_N) for c in cities] + [("uniform", None, UNIFORM_N)]
+    for name, r_default, n in runs:
         ds = load_dataset(name, args.data_dir, n)
         if ds is None:
             continue
-        r_max = args.r_max if args.r_max is not None else ds.r_max
-        print(bench(ds, args.k, r_max, args.markdown, args.baselines_only), flush=True)
+        r_max = args.r_max if args.r_max is not None else (r_default or ds.r_max)
+        run = bench if args.all_records else bench_placed
+        print(run(ds, args.k, r_max, args.markdown, args.baselines_only), flush=True)
         print()
     return 0
 

@@ -90,6 +90,7 @@ class Claim:
     slot: Path
     fd: int
     depth: int = field(default=1)
+    _old: list[Path] = field(default_factory=list)
 
     def private_dir(self, kind: str, mode: int = 0o700) -> Path:
         """A new directory in the build area (removed by the next run if left there).
@@ -124,13 +125,25 @@ class Claim:
             yield b
             if b.install:
                 _fsync_tree(b.path)
-                self._install(b.path)
+                undo = self._install(b.path)
+                try:
+                    for hook in b.after_install:
+                        hook()
+                except BaseException:
+                    undo()  # ``out`` as it was: the build (or nothing) back in the build area
+                    raise
         finally:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, previous)
+            for step in b.cleanup:
+                with contextlib.suppress(Exception):
+                    step()
             shutil.rmtree(b.path, ignore_errors=True)
+            while self._old:  # the two-renames fallback's old release
+                shutil.rmtree(self._old.pop(), ignore_errors=True)
 
-    def _install(self, tmp: Path) -> None:
+    def _install(self, tmp: Path) -> Callable[[], None]:
+        """Put ``tmp`` at ``out``; returns how to undo it (before the build area is swept)."""
         out = self.out
         if not os.path.lexists(out):
             try:
@@ -145,7 +158,7 @@ class Claim:
                     raise
                 os.rename(tmp, out)
             _fsync_dir(out.parent)
-            return
+            return functools.partial(os.rename, out, tmp)
         try:
             _renameat2(tmp, out, _RENAME_EXCHANGE)
         except OSError as exc:
@@ -166,10 +179,16 @@ class Claim:
                 os.rename(old, out)
                 raise
             _fsync_dir(out.parent)
-            shutil.rmtree(old, ignore_errors=True)
-            return
+
+            def undo_renames() -> None:
+                os.rename(out, tmp)
+                os.rename(old, out)
+
+            self._old.append(old)
+            return undo_renames
         # ``tmp`` now holds the old release; the caller's ``finally`` removes it.
         _fsync_dir(out.parent)
+        return functools.partial(_renameat2, tmp, out, _RENAME_EXCHANGE)
 
     def replace_files(self, writers: dict[str, Callable[[Path], Any]]) -> dict[str, Path]:
         """Write files into ``out`` all or none: each to a private temporary file first.
@@ -197,10 +216,16 @@ class Claim:
 
 @dataclass
 class Build:
-    """A build directory; set ``install = False`` to drop it instead of installing it."""
+    """A build directory; set ``install = False`` to drop it instead of installing it.
+
+    ``after_install`` runs once the build is at ``out`` (e.g. a database commit); if one
+    raises, ``out`` is put back as it was. ``cleanup`` runs at the end in any case.
+    """
 
     path: Path
     install: bool = True
+    after_install: list[Callable[[], None]] = field(default_factory=list)
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
 
 
 def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:

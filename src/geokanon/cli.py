@@ -67,6 +67,17 @@ def _policy_options(of_release: bool = False) -> argparse.ArgumentParser:
     return p
 
 
+def _path_or_url(text: str) -> Path | str:
+    """A command-line path, or a ``postgresql://`` URL kept as text (Path would mangle it)."""
+    from geokanon.io.postgis import is_database_url
+
+    return text if is_database_url(text) else Path(text)
+
+
+def _is_dir(value: Any) -> bool:
+    return isinstance(value, Path) and value.is_dir()
+
+
 def _input_options(positional: bool = True) -> argparse.ArgumentParser:
     """How the records are read (defined once); ``verify``/``risk`` take them without INPUT."""
     p = argparse.ArgumentParser(add_help=False)
@@ -74,9 +85,16 @@ def _input_options(positional: bool = True) -> argparse.ArgumentParser:
     if positional:
         g.add_argument(
             "input",
-            type=Path,
-            help="records: CSV (.csv.gz too), Parquet/GeoParquet, GeoPackage, GeoJSON, Shapefile",
+            type=_path_or_url,
+            help="records: CSV (.csv.gz too), Parquet/GeoParquet, GeoPackage, GeoJSON, "
+            "Shapefile, or postgresql://[user@]host[:port]/db with --table or --query",
         )
+    g.add_argument(
+        "--table", metavar="SCHEMA.TABLE", help="with a postgresql:// INPUT: the table of records"
+    )
+    g.add_argument(
+        "--query", metavar="SELECT", help="with a postgresql:// INPUT: a SELECT of the records"
+    )
     g.add_argument("--x", help="x column in the CRS's units (default x)")
     g.add_argument("--y", help="y column in the CRS's units (default y)")
     g.add_argument("--lon", help="longitude column, degrees (default lon when there is no x)")
@@ -169,7 +187,7 @@ def _classify_dask(args: argparse.Namespace, policy: OutlierPolicy) -> Any:
     )
 
     tiling = _dask_tiling(args, policy)
-    if args.input.is_dir():
+    if _is_dir(args.input):
         if args.lon or args.lat:
             raise InputError(
                 "a directory input needs projected x/y columns in metres; project lon/lat first"
@@ -263,7 +281,7 @@ def _read_input(args: argparse.Namespace) -> Any:
         drop_duplicates=bool(getattr(args, "drop_duplicates", None)),
         clip=bool(getattr(args, "clip", None)), exclude_units=getattr(args, "exclude_units", None),
         merge_small_units=getattr(args, "merge_small_units", None),
-        progress=within(_progress(args), "read"),
+        progress=within(_progress(args), "read"), table=args.table, query=args.query,
     )  # fmt: skip
     r_max = getattr(args, "r_max_m", None)
     if isinstance(r_max, int | float) and not isinstance(r_max, bool):
@@ -390,7 +408,8 @@ def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
              "coord_scale": "coord_scale", "working_crs": "working_crs",
              "output_crs": "output_crs", "study_area": "study_area",
              "drop_duplicates": "drop_duplicates", "clip": "clip",
-             "merge_small_units": "merge_small_units"}  # fmt: skip
+             "merge_small_units": "merge_small_units", "table": "table",
+             "query": "query"}  # fmt: skip
     out = []
     for arg, kw in names.items():
         v = getattr(args, arg, None)
@@ -445,8 +464,13 @@ def cmd_release(args: argparse.Namespace) -> int:
         mask=mask,
         mask_key=_mask_key(args, mask is not None),
         local_metres=args.local_metres,
+        database=_database_target(args),
     )
-    if args.input.is_dir():
+    if _is_dir(args.input):
+        if options.database is not None:
+            raise InputError(
+                "a directory of partitions cannot be released to a database yet: give --out DIR"
+            )
         return _release_partitions(args, policy, options)
     table = _read_input(args)
     check_keep(options.keep, table)  # before any work, and for --dry-run too
@@ -454,8 +478,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         from geokanon.pipeline import Plan
 
         plan = Plan.from_policy(
-            policy, source=str(args.input), read_options=options.read_options,
-            release=options, out=str(args.out),
+            policy, source=_shown_input(args), read_options=options.read_options,
+            release=options, out=_shown(args.out),
         )  # fmt: skip
         print(plan.describe(table))
         return 0
@@ -466,8 +490,14 @@ def cmd_release(args: argparse.Namespace) -> int:
             progress("refused: trying single changes")
         _suggest_command(args, core_table, policy, exc)
 
+    out = args.out if options.database is None else args.audit
     try:
         if args.backend == "dask":
+            if options.database is not None:
+                raise InputError(
+                    "--backend dask cannot release to a database yet: drop --backend or give "
+                    "--out DIR"
+                )
             from geokanon.distributed import release_distributed
 
             result = release_distributed(
@@ -477,7 +507,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             )  # fmt: skip
         else:
             result = release_points(
-                table, policy, args.out, options, progress=progress, on_refusal=suggest
+                table, policy, out, options, progress=progress, on_refusal=suggest
             )
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
@@ -486,8 +516,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     _end_progress(args)  # the bars end above the results
     m = result.manifest
     c = result.counts
+    where = f"{out}/release" if options.database is None else options.database.name
     print(
-        f"release written to {args.out}/release ({m['records_published']:,} records: "
+        f"release written to {where} ({m['records_published']:,} records: "
         f"{c['grouped'] + c['merged']:,} in {m['groups']:,} groups, {c['generalised']:,} "
         f"generalised; {c['suppressed']:,} suppressed, published as "
         f"{m['counts']['suppressed']!s}"
@@ -497,12 +528,55 @@ def cmd_release(args: argparse.Namespace) -> int:
             if m["synthetic"].get("allowed")
             else ""
         )
-        + f"); audit (custodian only) in {args.out}/audit"
+        + f"); audit (custodian only) in {out}/audit"
     )
     print("verification: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in
                                        m["verification"].items()))  # fmt: skip
-    _print_report_path(args.out)
+    _print_report_path(out)
     return 0
+
+
+def _shown(value: Any) -> str:
+    """A path, or a database URL without its credentials, for messages."""
+    from geokanon.io.postgis import DatabaseInput, is_database_url, redact
+
+    if isinstance(value, DatabaseInput):
+        return value.name
+    return redact(str(value)) if is_database_url(value) else str(value)
+
+
+def _shown_input(args: argparse.Namespace) -> str:
+    """The INPUT for messages: a path, or the table/query in the redacted URL."""
+    from geokanon.io.postgis import DatabaseInput, is_database_url
+
+    if is_database_url(args.input) and (args.table is None) != (args.query is None):
+        return DatabaseInput(args.input, table=args.table, query=args.query).name
+    return _shown(args.input)
+
+
+def _database_target(args: argparse.Namespace) -> Any:
+    """``--out postgresql://... --out-schema NAME --audit DIR``: the target, checked now.
+
+    Before any work the database must be reachable, have PostGIS and take the schema
+    (an existing one only with --force): a refused run writes nothing anywhere.
+    """
+    from geokanon.io.postgis import DatabaseTarget, check_target, is_database_url
+
+    if not is_database_url(args.out):
+        for flag, v in (("--out-schema", args.out_schema), ("--audit", args.audit)):
+            if v is not None:
+                raise InputError(f"{flag} goes with --out postgresql://...; drop it")
+        return None
+    if args.out_schema is None:
+        raise InputError("--out postgresql://... needs --out-schema NAME: the schema to write")
+    if args.audit is None:
+        raise InputError(
+            "--out postgresql://... needs --audit DIR: the audit never goes to the database; "
+            "DIR keeps it (DIR/audit) with the release files as loaded (DIR/release)"
+        )
+    target = DatabaseTarget(args.out, args.out_schema, force=bool(args.force))
+    check_target(target)
+    return target
 
 
 def _with_option(argv: list[str], option: str, value: str | None) -> list[str]:
@@ -643,7 +717,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
     policy = _policy_from_args(args)
     table = _read_input(args)
-    plan = Plan.from_policy(policy, source=str(args.input), read_options=_read_options(args))
+    plan = Plan.from_policy(policy, source=_shown_input(args), read_options=_read_options(args))
     print(plan.describe(table))
     return 0
 
@@ -724,10 +798,64 @@ def _options_of_release(args: argparse.Namespace, audit_doc: dict[str, Any]) -> 
     return recorded
 
 
+def _source_input(args: argparse.Namespace, opts: dict[str, Any]) -> Any:
+    """``--source``: a path, or a database input with the release's --table/--query."""
+    from geokanon.io.postgis import DatabaseInput, is_database_url
+
+    if is_database_url(args.source):
+        return DatabaseInput(args.source, table=opts.get("table"), query=opts.get("query"))
+    return args.source
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    from geokanon.io.postgis import is_database_url
+
+    if is_database_url(args.dir):
+        return _verify_database(args)
+    if args.out_schema is not None or args.audit is not None:
+        raise InputError("--out-schema and --audit go with a postgresql:// release: drop them")
+    return _verify_dir(args, args.dir)
+
+
+def _verify_database(args: argparse.Namespace) -> int:
+    """``verify postgresql://... --out-schema NAME --audit DIR --source INPUT``.
+
+    The release files the schema holds (``release_files``) are written into a private
+    temporary directory (0700) beside a link to DIR's audit, verified there as any
+    release, and the schema's tables are compared with those files row for row.
+    """
+    import tempfile
+
+    from geokanon.io.postgis import compare_tables, export_release, redact
+
+    if args.out_schema is None or args.audit is None:
+        raise InputError(
+            "verify postgresql://... needs --out-schema NAME and --audit DIR (the release's "
+            "audit directory, as release --audit wrote it)"
+        )
+    audit = Path(args.audit) / "audit"
+    if not (audit / "audit.json").exists():
+        raise InputError(f"{str(args.audit)!r} holds no geokanon audit (no audit/audit.json)")
+    url = str(args.dir)
+    with tempfile.TemporaryDirectory(prefix="geokanon-verify-") as tmp:
+        root = Path(tmp)
+        export_release(url, args.out_schema, root / "release")
+        (root / "audit").symlink_to(audit.resolve(), target_is_directory=True)
+        print(f"checking schema {args.out_schema} in {redact(url)} with the audit in {args.audit}")
+        code = _verify_dir(args, root)
+        problems = compare_tables(url, args.out_schema, root / "release")
+    for line in problems:
+        print(f"FAIL tables: {line}")
+    if not problems:
+        print("PASS tables: every table of the schema equals its verified release file")
+    return code if not problems else 4
+
+
+def _verify_dir(args: argparse.Namespace, directory: Path) -> int:
     from geokanon.io import read_points
     from geokanon.verify import format_report, verify_release
 
+    args.dir = directory
     audit = args.dir / "audit" / "audit.json"
     if not audit.exists():
         raise InputError(f"{str(args.dir)!r} is not a geokanon release directory (no audit/)")
@@ -743,9 +871,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     progress = _progress(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = read_points(args.source, **opts, progress=within(progress, "read"))
+        source = _source_input(args, opts)
+        table = read_points(source, **opts, progress=within(progress, "read"))
     report = verify_release(
-        args.dir, source=table, source_file=args.source, progress=within(progress, "verify")
+        args.dir, source=table, source_file=source, progress=within(progress, "verify")
     )
     _end_progress(args)  # the bars end above the results
     print(format_report(report))
@@ -866,7 +995,9 @@ def _mask_subject_ids(args: argparse.Namespace, table: Any) -> Any:
     """
     import pandas as pd
 
-    path: Path = args.input
+    path = args.input
+    if not isinstance(path, Path):  # a database: the dense codes
+        return table.subjects
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
             raw = pd.read_parquet(path, columns=[args.subject])[args.subject].to_numpy()
@@ -1041,7 +1172,9 @@ def cmd_risk(args: argparse.Namespace) -> int:
     opts = _options_of_release(args, json.loads(audit.read_text()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = read_points(args.source, **opts, progress=within(_progress(args), "read"))
+        table = read_points(
+            _source_input(args, opts), **opts, progress=within(_progress(args), "read")
+        )
     risk = release_risk(args.dir, source=table)
     if args.json:
         print(json.dumps(risk.to_dict(), indent=None, allow_nan=False))
@@ -1097,9 +1230,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES["release"],
         formatter_class=fmt,
     )
-    p.add_argument("--out", type=Path, required=True, help="output directory DIR (required)")
-    p.add_argument("--force", action="store_true", help="replace an existing DIR atomically")
+    p.add_argument(
+        "--out",
+        type=_path_or_url,
+        required=True,
+        help="output directory DIR (required), or postgresql://... with --out-schema and --audit",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace an existing DIR (or schema) atomically"
+    )
     p.add_argument("--keep", default="", help="attribute columns to publish, comma-separated")
+    _database_out_options(p)
     p.add_argument(
         "--local-metres",
         action="store_true",
@@ -1159,10 +1300,19 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES["verify"],
         formatter_class=fmt,
     )
-    p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
     p.add_argument(
-        "--source", type=Path, required=True, help="the source file of the release (required)"
+        "dir",
+        type=_path_or_url,
+        help="the release directory DIR (with release/ and audit/), or postgresql://... with "
+        "--out-schema and --audit",
     )
+    p.add_argument(
+        "--source",
+        type=_path_or_url,
+        required=True,
+        help="the source of the release (required): its file, or its postgresql:// URL",
+    )
+    _database_out_options(p)
     g = p.add_argument_group("backend (see docs/dask.md)")
     g.add_argument(
         "--backend", choices=["local", "dask"], default="local",
@@ -1224,11 +1374,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", type=Path, help="the release directory DIR (with release/ and audit/)")
     p.add_argument(
-        "--source", type=Path, required=True, help="the source file of the release (required)"
+        "--source",
+        type=_path_or_url,
+        required=True,
+        help="the source of the release (required): its file, or its postgresql:// URL",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_risk)
     return parser
+
+
+def _database_out_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("database output (--out postgresql://...)")
+    g.add_argument("--out-schema", metavar="NAME", help="schema that holds the release's tables")
+    g.add_argument(
+        "--audit",
+        type=Path,
+        metavar="DIR",
+        help="local directory for the audit (DIR/audit; never written to the database) and "
+        "the release files as loaded (DIR/release)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1270,11 +1435,13 @@ def _tidy_output_parent(args: argparse.Namespace) -> None:
     from geokanon._outdir import remove_stale
 
     target = getattr(args, "out", None)
+    if isinstance(target, str):  # a database: its local directory is --audit DIR
+        target = getattr(args, "audit", None)
     if target is None and args.command == "demo":
         target = Path("geokanon-demo")
     if target is None:
         target = getattr(args, "dir", None)
-    if isinstance(target, (str, Path)):
+    if isinstance(target, Path):
         for note in remove_stale(target):
             warnings.warn(note, stacklevel=2)
 

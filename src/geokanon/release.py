@@ -130,6 +130,7 @@ class ReleaseOptions:
     mask: Any = None
     mask_key: Any = None
     local_metres: bool = False
+    database: Any = None
 
     def __post_init__(self) -> None:
         if self.totals not in TOTALS_MODES:
@@ -1368,7 +1369,9 @@ def write_release(
             _return_free_memory()
         return within(progress, name)
 
-    with _atomic_directory(Path(out), options.force) as tmp:
+    # (geokanon._outdir, as _atomic_directory; the Build for a database load's commit)
+    with claim(Path(out), force=options.force) as held, held.build() as build:
+        tmp = build.path
         steps = stage("write")
         written: dict[str, str] = {}
         manifest = build_release_files(
@@ -1416,5 +1419,13 @@ def write_release(
                 "nothing was written",
                 {**checks, **again.as_dict()},
             )
+        if options.database is not None:
+            # Loaded into a temporary schema and renamed in one transaction, committed
+            # only once DIR (audit and files) is in place: a failure leaves both as they were.
+            from geokanon.io.postgis import load_release
+
+            pending = load_release(options.database, tmp / "release", progress=stage("database"))
+            build.cleanup.append(pending.close)
+            build.after_install.append(pending.commit)
         stage("rename")
     return manifest

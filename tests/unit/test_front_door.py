@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 
 import pytest
 
@@ -74,8 +75,9 @@ def test_ci_runs_the_readme_command_on_the_shared_data_and_fails_on_missing_data
     # The last line is the README's test command, unchanged.
     assert lines[-1] == _readme_test_command()
     # Nothing is installed that the suite does not use: the only pip install is the
-    # README's (its test extra holds playwright), and the only system package is the
-    # Chromium the browser test drives (through playwright: no chromedriver).
+    # README's (its test extra holds playwright and psycopg), and the only system packages
+    # are the Chromium the browser test drives (through playwright: no chromedriver) and
+    # the PostgreSQL + PostGIS the database tests start a throwaway cluster of.
     pip = [ln for ln in lines if re.search(r"\bpip install\b", ln)]
     assert pip == [lines[-1]]
     apt = [ln for ln in lines if "apt-get install" in ln]
@@ -83,6 +85,14 @@ def test_ci_runs_the_readme_command_on_the_shared_data_and_fails_on_missing_data
     packages = [
         w for w in shlex.split(apt[0].split("apt-get install", 1)[1]) if not w.startswith("-")
     ]
-    assert packages == ["chromium"]
+    assert packages == ["chromium", "postgresql", "postgis", "postgresql-postgis"]
+    # installed only when missing: a second run is quick and needs no package index
+    check = [ln for ln in lines if ln.startswith("if ! dpkg -s ")]
+    assert len(check) == 1 and shlex.split(check[0])[4:8] == packages
     browser = (ROOT / "tests" / "system" / "test_report_browser.py").read_text(encoding="utf-8")
     assert "executable_path=" in browser  # playwright drives the system Chromium itself
+    cluster = (ROOT / "tests" / "pg_cluster.py").read_text(encoding="utf-8")
+    assert "initdb" in cluster and "pytest.fail" in cluster  # CI fails, never skips, them
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    test_extra = extras["project"]["optional-dependencies"]["test"]
+    assert any(d.startswith("psycopg") for d in test_extra)  # the README's install has it

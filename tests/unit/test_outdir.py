@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,39 @@ def test_a_build_area_that_is_not_our_own_directory_is_refused(tmp_path):
         with claim(parent / "a", force=False):
             pass
     assert os.listdir(elsewhere) == [] and sorted(os.listdir(parent)) == [BUILD_AREA]
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+@pytest.mark.parametrize("existed", [True, False])
+def test_a_failing_after_install_step_puts_out_back(tmp_path, monkeypatch, exchange, existed):
+    """A step run once the build is in place (a database commit) fails: ``out`` as it was."""
+    if not exchange:
+
+        def unsupported(src: Path, dst: Path, flags: int) -> None:
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+        monkeypatch.setattr(_outdir, "_renameat2", unsupported)
+    out = tmp_path / "a"
+    if existed:
+        out.mkdir()
+        (out / "old.txt").write_text("old")
+    seen: list[list[str]] = []
+    cleaned: list[bool] = []
+
+    def commit() -> None:
+        seen.append(sorted(os.listdir(out)))  # the new build is in place when it runs
+        raise WriteError("the commit failed")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the two renames' warning
+        with pytest.raises(WriteError, match="commit failed"):
+            with claim(out, force=True) as held, held.build() as build:
+                (build.path / "new.txt").write_text("new")
+                build.after_install.append(commit)
+                build.cleanup.append(lambda: cleaned.append(True))
+    assert seen == [["new.txt"]] and cleaned == [True]
+    if existed:
+        assert os.listdir(out) == ["old.txt"]
+    else:
+        assert not out.exists()
+    assert sorted(os.listdir(tmp_path)) == (["a"] if existed else [])

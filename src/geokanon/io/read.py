@@ -21,7 +21,7 @@ import math
 import re
 import warnings
 import zoneinfo
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from geokanon._progress import Progress, silent
 from geokanon.errors import InputError, PrivacyRiskWarning
 from geokanon.io._names import closest_name
+from geokanon.io.postgis import DatabaseInput, is_database_url, open_query, wkb_hex_points
 from geokanon.neighbours import factorize_subject_ids
 from geokanon.projection import (
     UTM_MAX_SCALE_ERROR,
@@ -48,6 +49,7 @@ from geokanon.projection import (
 )
 
 __all__ = [
+    "DatabaseInput",
     "PointTable",
     "ReadOptions",
     "SourceFrame",
@@ -433,6 +435,8 @@ class _Source:
     # the records the file holds, for the count of records read only: Parquet says; a
     # plain CSV's lines less the header (more than its records if values hold line breaks)
     rows: int | None = None
+    # a stream's checksum, known once its chunks are read (a database input)
+    checksum: Callable[[], str] | None = None
 
 
 def _suffix(p: Path) -> str:
@@ -609,6 +613,39 @@ def _open_vector(p: Path) -> _Source:
             stacklevel=3,
         )
     return _frame_source(p.name, frame, frame_crs(frame))
+
+
+def _open_database(src: DatabaseInput, opts: ReadOptions, progress: Progress) -> _Source:
+    """A table or query of a PostgreSQL database, streamed in chunks (geokanon.io.postgis)."""
+    stream = open_query(
+        src, chunksize=opts.chunksize, text_columns=(opts.subject, opts.unit, opts.time),
+        progress=progress,
+    )  # fmt: skip
+    return _Source(
+        name=stream.name, columns=stream.columns, crs=stream.crs,
+        geometry=stream.geometry is not None, chunks=_open_database_text(stream),
+        rows=stream.rows, checksum=stream.sha256,
+    )  # fmt: skip
+
+
+def _database_input(
+    path: str | Path | DatabaseInput, table: str | None, query: str | None
+) -> DatabaseInput | None:
+    """The database input ``path`` names (a URL with ``table``/``query``), else ``None``."""
+    if isinstance(path, DatabaseInput):
+        if table is not None or query is not None:
+            if (table, query) != (path.table, path.query):
+                raise InputError("--table/--query differ from the database input's own")
+        return path
+    if is_database_url(str(path)):
+        return DatabaseInput(str(path), table=table, query=query)
+    if table is not None or query is not None:
+        flag = "--table" if table is not None else "--query"
+        raise InputError(
+            f"{flag} reads from a database: give INPUT as postgresql://[user@]host[:port]/db "
+            "(a file input takes no --table or --query)"
+        )
+    return None
 
 
 def _frame_source(name: str, frame: pd.DataFrame, crs: str | None) -> _Source:
@@ -1295,6 +1332,8 @@ def _assemble(
     units_crs = units_file_crs(opts.units) if opts.units is not None else None
     roles = _resolve_roles(src, opts, units_crs)
     got = _collect(src, roles, opts, kind, progress)
+    if src.checksum is not None:  # a stream is hashed as it is read
+        source_sha256 = src.checksum()
     n_read = got.n  # the stage's count stays full from here
     progress("check coordinates", done=n_read, total=n_read)
     if got.n == 0:
@@ -1561,7 +1600,7 @@ def table_from_frame(
 
 
 def read_points(
-    path: str | Path,
+    path: str | Path | DatabaseInput,
     *,
     x: str | None = None,
     y: str | None = None,
@@ -1585,6 +1624,8 @@ def read_points(
     exclude_units: str | tuple[str, ...] | list[str] | None = None,
     merge_small_units: int | None = None,
     progress: Progress | None = None,
+    table: str | None = None,
+    query: str | None = None,
 ) -> PointTable:
     """Read a file of point records into a :class:`PointTable` in metres.
 
@@ -1593,7 +1634,9 @@ def read_points(
     path
         CSV (``.csv``, ``.tsv``, ``.txt``, ``.csv.gz``), Parquet or GeoParquet
         (``.parquet``), GeoPackage (``.gpkg``), GeoJSON (``.geojson``) or Shapefile
-        (``.shp``).
+        (``.shp``); or a PostgreSQL URL ``postgresql://[user@]host[:port]/db`` (also
+        ``?host=/socket/dir``) with ``table`` or ``query``, or a
+        :class:`~geokanon.io.postgis.DatabaseInput`.
     x, y
         Projected coordinate columns, in the units of ``crs`` (default ``x``/``y``).
     lon, lat
@@ -1635,7 +1678,12 @@ def read_points(
     progress
         Hears the steps: ``checksum``, ``rows`` (records read, of the file's count
         where it names one), ``check coordinates``, ``subjects``, ``times``,
-        ``units``, ``exact copies`` (:mod:`geokanon._progress`).
+        ``units``, ``exact copies`` (:mod:`geokanon._progress`); a database input
+        reports ``connect`` before ``rows``.
+    table, query
+        With a database URL: ``SCHEMA.TABLE``, or a ``SELECT`` whose rows are the
+        records. A point geometry column (its CRS from its SRID) or the usual
+        coordinate columns hold the locations.
 
     Returns
     -------
@@ -1645,7 +1693,9 @@ def read_points(
     ------
     InputError
         Unreadable, empty or unsupported file, or any problem with the records; the
-        message names the rows (1-based) and the fix, never a value.
+        message names the rows (1-based) and the fix, never a value. For a database:
+        an unreachable server, bad credentials, a missing table or a failing query
+        (the URL shown without its credentials).
 
     Examples
     --------
@@ -1664,6 +1714,11 @@ def read_points(
         clip=clip, exclude_units=exclude_units,  # type: ignore[arg-type]
         merge_small_units=merge_small_units,
     )  # fmt: skip
+    say = progress if progress is not None else silent
+    database = _database_input(path, table, query)
+    if database is not None:
+        return _assemble(_open_database(database, opts, say), opts, "", "database", say)
+    assert not isinstance(path, DatabaseInput)
     p = Path(path)
     if not p.exists():
         raise InputError(f"input file {str(p)!r} does not exist")
@@ -1685,7 +1740,6 @@ def read_points(
             f"input {p.name!r} has an unsupported type {suffix or '(none)'!r}{hint}; give a "
             ".csv, .parquet, .gpkg, .geojson or .shp file"
         )
-    say = progress if progress is not None else silent
     say("checksum")
     try:
         checksum, lines = _sha256_and_lines(p)
@@ -1709,14 +1763,20 @@ class SourceFrame:
         The names of the geometry's x and y columns in ``frame``, or ``None``.
     crs
         The CRS the file's own metadata names (GeoParquet, GeoPackage, ...), or ``None``.
+    sha256
+        The checksum of a database input's stream (read in the same pass), or ``None``
+        for a file (:func:`sha256_file`).
     """
 
     frame: pd.DataFrame
     geometry_xy: tuple[str, str] | None
     crs: str | None
+    sha256: str | None = None
 
 
-def read_source_frame(path: str | Path) -> SourceFrame:
+def read_source_frame(
+    path: str | Path | DatabaseInput, *, table: str | None = None, query: str | None = None
+) -> SourceFrame:
     """Read every record and column of a source file, in any format :func:`read_points` reads.
 
     No role is resolved and nothing is projected: :mod:`geokanon.verify` compares a
@@ -1726,7 +1786,11 @@ def read_source_frame(path: str | Path) -> SourceFrame:
     ----------
     path
         CSV (``.csv``, ``.tsv``, ``.txt``, ``.csv.gz``; the separator sniffed as by
-        :func:`read_points`), Parquet/GeoParquet, GeoPackage, GeoJSON or Shapefile.
+        :func:`read_points`), Parquet/GeoParquet, GeoPackage, GeoJSON or Shapefile; or a
+        database (URL with ``table``/``query``, or a ``DatabaseInput``), read as text
+        like a CSV, its point geometry as two float columns.
+    table, query
+        With a database URL, as in :func:`read_points`.
 
     Returns
     -------
@@ -1746,6 +1810,14 @@ def read_source_frame(path: str | Path) -> SourceFrame:
     >>> s.frame["user"].tolist(), s.geometry_xy
     (['007'], None)
     """
+    database = _database_input(path, table, query)
+    if database is not None:
+        stream = open_query(database, all_text=True)
+        parts = list(_open_database_text(stream))
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        xy = (_GEOM_A, _GEOM_B) if stream.geometry is not None else None
+        return SourceFrame(frame, xy, stream.crs, stream.sha256())
+    assert not isinstance(path, DatabaseInput)
     p = Path(path)
     if not p.exists():
         raise InputError(f"source file {str(p)!r} does not exist")
@@ -1778,6 +1850,17 @@ def read_source_frame(path: str | Path) -> SourceFrame:
             "file the release read (.csv, .csv.gz, .parquet, .gpkg, .geojson or .shp)"
         )
     return SourceFrame(frame, (_GEOM_A, _GEOM_B) if geometry else None, crs)
+
+
+def _open_database_text(stream: Any) -> Iterator[pd.DataFrame]:
+    """A database stream's chunks with its point geometry as two float columns."""
+    offset = 0
+    for frame in stream.chunks:
+        if stream.geometry is not None:
+            geoms = wkb_hex_points(frame.pop(stream.geometry))
+            frame[_GEOM_A], frame[_GEOM_B] = _point_xy(geoms, stream.name, offset)
+        offset += len(frame)
+        yield frame
 
 
 def check_r_max(table: PointTable, r_max_m: float) -> None:

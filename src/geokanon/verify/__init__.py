@@ -29,7 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from geokanon.errors import InputError
-from geokanon.io.read import PointTable
+from geokanon.io.read import DatabaseInput, PointTable
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -130,7 +130,9 @@ def _run(name: str, rel: _Release) -> CheckResult:
         return CheckResult(name, False, f"cannot check: {type(exc).__name__} while reading")
 
 
-def _existing_file(path: str | os.PathLike[str]) -> Path:
+def _existing_file(path: str | os.PathLike[str] | DatabaseInput) -> Path | DatabaseInput:
+    if isinstance(path, DatabaseInput):  # a database table or query: read by the source
+        return path
     p = Path(path)
     if not p.is_file():
         raise InputError(f"source file {str(p)!r} does not exist")
@@ -141,7 +143,7 @@ def verify_release(
     directory: str | os.PathLike[str],
     *,
     source: PointTable | str | os.PathLike[str] | None = None,
-    source_file: str | os.PathLike[str] | None = None,
+    source_file: str | os.PathLike[str] | DatabaseInput | None = None,
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
     unchanged: Mapping[str, str] | None = None,
@@ -227,7 +229,7 @@ def verify_release(
     unknown = [n for n in names if n not in _CHECK_FUNCS]
     if unknown:
         raise InputError(f"unknown checks {unknown}; the checks are {list(CHECKS)}")
-    src: PointTable | Path | None
+    src: PointTable | Path | DatabaseInput | None
     if source is None or isinstance(source, PointTable):
         src = source
     else:
@@ -238,7 +240,7 @@ def verify_release(
     rel = _Release(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
     rel.before_report = bool(before_report)
-    if isinstance(src, Path) or raw is not None:
+    if isinstance(src, Path | DatabaseInput) or raw is not None:
         if progress is not None:
             progress("source")
         try:

@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from geokanon.io.read import CSV_SUFFIXES, PointTable, read_source_frame, sha256_file
+from geokanon.io.read import (
+    CSV_SUFFIXES,
+    DatabaseInput,
+    PointTable,
+    read_source_frame,
+    sha256_file,
+)
 from geokanon.verify._arrays import (
     _arrow_ids,
     _arrow_text_codes,
@@ -171,9 +177,9 @@ class _Release:
     def __init__(
         self,
         root: Path,
-        source: PointTable | Path | None,
+        source: PointTable | Path | DatabaseInput | None,
         tolerance_m: float,
-        source_file: Path | None = None,
+        source_file: Path | DatabaseInput | None = None,
     ) -> None:
         self.root = root
         self.rel = root / "release"
@@ -660,7 +666,7 @@ def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _load_source(
-    arg: PointTable | Path | None,
+    arg: PointTable | Path | DatabaseInput | None,
     audit: Mapping[str, Any],
     output_crs: str | None,
     working_crs: str | None,
@@ -687,9 +693,10 @@ def _load_source(
             src.epoch_s = arg.times
         src.attributes = arg.attributes
         return src
-    path = Path(arg)
+    path = arg if isinstance(arg, DatabaseInput) else Path(arg)
     opts = _read_options(audit)
-    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...)
+    # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...,
+    # a database table or query: its checksum is taken in the same read)
     source_frame = read_source_frame(path)
     raw = source_frame.frame
     drop = np.zeros(len(raw), dtype=bool)
@@ -708,9 +715,9 @@ def _load_source(
     if drop.any():
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
-    src.sha256 = sha256_file(path)
+    src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
     src.attributes = raw
-    src.attributes_text = path.name.lower().endswith(CSV_SUFFIXES)
+    src.attributes_text = isinstance(path, Path) and path.name.lower().endswith(CSV_SUFFIXES)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:
