@@ -26,6 +26,7 @@ from geokanon.verify._arrays import (
     _factorize_arrow,
     _ids,
     _in_sorted,
+    _indices,
     _positions,
     _RowHasher,
     _runs,
@@ -43,15 +44,16 @@ RECORD_FORMAT_COLUMNS = ("group_id", "class_id", "level", "unit", "x", "y", "tim
 _MEMBER_ROWS = 1 << 20
 
 
-def _same_text(a: pa.Array, b: pa.Array) -> NDArray[np.bool_]:
-    """Row by row: both null, or the same text."""
-    import pyarrow.compute as pc
-
-    a = pc.cast(a, pa.large_string())
-    b = pc.cast(b, pa.large_string())
-    same = pc.fill_null(pc.equal(a, b), False)
-    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    return np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), dtype=bool)
+def _text_positions(arr: pa.Array, look: pd.Index) -> NDArray[np.int64]:
+    """Each text's position in ``look`` (-1: another text, -2: null), by its dictionary."""
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), -2, dtype=np.int64)
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    words = [str(w) for w in arr.dictionary.to_pylist()]
+    pos = np.append(np.asarray(look.get_indexer(pd.Index(words)), dtype=np.int64), -2)
+    idx = _indices(arr)
+    return pos[np.where(idx < 0, pos.size - 1, idx)]
 
 
 def _float_column(col: pa.Array) -> NDArray[np.float64] | None:
@@ -226,8 +228,13 @@ class _RecordsPass:
         n_c = self.cids.size
         lv = classes["level"].astype(str).tolist() if "level" in classes else [None] * n_c
         un = classes["unit"].astype(str).tolist() if "unit" in classes else [None] * n_c
-        self.level_of = pa.array(["group", *lv], type=pa.large_string())
-        self.unit_of = pa.array(un, type=pa.large_string())
+        # each row's level and unit, as positions in these (classes': the key's)
+        self.level_look = pd.Index(sorted({"group", *map(str, lv)}))
+        self.level_code = np.asarray(
+            self.level_look.get_indexer(pd.Index(["group", *lv])), np.int64
+        )
+        self.unit_look = pd.Index(sorted(set(map(str, un))))
+        self.unit_code = np.asarray(self.unit_look.get_indexer(pd.Index(un)), np.int64).reshape(-1)
         try:
             self.schema = pq.read_schema(self.paths[0])
         except (OSError, pa.ArrowException) as exc:
@@ -235,6 +242,9 @@ class _RecordsPass:
                 f"{self.paths[0].name} is unreadable ({type(exc).__name__})"
             ) from None
         self.names = [str(n) for n in self.schema.names]
+        #: text columns, read as dictionaries (each distinct text handled once)
+        text = (pa.types.is_string, pa.types.is_large_string)
+        self.text_columns = [f.name for f in self.schema if any(t(f.type) for t in text)]
         lacking = [c for c in RECORD_FORMAT_COLUMNS[:6] if c not in self.names]
         if lacking:
             raise _Unreadable(f"records.parquet lacks columns {lacking}")
@@ -291,7 +301,7 @@ class _RecordsPass:
         start = 0
         for path in self.paths:
             try:
-                pf = pq.ParquetFile(path)
+                pf = pq.ParquetFile(path, read_dictionary=self.text_columns or None)
                 if [str(n) for n in pf.schema_arrow.names] != self.names:
                     self.out.problems.append(f"{path.name} has other columns than the first part")
                     continue
@@ -358,11 +368,15 @@ class _RecordsPass:
         is_g = known & (key < self.n_groups)
         is_c = known & ~is_g
         # level and unit
-        at = np.where(is_g, 0, key - self.n_groups + 1)
-        want = self.level_of.take(pa.array(np.where(known, at, 0), mask=~known))
-        self.bad["level"] += int(np.count_nonzero(known & ~_same_text(col["level"], want)))
-        unit = self.unit_of.take(pa.array(np.where(is_c, key - self.n_groups, 0), mask=~is_c))
-        self.bad["unit"] += int(np.count_nonzero(known & ~_same_text(col["unit"], unit)))
+        want = self.level_code[np.where(is_c, key - self.n_groups + 1, 0)]
+        got = _text_positions(col["level"], self.level_look)
+        self.bad["level"] += int(np.count_nonzero(known & (got != want)))
+        if self.unit_code.size:
+            want = np.where(is_c, self.unit_code[np.where(is_c, key - self.n_groups, 0)], -2)
+        else:
+            want = np.full(n, -2, dtype=np.int64)
+        got = _text_positions(col["unit"], self.unit_look)
+        self.bad["unit"] += int(np.count_nonzero(known & (got != want)))
         # the representative, as x, y and as the geometry
         gi = np.where(is_g, key, 0)
         rx, ry = (self.gx[gi], self.gy[gi]) if self.n_groups else (np.zeros(n), np.zeros(n))
@@ -466,8 +480,6 @@ class _RecordsPass:
 
     def _csv(self, n_rows: int) -> None:
         """``records.csv`` against ``records.parquet``, column by column and row by row."""
-        import pyarrow.csv as pacsv
-
         out = self.out
         path = self.rel.rel / "records.csv"
         if not path.is_file():
@@ -475,48 +487,34 @@ class _RecordsPass:
             return
         want = [n for n in self.names if n != "geometry"]
         types = {n: self.schema.field(n).type for n in want}
-        as_text = {n: pa.large_string() for n, t in types.items() if pa.types.is_integer(t)}
-        sums = dict.fromkeys(want, 0)
-        start = 0
+        text = {n: pa.dictionary(pa.int32(), pa.string()) for n in self.text_columns}
+        ints = [n for n, t in types.items() if pa.types.is_integer(t)]
         try:
-            reader = pacsv.open_csv(
-                path,
-                read_options=pacsv.ReadOptions(use_threads=True, block_size=_reader._CSV_BLOCK),
-                parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={**types, **as_text},
-                    null_values=[""],
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=False,
-                ),
-            )
-            with reader:
-                header = [str(n) for n in reader.schema.names]
-                if header != want:
-                    extra = sorted(set(header) - set(want))
-                    lacks = sorted(set(want) - set(header))
-                    out.problems.append(
-                        "records.csv has other columns than records.parquet"
-                        + (f" (extra {extra})" if extra else "")
-                        + (f" (lacking {lacks})" if lacks else "")
-                        + ("" if extra or lacks else " (in another order)")
-                    )
-                    return
-                for batch in reader:
-                    at = self.hasher.positions(start, batch.num_rows)
-                    for name, c in zip(header, batch.columns, strict=True):
-                        c = _csv_column(c, types[name]) if name in as_text else c
-                        sums[name] += _sum_u64(self.hasher.at(self.hasher.values(c), at))
-                    start += batch.num_rows
+            try:
+                read = self._csv_sums(path, {**types, **text}, [])
+            except pa.ArrowInvalid:  # an integer written as a float (3.0): as text, then cast
+                as_text = dict.fromkeys(ints, pa.string())
+                read = self._csv_sums(path, {**types, **text, **as_text}, ints)
         except (OSError, pa.ArrowException, ValueError) as exc:
             out.problems.append(
                 f"records.csv does not read with records.parquet's column types "
                 f"({type(exc).__name__})"
             )
             return
-        self.rel.csv_rows.setdefault(path, start)
-        if start != n_rows:
-            out.problems.append(f"records.csv has {start} rows, records.parquet {n_rows}")
+        header, sums, rows = read
+        if header != want:
+            extra = sorted(set(header) - set(want))
+            lacks = sorted(set(want) - set(header))
+            out.problems.append(
+                "records.csv has other columns than records.parquet"
+                + (f" (extra {extra})" if extra else "")
+                + (f" (lacking {lacks})" if lacks else "")
+                + ("" if extra or lacks else " (in another order)")
+            )
+            return
+        self.rel.csv_rows.setdefault(path, rows)
+        if rows != n_rows:
+            out.problems.append(f"records.csv has {rows} rows, records.parquet {n_rows}")
             return
         mask = (1 << 64) - 1
         differ = [n for n in want if (sums[n] - self.column_sums[n]) & mask]
@@ -524,6 +522,40 @@ class _RecordsPass:
             out.problems.append(
                 f"records.csv differs from records.parquet in column(s) {', '.join(differ)}"
             )
+
+    def _csv_sums(
+        self, path: Path, types: dict[str, pa.DataType], cast: list[str]
+    ) -> tuple[list[str], dict[str, int], int]:
+        """(header, per column the sum of its values' hashes tied to their rows, rows);
+        the ``cast`` columns are read as text and cast to their Parquet type. Nothing is
+        read past a header that is not ``records.parquet``'s."""
+        import pyarrow.csv as pacsv
+
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=_reader._CSV_BLOCK),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+        with reader:
+            header = [str(n) for n in reader.schema.names]
+            sums = dict.fromkeys(header, 0)
+            start = 0
+            if header != [n for n in self.names if n != "geometry"]:
+                return header, sums, start
+            parquet_types = {n: self.schema.field(n).type for n in header}
+            for batch in reader:
+                at = self.hasher.positions(start, batch.num_rows)
+                for name, c in zip(header, batch.columns, strict=True):
+                    c = _csv_column(c, parquet_types[name]) if name in cast else c
+                    sums[name] += _sum_u64(self.hasher.at(self.hasher.values(c), at))
+                start += batch.num_rows
+        return header, sums, start
 
 
 def _summed(parts: list[pd.Series]) -> pd.Series:
