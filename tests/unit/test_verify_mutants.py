@@ -268,3 +268,22 @@ def test_mutant_fails_its_check(
     code, failed = _verify(capsys, root, src)
     assert code == 4, f"{name}: exit {code}, failed {failed}"
     assert check in failed, f"{name}: failed {failed}, expected {check}"
+
+
+def test_the_report_is_required_once_the_release_is_finished(
+    release: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from geokanon.verify import verify_release
+
+    root, src = release
+    _delete_report(root)
+    # the writer's own first run comes before the report: it does without it
+    assert verify_release(root, source=src, checks=["manifest"], before_report=True).passed
+    assert not verify_release(root, source=src, checks=["manifest"]).passed
+    # a manifest stripped of its results no longer says the release is finished, but
+    # ``geokanon verify`` still wants every file the format promises
+    edit_manifest(root, lambda m: m.update(verification={}))
+    refresh_manifest(root)
+    assert verify_release(root, source=src, checks=["manifest"]).passed
+    code, failed = _verify(capsys, root, src)
+    assert (code, failed) == (4, {"manifest"})

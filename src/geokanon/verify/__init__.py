@@ -148,7 +148,7 @@ def verify_release(
     checks: Sequence[str] | None = None,
     unchanged: Mapping[str, str] | None = None,
     progress: Callable[..., None] | None = None,
-    before_report: bool = False,
+    before_report: bool | None = None,
 ) -> VerificationReport:
     """Re-read a written release and run every check by name.
 
@@ -186,9 +186,11 @@ def verify_release(
         protocol of ``geokanon._progress``; a callable, so no module is imported);
         ``source`` first, when the source file is read.
     before_report
-        The release writer's first run, before it writes ``report.html`` (which
-        shows these results): ``manifest`` does not yet require the report. Every
-        other caller leaves it off, and a release without its report fails.
+        ``True``: the release writer's first run, before it writes ``report.html``
+        (which shows these results), so ``manifest`` does not require the report
+        yet. ``False`` (``geokanon verify``): a release without its report fails.
+        ``None``: the report is required once the manifest records verification
+        results (the writer records them just before it writes the report).
 
     Returns
     -------
@@ -239,7 +241,7 @@ def verify_release(
         src, raw = raw, None
     rel = _Release(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
-    rel.before_report = bool(before_report)
+    rel.before_report = None if before_report is None else bool(before_report)
     if isinstance(src, Path | DatabaseInput) or raw is not None:
         if progress is not None:
             progress("source")

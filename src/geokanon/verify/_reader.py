@@ -195,8 +195,9 @@ class _Release:
         self.csv_rows: dict[Path, int] = {}
         #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
         self.read_digests: dict[Path, str] = {}
-        #: the writer's first run, before ``report.html`` is written (it is not required)
-        self.before_report = False
+        #: the writer's first run, before ``report.html`` is written (it is not required
+        #: then); None: a release whose manifest records no verification results is one
+        self.before_report: bool | None = None
 
     # ---- raw files -------------------------------------------------------------------
 

@@ -135,14 +135,29 @@ class _RecordRows:
     orphans: int = 0
     #: what was compared per group and class, for the detail line
     compared: tuple[str, ...] = ()
+    #: whether the records were read (see :func:`_rows_apply`)
+    read: bool = True
 
 
 def _record_paths(rel: _Release) -> list[Path]:
-    """``records.parquet``, or the parts of a partitioned release."""
+    """The records files of ``rel``: ``record_files`` when a reader of one part of a
+    partitioned release names its own, else ``records.parquet``, else every part."""
+    given: list[Path] | None = rel.__dict__.get("record_files")
+    if given is not None:
+        return list(given)
     single = rel.rel / "records.parquet"
     if single.is_file() or not (rel.rel / "records").is_dir():
         return [single]
     return sorted((rel.rel / "records").glob("part-*.parquet"))
+
+
+def _rows_apply(rel: _Release) -> bool:
+    """Whether the records pass reads ``rel``'s records: a single-file release, or a
+    reader that names its part (``record_files``). A partitioned release's driver
+    holds no audit rows to compare its parts with."""
+    return "record_files" in rel.__dict__ or not (
+        (rel.rel / "records").is_dir() and not (rel.rel / "records.parquet").is_file()
+    )
 
 
 def _audit_time_bins(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
@@ -183,9 +198,10 @@ def _record_rows(rel: _Release) -> _RecordRows:
     """The records files read once, row by row, against the release's tables, the audit
     and the source (see :class:`_RecordsPass`); cached on ``rel``."""
     if "_record_rows" not in rel.__dict__:
-        out = _RecordRows()
+        out = _RecordRows(read=_rows_apply(rel))
         try:
-            _RecordsPass(rel, out).run()
+            if out.read:
+                _RecordsPass(rel, out).run()
         except _Unreadable as exc:
             out.unreadable = str(exc)
         rel.__dict__["_record_rows"] = out
@@ -343,7 +359,7 @@ class _RecordsPass:
             )
         if self.compared:
             self._members()
-        if self.paths[0].name == "records.parquet":
+        if self.paths == [self.rel.rel / "records.parquet"]:
             self._csv(start)
 
     def _batch(self, batch: pa.RecordBatch, start: int) -> None:

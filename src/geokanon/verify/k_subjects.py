@@ -109,6 +109,8 @@ def _published_cell_problems(rel: _Release, subj: NDArray[np.int64]) -> list[str
     and time bin hold >= k distinct subjects."""
     k = rel.k
     rr = _record_rows(rel)
+    if not rr.read:
+        return []
     if rr.unreadable is not None:
         return [f"the published records cannot be read ({rr.unreadable})"]
     problems: list[str] = []

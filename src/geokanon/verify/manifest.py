@@ -8,7 +8,9 @@ The rule, exactly as implemented
     ``input_sha256`` matches the source when the source is given. Every file the
     layout promises (:data:`PROMISED_FILES`; partitioned: at least one
     ``records/part-*.parquet``, as many as ``record_parts``) is there, ``report.html``
-    too unless the writer's first run says it is not written yet (``before_report``).
+    too unless the writer's first run says it is not written yet (``before_report``;
+    left unsaid, a manifest that records no verification results is the writer's
+    draft; ``geokanon verify`` always requires it).
     The manifest's parameters agree with the other files: ``k``, ``r_max_m``,
     ``tau``, ``unit_cap`` and ``seed`` equal ``policy``'s; no ``radius_m`` is below
     ``r_max_m`` (above fails ``extent``); the audit's ``r_work_m`` is ``r_max_m x
@@ -88,7 +90,10 @@ def _promised_file_problems(rel: _Release, present: set[str]) -> list[str]:
     """Every file the format promises is in ``release/`` (``report.html`` only once the
     report is written: the writer's first run, ``before_report``, comes before it)."""
     layout = "partitioned" if rel.manifest.get("layout") == "partitioned" else "single"
-    want = [f for f in PROMISED_FILES[layout] if not (rel.before_report and f == "report.html")]
+    draft = rel.before_report
+    if draft is None:  # a release whose manifest records no results is the writer's draft
+        draft = not rel.manifest.get("verification")
+    want = [f for f in PROMISED_FILES[layout] if not (draft and f == "report.html")]
     missing = [f for f in want if f not in present]
     problems = []
     if layout == "partitioned":
