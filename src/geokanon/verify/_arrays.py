@@ -351,12 +351,13 @@ class _RowHasher:
         return h
 
     def positions(self, start: int, n: int) -> NDArray[np.uint64]:
-        """Hashes of the row numbers ``start .. start + n - 1`` (for :meth:`at`)."""
-        return _mix(np.arange(start, start + n, dtype=np.uint64) ^ self.salt[1])
+        """Odd hashes of the row numbers ``start .. start + n - 1`` (for :meth:`at`)."""
+        return _mix(np.arange(start, start + n, dtype=np.uint64) ^ self.salt[1]) | _U64(1)
 
     def at(self, values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> NDArray[np.uint64]:
-        """The hashes tied to their rows (``positions``: :meth:`positions` of them)."""
-        return _mix(values ^ positions)
+        """The hashes tied to their rows (``positions``: :meth:`positions` of them): times an
+        odd number, a bijection modulo 2**64, so a changed value always changes the sum."""
+        return values * positions
 
     def keyed(self, values: NDArray[np.uint64], keys: NDArray[np.int64]) -> NDArray[np.uint64]:
         """The hashes tied to their group or class keys."""
