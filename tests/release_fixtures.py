@@ -406,9 +406,40 @@ def edit_csv(
     """Rewrite ``release/<name>`` (read as text) through ``change``."""
     path = root / "release" / name
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    change(frame.copy()).to_csv(path, index=False)
+    changed = change(frame.copy())
+    changed.to_csv(path, index=False)
+    if name == "units.csv":
+        _mirror_units_layer(root, changed)
     if refresh:
         refresh_manifest(root)
+
+
+def _mirror_units_layer(root: Path, units: pd.DataFrame) -> None:
+    """Give release.gpkg's units layer (when there is one) the edited units.csv cells, so a
+    tampered figure is tampered wherever the release publishes it (same units, same columns;
+    anything else is left for ``counts`` to find)."""
+    import sqlite3
+
+    gpkg = root / "release" / "release.gpkg"
+    if not gpkg.is_file():
+        return
+    con = sqlite3.connect(gpkg)
+    try:
+        cols = [r[1] for r in con.execute("PRAGMA table_info(units)").fetchall()]
+        shared = [c for c in units.columns if c in cols and c != "unit"]
+        if "unit" not in cols or set(units.columns) - {"unit", *shared}:
+            return
+        for name in [
+            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        ]:
+            con.execute(f'DROP TRIGGER "{name}"')  # the R-tree triggers need GDAL's SQL
+        for _, row in units.iterrows():
+            for c in shared:
+                value: object = int(row[c]) if c == "released" and str(row[c]).isdigit() else row[c]
+                con.execute(f'UPDATE units SET "{c}" = ? WHERE unit = ?', (value, row["unit"]))
+        con.commit()
+    finally:
+        con.close()
 
 
 def edit_parquet(

@@ -464,6 +464,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         mask=mask,
         mask_key=_mask_key(args, mask is not None),
         local_metres=args.local_metres,
+        gpkg_records=args.gpkg_records,
         database=_database_target(args),
     )
     if _is_dir(args.input):
@@ -1253,6 +1254,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["released", "complementary", "withhold"],
         default="released",
         help="how totals are published (released)",
+    )
+    p.add_argument(
+        "--gpkg-records",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="a records layer in release.gpkg: auto (up to 1,000,000 published records), yes, no",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="print the resolved plan and exit; write nothing"

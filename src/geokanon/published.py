@@ -74,7 +74,7 @@ QUANTITIES: dict[str, str] = {
 PARAMETER_FIELDS = frozenset(
     {"format", "version", "k", "r_max_m", "tau", "unit_cap", "policy", "seed", "crs",
      "input_sha256", "totals", "keep", "mask", "verification", "files", "bias", "layout",
-     "record_parts"}
+     "record_parts", "file_crs", "gpkg_layers"}
 )  # fmt: skip
 #: Manifest fields of text (the partitioned release's): their numbers are read by the
 #: declared phrases of :data:`MANIFEST_PHRASES`, any other number in them must be known.
@@ -138,6 +138,28 @@ PASS_COLUMNS: dict[str, str] = {
     "labels changed": "changed",
     "records": "records",
 }
+#: ``release.gpkg``: each map layer repeats the rows of one release file (x and y as its
+#: geometry; ``group_extents`` the groups' rows with their r_max discs), so its figures are
+#: that file's and add nothing to the system. ``counts`` checks that they are identical
+#: (``units``: every cell as ``units.csv`` writes it, ``<k`` and ``withheld`` included), and
+#: ``holes`` fails a layer with a column its file does not have, or a units cell that
+#: differs from ``units.csv``. ``layer_styles`` holds the QGIS styles (text, no figures).
+GPKG_FILE = "release.gpkg"
+GPKG_LAYERS: dict[str, str] = {
+    "records": "records.parquet",
+    "groups": "groups.parquet",
+    "group_extents": "groups.parquet",
+    "units": "units.csv",
+    "classes": "classes.parquet",
+}
+GPKG_STYLES = "layer_styles"
+#: Columns of a layer besides its file's that hold no figure: the GeoPackage's own.
+GPKG_OWN_COLUMNS = frozenset({"fid", "geom"})
+#: Columns of ``layer_styles`` (the QGIS convention).
+GPKG_STYLE_COLUMNS = (
+    "f_table_catalog", "f_table_schema", "f_table_name", "f_geometry_column", "styleName",
+    "styleQML", "styleSLD", "useAsDefault", "description", "owner", "ui", "update_time",
+)  # fmt: skip
 #: Report cards: caption prefix -> quantity terms (``suppressed`` follows the manifest's
 #: ``counts.suppressed``; ``share`` is the suppressed share).
 CARDS: dict[str, tuple[tuple[str, float], ...] | str] = {

@@ -3,8 +3,9 @@
 :func:`write_release` turns a :class:`~geokanon.disposal.CoreResult` into the
 directory described in ``docs/release-format.md``:
 
-- ``DIR/release/`` (publishable): ``records.parquet`` (GeoParquet), ``records.csv``,
-  ``groups.parquet``, ``classes.parquet``, ``units.csv``, ``manifest.json``,
+- ``DIR/release/`` (publishable): ``records.parquet``, ``groups.parquet`` and
+  ``classes.parquet`` (GeoParquet 1.1), ``records.csv``, ``units.csv``, ``release.gpkg``
+  (the same as map layers with QGIS styles, :mod:`geokanon.io.gis`), ``manifest.json``,
   ``RELEASE_NOTES.md``, ``report.html`` (:mod:`geokanon.report.html`);
 - ``DIR/audit/`` (custodian only): ``assignment.parquet``, ``audit.json``.
 
@@ -48,6 +49,22 @@ from geokanon._progress import Progress, silent, within
 from geokanon.disposal import CoreResult, group_units
 from geokanon.errors import InputError, VerificationFailed
 from geokanon.io._names import closest_name
+from geokanon.io.gis import (
+    BBOX_FIELDS,
+    BBOX_TYPE,
+    GpkgLayer,
+    as_multipolygons,
+    crs_projjson,
+    disc_rings,
+    geo_table,
+    geoparquet_metadata,
+    layer_styles,
+    point_bbox,
+    ring_wkb,
+    unit_geometries,
+    wkb_points,
+    write_geopackage,
+)
 from geokanon.io.read import PointTable
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
@@ -87,6 +104,14 @@ SYNTHESIS_RULE = (
 )
 
 
+#: ``ReleaseOptions.gpkg_records`` (CLI ``--gpkg-records``).
+GPKG_RECORDS_MODES = ("auto", "yes", "no")
+#: With ``gpkg_records="auto"``, the largest release whose GeoPackage has a records layer.
+#: Measured (docs/release-format.md): at 1e6 records the layer takes 5-10 s of writing and
+#: ~100 MB (against ~4 MB for records.parquet), and grows linearly.
+GPKG_RECORDS_AUTO_MAX = 1_000_000
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReleaseOptions:
     """How the release is written.
@@ -120,6 +145,12 @@ class ReleaseOptions:
         ``--local-metres``). Without it, a release whose coordinates have no CRS is
         refused (:func:`check_coordinate_frame`); with it, the manifest, the notes
         and the report say so (:data:`LOCAL_METRES_NOTE`).
+    gpkg_records
+        Whether ``release.gpkg`` has a ``records`` layer: ``auto`` (when at most
+        :data:`GPKG_RECORDS_AUTO_MAX` records are published: above, it would be most of
+        the GeoPackage's size and of the release's writing time, and the ``groups``
+        layer draws the same map), ``yes`` or ``no`` (CLI ``--gpkg-records``). The
+        manifest's ``gpkg_layers`` lists the layers written.
     """
 
     keep: tuple[str, ...] = ()
@@ -130,9 +161,15 @@ class ReleaseOptions:
     mask: Any = None
     mask_key: Any = None
     local_metres: bool = False
+    gpkg_records: str = "auto"
     database: Any = None
 
     def __post_init__(self) -> None:
+        if self.gpkg_records not in GPKG_RECORDS_MODES:
+            raise InputError(
+                f"gpkg_records must be one of {', '.join(GPKG_RECORDS_MODES)}, "
+                f"got {self.gpkg_records!r}"
+            )
         if self.totals not in TOTALS_MODES:
             raise InputError(
                 f"totals must be one of {', '.join(TOTALS_MODES)}, got {self.totals!r}"
@@ -449,40 +486,20 @@ def _write_arrow_parquet(table: pa.Table, path: Path, geo: dict[str, Any] | None
         meta = dict(table.schema.metadata or {})
         meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
         table = table.replace_schema_metadata(meta)
-    pq.write_table(table, path, compression="zstd", write_statistics=False)
+    # statistics for the GeoParquet bbox covering column only (row-group filtering)
+    stats = [f"bbox.{f}" for f in BBOX_FIELDS] if "bbox" in table.column_names else False
+    pq.write_table(table, path, compression="zstd", write_statistics=stats)
 
 
-#: One little-endian WKB point: byte order, geometry type, x, y (21 bytes, unaligned).
-_WKB_POINT = np.dtype([("order", "u1"), ("kind", "<u4"), ("x", "<f8"), ("y", "<f8")])
+def _points_extent(x: np.ndarray, y: np.ndarray) -> list[float] | None:
+    """``[xmin, ymin, xmax, ymax]`` of finite points (``None``: none)."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.any():
+        return None
+    return [float(x[ok].min()), float(y[ok].min()), float(x[ok].max()), float(y[ok].max())]
 
 
-def _wkb_points(x: np.ndarray, y: np.ndarray) -> pa.Array:
-    """2-D points as little-endian WKB (21 bytes each; null where x is NaN).
-
-    The bytes are those of ``shapely.to_wkb(shapely.points(x, y))``.
-    """
-    n = x.size
-    valid = ~np.isnan(x)
-    n_valid = int(np.count_nonzero(valid))
-    raw = np.empty(n_valid, dtype=_WKB_POINT)
-    raw["order"] = 1
-    raw["kind"] = 1
-    if n_valid == n:
-        raw["x"] = x
-        raw["y"] = y
-        offsets = np.arange(0, 21 * (n + 1), 21, dtype=np.int32)
-        return pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw)], null_count=0
-        )
-    raw["x"] = x[valid]
-    raw["y"] = y[valid]
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(valid * np.int32(21), out=offsets[1:])
-    bitmap = pa.array(valid).buffers()[1]
-    return pa.Array.from_buffers(
-        pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(raw)],
-        null_count=n - n_valid,
-    )  # fmt: skip
+_wkb_points = wkb_points  # the partitioned writer's name for it
 
 
 #: Rows per chunk of the per-record files: pyarrow's default Parquet row group, so a file
@@ -646,18 +663,20 @@ def _record_columns(
 def _parquet_writer(
     path: Path, schema: pa.Schema, *, zstd_level: int | None = None
 ) -> pq.ParquetWriter:
-    """A writer of a per-record file: zstd, no statistics, dictionary pages for text only.
+    """A writer of a per-record file: zstd, dictionary pages for text only.
 
     Numbers (ids, coordinates) are stored plain: they compress better so (sorted ids,
     repeated representatives) and are written about twice as fast. ``zstd_level``
-    (``None``: pyarrow's default) trades size for speed.
+    (``None``: pyarrow's default) trades size for speed. Statistics are written for the
+    GeoParquet ``bbox`` covering column only (what a reader filters row groups by).
     """
     text = [
         f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
     ]
+    stats = [f"bbox.{f}" for f in BBOX_FIELDS] if "bbox" in schema.names else False
     return pq.ParquetWriter(
         path, schema, compression="zstd", compression_level=zstd_level,
-        write_statistics=False, use_dictionary=text,
+        write_statistics=stats, use_dictionary=text,
     )  # fmt: skip
 
 
@@ -708,7 +727,11 @@ def _write_records(
     """
     meta = dict(columns.schema.metadata or {})
     meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
-    schema = columns.schema.append(pa.field("geometry", pa.binary())).with_metadata(meta)
+    schema = (
+        columns.schema.append(pa.field("geometry", pa.binary()))
+        .append(pa.field("bbox", BBOX_TYPE))
+        .with_metadata(meta)
+    )
     csv_path = rel / "records.csv"
     csv_hash: Any = hashlib.sha256()
     csv_failed = False
@@ -740,7 +763,11 @@ def _write_records(
             if not csv_failed:
                 pending.append(text_pool.submit(_csv_text, table, start == 0, starts))
             geometry = _wkb_points(x, y)
-            writer.write_table(table.append_column(schema.field("geometry"), geometry))
+            writer.write_table(
+                table.append_column(schema.field("geometry"), geometry).append_column(
+                    schema.field("bbox"), point_bbox(x, y)
+                )
+            )
             del table, geometry
             drain(1)
             if progress is not None:
@@ -810,15 +837,7 @@ def _synthetic_donors(
     return lo + (_mix64(ordinal) % (hi - lo).astype(np.uint64)).astype(np.int64)
 
 
-def _crs_projjson(crs: str | None) -> dict[str, Any] | None:
-    if crs is None:
-        return None
-    from pyproj import CRS
-
-    try:
-        return dict(CRS.from_user_input(crs).to_json_dict())
-    except Exception:
-        return None
+_crs_projjson = crs_projjson
 
 
 def _assignment_chunk(
@@ -900,6 +919,105 @@ def _write_assignment(
             b = min(n, a + _CHUNK_ROWS)
             chunk = _assignment_chunk(a, b, table, result, ucodes, names, time_bin)
             writer.write_table(pa.table(chunk, schema=schema))
+
+
+def class_geometries(classes: pd.DataFrame, unit_shapes: dict[str, Any]) -> np.ndarray:
+    """Each class's geometry: its unit's polygon for a unit-level class (``None`` otherwise,
+    and for a unit without a polygon: no geometry is made up)."""
+    out = np.full(len(classes), None, dtype=object)
+    for i, (level, unit) in enumerate(zip(classes["level"], classes["unit"], strict=True)):
+        if str(level) == "unit":
+            out[i] = unit_shapes.get(str(unit))
+    return out
+
+
+#: The release files that hold coordinates (all in the manifest's ``crs``): ``file_crs``.
+COORDINATE_FILES = (
+    "records.parquet", "records.csv", "groups.parquet", "classes.parquet", "release.gpkg"
+)  # fmt: skip
+#: Layers of ``release.gpkg`` with their geometry types (see docs/release-format.md).
+GPKG_LAYER_TYPES = (
+    ("records", "Point"),
+    ("groups", "Point"),
+    ("group_extents", "Polygon"),
+    ("units", "MultiPolygon"),
+    ("classes", "MultiPolygon"),
+)
+#: Rows per batch of the records layer, streamed from ``records.parquet``.
+_GPKG_BATCH = 65536
+
+
+def _wkb_column(geoms: np.ndarray) -> pa.Array:
+    import shapely
+
+    raw = shapely.to_wkb(geoms, byte_order=1) if len(geoms) else np.zeros(0, dtype=object)
+    return pa.array(list(raw), type=pa.binary())
+
+
+def _write_gpkg(
+    rel: Path,
+    out_crs: str | None,
+    working_crs: str | None,
+    groups: pd.DataFrame,
+    classes: pd.DataFrame,
+    unit_shapes: dict[str, Any],
+    group_work: tuple[np.ndarray, np.ndarray],
+    policy: OutlierPolicy,
+    with_records: bool = True,
+) -> list[str]:
+    """``release/release.gpkg``: the release files as map layers, in the output CRS.
+
+    Every value is read from the files just written (``records.parquet`` streamed,
+    ``units.csv`` as text), so each layer repeats its file exactly; x and y are the
+    geometry. The group extents are discs of ``r_max_m`` built in the working CRS.
+    """
+    rec = pq.ParquetFile(rel / "records.parquet")
+    columns = [c for c in rec.schema_arrow.names if c not in ("x", "y", "bbox")]
+
+    def record_batches() -> Iterator[pa.RecordBatch]:
+        yield from rec.iter_batches(batch_size=_GPKG_BATCH, columns=columns)
+
+    rec_schema = pa.schema([rec.schema_arrow.field(c) for c in columns])
+    grp = pa.Table.from_pandas(
+        groups[["group_id", "n_records", "radius_m", "unit"]], preserve_index=False
+    ).replace_schema_metadata(None)
+    gx, gy = groups["x"].to_numpy(dtype=np.float64), groups["y"].to_numpy(dtype=np.float64)
+    discs = ring_wkb(disc_rings(group_work[0], group_work[1], policy.r_max_m, working_crs, out_crs))
+    units_text = pd.read_csv(rel / "units.csv", dtype=str, keep_default_na=False)
+    unit_cols = {
+        c: pa.array(units_text[c].astype(np.int64)) if c == "released" else pa.array(units_text[c])
+        for c in units_text.columns
+    }
+    unit_geoms = np.array([unit_shapes.get(u) for u in units_text["unit"]], dtype=object)
+    cls = pa.Table.from_pandas(classes, preserve_index=False).replace_schema_metadata(None)
+    layers = [
+        *(
+            [GpkgLayer("records", "Point", batches=(rec_schema, record_batches()))]
+            if with_records
+            else []
+        ),
+        GpkgLayer("groups", "Point", grp.append_column("geometry", wkb_points(gx, gy))),
+        GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", discs)),
+        GpkgLayer(
+            "units",
+            "MultiPolygon",
+            pa.table(unit_cols).append_column(
+                "geometry", _wkb_column(as_multipolygons(unit_geoms))
+            ),
+        ),
+        GpkgLayer(
+            "classes",
+            "MultiPolygon",
+            cls.append_column(
+                "geometry", _wkb_column(as_multipolygons(class_geometries(classes, unit_shapes)))
+            ),
+        ),
+    ]
+    write_geopackage(
+        rel / "release.gpkg", layers, out_crs,
+        layer_styles(policy.unit_cap, [layer.name for layer in layers]),
+    )  # fmt: skip
+    return [layer.name for layer in layers]
 
 
 def build_release_files(
@@ -1007,17 +1125,8 @@ def build_release_files(
             extra["time_bin"] = pd.array(time_bin[rows], dtype="string")
         for col in options.keep:
             extra[col] = table.attributes[col].to_numpy()[rows]
-    geo = {
-        "version": "1.0.0",
-        "primary_column": "geometry",
-        "columns": {
-            "geometry": {
-                "encoding": "WKB",
-                "geometry_types": ["Point"],
-                "crs": _crs_projjson(out_crs),
-            }
-        },
-    }
+    # every published point is a group's representative: the file's extent is theirs
+    geo = geoparquet_metadata(out_crs, ["Point"], _points_extent(gx, gy))
     # The custodian's assignment is written in a second thread meanwhile (pyarrow writes
     # without the interpreter lock).
     stop = threading.Event()
@@ -1056,7 +1165,21 @@ def build_release_files(
             "unit": unames[group_unit].astype(str) if n_groups else np.zeros(0, dtype=str),
         }
     )
-    _write_parquet(groups, rel / "groups.parquet")
+    # GeoParquet: the representative as the geometry, in the output CRS (as x, y)
+    _write_arrow_parquet(
+        geo_table(pa.Table.from_pandas(groups, preserve_index=False), (gx, gy), out_crs),
+        rel / "groups.parquet",
+    )
+    working_crs = getattr(table, "working_crs", None) or table.crs
+    unit_shapes = dict(
+        zip(
+            (str(u) for u in unames),
+            unit_geometries(
+                [str(u) for u in unames], dict(options.read_options), working_crs, out_crs
+            ),
+            strict=True,
+        )
+    )
     classes = pd.DataFrame(
         {
             "class_id": np.arange(n_classes, dtype=np.int64),
@@ -1067,7 +1190,14 @@ def build_release_files(
             ),
         }
     )
-    _write_parquet(classes, rel / "classes.parquet")
+    _write_arrow_parquet(
+        geo_table(
+            pa.Table.from_pandas(classes, preserve_index=False),
+            class_geometries(classes, unit_shapes),
+            out_crs,
+        ),
+        rel / "classes.parquet",
+    )
 
     # --- per-unit figures.
     say("units")
@@ -1138,6 +1268,16 @@ def build_release_files(
         )  # fmt: skip
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
 
+    # --- the analyst's GeoPackage: the files above as map layers, styled.
+    say("geopackage")
+    with_records = options.gpkg_records == "yes" or (
+        options.gpkg_records == "auto" and rows.size <= GPKG_RECORDS_AUTO_MAX
+    )
+    gpkg_layers = _write_gpkg(
+        rel, out_crs, working_crs, groups, classes, unit_shapes,
+        (result.group_x, result.group_y), policy, with_records,
+    )  # fmt: skip
+
     # --- audit (custodian only): assignment.parquet is written above.
     say("audit")
     stands_for = syn.stands_for
@@ -1195,6 +1335,10 @@ def build_release_files(
         "seed": policy.seed,
         "crs": out_crs,
         **({"crs_note": crs_note} if crs_note is not None else {}),
+        # the CRS of every file that holds coordinates (text files included)
+        "file_crs": dict.fromkeys(COORDINATE_FILES, out_crs),
+        # the layers of release.gpkg (records only up to GPKG_RECORDS_AUTO_MAX by default)
+        "gpkg_layers": gpkg_layers,
         "local_metres": options.local_metres,
         "input_sha256": table.source_sha256,
         # spellings of one subject id (case, spacing, Unicode form) taken as one subject

@@ -70,6 +70,7 @@ from geokanon.distributed import (
     run_core_distributed,
 )
 from geokanon.errors import InputError, ReleaseRefused, VerificationFailed
+from geokanon.io.gis import geo_table, geoparquet_metadata, point_bbox
 from geokanon.neighbours import factorize_subject_ids
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
@@ -79,8 +80,8 @@ from geokanon.release import (
     WITHHELD,
     ReleaseOptions,
     _atomic_directory,
-    _crs_projjson,
     _hidden_cells_safe,
+    _points_extent,
     _published_pass,
     _return_free_memory,
     _wkb_points,
@@ -501,9 +502,9 @@ def _assemble_part(
         order = np.lexsort((cid, gid, rank))
     frame = frame.take(order).reset_index(drop=True)
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    table = table.append_column(
-        "geometry",
-        _wkb_points(frame["x"].to_numpy(dtype=np.float64), frame["y"].to_numpy(dtype=np.float64)),
+    x, y = frame["x"].to_numpy(dtype=np.float64), frame["y"].to_numpy(dtype=np.float64)
+    table = table.append_column("geometry", _wkb_points(x, y)).append_column(
+        "bbox", point_bbox(x, y)
     )
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     _write_arrow_parquet(table, Path(out_file), geo)
@@ -1017,13 +1018,8 @@ def _write_all(
     # A payload is a whole partition's slice of the decisions: one in flight per worker, plus one.
     window = None if c is None else len(c.scheduler_info().get("workers", {})) + 1
     written = _run(c, _write_source_part, (payload(i) for i in range(len(g.sizes))), window)
-    geo = {
-        "version": "1.0.0",
-        "primary_column": "geometry",
-        "columns": {
-            "geometry": {"encoding": "WKB", "geometry_types": ["Point"], "crs": _crs_projjson(crs)}
-        },
-    }
+    # GeoParquet 1.1; every published point is a group's representative: their extent
+    geo = geoparquet_metadata(crs, ["Point"], _points_extent(gx, gy))
     say(f"write {len(layout.parts)} record parts")
     part_rows = _run(
         c,
@@ -1053,7 +1049,11 @@ def _write_all(
             "unit": g.unit_names[group_unit].astype(str) if ng else np.zeros(0, dtype=str),
         }
     )
-    _write_parquet(groups, rel / "groups.parquet")
+    # GeoParquet: the representative as the geometry (the layout publishes in its own CRS)
+    _write_arrow_parquet(
+        geo_table(pa.Table.from_pandas(groups, preserve_index=False), (gx, gy), crs),
+        rel / "groups.parquet",
+    )
     classes = pd.DataFrame(
         {
             "class_id": np.arange(nc, dtype=np.int64),
@@ -1062,7 +1062,15 @@ def _write_all(
             "n_records": class_sizes,
         }
     )
-    _write_parquet(classes, rel / "classes.parquet")
+    # the layout takes units from a column: no unit polygons, so no class geometry
+    _write_arrow_parquet(
+        geo_table(
+            pa.Table.from_pandas(classes, preserve_index=False),
+            np.full(nc, None, dtype=object),
+            crs,
+        ),
+        rel / "classes.parquet",
+    )
     published_passes = [_published_pass(p.to_dict(), k) for p in core.passes]
     units, global_shown, total_sup, total_subjects = _units_frame(
         g, state, group_unit, group_sizes, classes, policy, options.totals,
@@ -1117,6 +1125,8 @@ def _write_all(
         "seed": policy.seed,
         "crs": crs,
         **({"crs_note": crs_note} if crs_note is not None else {}),
+        # the CRS of every file that holds coordinates (the parts under records/)
+        "file_crs": dict.fromkeys(("records/", "groups.parquet", "classes.parquet"), crs),
         "local_metres": options.local_metres,
         "input_sha256": g.fingerprint,
         "subject_ids_merged": g.subject_ids_merged,

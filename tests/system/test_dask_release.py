@@ -130,7 +130,7 @@ def test_towns_release_verifies_in_parts(client, towns_release):
     rows = pd.concat([pd.read_parquet(p) for p in parts])
     assert len(rows) == m["records_published"]
     assert list(rows.columns) == ["group_id", "class_id", "level", "unit", "x", "y", "score",
-                                  "geometry"]  # fmt: skip
+                                  "geometry", "bbox"]  # fmt: skip
     # every group whole in one part, groups numbered along the parts
     per = rows.dropna(subset=["group_id"]).groupby("group_id").size()
     groups = pd.read_parquet(out / "release" / "groups.parquet")

@@ -7,6 +7,7 @@ or generalised records rests on 0 or at least k subjects; smaller figures read
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -121,6 +122,7 @@ def release_notes(
             "but the points cannot be placed on a map or joined with other data without that "
             "frame's definition (`crs` is null and `local_metres` true in `manifest.json`)"
         )
+    lines += _file_crs_lines(manifest)
     if manifest.get("mask"):
         lines.append(
             "- every record was first displaced by a geomask (its kind and distances are "
@@ -282,3 +284,23 @@ def _seconds(value: float) -> str:
     ('315,360,000', '3,600', '1.5')
     """
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
+
+
+def _file_crs_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """Which files hold coordinates, and in which CRS (the manifest's ``file_crs``)."""
+    files = manifest.get("file_crs")
+    if not isinstance(files, Mapping) or not files:
+        return []
+    names = ", ".join(f"`{f}`" for f in files)
+    crs = set(files.values())
+    if crs == {None}:
+        where = "in the local metres above"
+    elif len(crs) == 1:
+        where = f"in {next(iter(crs))}"
+    else:
+        where = "each in the CRS `file_crs` names for it"
+    return [
+        f"- coordinates: {names} are {where} (`file_crs` in `manifest.json`; the Parquet "
+        "files are GeoParquet and name it in their own metadata too, as `release.gpkg` "
+        "does for each layer); `units.csv` and these notes hold no coordinates"
+    ]

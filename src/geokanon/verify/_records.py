@@ -40,7 +40,11 @@ from geokanon.verify._results import _Unreadable
 from geokanon.verify.no_leak import _CSV_NA, _wkb_xy
 
 #: Columns of the records files that the format defines; any other is a kept column.
-RECORD_FORMAT_COLUMNS = ("group_id", "class_id", "level", "unit", "x", "y", "time_bin", "geometry")
+RECORD_FORMAT_COLUMNS = (
+    "group_id", "class_id", "level", "unit", "x", "y", "time_bin", "geometry", "bbox"
+)  # fmt: skip
+#: Columns of ``records.parquet`` that ``records.csv`` does not have.
+_PARQUET_ONLY = ("geometry", "bbox")
 _MEMBER_ROWS = 1 << 20
 
 
@@ -288,11 +292,13 @@ class _RecordsPass:
         self.synthetic[sg[sg >= 0]] = True
         self.synthetic[self.n_groups + sc[sc >= 0]] = True
         self.syn_rows: list[NDArray[np.uint64]] = []
-        self.column_sums = dict.fromkeys((n for n in self.names if n != "geometry"), 0)
+        self.column_sums = dict.fromkeys((n for n in self.names if n not in _PARQUET_ONLY), 0)
         self.per_group: list[pd.Series] = []
         self.per_class: list[pd.Series] = []
         self.cells: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
-        self.bad = dict.fromkeys(("both", "level", "unit", "xy", "class_xy", "geometry"), 0)
+        self.bad = dict.fromkeys(
+            ("both", "level", "unit", "xy", "class_xy", "geometry", "bbox"), 0
+        )  # fmt: skip
 
     def _source_columns(self) -> dict[str, pa.Array]:
         """The kept columns of the source, as the published columns' types (source order)."""
@@ -346,6 +352,7 @@ class _RecordsPass:
             "unit": "rows publish a unit other than their class's (null for a group row)",
             "xy": "group rows publish an x, y other than their group's representative",
             "class_xy": "class rows publish an x, y (a class has no representative)",
+            "bbox": "rows publish a bbox other than their point's (null for a class row)",
             "geometry": "rows publish a geometry other than their group's representative "
             "point (null for a class row)",
         }
@@ -402,6 +409,8 @@ class _RecordsPass:
         else:
             self.bad["xy"] += int(np.count_nonzero(is_g & ~((xs == rx) & (ys == ry))))
             self.bad["class_xy"] += int(np.count_nonzero(is_c & ~(np.isnan(xs) & np.isnan(ys))))
+        if "bbox" in col:
+            self.bad["bbox"] += int(np.count_nonzero(known & ~_bbox_ok(col["bbox"], is_g, rx, ry)))
         if "geometry" in col:
             wx, wy = _wkb_xy(col["geometry"])
             if wx.size != n:
@@ -501,7 +510,7 @@ class _RecordsPass:
         if not path.is_file():
             out.problems.append("release/records.csv is missing")
             return
-        want = [n for n in self.names if n != "geometry"]
+        want = [n for n in self.names if n not in _PARQUET_ONLY]
         types = {n: self.schema.field(n).type for n in want}
         text = {n: pa.dictionary(pa.int32(), pa.string()) for n in self.text_columns}
         ints = [n for n, t in types.items() if pa.types.is_integer(t)]
@@ -562,7 +571,7 @@ class _RecordsPass:
             header = [str(n) for n in reader.schema.names]
             sums = dict.fromkeys(header, 0)
             start = 0
-            if header != [n for n in self.names if n != "geometry"]:
+            if header != [n for n in self.names if n not in _PARQUET_ONLY]:
                 return header, sums, start
             parquet_types = {n: self.schema.field(n).type for n in header}
             for batch in reader:
@@ -572,6 +581,24 @@ class _RecordsPass:
                     sums[name] += _sum_u64(self.hasher.at(self.hasher.values(c), at))
                 start += batch.num_rows
         return header, sums, start
+
+
+def _bbox_ok(
+    col: pa.Array, is_g: NDArray[np.bool_], rx: NDArray[np.float64], ry: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """Per row: a group row's GeoParquet ``bbox`` is its representative's point box, a
+    class row's is null (or all NaN)."""
+    n = len(col)
+    fields = ("xmin", "ymin", "xmax", "ymax")
+    if not pa.types.is_struct(col.type) or any(col.type.get_field_index(f) < 0 for f in fields):
+        return np.zeros(n, dtype=bool)
+    xmin, ymin, xmax, ymax = (_float_column(col.field(f)) for f in fields)
+    if xmin is None or ymin is None or xmax is None or ymax is None:
+        return np.zeros(n, dtype=bool)
+    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    point = valid & (xmin == rx) & (xmax == rx) & (ymin == ry) & (ymax == ry)
+    empty = ~valid | (np.isnan(xmin) & np.isnan(ymin) & np.isnan(xmax) & np.isnan(ymax))
+    return np.where(is_g, point, empty)
 
 
 def _summed(parts: list[pd.Series]) -> pd.Series:

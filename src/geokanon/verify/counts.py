@@ -19,7 +19,9 @@ The rule, exactly as implemented
     exactly for grouped/merged rows, a class id exactly for generalised rows)
     and agrees with the source (rows, subjects, units). With the source, the
     manifest's ``subject_ids_merged`` equals the distinct source ids minus the
-    distinct subjects.
+    distinct subjects. ``release.gpkg`` (when present) has exactly the declared layers,
+    each in the manifest's ``crs``, each identical to its file (:mod:`.gpkg`), and every
+    group extent is the circumscribed polygon of its group's disc, vertex by vertex.
 
     The records files, row by row (:mod:`~geokanon.verify._records`, one streaming
     pass): every row of ``records.parquet`` belongs to exactly one published group
@@ -71,6 +73,7 @@ from geokanon.verify._reader import (
 )
 from geokanon.verify._records import _record_rows
 from geokanon.verify._results import CheckResult
+from geokanon.verify.gpkg import geoparquet_bbox_problems, gpkg_count_problems
 
 _DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
 
@@ -174,6 +177,8 @@ def check_counts(rel: _Release) -> CheckResult:
     # units
     problems += _unit_count_problems(rel)
     problems += _input_filter_problems(rel)
+    problems += gpkg_count_problems(rel)
+    problems += geoparquet_bbox_problems(rel)
     # manifest counts
     counts = rel.manifest.get("counts")
     if not isinstance(counts, Mapping):

@@ -23,6 +23,8 @@ The rule, exactly as implemented
     own, however narrow its range. Mutually inconsistent published figures
     fail too. An attacker who can place groups inside units from their
     geometry is not modelled (per-unit group shifts are free, summing to 0).
+    ``release.gpkg`` adds no figure: a layer with a column its file lacks, or a
+    ``units`` cell that differs from ``units.csv``, fails (:mod:`.gpkg`).
 """
 
 from __future__ import annotations
@@ -646,10 +648,12 @@ UNIT_FILE_COLUMNS = frozenset({"unit", "released", "suppressed", "generalised_up
                                "source_total", "synthetic"})  # fmt: skip
 
 
-GROUP_FILE_COLUMNS = frozenset({"group_id", "n_records", "x", "y", "radius_m", "unit", "geometry"})
+GROUP_FILE_COLUMNS = frozenset(
+    {"group_id", "n_records", "x", "y", "radius_m", "unit", "geometry", "bbox"}
+)
 
 
-CLASS_FILE_COLUMNS = frozenset({"class_id", "level", "unit", "n_records"})
+CLASS_FILE_COLUMNS = frozenset({"class_id", "level", "unit", "n_records", "geometry", "bbox"})
 
 
 def _undeclared_columns(name: str, frame: pd.DataFrame, declared: frozenset[str]) -> list[str]:
@@ -872,7 +876,7 @@ def check_holes(rel: _Release) -> CheckResult:
             rows_n = int(pq.ParquetFile(path).metadata.num_rows)
         except (OSError, pa.ArrowException):
             raise _Unreadable("records.parquet is unreadable") from None
-    return holes_check(
+    result = holes_check(
         k=rel.k,
         manifest=rel.manifest,
         rows=_unit_rows(rel),
@@ -886,3 +890,10 @@ def check_holes(rel: _Release) -> CheckResult:
         notes=_text_file(rel.rel / "RELEASE_NOTES.md"),
         report=_text_file(rel.rel / "report.html"),
     )
+    from geokanon.verify.gpkg import gpkg_holes_problems
+
+    gpkg = gpkg_holes_problems(rel)
+    if not gpkg:
+        return result
+    detail = [*gpkg, *([] if result.passed else [result.detail])]
+    return CheckResult("holes", False, "; ".join(detail))

@@ -94,6 +94,8 @@ def _promised_file_problems(rel: _Release, present: set[str]) -> list[str]:
     if draft is None:  # a release whose manifest records no results is the writer's draft
         draft = not rel.manifest.get("verification")
     want = [f for f in PROMISED_FILES[layout] if not (draft and f == "report.html")]
+    if rel.manifest.get("gpkg_layers"):  # a writer that writes the GeoPackage says so
+        want.append("release.gpkg")
     missing = [f for f in want if f not in present]
     problems = []
     if layout == "partitioned":

@@ -41,7 +41,10 @@ The rule, exactly as implemented
 
     "Significant digits" are the digits of a number's text with leading and
     trailing zeros and the decimal point removed (``149700`` has 4,
-    ``2000.0`` has 1).
+    ``2000.0`` has 1). A struct column (GeoParquet's ``bbox``) is read as its fields
+    (``bbox.xmin``, ...: coordinates, judged as pairs like ``x``, ``y``).
+    ``release.gpkg``: every layer as a table (points decoded) and its text
+    (:mod:`.gpkg`); polygons are fixed by published values or are unit geography.
 """
 
 from __future__ import annotations
@@ -605,9 +608,16 @@ def _timestamp_hits(stamps: Sequence[str], sec: _Secrets) -> int:
     return int(hit.sum())
 
 
+#: Columns of published coordinates (representatives), judged as pairs only: x, y, the
+#: WKB geometry's and the GeoParquet ``bbox`` covering column's fields.
+_COORDINATE_COLUMNS = frozenset(
+    {"x", "y", "geometry.x", "geometry.y", "bbox.xmin", "bbox.ymin", "bbox.xmax", "bbox.ymax"}
+)
+
+
 def _numeric_column_hits(name: str, vals: NDArray[np.float64], sec: _Secrets) -> list[str]:
     found: list[str] = []
-    if name.lower() in ("x", "y", "geometry.x", "geometry.y"):
+    if name.lower() in _COORDINATE_COLUMNS:
         return found  # published representatives: judged as pairs only
     uniq = _distinct(vals)
     if uniq.size == 0:
@@ -1099,7 +1109,7 @@ class _TableScan:
             if not has:
                 continue
             self.present.add(name)
-            if name.lower() not in ("x", "y", "geometry.x", "geometry.y"):
+            if name.lower() not in _COORDINATE_COLUMNS:
                 # judged on its distinct values (x, y: as pairs only); a text column's
                 # are the numbers of the entries its rows use
                 self._values[i].append(nums.distinct())
@@ -1158,7 +1168,11 @@ def _scan_columns(
     *,
     text_cells: dict[str, _TextColumn] | None = None,
 ) -> list[str]:
-    """Table-level checks (columns as values) of a whole table; the caller also scans the text."""
+    """Table-level checks (columns as values) of a whole table; the caller also scans the text.
+
+    A struct column (GeoParquet's ``bbox``) is scanned as its fields.
+    """
+    columns = _flat_columns([n for n, _ in columns], [a for _, a in columns])
     scan = _TableScan([n for n, _ in columns], sec, one_batch=True)
     scan.add(columns, text_cells)
     return scan.findings()
@@ -1285,13 +1299,64 @@ def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | p
     return schema, False, batches()
 
 
+def _flat_columns(
+    names: Sequence[str], columns: Sequence[pa.ChunkedArray | pa.Array]
+) -> list[tuple[str, pa.ChunkedArray | pa.Array]]:
+    """Columns with every struct column (the GeoParquet ``bbox``) as its fields, ``bbox.xmin``."""
+    out: list[tuple[str, pa.ChunkedArray | pa.Array]] = []
+    for name, arr in zip(names, columns, strict=True):
+        if not pa.types.is_struct(arr.type):
+            out.append((name, arr))
+            continue
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        for sub, child in zip(arr.type, arr.flatten(), strict=True):
+            out += _flat_columns([f"{name}.{sub.name}"], [child])
+    return out
+
+
+def _unit_geography(meta: Mapping[bytes, bytes]) -> bool:
+    """Whether a GeoParquet file's geometry is polygons only (classes.parquet: unit polygons,
+    from the ``--units`` file or the grid, made from no record)."""
+    try:
+        geo = json.loads(meta.get(b"geo", b"{}"))
+        col = geo["columns"][geo["primary_column"]]
+        types = {str(t).removesuffix(" Z") for t in col.get("geometry_types", [])}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return bool(types) and types <= {"Polygon", "MultiPolygon"}
+
+
+def _without_geography(decoded: str) -> str:
+    """GeoParquet metadata without the file's ``bbox`` (the unit polygons' extent)."""
+    try:
+        geo = json.loads(decoded)
+        for col in geo.get("columns", {}).values():
+            col.pop("bbox", None)
+        return json.dumps(geo)
+    except (ValueError, AttributeError, TypeError):
+        return decoded
+
+
 def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
     schema, whole, batches = _parquet_batches(path)
-    names = [str(n) for n in schema.names]
+    top = [str(n) for n in schema.names]
+    # Unit geography (polygons: their vertices and boxes are the unit file's or the grid's,
+    # checked against the geometry by ``counts``) is not searched for coordinates.
+    geography = _unit_geography(schema.metadata or {})
+    skip = {f"bbox.{f}" for f in ("xmin", "ymin", "xmax", "ymax")} if geography else set()
+    # the struct fields' names too
+    names = [
+        n for n, _ in _flat_columns(top, [pa.nulls(0, f.type) for f in schema]) if n not in skip
+    ]
     scan = _TableScan(names, sec, one_batch=whole)
     text: dict[str, dict[str, int]] = {}
     for batch in batches:
-        cols = [(n, batch.column(i)) for i, n in enumerate(names)]
+        cols = [
+            (n, arr)
+            for n, arr in _flat_columns(top, [batch.column(i) for i in range(len(top))])
+            if n not in skip
+        ]
         cells = {
             n: _text_column(arr)
             for n, arr in cols
@@ -1318,6 +1383,8 @@ def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
             for idx in info.get("index_columns", []):
                 if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
                     found.append("a stored pandas index (row numbers)")
+        if key == b"geo" and geography:
+            decoded = _without_geography(decoded)
         found += [f"metadata: {f}" for f in _scan_text(decoded, sec)]
     found += scan.findings()
     text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
@@ -1562,6 +1629,16 @@ def check_no_leak(rel: _Release) -> CheckResult:
         found: list[str] | None = []
         if suffix in (".parquet", ".pq"):
             found = _scan_parquet(path, sec)
+        elif suffix == ".gpkg":
+            from geokanon.verify.gpkg import gpkg_leaks
+
+            found = gpkg_leaks(path, sec)
+            if sec.key_forms:  # and its bytes, for the mask key
+                data = path.read_bytes()
+                n = _key_count(data.decode("latin-1"), sec) + sum(
+                    data.count(r) for r in sec.key_raw
+                )
+                found += [f"{n} copies of the mask key"] if n else []
         elif suffix == ".csv":
             found = _scan_csv(path, sec, rows=rel.csv_rows, digests=rel.read_digests)
             if found is None:

@@ -12,7 +12,8 @@ The rule, exactly as implemented
     1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
     (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
     must be ``"<k"`` (or ``"withheld"``) when 1..k-1 subjects were suppressed;
-    no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1.
+    no pass's ``labels.suppress`` in the manifest may be an integer 1..k-1. Nor may
+    a figure of the ``units`` layer of ``release.gpkg``.
 """
 
 from __future__ import annotations
@@ -169,6 +170,11 @@ def check_report_safety(rel: _Release) -> CheckResult:
         if n_false:
             problems.append(f"units.csv: {n_false} source totals read <k for 0 or >= k subjects")
     scanned.append("units.csv")
+    from geokanon.verify.gpkg import gpkg_path, gpkg_safety_problems
+
+    if gpkg_path(rel) is not None:
+        problems += gpkg_safety_problems(rel)
+        scanned.append("release.gpkg")
     passes = rel.manifest.get("passes")
     if isinstance(passes, list):
         small = sum(
