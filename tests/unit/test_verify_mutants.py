@@ -99,21 +99,27 @@ Edit = Callable[[pd.DataFrame], pd.DataFrame]
 
 
 def _edit_parquet(root: Path, change: Edit) -> None:
-    """``records.parquet`` through ``change`` (geometry redrawn from x, y; metadata kept)."""
+    """``records.parquet`` through ``change`` (geometry and GeoParquet bbox redrawn from
+    x, y; metadata kept)."""
     path = root / "release" / "records.parquet"
     table = pq.read_table(path)
     schema = table.schema
-    body = table.drop_columns(["geometry"])
-    frame = change(_frame(body))
-    new = _table(frame, body.schema)
+    drawn = [c for c in ("geometry", "bbox") if c in schema.names]
+    body = table.drop_columns(drawn)
+    new = _table(change(_frame(body)), body.schema)
     x = new.column("x").to_numpy(zero_copy_only=False)
     y = new.column("y").to_numpy(zero_copy_only=False)
-    geom = [
-        None if np.isnan(px) else shapely.to_wkb(shapely.Point(px, py))
-        for px, py in zip(x, y, strict=True)
-    ]
+    missing = np.isnan(x)
+    points = zip(x, y, missing, strict=True)
+    geom = [None if m else shapely.to_wkb(shapely.Point(px, py)) for px, py, m in points]
     new = new.append_column("geometry", pa.array(geom, type=pa.binary()))
-    pq.write_table(new.cast(schema), path, compression="zstd")
+    if "bbox" in drawn:
+        ax, ay = pa.array(x, mask=missing), pa.array(y, mask=missing)
+        box = pa.StructArray.from_arrays(
+            [ax, ay, ax, ay], names=["xmin", "ymin", "xmax", "ymax"], mask=pa.array(missing)
+        )
+        new = new.append_column("bbox", box)
+    pq.write_table(new.select(schema.names).cast(schema), path, compression="zstd")
     refresh_manifest(root)
 
 
