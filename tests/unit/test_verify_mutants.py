@@ -77,10 +77,22 @@ def release(built: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _verify(capsys: pytest.CaptureFixture[str], root: Path, src: Path) -> tuple[int, set[str]]:
+    code, failed = _verify_details(capsys, root, src)
+    return code, set(failed)
+
+
+def _verify_details(
+    capsys: pytest.CaptureFixture[str], root: Path, src: Path
+) -> tuple[int, dict[str, str]]:
+    """``geokanon verify``'s exit code and, per failed check, its detail line."""
     capsys.readouterr()
     code = main(["--quiet", "verify", str(root), "--source", str(src)])
     lines = capsys.readouterr().out.splitlines()
-    failed = {ln.split()[1] for ln in lines if ln.startswith("FAIL ")}
+    failed = {}
+    for ln in lines:
+        if ln.startswith("FAIL "):
+            _, name, detail = ln.split(maxsplit=2)
+            failed[name] = detail
     return code, failed
 
 
@@ -220,34 +232,64 @@ def _raise_r_max(root: Path) -> None:
     refresh_manifest(root)
 
 
-# mutant -> (how it is planted, the check that must fail)
-MUTANTS: dict[str, tuple[Callable[[Path], None], str]] = {
+# mutant -> (how it is planted, the check that must fail, what its detail says: the rule
+# that caught it, not another file's agreement such as release.gpkg's records layer)
+MUTANTS: dict[str, tuple[Callable[[Path], None], str, str]] = {
     "records.parquet representatives moved 400 m": (
         lambda r: _edit_parquet(r, _move_group),
         "counts",
+        "group rows publish an x, y other than their group's representative",
     ),
-    "both records files moved 400 m": (lambda r: _edit_both(r, _move_group), "counts"),
-    "only records.csv moved 400 m": (lambda r: _edit_csv(r, _move_group), "counts"),
+    "both records files moved 400 m": (
+        lambda r: _edit_both(r, _move_group),
+        "counts",
+        "group rows publish an x, y other than their group's representative",
+    ),
+    "only records.csv moved 400 m": (
+        lambda r: _edit_csv(r, _move_group),
+        "counts",
+        "records.csv differs from records.parquet in column(s) x",
+    ),
     "one kept value changed in records.csv only": (
         lambda r: _edit_csv(r, _change_one_kept_value),
         "counts",
+        "records.csv differs from records.parquet in column(s) age",
     ),
     "two records swapped between groups": (
         lambda r: _edit_both(r, _swap_between_groups),
         "counts",
+        "values other than their members' (the source's)",
     ),
-    "unit changed on class rows": (lambda r: _edit_both(r, _class_unit), "counts"),
-    "level changed on class rows": (lambda r: _edit_both(r, _class_level), "counts"),
+    "unit changed on class rows": (
+        lambda r: _edit_both(r, _class_unit),
+        "counts",
+        "rows publish a unit other than their class's",
+    ),
+    "level changed on class rows": (
+        lambda r: _edit_both(r, _class_level),
+        "counts",
+        "rows publish a level other than their group's or class's",
+    ),
     "one time bin narrowed to 15 minutes": (
         lambda r: _edit_both(r, _narrow_time_bin),
         "counts",
+        "publish time bins other than their members' (the audit's)",
     ),
     "a (group, time bin) holding one record": (
         lambda r: _edit_both(r, _lone_time_bin),
         "k_subjects",
+        "(group or class, time bin) cells of the published records hold < k=5 rows",
     ),
-    "r_max_m raised to 3000, radius_m 300": (_raise_r_max, "manifest"),
-    "report.html deleted with its manifest entry": (_delete_report, "manifest"),
+    "r_max_m raised to 3000, radius_m 300": (
+        _raise_r_max,
+        "manifest",
+        "manifest r_max_m is 3000.0, its policy's 300.0",
+    ),
+    "report.html deleted with its manifest entry": (
+        _delete_report,
+        "manifest",
+        "files the format promises are missing: report.html",
+    ),
 }
 
 
@@ -266,14 +308,15 @@ def test_mutant_fails_its_check(
     name: str, release: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, src = release
-    plant, check = MUTANTS[name]
+    plant, check, said = MUTANTS[name]
     before = json.loads((root / "release" / "manifest.json").read_text())["files"]
     plant(root)
     after = json.loads((root / "release" / "manifest.json").read_text())["files"]
     assert before != after or name.startswith("r_max_m")  # the checksums were refreshed
-    code, failed = _verify(capsys, root, src)
+    code, failed = _verify_details(capsys, root, src)
     assert code == 4, f"{name}: exit {code}, failed {failed}"
     assert check in failed, f"{name}: failed {failed}, expected {check}"
+    assert said in failed[check], failed[check]
 
 
 def test_the_report_is_required_once_the_release_is_finished(
