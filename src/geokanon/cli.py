@@ -701,7 +701,7 @@ def _verify_partitioned(args: argparse.Namespace, audit: dict[str, Any]) -> int:
     """``verify DIR --source DIR_OF_PARQUET``: the partitioned verifier on a Dask cluster."""
     from geokanon.distributed import ParquetPartitions, dask_client
     from geokanon.verify import format_report
-    from geokanon.verify_tiles import verify_partitioned
+    from geokanon.verify.partitioned import verify_partitioned
 
     opts = audit.get("read_options", {})
     roles = {r: opts.get(r) for r in ("x", "y", "subject", "time", "unit") if opts.get(r)}

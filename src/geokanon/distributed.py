@@ -1316,7 +1316,8 @@ def release_partitions(
     ReleaseRefused
         A cap is breached or no fixed point; nothing is written but the refusal report.
     VerificationFailed
-        A check of :func:`geokanon.verify_tiles.verify_partitioned` failed; nothing is written.
+        A check of :func:`geokanon.verify.partitioned.verify_partitioned` failed; nothing is
+        written.
     DistributedError
         The cluster failed; nothing is written.
     """

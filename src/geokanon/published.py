@@ -3,7 +3,7 @@
 The release format declares here, in one place, which field of which release file
 carries which quantity (:data:`QUANTITIES`, :data:`MANIFEST_FIELDS`,
 :data:`UNIT_COLUMNS`, :data:`PASS_COLUMNS`, :data:`CARDS`). The ``holes`` check of
-:mod:`geokanon.verify` (and of :mod:`geokanon.verify_tiles`) builds one linear
+:mod:`geokanon.verify` (and of :mod:`geokanon.verify.partitioned`) builds one linear
 system from all of them together with the identities that tie the quantities to each
 other (:func:`identities`), and bounds every sensitive figure in it.
 
@@ -187,6 +187,7 @@ TEXT_PHRASES = (
     r"\b\d+(?:\.\d+){2,}\b",  # versions
     r"\b[0-9a-f]{16,}\b",  # checksums
     r"geokanon-release/\d+",
+    r"records/part-\d{5}\.parquet",  # the partitioned layout's part files, by number
     # the radius held on the map so that r_max holds on the ellipsoid (a CRS property)
     r"[\d.,]+ m \(the working CRS's (?:smallest scale factor over the data is [\d.]+|scale)",
     r"shortens them by up to [\d.]+%",

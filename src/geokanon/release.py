@@ -1555,7 +1555,7 @@ def write_release(
         unchanged = {f: d for f, d in report.digests.items() if f not in changed}
         again = verify_release(
             tmp, source=truth, checks=RECHECKED, unchanged=unchanged,
-            progress=stage("reverify"),
+            progress=stage("reverify"), reuse=report,
         )  # fmt: skip
         if not again.passed:
             raise VerificationFailed(

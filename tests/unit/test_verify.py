@@ -131,7 +131,7 @@ def test_verify_imports_no_algorithm_module() -> None:
 def test_partitioned_verifier_imports_no_algorithm_module() -> None:
     # grouping, disposal, classify and distributed must never be imported by the checker
     outside = {
-        m for m in _geokanon_imports("verify_tiles.py") if not m.startswith("geokanon.verify")
+        m for m in _geokanon_imports("verify/partitioned.py") if not m.startswith("geokanon.verify")
     }
     assert outside <= {
         "geokanon.errors",

@@ -658,7 +658,7 @@ def _groups_map(
             "coloured by the records of their groups"
         )
         note = (
-            f"The map bins the {gx.size:,} published group representatives into square cells "
+            "The map bins the published group representatives into square cells "
             f"of {_length_text(cell)} (more than {RASTER_MIN_GROUPS:,} groups would not read "
             "as dots): a cell's colour is the sum of the records of the groups whose "
             "representative (the centre of a grid cell, never a member's location) lies in "

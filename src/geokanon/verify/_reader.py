@@ -199,6 +199,58 @@ class _Release:
         #: then); None: a release whose manifest records no verification results is one
         self.before_report: bool | None = None
 
+    # ---- what a later run over the same release may re-use ---------------------------
+
+    #: Cached values derived from the audit and the source only (never from a release
+    #: file or the manifest), which a later run over the same audit and source re-uses.
+    _CARRIED = (
+        "audit", "_audit_arrays", "n_audit", "gid", "cid", "_disposal_codes", "disposal",
+        "_is_disposal", "xy_m", "source", "subjects", "subject_codes", "audit_subjects",
+        "source_rows", "unit_codes", "units", "synthetic", "syn_gid", "syn_cid",
+        "working_crs", "_members", "_suppressed_subjects", "_unit_subjects", "_no_leak_secrets",
+    )  # fmt: skip
+
+    def _inputs_key(self) -> tuple[Any, ...]:
+        """What the carried values rest on: the audit's files as on disk, the source."""
+
+        def stat(p: Path) -> tuple[str, int, int]:
+            st = p.stat()
+            return (p.as_posix(), st.st_size, st.st_mtime_ns)
+
+        def ident(x: object) -> object:
+            # a file by its state on disk; a table or a database input by identity (the
+            # same object: the caller's promise that it holds the same records)
+            return stat(x) if isinstance(x, Path) else (id(x), x)
+
+        files = sorted(p for p in self.aud.rglob("*") if p.is_file())
+        raw = None if self._source_file is None else ident(self._source_file)
+        src = ident(self._source_arg)
+        return (self.root.resolve(), tuple(stat(p) for p in files), src, raw)
+
+    def carry(self) -> _Carry:
+        """The values this run derived from the audit and the source (see :meth:`adopt`)."""
+        values = {n: self.__dict__[n] for n in self._CARRIED if n in self.__dict__}
+        return _Carry(self._inputs_key(), self._source_arg, self.tolerance_m, values)
+
+    def adopt(self, carry: object) -> bool:
+        """Take over what an earlier run derived, when it rests on the same audit files
+        (paths, sizes, modification times), the same source object or file and the same
+        tolerance; else nothing (every value is derived again)."""
+        if not isinstance(carry, _Carry):
+            return False
+        src = self._source_arg
+        if not (carry.source is src or (isinstance(src, Path) and carry.source == src)):
+            return False
+        if carry.tolerance_m != self.tolerance_m:
+            return False
+        try:
+            same = carry.key == self._inputs_key()
+        except OSError:
+            return False
+        if same:
+            self.__dict__.update(carry.values)
+        return same
+
     # ---- raw files -------------------------------------------------------------------
 
     def _parquet(self, path: Path) -> pd.DataFrame:
@@ -494,6 +546,16 @@ class _Release:
 
     def release_files(self) -> list[Path]:
         return sorted(p for p in self.rel.rglob("*") if p.is_file())
+
+
+@dataclass(frozen=True)
+class _Carry:
+    """What one run over a release derived from its audit and its source."""
+
+    key: tuple[Any, ...]
+    source: object
+    tolerance_m: float
+    values: dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -1617,7 +1617,13 @@ def _scan_csv(
 
 
 def check_no_leak(rel: _Release) -> CheckResult:
-    sec, scanned = _secrets(rel)
+    # worked out once per audit and source (a later run over the same release re-uses
+    # it), for the manifest's k and CRS it was made for
+    made_for = (rel.k, rel.output_crs, rel.working_crs)
+    held = rel.__dict__.get("_no_leak_secrets")
+    if held is None or held[0] != made_for:
+        held = rel.__dict__["_no_leak_secrets"] = (made_for, *_secrets(rel))
+    _, sec, scanned = held
     all_files = rel.release_files()
     # files a previous full run scanned, unchanged since (their sha256 is checked by
     # ``manifest``): not scanned again

@@ -24,8 +24,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from geokanon.verify._arrays import _distinct_counts
-from geokanon.verify._derived import _suppressed_subjects
+from geokanon.verify._derived import _suppressed_subjects, _unit_subjects
 from geokanon.verify._reader import LESS_THAN_K, WITHHELD, _cell_value, _Release
 from geokanon.verify._results import CheckResult
 
@@ -152,8 +151,7 @@ def check_report_safety(rel: _Release) -> CheckResult:
             if n_units:
                 problems.append(f"units.csv: {n_units} units publish 1..k-1 {col} subjects")
     if "source_total" in units.columns:
-        ucode, unames = rel.unit_codes
-        subjects = _distinct_counts(ucode, rel.subjects, unames.size, rel.subject_codes)
+        unames, subjects, _ = _unit_subjects(rel)
         small_units = {str(unames[i]) for i in np.flatnonzero((subjects > 0) & (subjects < k))}
         shown = [
             (u, _cell_value(t))
