@@ -182,6 +182,7 @@ TEXT_PHRASES = (
     r"\d+ of \d+ independent checks passed",  # the report's verdict
     r"\d+ comparisons with no significant difference",  # bias findings listed
     r"centres of [\d.,]+ m grid cells",  # the snap grid of the representatives
+    r"\(at most [\d.,]+ m, at least [\d.,]+ m;",  # the representatives' grid steps
     r"(?:square cells of|records per) [\d.,]+ k?m\b",  # the map's raster
     r"more than [\d,]+ groups would not read as dots",
     r"\b\d+(?:\.\d+){2,}\b",  # versions

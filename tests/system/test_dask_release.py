@@ -266,6 +266,21 @@ def test_records_part_geometry_moved_fails_counts(client, towns_release, tmp_pat
     assert "rows publish a geometry other than their group's representative point" in detail
 
 
+def test_representative_one_millimetre_off_fails_representation(client, towns_release, tmp_path):
+    # the rule of docs/release-format.md, checked part by part: 1 mm off its lattice point
+    src, out = _mutable_copy(towns_release, tmp_path)
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    g0 = int(groups["group_id"].iloc[0])
+    groups.loc[groups["group_id"] == g0, "x"] += 0.001
+    groups.to_parquet(gpath, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "representation" in report.failed
+    assert "not where the rule puts them" in report["representation"].detail
+    assert "extent" not in report.failed
+
+
 def test_group_in_a_unit_other_than_its_majority_fails_counts(client, towns_release, tmp_path):
     src, out = _mutable_copy(towns_release, tmp_path)
     gpath = out / "release" / "groups.parquet"

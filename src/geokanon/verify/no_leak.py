@@ -1027,6 +1027,24 @@ class _TableScan:
         self.geo_seen = False
         self.geo_same = True  # the geometry repeats x, y in every batch so far
         self.n_rows = 0
+        #: the extent of the geometry's points so far (xmin, ymin, xmax, ymax), or None
+        self.geo_extent: list[float] | None = None
+
+    def _extend(self, gx: NDArray[np.float64], gy: NDArray[np.float64]) -> None:
+        ok = np.isfinite(gx) & np.isfinite(gy)
+        if not ok.any():
+            return
+        box = [gx[ok].min(), gy[ok].min(), gx[ok].max(), gy[ok].max()]
+        if self.geo_extent is None:
+            self.geo_extent = [float(v) for v in box]
+        else:
+            e = self.geo_extent
+            self.geo_extent = [
+                min(e[0], box[0]),
+                min(e[1], box[1]),
+                max(e[2], box[2]),
+                max(e[3], box[3]),
+            ]
 
     def values(self, i: int) -> NDArray[np.float64] | None:
         """Distinct finite values of column ``i`` (None: it held no value)."""
@@ -1055,6 +1073,7 @@ class _TableScan:
             t = arr.type
             if name == "geometry":
                 gx, gy = _wkb_xy(arr)
+                self._extend(gx, gy)
                 if self.one_batch:
                     same = (
                         "x" in numeric
@@ -1327,12 +1346,24 @@ def _unit_geography(meta: Mapping[bytes, bytes]) -> bool:
     return bool(types) and types <= {"Polygon", "MultiPolygon"}
 
 
-def _without_geography(decoded: str) -> str:
-    """GeoParquet metadata without the file's ``bbox`` (the unit polygons' extent)."""
+def _without_geography(decoded: str, extent: Sequence[float] | None = None) -> str:
+    """GeoParquet metadata without the file's ``bbox``.
+
+    With ``extent`` None: every column's ``bbox`` goes (the unit polygons' extent, unit
+    geography). With the extent of the points the file's geometry holds (scanned as
+    pairs like every coordinate): a ``bbox`` goes only when it is exactly that extent,
+    so it holds nothing of its own; any other ``bbox`` stays and is searched.
+    """
     try:
         geo = json.loads(decoded)
         for col in geo.get("columns", {}).values():
-            col.pop("bbox", None)
+            box = col.get("bbox")
+            if extent is None or (
+                isinstance(box, list)
+                and len(box) == 4
+                and [float(v) for v in box] == [float(v) for v in extent]
+            ):
+                col.pop("bbox", None)
         return json.dumps(geo)
     except (ValueError, AttributeError, TypeError):
         return decoded
@@ -1385,6 +1416,9 @@ def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
                     found.append("a stored pandas index (row numbers)")
         if key == b"geo" and geography:
             decoded = _without_geography(decoded)
+        elif key == b"geo" and scan.geo_extent is not None:
+            # a point file's bbox is the extent of its points (the published points)
+            decoded = _without_geography(decoded, scan.geo_extent)
         found += [f"metadata: {f}" for f in _scan_text(decoded, sec)]
     found += scan.findings()
     text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
