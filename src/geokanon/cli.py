@@ -875,8 +875,9 @@ def _verify_dir(args: argparse.Namespace, directory: Path) -> int:
         source = _source_input(args, opts)
         table = read_points(source, **opts, progress=within(progress, "read"))
     report = verify_release(
-        args.dir, source=table, source_file=source, progress=within(progress, "verify")
-    )
+        args.dir, source=table, source_file=source, progress=within(progress, "verify"),
+        before_report=False,
+    )  # fmt: skip
     _end_progress(args)  # the bars end above the results
     print(format_report(report))
     return 0 if report.passed else 4

@@ -1527,7 +1527,7 @@ def write_release(
             steps("checksums")
         digests = finish_manifest(tmp, manifest, unchanged=written)
         truth = source if source is not None else table
-        report = verify_release(tmp, source=truth, progress=stage("verify"))
+        report = verify_release(tmp, source=truth, progress=stage("verify"), before_report=True)
         checks = report.as_dict()
         if deterministic is not None:
             checks["deterministic"] = bool(deterministic)

@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from geokanon.io.read import DatabaseInput, PointTable, read_source_frame, sha256_file
+from geokanon.io.read import (
+    CSV_SUFFIXES,
+    DatabaseInput,
+    PointTable,
+    read_source_frame,
+    sha256_file,
+)
 from geokanon.verify._arrays import (
     _arrow_ids,
     _arrow_text_codes,
@@ -114,6 +120,10 @@ class _Source:
     columns: dict[str, pd.Series] = field(default_factory=dict)
     #: the subject column as read, aligned with the rows (no_leak: does a column copy it?)
     subject_raw: pd.Series | None = None
+    # the attribute columns, aligned with the rows (kept columns are compared with them);
+    # ``attributes_text``: a CSV file's cells as text, not yet parsed
+    attributes: pd.DataFrame | None = None
+    attributes_text: bool = False
 
 
 def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -189,6 +199,9 @@ class _Release:
         self.csv_rows: dict[Path, int] = {}
         #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
         self.read_digests: dict[Path, str] = {}
+        #: the writer's first run, before ``report.html`` is written (it is not required
+        #: then); None: a release whose manifest records no verification results is one
+        self.before_report: bool | None = None
 
     # ---- what a later run over the same release may re-use ---------------------------
 
@@ -750,6 +763,7 @@ def _load_source(
         attrs = getattr(arg, "attributes", None)
         if isinstance(attrs, pd.DataFrame) and len(attrs) == n:
             src.columns = {str(c): attrs[c] for c in attrs.columns}
+        src.attributes = arg.attributes
         return src
     path = arg if isinstance(arg, DatabaseInput) else Path(arg)
     opts = _read_options(audit)
@@ -774,6 +788,8 @@ def _load_source(
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
     src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
+    src.attributes = raw
+    src.attributes_text = isinstance(path, Path) and path.name.lower().endswith(CSV_SUFFIXES)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:
