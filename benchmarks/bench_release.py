@@ -72,6 +72,10 @@ class StageMemory:
         self.peak = max(self.peak, self.rss())
 
 
+#: (name, MiB) of the release written by the last :func:`run` (release.gpkg and the whole).
+sizes: list[tuple[str, float]] = []
+
+
 def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str, float, float]]:
     from geokanon import OutlierPolicy, __version__
     from geokanon.io.read import table_from_frame
@@ -120,6 +124,10 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
         now = time.perf_counter()
         rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))
         rows.append(("write_release total", now - t_all, max(r[2] for r in rows[2:])))
+        gpkg = out / "release" / "release.gpkg"
+        sizes.append(("release.gpkg MiB", gpkg.stat().st_size / 2**20 if gpkg.is_file() else 0.0))
+        files = (out / "release").glob("*")
+        sizes.append(("release/ MiB", sum(f.stat().st_size for f in files) / 2**20))
         shutil.rmtree(out, ignore_errors=True)
     return rows
 
@@ -142,6 +150,8 @@ def main() -> None:
     print(f"{'stage':<22} {'seconds':>8} {'peak GB':>8}")
     for name, sec, peak in rows:
         print(f"{name:<22} {sec:>8.2f} {peak:>8.2f}")
+    for name, mib in sizes:
+        print(f"{name:<22} {mib:>8.1f}")
 
 
 if __name__ == "__main__":

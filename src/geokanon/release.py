@@ -994,6 +994,11 @@ def _write_gpkg(
         groups[["group_id", "n_records", "radius_m", "unit"]], preserve_index=False
     ).replace_schema_metadata(None)
     gx, gy = groups["x"].to_numpy(dtype=np.float64), groups["y"].to_numpy(dtype=np.float64)
+
+    def discs() -> pa.Array:
+        wx, wy = group_work
+        return ring_wkb(disc_rings(wx, wy, policy.r_max_m, working_crs, out_crs))
+
     units_text = pd.read_csv(rel / "units.csv", dtype=str, keep_default_na=False)
     unit_cols = {
         c: pa.array(units_text[c].astype(np.int64)) if c == "released" else pa.array(units_text[c])
@@ -1010,19 +1015,7 @@ def _write_gpkg(
         *(
             [
                 GpkgLayer("groups", "Point", grp.append_column("geometry", wkb_points(gx, gy))),
-                GpkgLayer(
-                    "group_extents",
-                    "Polygon",
-                    grp.append_column(
-                        "geometry",
-                        ring_wkb(
-                            disc_rings(
-                                group_work[0], group_work[1], policy.r_max_m, working_crs,
-                                out_crs,
-                            )
-                        ),
-                    ),
-                ),
+                GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", discs())),
             ]
             if with_groups
             else []

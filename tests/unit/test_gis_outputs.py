@@ -305,9 +305,7 @@ def test_gpkg_without_the_group_layers_fails_when_the_manifest_lists_them(
     assert verify_release(root, source=table, checks=["counts"])["counts"].passed
     edit_manifest(root, lambda m: m.update(gpkg_layers=[*m["gpkg_layers"], "groups"]))
     assert not verify_release(root, source=table, checks=["counts"])["counts"].passed
-    edit_manifest(
-        root, lambda m: m.update(gpkg_layers=[*m["gpkg_layers"], "group_extents"])
-    )
+    edit_manifest(root, lambda m: m.update(gpkg_layers=[*m["gpkg_layers"], "group_extents"]))
     result = verify_release(root, source=table, checks=["counts"])["counts"]
     assert not result.passed and "layers" in result.detail
 
