@@ -437,6 +437,32 @@ def test_point_moved_in_records_layer_fails_counts(
     assert "records layer differs from records.parquet" in text
 
 
+def test_extra_row_in_records_layer_fails_counts_at_a_batch_boundary(
+    made: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A records layer with one row more than records.parquet fails ``counts`` also when
+    records.parquet ends exactly where a batch of the layer ends."""
+    import geokanon.verify.gpkg as vg
+
+    out = _copy(made, tmp_path)
+    n = pq.ParquetFile(out / "release" / "records.parquet").metadata.num_rows
+    monkeypatch.setattr(vg, "_GPKG_ROWS", n)  # the layer's first batch is the whole file
+    gpkg = out / "release" / "release.gpkg"
+    con = sqlite3.connect(gpkg)
+    cols = [r[1] for r in con.execute('PRAGMA table_info("records")') if r[1] != "fid"]
+    con.close()
+    names = ", ".join(f'"{c}"' for c in cols)
+    _gpkg_sql(gpkg, f"INSERT INTO records ({names}) SELECT {names} FROM records WHERE fid = 1")
+    refresh_manifest(out)
+    code, text = _verify(out, made[1], capsys)
+    assert code == 4
+    assert "counts" in _failed(text), text
+    assert "records layer has not the" in text
+
+
 def test_units_figure_changed_in_gpkg_fails(
     made: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -200,7 +200,9 @@ def _same_points(
 
 def _parquet_slices(path: Path, columns: list[str]) -> Callable[[int], pa.Table]:
     """A reader of ``path`` that hands out the next ``n`` rows on each call."""
-    it = pq.ParquetFile(path).iter_batches(batch_size=_GPKG_ROWS, columns=columns)
+    file = pq.ParquetFile(path)
+    schema = pa.schema([file.schema_arrow.field(c) for c in columns])
+    it = file.iter_batches(batch_size=_GPKG_ROWS, columns=columns)
     held: list[pa.RecordBatch] = []
     have = 0
 
@@ -212,7 +214,7 @@ def _parquet_slices(path: Path, columns: list[str]) -> Callable[[int], pa.Table]
                 break
             held.append(batch)
             have += batch.num_rows
-        table = pa.Table.from_batches(held, schema=held[0].schema) if held else pa.table({})
+        table = pa.Table.from_batches(held, schema=held[0].schema) if held else schema.empty_table()
         out, rest = table.slice(0, n), table.slice(n)
         held.clear()
         held.extend(rest.to_batches())
@@ -223,40 +225,84 @@ def _parquet_slices(path: Path, columns: list[str]) -> Callable[[int], pa.Table]
 
 
 def _gpkg_records_problems(rel: _Release, path: Path) -> list[str]:
-    """The records layer is ``records.parquet`` row by row (x, y as its points)."""
+    """The records layer is ``records.parquet`` row by row (x, y as its points).
+
+    ``no_leak`` reads the layer first and compares it on the way (:func:`_records_read`);
+    its result is taken here instead of reading the layer a second time."""
+    held = _cache(rel)
+    key = ("records compared", _stamp(path))
+    if key in held:
+        return list(held[key])
+    problems: list[str] = []
+    for _ in _compared_records(rel, path, problems):
+        pass
+    return problems
+
+
+def _records_read(rel: _Release | None, path: Path) -> Iterator[pa.Table]:
+    """The records layer's batches, compared with ``records.parquet`` as they pass (for
+    ``counts``, kept once every batch has been read)."""
+    if rel is None:
+        yield from _gpkg_batches(path, "records")
+        return
+    problems: list[str] = []
+    yield from _compared_records(rel, path, problems)
+    _cache(rel)[("records compared", _stamp(path))] = problems
+
+
+def _compared_records(rel: _Release, path: Path, problems: list[str]) -> Iterator[pa.Table]:
+    """Every batch of the records layer; ``problems`` receives how it differs from
+    ``records.parquet`` (compared up to the first difference)."""
     rec_path = rel.rel / "records.parquet"
-    if not rec_path.is_file():
-        return []  # counts says records.parquet is missing
+    if not rec_path.is_file():  # counts says records.parquet is missing
+        yield from _gpkg_batches(path, "records")
+        return
     names = [
         n for n in pq.ParquetFile(rec_path).schema_arrow.names if n not in ("geometry", "bbox")
     ]
     take = _parquet_slices(rec_path, names)
     attrs = [n for n in names if n not in ("x", "y")]
     n_rows = 0
-    problems: list[str] = []
+    comparing = True
     for batch in _gpkg_batches(path, "records"):
-        cols = set(batch.column_names) - {"geometry"} - _gpkg_own_columns()
-        if n_rows == 0 and cols != set(attrs):
-            problems.append(
-                f"{path.name} records layer has the columns {sorted(cols)[:8]}, "
-                f"records.parquet {sorted(attrs)[:8]}"
-            )
-            return problems
-        part = take(batch.num_rows)
-        if part.num_rows != batch.num_rows:
-            break
+        if comparing:
+            comparing = _compare_records(batch, take, attrs, n_rows == 0, path, problems)
         n_rows += batch.num_rows
-        bad = [c for c in attrs if not _same_values(part.column(c), batch.column(c))]
-        x = part.column("x").to_numpy(zero_copy_only=False).astype(np.float64)
-        y = part.column("y").to_numpy(zero_copy_only=False).astype(np.float64)
-        if not _same_points(batch.column("geometry"), x, y):
-            bad.append("geometry (x, y)")
-        if bad:
-            return [f"{path.name} records layer differs from records.parquet in {bad[:4]}"]
+        yield batch
     total = int(pq.ParquetFile(rec_path).metadata.num_rows)
-    if n_rows != total:
+    if not problems and n_rows != total:
         problems.append(f"{path.name} records layer has not the {total} rows of records.parquet")
-    return problems
+
+
+def _compare_records(
+    batch: pa.Table,
+    take: Callable[[int], pa.Table],
+    attrs: list[str],
+    first: bool,
+    path: Path,
+    problems: list[str],
+) -> bool:
+    """Whether ``batch`` is the next rows of records.parquet (else ``problems`` says how,
+    or the file has no more rows)."""
+    cols = set(batch.column_names) - {"geometry"} - _gpkg_own_columns()
+    if first and cols != set(attrs):
+        problems.append(
+            f"{path.name} records layer has the columns {sorted(cols)[:8]}, "
+            f"records.parquet {sorted(attrs)[:8]}"
+        )
+        return False
+    part = take(batch.num_rows)
+    if part.num_rows != batch.num_rows:
+        return False  # more rows than records.parquet: the count says so
+    bad = [c for c in attrs if not _same_values(part.column(c), batch.column(c))]
+    x = part.column("x").to_numpy(zero_copy_only=False).astype(np.float64)
+    y = part.column("y").to_numpy(zero_copy_only=False).astype(np.float64)
+    if not _same_points(batch.column("geometry"), x, y):
+        bad.append("geometry (x, y)")
+    if bad:
+        problems.append(f"{path.name} records layer differs from records.parquet in {bad[:4]}")
+        return False
+    return True
 
 
 def _gpkg_own_columns() -> frozenset[str]:
@@ -496,8 +542,8 @@ def gpkg_leaks(path: Path, sec: _Secrets, rel: _Release | None = None) -> list[s
     found: list[str] = []
     for name, kind in _gpkg_layer_names(path, rel).items():
         polygonal = kind is not None and "Polygon" in kind
-        if name == "records":
-            tables: Iterable[pa.Table] = _gpkg_batches(path, name)
+        if name == "records":  # compared with records.parquet on the way, for counts
+            tables: Iterable[pa.Table] = _records_read(rel, path)
         else:  # a polygon layer's geometry is not scanned: not read either
             tables = [_gpkg_layer(path, name, rel, geometry=not polygonal)[1]]
         names: list[str] = []
