@@ -267,6 +267,10 @@ def test_records_layer_left_out_above_the_limit_and_verified(
                 assert (name in layers) is has_groups, (records, groups, name)
                 assert (name in manifest["gpkg_layers"]) is has_groups
             assert {"units", "classes"} <= set(layers) & set(manifest["gpkg_layers"])
+            notes = (root / "release" / "RELEASE_NOTES.md").read_text(encoding="utf-8")
+            line = next(x for x in notes.splitlines() if "`release.gpkg` holds the layers" in x)
+            assert ("left out" in line) is not (has_records and has_groups), line
+            assert ("--gpkg-groups yes" in line) is not (has_records and has_groups)
             report = verify_release(root, source=table)
             assert report.passed, (records, groups, report)
     # below the limit, every layer by default
