@@ -75,7 +75,8 @@ def minimal_scene() -> Scene:
     """12 records, k = 5: group 0 (5 subjects, unit north), group 1 (5, south), 2 suppressed.
 
     Coordinates are non-integral (like a real source at centimetre precision);
-    representatives sit on a 10 m grid, on no member and on no member centroid.
+    representatives are where the writer puts them (:func:`rule_reps`): on no member
+    and on no member centroid.
     """
     gx = [1003.25, 1011.5, 1027.75, 1034.5, 1019.25]
     gy = [1001.75, 1038.25, 1012.5, 1029.75, 1021.5]
@@ -94,8 +95,62 @@ def minimal_scene() -> Scene:
         disposal=disposal,
         group_id=gid,
         class_id=(None,) * 12,
-        reps={0: (1020.0, 1020.0), 1: (2020.0, 3020.0)},
+        reps=rule_reps(x, y, tuple(f"subj-{i:04d}" for i in range(12)), gid, 100.0),
     )
+
+
+def rule_reps(
+    x: tuple[float, ...],
+    y: tuple[float, ...],
+    subjects: tuple[str, ...] | None,
+    group_id: tuple[int | None, ...],
+    r_max_m: float,
+) -> dict[int, tuple[float, float]]:
+    """Each group's representative where the release format's rule puts it
+    (``docs/release-format.md``, snap step ``S = r_max / 20``), by brute force.
+
+    W records, centroid c, RMS radius sigma, largest subject w records: the step s is
+    the coarsest ``S / 2**m`` (m <= 16) still >= max(sigma * w / W, 1 m) (S when that
+    is larger); of the lattice points ``(0.5 + 0.0381966011250105) S + s (i, j)`` in a
+    window around c, the one nearest c (ties: smaller y, then x) within r_max of every
+    member, on none of them and not c.
+    """
+    step = r_max_m / 20.0
+    o = (0.5 + 0.0381966011250105) * step
+    out: dict[int, tuple[float, float]] = {}
+    for g in sorted({v for v in group_id if v is not None}):
+        idx = [i for i, v in enumerate(group_id) if v == g]
+        px = np.asarray([x[i] for i in idx])
+        py = np.asarray([y[i] for i in idx])
+        cx, cy = float(px.mean()), float(py.mean())
+        sigma = float(np.sqrt(((px - cx) ** 2 + (py - cy) ** 2).mean()))
+        subj = [idx[t] if subjects is None else subjects[i] for t, i in enumerate(idx)]
+        w = max(subj.count(v) for v in subj)
+        need = max(sigma * w / len(idx), 1.0)
+        s = step
+        for _ in range(16):
+            if s / 2 >= need:
+                s /= 2
+        i0, j0 = round((cx - o) / s), round((cy - o) / s)
+        best: tuple[float, float, float] | None = None
+        span = 2
+        while best is None or best[0] > ((span - 1) * s) ** 2:  # a nearer one may lie outside
+            if span * s > 4 * r_max_m:
+                break
+            span *= 2
+            qx = o + (i0 + np.arange(-span, span + 1)) * s
+            qy = o + (j0 + np.arange(-span, span + 1)) * s
+            gx, gy = (a.ravel() for a in np.meshgrid(qx, qy))
+            far = np.sqrt((px[None, :] - gx[:, None]) ** 2 + (py[None, :] - gy[:, None]) ** 2)
+            on = ((px[None, :] == gx[:, None]) & (py[None, :] == gy[:, None])).any(axis=1)
+            ok = (far <= r_max_m).all(axis=1) & ~on & ~((gx == cx) & (gy == cy))
+            if ok.any():
+                d = (gx[ok] - cx) ** 2 + (gy[ok] - cy) ** 2
+                t = np.lexsort((gx[ok], gy[ok], d))[0]
+                best = (float(d[t]), float(gy[ok][t]), float(gx[ok][t]))
+        assert best is not None
+        out[g] = (best[2], best[1])
+    return out
 
 
 def group_level_passes(scene: Scene) -> list[dict[str, Any]]:
@@ -158,7 +213,7 @@ def write_release(
     totals
         ``"released"`` or ``"complementary"`` (adds ``source_total`` to units.csv).
     report_html
-        Optional report.html text.
+        report.html text (default: a page with a heading only; every release has one).
     working_crs, output_crs
         CRSs of the scene's coordinates and of the published ones (representatives
         are transformed with pyproj when they differ; the source stays in the
@@ -337,8 +392,9 @@ def write_release(
         lines += [f"| {r['unit']} | {r['released']} | {r['suppressed']} |" for r in unit_rows]
         notes = "\n".join(lines) + "\n"
     (rel / "RELEASE_NOTES.md").write_text(notes, encoding="utf-8")
-    if report_html is not None:
-        (rel / "report.html").write_text(report_html, encoding="utf-8")
+    if report_html is None:
+        report_html = "<!doctype html>\n<html><body><h1>Release report</h1></body></html>\n"
+    (rel / "report.html").write_text(report_html, encoding="utf-8")
 
     # manifest
     n_sup_subj = int(np.unique(subj[sup]).size)

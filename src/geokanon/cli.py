@@ -702,7 +702,7 @@ def _verify_partitioned(args: argparse.Namespace, audit: dict[str, Any]) -> int:
     """``verify DIR --source DIR_OF_PARQUET``: the partitioned verifier on a Dask cluster."""
     from geokanon.distributed import ParquetPartitions, dask_client
     from geokanon.verify import format_report
-    from geokanon.verify_tiles import verify_partitioned
+    from geokanon.verify.partitioned import verify_partitioned
 
     opts = audit.get("read_options", {})
     roles = {r: opts.get(r) for r in ("x", "y", "subject", "time", "unit") if opts.get(r)}
@@ -876,8 +876,9 @@ def _verify_dir(args: argparse.Namespace, directory: Path) -> int:
         source = _source_input(args, opts)
         table = read_points(source, **opts, progress=within(progress, "read"))
     report = verify_release(
-        args.dir, source=table, source_file=source, progress=within(progress, "verify")
-    )
+        args.dir, source=table, source_file=source, progress=within(progress, "verify"),
+        before_report=False,
+    )  # fmt: skip
     _end_progress(args)  # the bars end above the results
     print(format_report(report))
     return 0 if report.passed else 4

@@ -766,7 +766,7 @@ def group_tiled(
         if tiebreak is not None:
             by = (tiebreak[rest], *by)
         rest = rest[np.lexsort((subjects[rest], *by))]
-        _join_existing(rest, x, y, group_id, reps_x, reps_y, policy)
+        _join_existing(rest, x, y, subjects, group_id, reps_x, reps_y, policy)
     rx, ry = [reps_x], [reps_y]
     rest = np.flatnonzero(group_id < 0)
     if rest.size >= policy.k:
@@ -798,6 +798,7 @@ def _join_existing(
     rest: NDArray[np.int64],
     x: NDArray[np.float64],
     y: NDArray[np.float64],
+    subjects: NDArray[np.int64],
     group_id: NDArray[np.int64],
     rep_x: NDArray[np.float64],
     rep_y: NDArray[np.float64],
@@ -810,10 +811,12 @@ def _join_existing(
     is moved (snapped, exact check on all members) when one disc can cover the
     members and the record. A group keeps ``>= k`` subjects (it only grows), and
     a moved representative is never a member's coordinate nor the exact centroid.
+    Every group that gained records then takes the representative the rule gives
+    (:func:`geokanon.grouping.settle_representatives`).
     """
     from scipy.spatial import cKDTree
 
-    from geokanon.grouping import _covering_rep
+    from geokanon.grouping import _covering_rep, settle_representatives
 
     r_max = policy.r_work_m  # r_max in working metres: r_max_m on the ground
     step = policy.snap_step_m
@@ -883,15 +886,16 @@ def _join_existing(
                 group_id[a] = g
                 rep_x[g], rep_y[g] = rep
                 break
-    # A representative must not be the exact centroid of its members.
-    for g in added:
+    # A group that gained records takes the representative the rule gives its members
+    # (it has one: its present point is on the coarsest lattice and covers them all).
+    for g in sorted(added):
         mem = members(g)
-        if x[mem].mean() == rep_x[g] and y[mem].mean() == rep_y[g]:
-            rep = _covering_rep(
-                x[mem], y[mem], np.ones(mem.size), r_max, step, avoid=(rep_x[g], rep_y[g])
-            )
-            if rep is not None:
-                rep_x[g], rep_y[g] = rep
+        rx, ry, ok = settle_representatives(
+            np.zeros(mem.size, np.int64), x[mem], y[mem], np.ones(mem.size),
+            np.asarray(subjects[mem], dtype=np.int64), 1, r_max, step,
+        )  # fmt: skip
+        if ok[0]:
+            rep_x[g], rep_y[g] = rx[0], ry[0]
 
 
 def run_core_distributed(
@@ -1316,7 +1320,8 @@ def release_partitions(
     ReleaseRefused
         A cap is breached or no fixed point; nothing is written but the refusal report.
     VerificationFailed
-        A check of :func:`geokanon.verify_tiles.verify_partitioned` failed; nothing is written.
+        A check of :func:`geokanon.verify.partitioned.verify_partitioned` failed; nothing is
+        written.
     DistributedError
         The cluster failed; nothing is written.
     """

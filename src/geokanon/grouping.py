@@ -2,8 +2,12 @@
 
 A *group* is published as one representative point. It must hold at least ``k``
 distinct subjects, and every member must lie within ``r_max`` (inclusive) of the
-published representative, which is the group's record-weighted centroid snapped
-to a grid of step ``policy.snap_step_m`` (never a member's own coordinate).
+published representative, which the rule of ``docs/release-format.md`` places
+(:func:`settle_representatives`): the point nearest the group's record-weighted
+centroid, within r_max of every member, of a lattice whose step follows the group's
+spread (never coarser than ``policy.snap_step_m``), never a member's own coordinate
+nor the exact centroid. While groups are formed, their points are kept on the
+coarsest lattice (step ``policy.snap_step_m``), which every finer one contains.
 
 The grouping works on *atoms*, a subject's records at one place, so that those
 records are always disposed of together:
@@ -27,6 +31,11 @@ records are always disposed of together:
    only when it places more records than it displaces.
    Whatever remains cannot be published at group level and is escalated by the
    caller.
+6. A local search (:func:`_improve`) moves an atom to a neighbouring group, or swaps
+   two atoms of neighbouring groups, when that lowers the records' summed distance
+   to their groups' centroids and both groups keep k subjects and a covering point.
+7. Every group's representative is placed by the rule (:func:`settle_representatives`),
+   from its final members.
 """
 
 from __future__ import annotations
@@ -43,7 +52,15 @@ from scipy.spatial import cKDTree
 from geokanon.neighbours import cells_around, in_sorted, pack_key, sorted_unique, stable_argsort
 from geokanon.policy import OutlierPolicy
 
-__all__ = ["Grouping", "group_records", "hilbert_keys", "repair_groups", "snap"]
+__all__ = [
+    "Grouping",
+    "group_records",
+    "hilbert_keys",
+    "repair_groups",
+    "representative_step",
+    "settle_representatives",
+    "snap",
+]
 
 _HILBERT_BITS = 21
 #: Cost of an infeasible run in the 1-D partition, per record, in units of r_max squared.
@@ -656,14 +673,42 @@ def _sweep_centres(
     return depth_out, cx_out, cy_out
 
 
+@nb.njit(cache=True)
+def _by_group(
+    atom_group: NDArray[np.int64], n_groups: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """Atoms with a group (>= 0) ordered by group, then atom; and where each group starts.
+
+    ``order = placed[np.argsort(atom_group[placed], kind="stable")]`` and
+    ``start = np.searchsorted(atom_group[order], np.arange(n_groups + 1))`` in two
+    passes (groups outside ``[0, n_groups)`` are counted after the last start).
+    """
+    counts = np.zeros(n_groups + 1, dtype=np.int64)
+    m = 0
+    for g in atom_group:
+        if g >= 0:
+            counts[min(g, n_groups)] += 1
+            m += 1
+    start = np.zeros(n_groups + 2, dtype=np.int64)
+    for g in range(n_groups + 1):
+        start[g + 1] = start[g] + counts[g]
+    pos = start[: n_groups + 1].copy()
+    order = np.empty(m, dtype=np.int64)
+    for a in range(atom_group.size):
+        g = atom_group[a]
+        if g >= 0:
+            gg = min(g, n_groups)
+            order[pos[gg]] = a
+            pos[gg] += 1
+    return order, start[: n_groups + 1]
+
+
 class _Members:
     """Atom lists of groups, materialised only for the groups that are touched."""
 
     def __init__(self, atom_group: NDArray[np.int64], n_groups: int) -> None:
-        placed = np.flatnonzero(atom_group >= 0)
-        order = placed[stable_argsort(atom_group[placed])]
-        self._order = order
-        self._start = np.searchsorted(atom_group[order], np.arange(n_groups + 1))
+        # the placed atoms by group, ascending within each (a counting sort)
+        self._order, self._start = _by_group(atom_group, n_groups)
         self._lists: dict[int, list[int]] = {}
         self._n = n_groups
 
@@ -925,7 +970,8 @@ def group_records(
     rx = np.asarray(reps_x, dtype=np.float64)
     ry = np.asarray(reps_y, dtype=np.float64)
     atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
-    _avoid_exact_centroids(atom_group, ax, ay, aw, members, rx, ry, r_max, step)
+    _improve_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step)
+    atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
 
@@ -999,37 +1045,8 @@ def repair_groups(
     rx = np.asarray(reps_x, dtype=np.float64)
     ry = np.asarray(reps_y, dtype=np.float64)
     atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
-    _avoid_exact_centroids(atom_group, ax, ay, aw, members, rx, ry, r_max, step)
+    atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
     return Grouping(atom_group[atom_of], rx, ry)
-
-
-def _avoid_exact_centroids(
-    atom_group: NDArray[np.int64],
-    ax: NDArray[np.float64],
-    ay: NDArray[np.float64],
-    aw: NDArray[np.float64],
-    members: _Members,
-    rx: NDArray[np.float64],
-    ry: NDArray[np.float64],
-    r_max: float,
-    step: float,
-) -> None:
-    """Move any representative that equals its group's exact centroid to another cell.
-
-    Otherwise k-1 members who know their own places could compute the k-th.
-    """
-    if rx.size == 0:
-        return
-    m = atom_group >= 0
-    g = atom_group[m]
-    sw = np.bincount(g, weights=aw[m], minlength=rx.size)
-    cx = np.bincount(g, weights=aw[m] * ax[m], minlength=rx.size) / sw
-    cy = np.bincount(g, weights=aw[m] * ay[m], minlength=rx.size) / sw
-    for gi in np.flatnonzero((cx == rx) & (cy == ry)):
-        mem = np.asarray(members.get(int(gi)))
-        rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step, avoid=(rx[gi], ry[gi]))
-        if rep is not None:
-            rx[gi], ry[gi] = rep
 
 
 def _join_groups(
@@ -1760,3 +1777,791 @@ def _compact(
     atom_group = np.where(atom_group >= 0, new_id[np.maximum(atom_group, 0)], -1)
     rx, ry = rx[used], ry[used]
     return atom_group, rx, ry, _Members(atom_group, rx.size)
+
+
+# --------------------------------------------------------------------------- the rule
+
+#: The finest lattice step a representative is ever snapped to, in metres.
+SNAP_FLOOR_M = 1.0
+#: The coarsest ladder rung: ``S / 2**MAX_HALVINGS`` for the policy's snap step S.
+MAX_HALVINGS = 16
+
+
+@nb.njit(cache=True)
+def representative_step(hide: float, step: float) -> float:
+    """The lattice step of a group whose representative must hide ``hide`` metres.
+
+    The coarsest rung ``step / 2**m`` (m >= 0) of the ladder below the policy's
+    snap step that is still at least ``max(hide, SNAP_FLOOR_M)``; ``step`` itself when
+    that is already below. ``hide`` is the group's RMS radius times its largest
+    subject's share of its records (see :func:`settle_representatives`).
+
+    Examples
+    --------
+    >>> representative_step(0.0, 5.0), representative_step(3.0, 5.0), representative_step(9.0, 5.0)
+    (1.25, 5.0, 5.0)
+    >>> representative_step(2.0, 15.0)
+    3.75
+    """
+    need = max(hide, SNAP_FLOOR_M)
+    s = step
+    for _ in range(MAX_HALVINGS):
+        if s * 0.5 < need:
+            break
+        s *= 0.5
+    return s
+
+
+@nb.njit(cache=True)
+def _rule_point(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    cx: float,
+    cy: float,
+    r: float,
+    s: float,
+    o: float,
+    ex: float,
+    ey: float,
+) -> tuple[bool, float, float]:
+    """The lattice point ``o + s (i, j)`` nearest (cx, cy) within r of every point.
+
+    Excluded: a point equal to one of the points or to (ex, ey). Ties in distance
+    go to the smaller y, then the smaller x. Rows of the lattice are scanned
+    outward from the centre's row until a row is farther than the best point found;
+    in each row the points within r of everyone form an interval, and only its
+    lattice points nearest the centre are checked exactly (``sqrt(dx^2 + dy^2) <=
+    r``, the check every group's members pass).
+    """
+    n = px.size
+    ylo = -math.inf
+    yhi = math.inf
+    for t in range(n):
+        ylo = max(ylo, py[t] - r)
+        yhi = min(yhi, py[t] + r)
+    if ylo > yhi + 1e-9 * max(1.0, abs(yhi)):
+        return False, 0.0, 0.0
+    jlo = math.ceil((ylo - o) / s) - 1
+    jhi = math.floor((yhi - o) / s) + 1
+    j0 = min(max(round((cy - o) / s), jlo), jhi)
+    best = math.inf
+    bx = 0.0
+    by = 0.0
+    found = False
+    up = j0
+    down = j0 - 1
+    while up <= jhi or down >= jlo:
+        # the next row nearest the centre
+        if up > jhi:
+            j = down
+            down -= 1
+        elif down < jlo:
+            j = up
+            up += 1
+        elif abs(o + up * s - cy) <= abs(o + down * s - cy):
+            j = up
+            up += 1
+        else:
+            j = down
+            down -= 1
+        y = o + j * s
+        ddy = (y - cy) * (y - cy)
+        if ddy > best:
+            if up > jhi or abs(o + up * s - cy) ** 2 > best:
+                if down < jlo or abs(o + down * s - cy) ** 2 > best:
+                    break
+            continue
+        lo = -math.inf
+        hi = math.inf
+        empty = False
+        for t in range(n):
+            h2 = r * r - (y - py[t]) * (y - py[t])
+            if h2 < -1e-9 * r * r:
+                empty = True
+                break
+            hw = math.sqrt(max(h2, 0.0))
+            lo = max(lo, px[t] - hw)
+            hi = min(hi, px[t] + hw)
+        if empty or lo > hi + 1e-9 * max(1.0, abs(hi)):
+            continue
+        ilo = math.ceil((lo - o) / s) - 1
+        ihi = math.floor((hi - o) / s) + 1
+        i0 = min(max(round((cx - o) / s), ilo), ihi)
+        # candidates outward from i0: i0, then the nearer of each side
+        left = i0
+        right = i0 + 1
+        while left >= ilo or right <= ihi:
+            if right > ihi:
+                i = left
+                left -= 1
+            elif left < ilo:
+                i = right
+                right += 1
+            elif cx - (o + left * s) <= (o + right * s) - cx:
+                i = left
+                left -= 1
+            else:
+                i = right
+                right += 1
+            x = o + i * s
+            d = (x - cx) * (x - cx) + ddy
+            if d > best:
+                if (left < ilo or (cx - (o + left * s)) ** 2 + ddy > best) and (
+                    right > ihi or ((o + right * s) - cx) ** 2 + ddy > best
+                ):
+                    break
+                continue
+            if x == ex and y == ey:
+                continue
+            good = True
+            for t in range(n):
+                ex = px[t] - x
+                ey = py[t] - y
+                if math.sqrt(ex * ex + ey * ey) > r or (px[t] == x and py[t] == y):
+                    good = False
+                    break
+            if not good:
+                continue
+            if d < best or (d == best and (y < by or (y == by and x < bx))):
+                best = d
+                bx = x
+                by = y
+                found = True
+            break
+    return found, bx, by
+
+
+@nb.njit(cache=True)
+def _settle(
+    order: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    r: float,
+    step: float,
+    rx: NDArray[np.float64],
+    ry: NDArray[np.float64],
+    ok: NDArray[np.bool_],
+) -> None:
+    """:func:`settle_representatives` over groups given as runs of ``order``."""
+    o = (0.5 + OFFSET) * step
+    for g in range(starts.size - 1):
+        a = starts[g]
+        b = starts[g + 1]
+        m = b - a
+        if m == 0:
+            ok[g] = False
+            continue
+        idx = order[a:b]
+        px = ax[idx]
+        py = ay[idx]
+        w = aw[idx]
+        # centroid, in coordinates local to the first member
+        x0 = px[0]
+        y0 = py[0]
+        sw = 0.0
+        sx = 0.0
+        sy = 0.0
+        for t in range(m):
+            sw += w[t]
+            sx += w[t] * (px[t] - x0)
+            sy += w[t] * (py[t] - y0)
+        mx = sx / sw
+        my = sy / sw
+        cx = x0 + mx
+        cy = y0 + my
+        sq = 0.0
+        for t in range(m):
+            ex = px[t] - x0 - mx
+            ey = py[t] - y0 - my
+            sq += w[t] * (ex * ex + ey * ey)
+        # the largest subject's records
+        sub = asub[idx]
+        so = np.argsort(sub, kind="mergesort")
+        wmax = 0.0
+        run = 0.0
+        for t in range(m):
+            if t > 0 and sub[so[t]] != sub[so[t - 1]]:
+                run = 0.0
+            run += w[so[t]]
+            wmax = max(wmax, run)
+        hide = math.sqrt(sq / sw) * wmax / sw
+        s = representative_step(hide, step)
+        good, qx, qy = _rule_point(px, py, cx, cy, r, s, o, cx, cy)
+        ok[g] = good
+        rx[g] = qx
+        ry[g] = qy
+
+
+def settle_representatives(
+    group_of: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    subjects: NDArray[np.int64],
+    n_groups: int,
+    r_work: float,
+    step: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Every group's representative by the rule of ``docs/release-format.md``.
+
+    For a group of W records with centroid c, RMS radius sigma (records' distances
+    to c) and a largest subject of w records, the lattice step is
+    :func:`representative_step` of ``sigma * w / W`` (never coarser than ``step``,
+    never finer than ``SNAP_FLOOR_M`` unless ``step`` is); the representative is the
+    point of that lattice (origin ``(0.5 + OFFSET) * step`` on both axes) nearest c that lies within
+    ``r_work`` of every member, equal to no member's coordinate nor to c (ties: the
+    smaller y, then x). A group that holds a point of the coarsest lattice within
+    ``r_work`` of everyone (every group this module forms) always has one.
+
+    Parameters
+    ----------
+    group_of
+        Group of every point (atom or record), -1 for none.
+    x, y, weight, subjects
+        Working coordinates, record count and subject code of every point.
+    n_groups
+        Number of groups.
+    r_work, step
+        The radius in working metres and the policy's snap step.
+
+    Returns
+    -------
+    rep_x, rep_y, ok
+        Per group; ``ok`` is false for a group with no such point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> one = np.zeros(5, np.int64)
+    >>> rx, ry, ok = settle_representatives(
+    ...     one, np.arange(5.0), np.zeros(5), np.ones(5), np.arange(5), 1, 100.0, 5.0
+    ... )
+    >>> bool(ok[0]), round(float(rx[0]), 6), round(float(ry[0]), 6)
+    (True, 1.440983, 0.190983)
+    """
+    placed = np.flatnonzero(group_of >= 0)
+    order = placed[stable_argsort(group_of[placed])]
+    starts = np.searchsorted(group_of[order], np.arange(n_groups + 1))
+    rx = np.zeros(n_groups)
+    ry = np.zeros(n_groups)
+    ok = np.zeros(n_groups, dtype=np.bool_)
+    _settle(
+        np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(starts, dtype=np.int64),
+        np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64),
+        np.ascontiguousarray(weight, dtype=np.float64),
+        np.ascontiguousarray(subjects, dtype=np.int64), float(r_work), float(step), rx, ry, ok,
+    )  # fmt: skip
+    return rx, ry, ok
+
+
+def _settled(
+    atom_group: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    n_groups: int,
+    r_work: float,
+    step: float,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """Every group's representative by the rule (:func:`settle_representatives`).
+
+    The steps above keep each representative on the coarsest lattice and within
+    r_max of every member, but not necessarily where the rule puts it (a group that
+    lost or gained members keeps its point). The rule always finds a point for such
+    a group; one that has none (its only covering points are members' coordinates or
+    its exact centroid) is dissolved: its atoms are left without a group, and the groups
+    after it are renumbered.
+    """
+    rx, ry, ok = settle_representatives(atom_group, ax, ay, aw, asub, n_groups, r_work, step)
+    if not ok.all():
+        new_id = np.cumsum(ok) - 1
+        keep = (atom_group >= 0) & ok[np.maximum(atom_group, 0)]
+        atom_group = np.where(keep, new_id[np.maximum(atom_group, 0)], -1)
+        rx, ry = rx[ok], ry[ok]
+    return atom_group, rx, ry
+
+
+# --------------------------------------------------------------------------- local search
+
+#: Sweeps of :func:`_improve` over the atoms at most.
+IMPROVE_SWEEPS = 3
+#: Nearest atoms of other groups, per atom, whose groups :func:`_improve` tries.
+IMPROVE_NEIGHBOURS = 12
+#: Side of the grid the neighbours are found on, in median group RMS radii.
+CELL_RADII = 2.0
+#: How far from an atom its candidate neighbours are sought, in its group's RMS radii.
+REACH_RADII = 2.0
+#: A change is costed exactly only when its gain with the centroids held is above
+#: ``-SCREEN`` times the distances involved.
+SCREEN = 0.3
+
+
+@nb.njit(cache=True)
+def _cost_of(
+    g: int,
+    drop: int,
+    extra: int,
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    sw: float,
+    sx: float,
+    sy: float,
+) -> float:
+    """Sum of weighted distances to the centroid ``(sx, sy) / sw`` of group g's atoms
+    without atom ``drop`` and with atom ``extra`` (-1: none)."""
+    cx = sx / sw
+    cy = sy / sw
+    d = 0.0
+    a = head[g]
+    while a >= 0:
+        if a != drop:
+            d += aw[a] * math.sqrt((ax[a] - cx) ** 2 + (ay[a] - cy) ** 2)
+        a = nxt[a]
+    if extra >= 0:
+        d += aw[extra] * math.sqrt((ax[extra] - cx) ** 2 + (ay[extra] - cy) ** 2)
+    return d
+
+
+@nb.njit(cache=True)
+def _feasible(
+    g: int,
+    drop: int,
+    extra: int,
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    cnt: NDArray[np.int64],
+    bx: NDArray[np.float64],
+    by: NDArray[np.float64],
+    bw: NDArray[np.float64],
+    bs: NDArray[np.int64],
+    k: int,
+    r: float,
+    step: float,
+) -> bool:
+    """Whether group g without atom ``drop`` and with atom ``extra`` (-1: none) holds k
+    distinct subjects and a point of the coarsest lattice within r of everyone, as
+    every group must (``cnt`` is scratch, zero, left as found)."""
+    m = 0
+    a = head[g]
+    while a >= 0:
+        if a != drop:
+            bx[m] = ax[a]
+            by[m] = ay[a]
+            bw[m] = aw[a]
+            bs[m] = asub[a]
+            m += 1
+        a = nxt[a]
+    if extra >= 0:
+        bx[m] = ax[extra]
+        by[m] = ay[extra]
+        bw[m] = aw[extra]
+        bs[m] = asub[extra]
+        m += 1
+    distinct = 0
+    for t in range(m):
+        if cnt[bs[t]] == 0:
+            distinct += 1
+        cnt[bs[t]] += 1
+    for t in range(m):
+        cnt[bs[t]] = 0
+    if distinct < k:
+        return False
+    ok, _, _ = _covering_rep_nb(bx[:m], by[:m], bw[:m], r, step, np.nan, np.nan)
+    return ok
+
+
+@nb.njit(cache=True)
+def _improve(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    nbr: NDArray[np.int64],
+    k: int,
+    r: float,
+    step: float,
+    cap: int,
+    sweeps: int,
+    screen: float,
+) -> int:
+    """1-opt local search: move an atom to a neighbouring group, or swap two atoms of
+    neighbouring groups, when it lowers the sum of records' distances to their group's
+    centroid and both groups stay valid (>= k distinct subjects, a lattice point within
+    r of every member). Atoms are visited in index
+    order, each taking its best change; groups of more than ``cap`` atoms are left
+    alone. Returns the number of changes made."""
+    na = ax.size
+    head = np.full(n_groups, -1, np.int64)
+    nxt = np.full(na, -1, np.int64)
+    prv = np.full(na, -1, np.int64)
+    size = np.zeros(n_groups, np.int64)
+    sw = np.zeros(n_groups)
+    sx = np.zeros(n_groups)
+    sy = np.zeros(n_groups)
+    for a in range(na - 1, -1, -1):
+        g = atom_group[a]
+        if g < 0:
+            continue
+        if head[g] >= 0:
+            prv[head[g]] = a
+        nxt[a] = head[g]
+        head[g] = a
+        size[g] += 1
+    for a in range(na):
+        g = atom_group[a]
+        if g >= 0:
+            sw[g] += aw[a]
+            sx[g] += aw[a] * ax[a]
+            sy[g] += aw[a] * ay[a]
+    cost = np.zeros(n_groups)
+    for g in range(n_groups):
+        if head[g] >= 0:
+            cost[g] = _cost_of(g, -1, -1, head, nxt, ax, ay, aw, sw[g], sx[g], sy[g])
+    n_sub = asub.max() + 1 if na else 1
+    cnt = np.zeros(n_sub, np.int64)
+    bx = np.empty(cap + 2)
+    by = np.empty(cap + 2)
+    bw = np.empty(cap + 2)
+    bs = np.empty(cap + 2, np.int64)
+    changes = 0
+    nq = nbr.shape[1]
+    c_gain = np.empty(2 * nq)
+    c_h = np.empty(2 * nq, np.int64)
+    c_b = np.empty(2 * nq, np.int64)
+    c_g = np.empty(2 * nq)
+    c_hh = np.empty(2 * nq)
+    # the sweep in which each group last changed: later sweeps visit only atoms near one
+    stamp = np.zeros(n_groups, np.int64)
+    for sweep in range(1, sweeps + 1):
+        made = 0
+        for a in range(na):
+            g = atom_group[a]
+            if g < 0 or size[g] > cap:
+                continue
+            if sweep > 1:
+                recent = stamp[g] >= sweep - 1
+                for q in range(nq):
+                    b = nbr[a, q]
+                    if b >= 0 and atom_group[b] >= 0 and stamp[atom_group[b]] >= sweep - 1:
+                        recent = True
+                        break
+                if not recent:
+                    continue
+            wa = aw[a]
+            nc = 0
+            for q in range(nq):
+                b = nbr[a, q]
+                if b < 0:
+                    continue
+                h = atom_group[b]
+                if h < 0 or h == g or size[h] >= cap:
+                    continue
+                base = cost[g] + cost[h]
+                eps = 1e-9 * (1.0 + base)
+                # first-order gains (centroids held): only promising changes are costed
+                dag = math.sqrt((ax[a] - sx[g] / sw[g]) ** 2 + (ay[a] - sy[g] / sw[g]) ** 2)
+                dah = math.sqrt((ax[a] - sx[h] / sw[h]) ** 2 + (ay[a] - sy[h] / sw[h]) ** 2)
+                dbg = math.sqrt((ax[b] - sx[g] / sw[g]) ** 2 + (ay[b] - sy[g] / sw[g]) ** 2)
+                dbh = math.sqrt((ax[b] - sx[h] / sw[h]) ** 2 + (ay[b] - sy[h] / sw[h]) ** 2)
+                move_hint = wa * (dag - dah) > -screen * (dag + dah) * wa
+                swap_hint = wa * (dag - dah) + aw[b] * (dbh - dbg) > -screen * (
+                    wa * (dag + dah) + aw[b] * (dbg + dbh)
+                )
+                # move a to h (once per h; g must keep k atoms to keep k subjects)
+                seen = False
+                for q2 in range(q):
+                    b2 = nbr[a, q2]
+                    if b2 >= 0 and atom_group[b2] == h:
+                        seen = True
+                        break
+                if move_hint and not seen and size[g] - 1 >= k:
+                    cg = _cost_of(
+                        g,
+                        a,
+                        -1,
+                        head,
+                        nxt,
+                        ax,
+                        ay,
+                        aw,
+                        sw[g] - wa,
+                        sx[g] - wa * ax[a],
+                        sy[g] - wa * ay[a],
+                    )
+                    ch = _cost_of(
+                        h,
+                        -1,
+                        a,
+                        head,
+                        nxt,
+                        ax,
+                        ay,
+                        aw,
+                        sw[h] + wa,
+                        sx[h] + wa * ax[a],
+                        sy[h] + wa * ay[a],
+                    )
+                    if base - cg - ch > eps:
+                        c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = (
+                            base - cg - ch,
+                            h,
+                            -1,
+                            cg,
+                            ch,
+                        )
+                        nc += 1
+                # swap a and b
+                if not swap_hint:
+                    continue
+                wb = aw[b]
+                cg = _cost_of(
+                    g,
+                    a,
+                    b,
+                    head,
+                    nxt,
+                    ax,
+                    ay,
+                    aw,
+                    sw[g] - wa + wb,
+                    sx[g] - wa * ax[a] + wb * ax[b],
+                    sy[g] - wa * ay[a] + wb * ay[b],
+                )
+                ch = _cost_of(
+                    h,
+                    b,
+                    a,
+                    head,
+                    nxt,
+                    ax,
+                    ay,
+                    aw,
+                    sw[h] - wb + wa,
+                    sx[h] - wb * ax[b] + wa * ax[a],
+                    sy[h] - wb * ay[b] + wa * ay[a],
+                )
+                if base - cg - ch > eps:
+                    c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = base - cg - ch, h, b, cg, ch
+                    nc += 1
+            if nc == 0:
+                continue
+            # the best valid change (ties: the first found)
+            pick = -1
+            for o in np.argsort(-c_gain[:nc], kind="mergesort"):
+                h = c_h[o]
+                b = c_b[o]
+                if _feasible(g, a, b, head, nxt, ax, ay, aw, asub, cnt, bx, by, bw, bs, k, r,
+                             step) and _feasible(h, b, a, head, nxt, ax, ay, aw, asub, cnt, bx,
+                                                 by, bw, bs, k, r, step):  # fmt: skip
+                    pick = o
+                    break
+            if pick < 0:
+                continue
+            h = c_h[pick]
+            # a leaves g for h; b (if any) leaves h for g
+            _unlink(a, g, head, nxt, prv)
+            _link(a, h, head, nxt, prv)
+            atom_group[a] = h
+            sw[g] -= wa
+            sx[g] -= wa * ax[a]
+            sy[g] -= wa * ay[a]
+            sw[h] += wa
+            sx[h] += wa * ax[a]
+            sy[h] += wa * ay[a]
+            size[g] -= 1
+            size[h] += 1
+            b = c_b[pick]
+            if b >= 0:
+                wb = aw[b]
+                _unlink(b, h, head, nxt, prv)
+                _link(b, g, head, nxt, prv)
+                atom_group[b] = g
+                sw[h] -= wb
+                sx[h] -= wb * ax[b]
+                sy[h] -= wb * ay[b]
+                sw[g] += wb
+                sx[g] += wb * ax[b]
+                sy[g] += wb * ay[b]
+                size[h] -= 1
+                size[g] += 1
+            cost[g] = c_g[pick]
+            cost[h] = c_hh[pick]
+            stamp[g] = sweep
+            stamp[h] = sweep
+            made += 1
+        changes += made
+        if made == 0:
+            break
+    return changes
+
+
+@nb.njit(cache=True)
+def _unlink(a: int, g: int, head: NDArray[np.int64], nxt: NDArray[np.int64],
+            prv: NDArray[np.int64]) -> None:  # fmt: skip
+    if prv[a] >= 0:
+        nxt[prv[a]] = nxt[a]
+    else:
+        head[g] = nxt[a]
+    if nxt[a] >= 0:
+        prv[nxt[a]] = prv[a]
+    nxt[a] = -1
+    prv[a] = -1
+
+
+@nb.njit(cache=True)
+def _link(a: int, g: int, head: NDArray[np.int64], nxt: NDArray[np.int64],
+          prv: NDArray[np.int64]) -> None:  # fmt: skip
+    # kept in index order, so sums and scans never depend on the order of changes
+    b = head[g]
+    if b < 0 or b > a:
+        nxt[a] = b
+        prv[a] = -1
+        if b >= 0:
+            prv[b] = a
+        head[g] = a
+        return
+    while nxt[b] >= 0 and nxt[b] < a:
+        b = nxt[b]
+    nxt[a] = nxt[b]
+    prv[a] = b
+    if nxt[b] >= 0:
+        prv[nxt[b]] = a
+    nxt[b] = a
+
+
+def _improve_groups(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    k: int,
+    r_work: float,
+    step: float,
+) -> int:
+    """Run :func:`_improve` over the placed atoms (in place on ``atom_group``)."""
+    placed = np.flatnonzero(atom_group >= 0)
+    if placed.size <= k or n_groups < 2:
+        return 0
+    # Cells about the size of a group: the median of the groups' RMS radii.
+    g = atom_group[placed]
+    w = aw[placed]
+    sw = np.bincount(g, w, n_groups)
+    mx = np.bincount(g, w * ax[placed], n_groups) / np.maximum(sw, 1e-300)
+    my = np.bincount(g, w * ay[placed], n_groups) / np.maximum(sw, 1e-300)
+    d2 = np.bincount(g, w * ((ax[placed] - mx[g]) ** 2 + (ay[placed] - my[g]) ** 2), n_groups)
+    radius = np.sqrt(d2[sw > 0] / sw[sw > 0])
+    side = max(float(np.median(radius)) * CELL_RADII, r_work / 64.0, 1e-3)
+    reach = np.where(sw > 0, REACH_RADII * np.sqrt(d2 / np.maximum(sw, 1e-300)), 0.0)
+    nbr = _near_atoms(np.ascontiguousarray(ax, dtype=np.float64),
+                      np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
+                      IMPROVE_NEIGHBOURS, reach)  # fmt: skip
+    _, sub = np.unique(asub, return_inverse=True)
+    return int(
+        _improve(
+            atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
+            np.ascontiguousarray(ay, dtype=np.float64), np.ascontiguousarray(aw, dtype=np.float64),
+            sub.astype(np.int64).ravel(), nbr, k, r_work, step, 4 * k, IMPROVE_SWEEPS, SCREEN,
+        )
+    )  # fmt: skip
+
+
+@nb.njit(cache=True, parallel=True)
+def _near_atoms(
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    atom_group: NDArray[np.int64],
+    side: float,
+    q: int,
+    reach: NDArray[np.float64],
+) -> NDArray[np.int64]:
+    """Per placed atom, its ``q`` nearest atoms of other groups in the cells of a grid of
+    the given side within ``reach[g]`` of its cell (g its group; at least the 3 x 3
+    cells around it, at most 9 x 9), ties to the smaller index, -1 padding.
+
+    Cells are found through an open-addressing table of the occupied cells, so an
+    atom costs its 9 cells and the atoms in them. Each atom's answer depends on the
+    positions and groups only, so the threads' order does not matter.
+    """
+    n = ax.size
+    out = np.full((n, q), -1, np.int64)
+    if n == 0:
+        return out
+    ox = ax.min()
+    oy = ay.min()
+    cx = np.empty(n, np.int64)
+    cy = np.empty(n, np.int64)
+    for i in range(n):
+        cx[i] = int((ax[i] - ox) / side) + 1
+        cy[i] = int((ay[i] - oy) / side) + 1
+    wy = cy.max() + 2
+    key = cx * wy + cy
+    order = np.argsort(key, kind="mergesort")
+    skey = key[order]
+    # table of occupied cells: key -> first position in order (run ends at a key change)
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    tkey = np.full(size, -1, np.int64)
+    tpos = np.zeros(size, np.int64)
+    for t in range(n):
+        if t > 0 and skey[t] == skey[t - 1]:
+            continue
+        h = (skey[t] * 0x9E3779B97F4A7C15) & (size - 1)
+        while tkey[h] >= 0:
+            h = (h + 1) & (size - 1)
+        tkey[h] = skey[t]
+        tpos[h] = t
+    for a in nb.prange(n):
+        g = atom_group[a]
+        if g < 0:
+            continue
+        bd = np.full(q, np.inf)
+        bj = np.full(q, -1, np.int64)
+        span = reach[g] / side
+        rings = int(span)
+        if rings < span:
+            rings += 1
+        rings = min(max(1, rings), 4)
+        for ddx in range(-rings, rings + 1):
+            for ddy in range(-rings, rings + 1):
+                kk = (cx[a] + ddx) * wy + cy[a] + ddy
+                h = (kk * 0x9E3779B97F4A7C15) & (size - 1)
+                while tkey[h] >= 0 and tkey[h] != kk:
+                    h = (h + 1) & (size - 1)
+                if tkey[h] < 0:
+                    continue
+                t = tpos[h]
+                while t < n and skey[t] == kk:
+                    j = order[t]
+                    t += 1
+                    hg = atom_group[j]
+                    if hg < 0 or hg == g:
+                        continue
+                    d = (ax[j] - ax[a]) ** 2 + (ay[j] - ay[a]) ** 2
+                    if d > bd[q - 1] or (d == bd[q - 1] and j > bj[q - 1]):
+                        continue
+                    u = q - 1
+                    while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
+                        bd[u] = bd[u - 1]
+                        bj[u] = bj[u - 1]
+                        u -= 1
+                    bd[u] = d
+                    bj[u] = j
+        for u in range(q):
+            out[a, u] = bj[u]
+    return out

@@ -808,7 +808,8 @@ class Plan:
             f"  caps: tau {p.tau:.2%} of subjects; unit cap {p.unit_cap:.0%}; warning above "
             f"{p.disposal_warning_share:.0%} disposals",
             f"  time: t_max {p.t_max_s:g} s, {p.time_mode}" if p.t_max_s else "  time: not used",
-            f"  representatives snapped to {p.snap_step_m:g} m cell centres; seed {p.seed}",
+            f"  representatives on grids of at most {p.snap_step_m:g} m, finer for tight groups; "
+            f"seed {p.seed}",
             f"  membership-sensitive: {'yes' if p.membership_sensitive else 'no'}; "
             f"synthetic stand-ins for suppressed subjects: "
             f"{'yes' if p.allow_synthetic else 'no'}",

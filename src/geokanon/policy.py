@@ -93,7 +93,10 @@ class OutlierPolicy:
     seed
         Seed of every random choice (snapping noise, masks, bias tests).
     snap_m
-        Grid step to which group representatives are snapped (``None``: r_max_m / 20).
+        Coarsest grid step to which group representatives are snapped (``None``:
+        r_max_m / 20); a group whose members are close together is snapped to a finer
+        power-of-two fraction of it, never below 1 m (docs/release-format.md, "Group
+        representatives").
     scale_factor_min
         Smallest scale factor (projected metres per ground metre, in any direction) of
         the working CRS over the data. ``r_max_m`` is a promise on the ground; every
@@ -182,7 +185,7 @@ class OutlierPolicy:
 
     @property
     def snap_step_m(self) -> float:
-        """Grid step of published representatives, in metres."""
+        """Coarsest grid step of published representatives, in metres."""
         return self.snap_m if self.snap_m is not None else self.r_max_m / 20.0
 
     @property

@@ -66,6 +66,7 @@ from geokanon.io.gis import (
     write_geopackage,
 )
 from geokanon.io.read import PointTable
+from geokanon.neighbours import count_distinct
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 
@@ -1260,8 +1261,8 @@ def build_release_files(
         syn_total = WITHHELD  # a total over hidden per-unit values would narrow them
     if policy.allow_synthetic:
         units["synthetic"] = syn_shown
-    total_sup_subjects = int(_sorted_unique(subj[suppressed]).size)
-    total_subjects = int(_sorted_unique(subj).size)
+    total_sup_subjects = count_distinct(subj[suppressed])
+    total_subjects = count_distinct(subj)
     global_shown: int | str = mask_small(total_sup_subjects, k)
     n_hidden_units = sum(v == LT_K for v in sup_shown)
     if (
@@ -1551,7 +1552,7 @@ def write_release(
             steps("checksums")
         digests = finish_manifest(tmp, manifest, unchanged=written)
         truth = source if source is not None else table
-        report = verify_release(tmp, source=truth, progress=stage("verify"))
+        report = verify_release(tmp, source=truth, progress=stage("verify"), before_report=True)
         checks = report.as_dict()
         if deterministic is not None:
             checks["deterministic"] = bool(deterministic)
@@ -1580,7 +1581,7 @@ def write_release(
         unchanged = {f: d for f, d in report.digests.items() if f not in changed}
         again = verify_release(
             tmp, source=truth, checks=RECHECKED, unchanged=unchanged,
-            progress=stage("reverify"),
+            progress=stage("reverify"), reuse=report,
         )  # fmt: skip
         if not again.passed:
             raise VerificationFailed(

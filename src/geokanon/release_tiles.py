@@ -29,7 +29,7 @@ directory of Parquet files, a Dask DataFrame, or any object with ``__len__`` and
    ``classes.parquet``, ``units.csv``, ``manifest.json``, ``RELEASE_NOTES.md``,
    ``report.html``) are written by the driver from arrays of one entry per
    group, class or unit.
-4. *Verify*: :func:`geokanon.verify_tiles.verify_partitioned`, which re-reads
+4. *Verify*: :func:`geokanon.verify.partitioned.verify_partitioned`, which re-reads
    the source partitions and the written parts and shares no code with the
    algorithm. Everything is built in a hidden sibling directory and renamed
    into place only when every check passed (all or nothing).
@@ -838,7 +838,7 @@ def _release_held(
     from geokanon.io.read import same_rows
     from geokanon.pipeline import _same_decisions, _write_refusal
     from geokanon.report.notes import release_notes
-    from geokanon.verify_tiles import SCOPE, verify_partitioned
+    from geokanon.verify.partitioned import SCOPE, verify_partitioned
 
     say = progress or (lambda _stage: None)
     tiling = tiling or Tiling.for_policy(policy)

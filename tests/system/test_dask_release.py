@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("dask")
@@ -23,7 +25,8 @@ from geokanon.distributed import (  # noqa: E402
 from geokanon.errors import InputError, VerificationFailed  # noqa: E402
 from geokanon.policy import OutlierPolicy  # noqa: E402
 from geokanon.release import ReleaseOptions, finish_manifest  # noqa: E402
-from geokanon.verify_tiles import verify_partitioned  # noqa: E402
+from geokanon.verify import format_report  # noqa: E402
+from geokanon.verify.partitioned import verify_partitioned  # noqa: E402
 
 #: Documented tolerance (docs/dask.md): per final disposal, the partitioned release and
 #: the driver-held Dask release core differ by at most this share of the records.
@@ -229,10 +232,53 @@ def test_moved_representative_fails_extent(client, towns_release, tmp_path):
     _refresh(out)
     report = verify_partitioned(out, source=src, client=client)
     assert "extent" in report.failed
-    assert "1 groups in records/part-00000.parquet have members beyond r_max" in (
-        report["extent"].detail
-    )
+    # the single-file extent check on the part's reader, named by the part
+    assert re.search(
+        r"records/part-00000\.parquet: \d+ members in 1 groups beyond r_max",
+        report["extent"].detail,
+    ), report["extent"].detail
     assert {"k_subjects", "tau", "unit_cap", "fixed_point", "manifest"}.isdisjoint(report.failed)
+
+
+def test_records_part_geometry_moved_fails_counts(client, towns_release, tmp_path):
+    # One group's points moved 400 m in its part (geometry and bbox), x, y and
+    # groups.parquet left: the part's rows are read against its groups row by row.
+    import shapely
+
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    g0 = int(rows["group_id"].dropna().iloc[0])
+    at = rows["group_id"] == g0
+    x = rows.loc[at, "x"].to_numpy() + 400.0
+    y = rows.loc[at, "y"].to_numpy()
+    moved = list(shapely.to_wkb(shapely.points(x, y)))
+    rows.loc[at, "geometry"] = pd.Series(moved, index=rows.index[at])
+    if "bbox" in rows:
+        boxes = [{"xmin": a, "ymin": b, "xmax": a, "ymax": b} for a, b in zip(x, y, strict=True)]
+        rows.loc[at, "bbox"] = pd.Series(boxes, index=rows.index[at])
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, format_report(report)
+    detail = report["counts"].detail
+    assert "records/part-00000.parquet: " in detail
+    assert "rows publish a geometry other than their group's representative point" in detail
+
+
+def test_representative_one_millimetre_off_fails_representation(client, towns_release, tmp_path):
+    # the rule of docs/release-format.md, checked part by part: 1 mm off its lattice point
+    src, out = _mutable_copy(towns_release, tmp_path)
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    g0 = int(groups["group_id"].iloc[0])
+    groups.loc[groups["group_id"] == g0, "x"] += 0.001
+    groups.to_parquet(gpath, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "representation" in report.failed
+    assert "not where the rule puts them" in report["representation"].detail
+    assert "extent" not in report.failed
 
 
 def test_group_in_a_unit_other_than_its_majority_fails_counts(client, towns_release, tmp_path):
@@ -389,6 +435,29 @@ def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_
     assert "sample" in result.manifest["bias_sample"]
     page = (tmp_path / "out" / "release" / "report.html").read_text()
     assert "deterministic sample of" in page
+
+
+def test_a_sampled_raster_map_and_many_parts_pass_holes(client, towns_dir, tmp_path, monkeypatch):
+    """Above the sample limit the report's map shows the sampled groups, and a release of
+    many parts names part files in the report: neither may put a number in the report that
+    the holes system does not hold (it refused such releases at 3e6 records and more)."""
+    import geokanon.release_tiles as rt
+    import geokanon.report.html as html
+
+    monkeypatch.setattr(rt, "REPORT_SAMPLE_MAX", 3_000)
+    monkeypatch.setattr(html, "RASTER_MIN_GROUPS", 50)
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    result = release_partitions(
+        src, TOWNS_POLICY, tmp_path / "out", ReleaseOptions(),
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        check_determinism=False, records_per_part=700,
+    )  # fmt: skip
+    assert all(result.manifest["verification"].values()), result.manifest["verification"]
+    release = tmp_path / "out" / "release"
+    assert len(list((release / "records").glob("part-*.parquet"))) > 7
+    assert (
+        "The map bins the published group representatives" in (release / "report.html").read_text()
+    )
 
 
 def test_worker_killed_mid_partitioned_release(towns_dir, tmp_path):
@@ -588,3 +657,58 @@ def test_partitioned_complementary_totals_withhold_the_needed_secondary(client, 
     report = verify_partitioned(out, source=src, client=client)
     holes = next(c for c in report.checks if c.name == "holes")
     assert not holes.passed and "unit C source_total: '<k' narrowed to [3, 3]" in holes.detail
+
+
+def test_each_part_reads_only_the_row_groups_of_its_groups(
+    client, towns_release, tmp_path, monkeypatch
+):
+    # issue 17: the release files carry no column statistics, so a filtered read of
+    # groups.parquet decoded the whole file in every part task (parts x groups)
+    import geokanon.verify.partitioned as P
+
+    src, out = _mutable_copy(towns_release, tmp_path)
+    gpath = out / "release" / "groups.parquet"
+    table = pq.read_table(gpath)
+    per_group = max(1, table.num_rows // 12)
+    pq.write_table(table, gpath, row_group_size=per_group, write_statistics=False)
+    _refresh(out)
+    assert pq.ParquetFile(gpath).metadata.num_row_groups >= 12
+    read: list[tuple[str, int, int]] = []
+    real = P._id_range
+
+    def spy(path, id_col, first, end, row_groups):
+        got = real(path, id_col, first, end, row_groups)
+        if path.name == "groups.parquet":
+            rows = sum(pq.ParquetFile(path).metadata.row_group(i).num_rows for i in row_groups)
+            read.append((path.name, end - first, rows))
+        return got
+
+    monkeypatch.setattr(P, "_id_range", spy)
+    report = verify_partitioned(out, source=src, checks=("k_subjects", "extent", "counts"))
+    assert report.passed, [(c.name, c.detail) for c in report.checks if not c.passed]
+    parts = [p for p in json.loads((out / "audit" / "audit.json").read_text())["partitioned"]
+             ["parts"] if p["kind"] == "group"]  # fmt: skip
+    assert len(read) == len(parts) >= 3
+    # a part decodes the row groups its id range meets (at most one row group more on
+    # either side), never the whole file
+    assert all(rows <= n_ids + 2 * per_group for _, n_ids, rows in read), read
+    assert sum(rows for *_, rows in read) < len(parts) * table.num_rows
+
+
+def test_a_small_generalised_up_figure_fails_report_safety_in_both_layouts(
+    client, towns_release, tmp_path
+):
+    # issue 17: the partitioned verifier's own copy of report_safety read units.csv's
+    # 'suppressed' only; the shared check reads every hidden column, in both layouts
+    src, out = _mutable_copy(towns_release, tmp_path)
+    path = out / "release" / "units.csv"
+    units = pd.read_csv(path, dtype=str, keep_default_na=False)
+    units["generalised_up"] = "0"
+    units.loc[0, "generalised_up"] = "2"  # 2 subjects generalised up: a figure of 1..k-1
+    units.to_csv(path, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "report_safety" in report.failed
+    assert "units.csv: 1 units publish 1..k-1 generalised_up subjects" in (
+        report["report_safety"].detail
+    )

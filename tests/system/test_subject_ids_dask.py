@@ -24,7 +24,7 @@ from geokanon.distributed import (  # noqa: E402
     release_partitions,
 )
 from geokanon.policy import OutlierPolicy  # noqa: E402
-from geokanon.verify_tiles import verify_partitioned  # noqa: E402
+from geokanon.verify.partitioned import verify_partitioned  # noqa: E402
 from tests.unit.test_subject_ids import SPELLINGS, register  # noqa: E402
 
 POLICY = OutlierPolicy(k=5, r_max_m=100.0, tau=0.05)

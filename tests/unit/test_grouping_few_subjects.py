@@ -97,33 +97,34 @@ def test_few_subjects_work_is_linear_in_the_atoms(monkeypatch: pytest.MonkeyPatc
 
 
 #: Inputs (generator, its arguments, k, r_max) and the sha256 of (group_id, rep_x,
-#: rep_y) that main's grouping (commit 14efb95, whose leftover placement is that of
-#: e5f9f34) gives on them: the faster placement forms the same groups, with the same
-#: representatives, so the share of records placed is main's.
+#: rep_y) that the grouping gives on them: main's (commit 14efb95, whose leftover
+#: placement is that of e5f9f34) until issue 19, whose local search and representative
+#: rule change groups and points but not which records are placed (the same counts as
+#: 14efb95's: 936, 1821, 2278 and 1093 records).
 CASES = {
     "tracks-8": (
         (tracks, 1500, 8, 7, 2, 800.0),
         5,
         300.0,
-        "15c73576d38ccc0fe5620554725fb5109e89b3e307f3d8c9afd3a0e19ee0ee53",
+        "6ccdcce35afc959909b69ef0793b4b17973048031f6781b02ff93bf629dc3c6d",
     ),
     "tracks-6": (
         (tracks, 2000, 6, 2, 1, 800.0),
         5,
         300.0,
-        "29775ed9f502d7a17f90cfab9ccaab3be804a78dc5e6939c02c3d0a039f641be",
+        "e750111328c2c5cc8fad4f4fc37fb6762e46a041c8e0af38d3aa6cdf3991ee22",
     ),
     "clusters-300": (
         (clusters, 3000, 300, 1),
         5,
         200.0,
-        "bf154b8b004fbe7900d2de0500ddcfe4fa8ae45529da9fac876b62a46e446d8a",
+        "ab57875405aa4a9cf602e1d536534571333ff4482b36b1549512b12050b4cb57",
     ),
     "clusters-1000": (
         (clusters, 2000, 1000, 2),
         4,
         150.0,
-        "b28275c325a94d169daf1c8f290adac514e85e7080eec7b82d7d47562661eb81",
+        "7db6231bb9531243b5f4cee22f64d2a91d9975a6d537c2f5cb3b09f39571bec0",
     ),
 }
 

@@ -101,8 +101,11 @@ def release_notes(
         f"{_fmt_count(c['generalised'])}",
         f"- suppressed: {_fmt_count(c['suppressed'])} "
         f"(figures below {k} read `<k`; `withheld` means the figure would reveal a smaller one)",
-        f"- group representatives are the centres of {policy.snap_step_m:g} m grid cells, "
-        "never a member's own location",
+        "- group representatives are grid points: the one nearest the group's centroid "
+        "within r_max of every member, on a grid whose step follows the group's own spread "
+        f"(at most {policy.snap_step_m:g} m, at least {min(1.0, policy.snap_step_m):g} m; "
+        "docs/release-format.md), never a "
+        "member's own location",
         "- the number of input records is not published, and the per-pass label counts in "
         "`manifest.json` count only the records published at group level: with the released "
         "counts, either would give the number of suppressed records and so the `<k` figures "

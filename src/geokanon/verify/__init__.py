@@ -15,6 +15,9 @@ implemented: :mod:`~geokanon.verify.k_subjects`, :mod:`~geokanon.verify.extent`,
 :mod:`~geokanon.verify.deterministic` (run by the release writer). They share one
 reader (:mod:`~geokanon.verify._reader`), the array helpers of
 :mod:`~geokanon.verify._arrays` and what :mod:`~geokanon.verify._derived` derives.
+:mod:`~geokanon.verify.partitioned` verifies a partitioned release with the same check
+functions: per part for ``k_subjects``, ``extent`` and ``representation``, on the reduced
+figures for ``tau``, ``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest``.
 """
 
 from __future__ import annotations
@@ -148,6 +151,8 @@ def verify_release(
     checks: Sequence[str] | None = None,
     unchanged: Mapping[str, str] | None = None,
     progress: Callable[..., None] | None = None,
+    before_report: bool | None = None,
+    reuse: VerificationReport | None = None,
 ) -> VerificationReport:
     """Re-read a written release and run every check by name.
 
@@ -184,6 +189,20 @@ def verify_release(
         Called as ``progress(name, done=i, total=n)`` as each check starts (the
         protocol of ``geokanon._progress``; a callable, so no module is imported);
         ``source`` first, when the source file is read.
+    before_report
+        ``True``: the release writer's first run, before it writes ``report.html``
+        (which shows these results), so ``manifest`` does not require the report
+        yet. ``False`` (``geokanon verify``): a release without its report fails.
+        ``None``: the report is required once the manifest records verification
+        results (the writer records them just before it writes the report).
+    reuse
+        The report of an earlier run over the same release and source (the release
+        writer's first run, before it writes the report): what that run derived from
+        the audit and the source (decoded audit columns, the source as read, the
+        sorted values ``no_leak`` searches for) is taken over instead of derived again,
+        when the audit's files (paths, sizes, modification times), the source (the
+        same table object, or the same file) and ``tolerance_m`` are the same; else
+        it is ignored. Everything read from ``release/`` is read again.
 
     Returns
     -------
@@ -234,6 +253,9 @@ def verify_release(
         src, raw = raw, None
     rel = _Release(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
+    rel.before_report = None if before_report is None else bool(before_report)
+    if reuse is not None:
+        rel.adopt(reuse.derived)
     if isinstance(src, Path | DatabaseInput) or raw is not None:
         if progress is not None:
             progress("source")
@@ -248,4 +270,4 @@ def verify_release(
             progress(name, done=i, total=len(todo))
         done.append(_run(name, rel))
     results = tuple(done)
-    return VerificationReport(results, digests=dict(rel.digests))
+    return VerificationReport(results, digests=dict(rel.digests), derived=rel.carry())

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _argsort_stable, _ids, _nunique
+from geokanon.verify._arrays import _argsort_stable, _distinct_counts, _ids, _nunique
 from geokanon.verify._reader import WITHHELD, _cell_value, _Release
 from geokanon.verify._results import _Unreadable
 
@@ -58,6 +58,26 @@ def _suppressed_subjects(rel: _Release) -> tuple[int, int]:
         subj = rel.subjects
         sup = rel.is_disposal("suppressed")
         cached = rel.__dict__["_suppressed_subjects"] = (_nunique(subj[sup]), _nunique(subj))
+    return cached
+
+
+def _unit_subjects(
+    rel: _Release,
+) -> tuple[NDArray[np.object_], NDArray[np.int64], NDArray[np.int64]]:
+    """(unit ids, distinct subjects per unit, distinct suppressed subjects per unit), once.
+
+    A subject counts in every unit it has records in. The partitioned verifier fills
+    this (and :func:`_suppressed_subjects`) from its tasks' distinct triples, so the
+    checks that read only these figures are the same code for both layouts.
+    """
+    cached = rel.__dict__.get("_unit_subjects")
+    if cached is None:
+        ucode, names = rel.unit_codes
+        sup = rel.is_disposal("suppressed")
+        subj = rel.subjects
+        size = _distinct_counts(ucode, subj, names.size, rel.subject_codes)
+        n_sup = _distinct_counts(ucode[sup], subj[sup], names.size)
+        cached = rel.__dict__["_unit_subjects"] = (names, size, n_sup)
     return cached
 
 

@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from geokanon.io.read import DatabaseInput, PointTable, read_source_frame, sha256_file
+from geokanon.io.read import (
+    CSV_SUFFIXES,
+    DatabaseInput,
+    PointTable,
+    read_source_frame,
+    sha256_file,
+)
 from geokanon.verify._arrays import (
     _arrow_ids,
     _arrow_text_codes,
@@ -110,6 +116,14 @@ class _Source:
     # the file's own coordinates of the records left out (no_leak looks for them too)
     left_out_x: NDArray[np.float64] | None = None
     left_out_y: NDArray[np.float64] | None = None
+    #: the source's other columns (attributes a release may keep), aligned with the rows
+    columns: dict[str, pd.Series] = field(default_factory=dict)
+    #: the subject column as read, aligned with the rows (no_leak: does a column copy it?)
+    subject_raw: pd.Series | None = None
+    # the attribute columns, aligned with the rows (kept columns are compared with them);
+    # ``attributes_text``: a CSV file's cells as text, not yet parsed
+    attributes: pd.DataFrame | None = None
+    attributes_text: bool = False
 
 
 def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -185,6 +199,61 @@ class _Release:
         self.csv_rows: dict[Path, int] = {}
         #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
         self.read_digests: dict[Path, str] = {}
+        #: the writer's first run, before ``report.html`` is written (it is not required
+        #: then); None: a release whose manifest records no verification results is one
+        self.before_report: bool | None = None
+
+    # ---- what a later run over the same release may re-use ---------------------------
+
+    #: Cached values derived from the audit and the source only (never from a release
+    #: file or the manifest), which a later run over the same audit and source re-uses.
+    _CARRIED = (
+        "audit", "_audit_arrays", "n_audit", "gid", "cid", "_disposal_codes", "disposal",
+        "_is_disposal", "xy_m", "source", "subjects", "subject_codes", "audit_subjects",
+        "source_rows", "unit_codes", "units", "synthetic", "syn_gid", "syn_cid",
+        "working_crs", "_members", "_suppressed_subjects", "_unit_subjects", "_no_leak_secrets",
+    )  # fmt: skip
+
+    def _inputs_key(self) -> tuple[Any, ...]:
+        """What the carried values rest on: the audit's files as on disk, the source."""
+
+        def stat(p: Path) -> tuple[str, int, int]:
+            st = p.stat()
+            return (p.as_posix(), st.st_size, st.st_mtime_ns)
+
+        def ident(x: object) -> object:
+            # a file by its state on disk; a table or a database input by identity (the
+            # same object: the caller's promise that it holds the same records)
+            return stat(x) if isinstance(x, Path) else (id(x), x)
+
+        files = sorted(p for p in self.aud.rglob("*") if p.is_file())
+        raw = None if self._source_file is None else ident(self._source_file)
+        src = ident(self._source_arg)
+        return (self.root.resolve(), tuple(stat(p) for p in files), src, raw)
+
+    def carry(self) -> _Carry:
+        """The values this run derived from the audit and the source (see :meth:`adopt`)."""
+        values = {n: self.__dict__[n] for n in self._CARRIED if n in self.__dict__}
+        return _Carry(self._inputs_key(), self._source_arg, self.tolerance_m, values)
+
+    def adopt(self, carry: object) -> bool:
+        """Take over what an earlier run derived, when it rests on the same audit files
+        (paths, sizes, modification times), the same source object or file and the same
+        tolerance; else nothing (every value is derived again)."""
+        if not isinstance(carry, _Carry):
+            return False
+        src = self._source_arg
+        if not (carry.source is src or (isinstance(src, Path) and carry.source == src)):
+            return False
+        if carry.tolerance_m != self.tolerance_m:
+            return False
+        try:
+            same = carry.key == self._inputs_key()
+        except OSError:
+            return False
+        if same:
+            self.__dict__.update(carry.values)
+        return same
 
     # ---- raw files -------------------------------------------------------------------
 
@@ -350,6 +419,8 @@ class _Release:
             dropped=raw.dropped,
             left_out_x=raw.left_out_x,
             left_out_y=raw.left_out_y,
+            columns=raw.columns or src.columns,
+            subject_raw=raw.subject_raw,
         )
 
     @cached_property
@@ -481,6 +552,16 @@ class _Release:
 
     def release_files(self) -> list[Path]:
         return sorted(p for p in self.rel.rglob("*") if p.is_file())
+
+
+@dataclass(frozen=True)
+class _Carry:
+    """What one run over a release derived from its audit and its source."""
+
+    key: tuple[Any, ...]
+    source: object
+    tolerance_m: float
+    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -679,6 +760,10 @@ def _load_source(
         src.unit_names = np.asarray(arg.unit_names, dtype=object)
         if arg.times is not None:
             src.epoch_s = arg.times
+        attrs = getattr(arg, "attributes", None)
+        if isinstance(attrs, pd.DataFrame) and len(attrs) == n:
+            src.columns = {str(c): attrs[c] for c in attrs.columns}
+        src.attributes = arg.attributes
         return src
     path = arg if isinstance(arg, DatabaseInput) else Path(arg)
     opts = _read_options(audit)
@@ -703,6 +788,8 @@ def _load_source(
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
     src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
+    src.attributes = raw
+    src.attributes_text = isinstance(path, Path) and path.name.lower().endswith(CSV_SUFFIXES)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:
@@ -733,7 +820,11 @@ def _load_source(
         ids = raw[scol].astype(str)
         src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
         src.subject_column = str(scol)
-        src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
+        # every id, whatever its length: the structural columns' values are known, so a
+        # short id is told from a group id or a count by the column it sits in
+        present = ids[raw[scol].notna().to_numpy(dtype=bool)]
+        src.subject_ids = frozenset(s for s in (t.strip() for t in present.unique()) if s)
+        src.subject_raw = raw[scol]
     elif not scol:
         src.subject_ids_merged = 0  # every record its own subject: nothing merged
     src.dropped = dropped
@@ -760,6 +851,7 @@ def _load_source(
             src.epoch_s = np.where(np.isnan(utc), wall, utc)
     used = {xcol, ycol, scol, ucol, tcol}
     src.id_columns = frozenset(str(c) for c in raw.columns if c not in used and _is_id(raw[c]))
+    src.columns = {str(c): raw[c] for c in raw.columns if c not in used}
     return src
 
 

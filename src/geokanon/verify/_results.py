@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 #: The checks :func:`verify_release` runs, in report order.
 CHECKS: tuple[str, ...] = (
@@ -58,11 +59,18 @@ class VerificationReport:
     digests
         Release file -> sha256 as the ``manifest`` check read it from disk (empty
         when it did not run); a later run can pass them as ``unchanged``.
+    derived
+        What the run derived from the audit and the source (decoded audit columns,
+        the source as read, the sorted secrets ``no_leak`` searches for), handed to a
+        later run as ``reuse``; not part of the result (not compared, not shown).
     """
 
     checks: tuple[CheckResult, ...]
     skipped: tuple[str, ...] = NOT_CHECKED_HERE
     digests: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: what the run derived from the audit and the source (a private carry object), for
+    #: a later run over the same release: ``verify_release(..., reuse=report)``
+    derived: Any = field(default=None, compare=False, repr=False)
 
     @property
     def passed(self) -> bool:

@@ -16,8 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from geokanon.verify._arrays import _distinct_counts
-from geokanon.verify._derived import _suppressed_subjects
+from geokanon.verify._derived import _suppressed_subjects, _unit_subjects
 from geokanon.verify._reader import _decimal_fraction, _Release
 from geokanon.verify._results import CheckResult
 
@@ -42,12 +41,7 @@ def _share_text(s: int, n: int, k: int) -> str:
 
 def check_unit_cap(rel: _Release) -> CheckResult:
     cap = _decimal_fraction(rel.manifest.get("unit_cap"), "unit_cap")
-    ucode, names = rel.unit_codes
-    nu = names.size
-    sup = rel.is_disposal("suppressed")
-    subj = rel.subjects
-    size = _distinct_counts(ucode, subj, nu, rel.subject_codes)
-    n_sup = _distinct_counts(ucode[sup], subj[sup], nu)
+    names, size, n_sup = _unit_subjects(rel)
     present = np.flatnonzero(size > 0)
     breaches = [
         str(names[u]) for u in present.tolist() if Fraction(int(n_sup[u]), int(size[u])) > cap

@@ -525,7 +525,8 @@ def _scan_arrow_batches(
         }
         scan.add(cols, text_cells=cells)
         for n, col in cells.items():
-            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True))
+            legit = sec.legit_for(n) if sec.strict else None  # what the column holds by right
+            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True, legit))
     found = scan.findings()
     text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
     return found + [f"text: {f}" for f in _merge_counts(text_found)]

@@ -14,6 +14,11 @@ The rule, exactly as implemented
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
@@ -73,10 +78,220 @@ def check_representation(rel: _Release) -> CheckResult:
         n_centroid = int(np.count_nonzero(at_mean))
     if n_centroid:
         problems.append(f"{n_centroid} representatives are the exact centroid of their members")
+    # the rule the writer follows (docs/release-format.md)
+    step, r = _rule_step_of(rel)
+    off = rule_violations(xm[rows], ym[rows], np.asarray(rel.subjects, dtype=np.int64)[rows], gi,
+                          np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64),
+                          step, r, rel.to_output, (gx, gy))  # fmt: skip
+    n_off = int(np.count_nonzero(off))
+    if n_off:
+        problems.append(
+            f"{n_off} representatives are not where the rule puts them (the lattice point "
+            "nearest the members' centroid within r_max of every member)"
+        )
     if problems:
         return CheckResult("representation", False, "; ".join(problems))
     return CheckResult(
         "representation",
         True,
-        f"{gids.size} representatives differ from every member's coordinate and centroid",
+        f"{gids.size} representatives follow the rule and differ from every member's "
+        "coordinate and centroid",
     )
+
+
+# --------------------------------------------------------------------------- the rule
+
+#: Offset of the representative lattice, in snap steps (the release format's constant).
+LATTICE_OFFSET = 0.0381966011250105
+#: The finest lattice step (metres) and the most halvings of the snap step.
+STEP_FLOOR_M = 1.0
+MAX_HALVINGS = 16
+#: Float slack of the rule's comparisons (metres): lattice membership, distances to the
+#: centroid and to members after a CRS round trip.
+RULE_TOLERANCE_M = 1e-6
+
+
+def _ladder(need: NDArray[np.float64], step: float) -> NDArray[np.float64]:
+    """Per group, the coarsest ``step / 2**m`` (m = 0..16) still >= ``need`` (``step``
+    when ``need`` is larger)."""
+    s = np.full(need.size, float(step))
+    for _ in range(MAX_HALVINGS):
+        s = np.where(s * 0.5 >= need, s * 0.5, s)
+    return s
+
+
+@nb.njit(cache=True)
+def _nearer_admissible(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    starts: NDArray[np.int64],
+    cx: NDArray[np.float64],
+    cy: NDArray[np.float64],
+    ex: NDArray[np.float64],
+    ey: NDArray[np.float64],
+    dist: NDArray[np.float64],
+    s: NDArray[np.float64],
+    o: float,
+    r: float,
+    tol: float,
+    slack: float,
+    todo: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """For each group in ``todo``: is there a lattice point ``o + s (i, j)`` nearer
+    (cx, cy) than ``dist - slack`` that lies within ``r - tol`` of every member and is
+    no member's coordinate nor, within 1e-9 relative, (ex, ey)? The lattice rows within
+    that distance are scanned; in each, the lattice points in the intersection of the
+    members' discs and the centre's disc are checked one by one."""
+    out = np.zeros(todo.size, np.bool_)
+    for t in range(todo.size):
+        g = todo[t]
+        a = starts[g]
+        b = starts[g + 1]
+        lim = dist[g] - slack
+        if lim <= 0.0:
+            continue
+        sg = s[g]
+        rr = r - tol
+        jlo = math.ceil((cy[g] - lim - o) / sg)
+        jhi = math.floor((cy[g] + lim - o) / sg)
+        hit = False
+        for j in range(jlo, jhi + 1):
+            y = o + j * sg
+            dy2 = (y - cy[g]) ** 2
+            if dy2 >= lim * lim:
+                continue
+            half = math.sqrt(lim * lim - dy2)
+            lo = cx[g] - half
+            hi = cx[g] + half
+            for m in range(a, b):
+                h2 = rr * rr - (y - py[m]) ** 2
+                if h2 < 0.0:
+                    lo = 1.0
+                    hi = 0.0
+                    break
+                h = math.sqrt(h2)
+                lo = max(lo, px[m] - h)
+                hi = min(hi, px[m] + h)
+            if lo > hi:
+                continue
+            for i in range(math.ceil((lo - o) / sg), math.floor((hi - o) / sg) + 1):
+                x = o + i * sg
+                if (x - cx[g]) ** 2 + dy2 >= lim * lim:
+                    continue
+                scale = 1e-9 * max(1.0, abs(ex[g]), abs(ey[g]))
+                if abs(x - ex[g]) <= scale and abs(y - ey[g]) <= scale:
+                    continue
+                good = True
+                for m in range(a, b):
+                    fx = px[m] - x
+                    fy = py[m] - y
+                    if math.sqrt(fx * fx + fy * fy) > rr or (fx == 0.0 and fy == 0.0):
+                        good = False
+                        break
+                if good:
+                    hit = True
+                    break
+            if hit:
+                break
+        out[t] = hit
+    return out
+
+
+def _rule_step_of(rel: _Release) -> tuple[float, float]:
+    """(snap step S, radius held in working metres) of the release."""
+    r_max = rel.r_max_m
+    pol = rel.manifest.get("policy")
+    snap = pol.get("snap_m") if isinstance(pol, dict) else None
+    step = float(snap) if isinstance(snap, int | float) and snap > 0 else r_max / 20.0
+    r_work = rel.audit.get("r_work_m")
+    r = float(r_work) if isinstance(r_work, int | float) and 0 < r_work <= r_max else r_max
+    return step, r
+
+
+def rule_violations(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    gi: NDArray[np.int64],
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    step: float,
+    r: float,
+    forward: Callable[[Any, Any], tuple[Any, Any]] | None = None,
+    published: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+) -> NDArray[np.bool_]:
+    """Per group, whether its representative (``wx, wy``, working CRS) breaks the rule.
+
+    With ``forward`` (working to output CRS), the representative was published as
+    ``published``: a lattice point sent forward, which the inverse transformation
+    brings back only to within a fraction of a millimetre; the nearest lattice point
+    sent forward again must then give the published coordinates (to 1e-12 relative).
+
+    Members are records (``px, py`` working coordinates, subject codes ``subj``) of the
+    groups ``gi`` (0 .. G-1). The rule of ``docs/release-format.md``: with W
+    records, centroid c, RMS radius sigma and a largest subject of w records, the step
+    is the coarsest ``step / 2**m`` (m = 0..16) still >= max(sigma * w / W, 1 m) (the
+    snap step when that is larger); the representative is the point of the lattice
+    ``(0.5 + LATTICE_OFFSET) * step + s * (i, j)`` nearest c among those within r of
+    every member that are no member's coordinate and not c. Slack:
+    ``RULE_TOLERANCE_M`` in the lattice test, in the covering test and in the distance
+    to c (a point that covers by less, or is nearer by less, is not held against the
+    release), and a sigma * w / W within 1e-9 of a rung is judged on both rungs.
+    """
+    ng = wx.size
+    if gi.size == 0:
+        return np.zeros(ng, dtype=bool)
+    by = np.argsort(gi, kind="stable")
+    px, py, subj, gi = px[by], py[by], subj[by], gi[by]
+    cnt = np.bincount(gi, minlength=ng).astype(np.float64)
+    has = cnt > 0
+    n = np.maximum(cnt, 1.0)
+    # centroid, in coordinates local to each group's first member (precision)
+    starts = np.searchsorted(gi, np.arange(ng + 1))
+    first = np.minimum(starts[:-1], gi.size - 1)
+    x0, y0 = px[first], py[first]
+    mx = np.bincount(gi, weights=px - x0[gi], minlength=ng) / n
+    my = np.bincount(gi, weights=py - y0[gi], minlength=ng) / n
+    cx, cy = x0 + mx, y0 + my
+    sq = np.bincount(gi, weights=(px - x0[gi] - mx[gi]) ** 2 + (py - y0[gi] - my[gi]) ** 2,
+                     minlength=ng)  # fmt: skip
+    sigma = np.sqrt(sq / n)
+    # largest subject's records per group
+    pair = np.lexsort((subj, gi))
+    pg, ps = gi[pair], subj[pair]
+    new = np.r_[True, (pg[1:] != pg[:-1]) | (ps[1:] != ps[:-1])]
+    run_start = np.flatnonzero(new)
+    run_len = np.diff(np.r_[run_start, pg.size])
+    wmax = np.zeros(ng)
+    np.maximum.at(wmax, pg[run_start], run_len.astype(np.float64))
+    need = np.maximum(sigma * wmax / n, STEP_FLOOR_M)
+    o = (0.5 + LATTICE_OFFSET) * step
+    bad = np.zeros(ng, dtype=bool)
+    rungs = [_ladder(need * (1 + 1e-9), step), _ladder(need * (1 - 1e-9), step)]
+    ok_any = np.zeros(ng, dtype=bool)
+    for s in rungs:
+        # the lattice point the representative stands for
+        qx = o + np.round((wx - o) / s) * s
+        qy = o + np.round((wy - o) / s) * s
+        if forward is None:
+            on = (np.abs(qx - wx) <= RULE_TOLERANCE_M) & (np.abs(qy - wy) <= RULE_TOLERANCE_M)
+        else:  # published in another CRS: the lattice point sent forward, as the writer did
+            assert published is not None
+            fx, fy = forward(qx, qy)
+            gx, gy = published
+            on = (np.abs(np.asarray(fx) - gx) <= 1e-12 * np.maximum(1.0, np.abs(gx))) & (
+                np.abs(np.asarray(fy) - gy) <= 1e-12 * np.maximum(1.0, np.abs(gy))
+            )
+        dist = np.hypot(qx - cx, qy - cy)
+        # a nearer admissible lattice point is a breach (the extent and member checks
+        # judge the representative's own admissibility)
+        todo = np.flatnonzero(on & has & ~ok_any)
+        nearer = _nearer_admissible(
+            px, py, starts.astype(np.int64), cx, cy, cx, cy, dist, s, o, r,
+            RULE_TOLERANCE_M, RULE_TOLERANCE_M, todo.astype(np.int64),
+        )  # fmt: skip
+        good = np.zeros(ng, dtype=bool)
+        good[todo[~nearer]] = True
+        ok_any |= good
+    bad = has & ~ok_any
+    return bad

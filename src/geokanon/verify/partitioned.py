@@ -4,8 +4,8 @@
 :func:`geokanon.distributed.release_partitions` (``release/records/part-NNNNN.parquet``,
 ``audit/assignment/part-NNNNN.parquet``; see "Partitioned layout" in
 ``docs/release-format.md``). Like :mod:`geokanon.verify` it imports no algorithm
-module (only :mod:`geokanon.errors`, :mod:`geokanon.policy`,
-:mod:`geokanon.neighbours` and :mod:`geokanon.verify`; Dask lazily, through
+module (only :mod:`geokanon.errors`, :mod:`geokanon.policy` and the
+:mod:`geokanon.verify` package; Dask lazily, through
 the client it is given): every figure is recomputed from the written files and
 from the source rows, re-read from the source partitions (never from the
 core's arrays).
@@ -41,12 +41,15 @@ every group and class of the id range present once) and ``no_leak`` (the part
 file and its ``groups.parquet`` rows against the coordinates routed to it and
 its members' subject ids).
 
-*Driver*: ``tau`` and ``unit_cap`` from the distinct triples, ``holes`` with
-:func:`geokanon.verify.holes_check` (the same system over every figure of every
-release file as the single-machine verifier), the manifest's and ``units.csv``'s
-figures against the reduced counts (``counts``), ``fixed_point``,
-``report_safety``, and ``manifest`` (every file under ``release/`` listed with a
-matching sha256, and the input checksum).
+*Driver* (the reduce): the tasks' results fill a :class:`_PartitionedRelease`, a
+:class:`~geokanon.verify._reader._Release` of the partitioned layout whose derived
+figures (distinct subjects and suppressed subjects, overall and per unit, from the
+distinct triples; the source's checksum) come from the tasks. ``tau``,
+``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest`` are then the
+check modules' own functions, the same code as for a single-file release;
+``holes`` is :func:`geokanon.verify.holes.holes_check` over the same unit rows
+(every figure of every release file); ``counts`` compares the manifest's and
+``units.csv``'s figures with the reduced counts.
 
 What is narrower than :func:`geokanon.verify.verify_release` is stated in
 :data:`SCOPE` and written into the manifest (``verification_scope``).
@@ -56,34 +59,41 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
+import math
 import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.policy import MAX_PASSES
-from geokanon.verify import (
-    CHECKS,
+from geokanon.verify._derived import _unit_rows
+from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
-    CheckResult,
-    VerificationReport,
-    holes_check,
+    _cell_value,
+    _Release,
+    _Source,
+    _text_file,
     subject_id_text,
 )
-from geokanon.verify._reader import _cell_value, _decimal_fraction, _text_file
-from geokanon.verify._results import _Unreadable
-from geokanon.verify.caps import _share_text
-from geokanon.verify.extent import _Ground
+from geokanon.verify._records import _record_rows
+from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
+from geokanon.verify.caps import check_tau, check_unit_cap
+from geokanon.verify.counts import _DISPOSALS
+from geokanon.verify.extent import check_extent
+from geokanon.verify.fixed_point import check_fixed_point
+from geokanon.verify.holes import holes_check
+from geokanon.verify.k_subjects import check_k_subjects
+from geokanon.verify.manifest import check_manifest
 from geokanon.verify.no_leak import (
     _ROW_NAMES,
     _STRUCTURAL,
@@ -95,13 +105,8 @@ from geokanon.verify.no_leak import (
     _scan_text,
     _Secrets,
 )
-from geokanon.verify.report_safety import (
-    _markdown_tables,
-    _phrase_problems,
-    _small_int,
-    _table_problems,
-    _TableParser,
-)
+from geokanon.verify.report_safety import check_report_safety
+from geokanon.verify.representation import check_representation
 
 __all__ = ["SCOPE", "verify_partitioned"]
 
@@ -118,7 +123,6 @@ SCOPE: dict[str, str] = {
     "from the source).",
 }
 
-_DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
 _BIAS = 1 << 30
 _MAX_NOTES = 5
 
@@ -130,14 +134,6 @@ def _tile_key(
     ix = np.floor((x - float(tiling["origin_x"])) / float(tiling["tile_m"])).astype(np.int64)
     iy = np.floor((y - float(tiling["origin_y"])) / float(tiling["tile_m"])).astype(np.int64)
     return ((ix + _BIAS) << 31) | (iy + _BIAS)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _secrets(
@@ -320,7 +316,6 @@ def _source_task(
 
 
 def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.DataFrame) -> None:
-    import pyarrow as pa
     import pyarrow.feather as feather
 
     if not part.size:
@@ -342,7 +337,6 @@ def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.Da
 
 
 def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
-    import pyarrow as pa
     import pyarrow.feather as feather
 
     files = sorted(d.glob(f"{prefix}*.arrow")) if d.is_dir() else []
@@ -367,6 +361,123 @@ def _majority_unit(members: pd.DataFrame) -> pd.Series:
     return pd.Series(texts[by_text][prank[first]], index=pd.Index(pid[first], name="id"))
 
 
+def _id_ranges(path: Path, id_col: str) -> list[tuple[int, int] | None]:
+    """(smallest, largest) id of every row group of a Parquet file (``None``: no id).
+
+    The release files are written without column statistics, so a filtered read
+    cannot skip a row group by itself: every part task would decode the whole file,
+    and the partitioned verifier would grow with parts x groups. The driver reads the
+    id column once, row group by row group, and gives each part task the row groups
+    its id range can meet.
+    """
+    pf = pq.ParquetFile(path)
+    out: list[tuple[int, int] | None] = []
+    for i in range(pf.num_row_groups):
+        col = pf.read_row_group(i, columns=[id_col]).column(0)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            out.append((-(1 << 62), 1 << 62))  # not ids: let every part read it (and fail)
+            continue
+        mm = pc.min_max(col).as_py()
+        lo, hi = mm["min"], mm["max"]
+        out.append(None if lo is None else (math.floor(lo), math.ceil(hi)))
+    return out
+
+
+def _row_groups_of(ranges: Sequence[tuple[int, int] | None], first: int, end: int) -> list[int]:
+    """The row groups whose ids can fall in ``first <= id < end``."""
+    return [i for i, r in enumerate(ranges) if r is not None and r[0] < end and r[1] >= first]
+
+
+def _id_range(
+    path: Path, id_col: str, first: int, end: int, row_groups: list[int] | None
+) -> pa.Table:
+    """The rows of a Parquet file with ``first <= id < end`` (as a filtered read gives
+    them: rows with a missing id are not among them), from ``row_groups`` only."""
+    pf = pq.ParquetFile(path)
+    table = pf.read() if row_groups is None else pf.read_row_groups(row_groups)
+    ids = table.column(id_col)
+    keep = pc.and_(pc.greater_equal(ids, first), pc.less(ids, end))
+    return table.filter(keep)
+
+
+#: The single-file checks a part task runs on a reader of its part (see _part_checks).
+_PART_CHECKS: dict[str, Callable[[_Release], CheckResult]] = {
+    "k_subjects": check_k_subjects,
+    "extent": check_extent,
+    "representation": check_representation,
+}
+
+
+def _part_checks(
+    root: Path,
+    kind: str,
+    published: pd.DataFrame,
+    members: pd.DataFrame,
+    has_subject: bool,
+    k: int,
+    r_max: float,
+    tolerance_m: float,
+    crs: str | None,
+    path: Path | None = None,
+) -> dict[str, CheckResult]:
+    """``k_subjects`` (and, for a group part, ``extent`` and ``representation``) of one part.
+
+    With the part's file (``path``), the records pass reads it too
+    (:mod:`~geokanon.verify._records`): ``k_subjects`` then checks the part's published
+    groups or classes as the records hold them, and ``counts`` each row's level, unit,
+    representative, geometry and bbox against this part's rows of the table.
+
+    A single file is one partition: the checks are the single-file ones
+    (:mod:`~geokanon.verify.k_subjects`, ...), run on a :class:`_Release` that holds
+    this part only: its rows of ``groups.parquet`` (or ``classes.parquet``) as the
+    published table, and its members (routed from every source partition: their
+    source coordinates, which the source round found equal to the audit's, and
+    subjects) as the audit; ``manifest.json`` and ``audit.json`` are the release's own.
+    Working and published CRS are the release's one CRS.
+    """
+    n = len(members)
+    ids = members["id"].to_numpy(dtype=np.int64)
+    none = np.full(n, -1, dtype=np.int64)
+    subjects = members["subject"]
+    if has_subject:
+        codes = pd.factorize(subjects, use_na_sentinel=False)[0].astype(np.int64)
+    else:  # every record is its own subject: its source row stands for it
+        codes = subjects.to_numpy(dtype=np.int64)
+    view = _Release(root, None, tolerance_m)
+    no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
+    no_groups.insert(0, "group_id", pd.Series(dtype=np.int64))
+    no_classes = pd.DataFrame(
+        {"class_id": pd.Series(dtype=np.int64), "n_records": pd.Series(dtype=np.int64)}
+    )
+    view.__dict__.update(
+        k=k, r_max_m=r_max, output_crs=crs, working_crs=crs,
+        _audit_arrays={"": n}, n_audit=n, source=_Source(),
+        groups=published if kind == "group" else no_groups,
+        classes=published if kind == "class" else no_classes,
+        gid=ids if kind == "group" else none, cid=ids if kind == "class" else none,
+        xy_m=(members["x"].to_numpy(dtype=np.float64), members["y"].to_numpy(dtype=np.float64)),
+        subjects=codes, syn_gid=np.zeros(0, dtype=np.int64),
+    )  # fmt: skip
+    if path is not None:
+        view.__dict__["record_files"] = [path]
+    out = {}
+    for name, check in _PART_CHECKS.items():
+        if kind != "group" and name != "k_subjects":
+            continue
+        try:
+            out[name] = check(view)
+        except _Unreadable as exc:
+            out[name] = CheckResult(name, False, f"cannot check: {exc}")
+    if path is not None:
+        try:
+            rows = _record_rows(view)
+            found = [*([rows.unreadable] if rows.unreadable else []), *rows.problems]
+        except _Unreadable as exc:
+            found = [f"cannot check: {exc}"]
+        out["counts"] = CheckResult("counts", not found, "; ".join(found))
+    return out
+
+
 def _part_task(
     root: str,
     j: int,
@@ -380,15 +491,17 @@ def _part_task(
     bad_names: frozenset[str],
     scan: bool,
     crs: str | None = None,
+    row_groups: list[int] | None = None,
 ) -> dict[str, Any]:
     """Every per-group (or per-class) check of one release part.
+
+    ``row_groups`` are the row groups of ``groups.parquet`` (or ``classes.parquet``)
+    that can hold the part's ids (:func:`_row_groups_of`); ``None``: all of them.
 
     ``crs`` is the release's CRS (working and published): when it is named, a member
     within r_max on the map is measured again on its ellipsoid, as in
     :func:`geokanon.verify.verify_release` (``extent``).
     """
-    import pyarrow.parquet as pq
-
     rel = Path(root) / "release"
     d = Path(scratch) / f"v{j:05d}"
     probs: dict[str, list[str]] = {
@@ -411,30 +524,26 @@ def _part_task(
     table = "groups.parquet" if kind == "group" else "classes.parquet"
     id_col = "group_id" if kind == "group" else "class_id"
     try:
-        rows = pq.read_table(
-            rel / table, filters=[(id_col, ">=", first), (id_col, "<", end)]
-        ).to_pandas()
-    except (OSError, ValueError) as exc:
+        rows = _id_range(rel / table, id_col, first, end, row_groups).to_pandas()
+    except (OSError, ValueError, pa.ArrowException) as exc:
         probs["counts"].append(f"{table} is unreadable ({type(exc).__name__})")
         return out
     out["rows"] = len(rows)
     ids = rows[id_col].to_numpy(dtype=np.int64)
     if len(np.unique(ids)) != len(ids) or not np.array_equal(np.sort(ids), np.arange(first, end)):
         probs["counts"].append(f"{table}: ids {first}..{end - 1} are not each present once")
+    published = rows
     rows = rows.drop_duplicates(id_col).set_index(id_col)
     uid, per_id = np.unique(mid, return_counts=True)
     members_per_id = pd.Series(per_id, index=uid)
     n_mem = members_per_id.reindex(rows.index, fill_value=0)
     if not np.isin(uid, rows.index.to_numpy()).all():
         probs["counts"].append(f"{name}: audit members of ids not in {table}")
-    if has_subject:
-        distinct = members.groupby("id")["subject"].nunique()
-    else:
-        distinct = members_per_id
-    distinct = distinct.reindex(rows.index, fill_value=0)
-    small = int((distinct < k).sum())
-    if small:
-        probs["k_subjects"].append(f"{small} of {len(rows)} {kind}s in {name} hold < k subjects")
+    # k_subjects, and for groups extent and representation: the single-file checks, on
+    # a reader of this part (its rows of the table, its members)
+    out["checks"] = _part_checks(
+        Path(root), kind, published, members, has_subject, k, r_max, tolerance_m, crs, path
+    )
     size = pd.to_numeric(rows["n_records"]).to_numpy(dtype=np.int64)
     if not np.array_equal(size, n_mem.to_numpy()):
         bad = int((size != n_mem.to_numpy()).sum())
@@ -452,42 +561,6 @@ def _part_task(
     if kind == "group":
         rx = pd.to_numeric(rows["x"]).to_numpy(dtype=np.float64)
         ry = pd.to_numeric(rows["y"]).to_numpy(dtype=np.float64)
-        radius = pd.to_numeric(rows.get("radius_m", pd.Series(r_max, index=rows.index)))
-        radius = radius.to_numpy(dtype=np.float64)
-        if (radius > r_max).any():
-            probs["extent"].append(f"{int((radius > r_max).sum())} groups publish radius_m > r_max")
-        pos = rows.index.get_indexer(mid)
-        okm = pos >= 0
-        limit = np.minimum(r_max, radius) + tolerance_m
-        dx = mx[okm] - rx[pos[okm]]
-        dy = my[okm] - ry[pos[okm]]
-        dist = np.sqrt(dx * dx + dy * dy)
-        far = dist > limit[pos[okm]]
-        ground = _Ground.of(crs, crs)
-        if ground is not None:
-            on_ground, _ = ground.beyond(
-                mx, my, np.flatnonzero(okm), rx, ry, pos[okm], dist, limit[pos[okm]]
-            )
-            if on_ground.any():
-                n_g = int(np.unique(mid[okm][on_ground]).size)
-                probs["extent"].append(
-                    f"{n_g} groups in {name} have members beyond r_max on the ellipsoid"
-                )
-        if far.any() or not np.isfinite(dist).all():
-            n_far = int(np.unique(mid[okm][far | ~np.isfinite(dist)]).size)
-            probs["extent"].append(f"{n_far} groups in {name} have members beyond r_max")
-        same = dist <= tolerance_m if tolerance_m > 0 else (dx == 0) & (dy == 0)
-        if same.any():
-            probs["representation"].append(
-                f"{int(np.unique(mid[okm][same]).size)} representatives in {name} equal a "
-                "member's coordinate"
-            )
-        mean = members.groupby("id")[["x", "y"]].mean().reindex(rows.index)
-        centroid = (mean["x"].to_numpy() == rx) & (mean["y"].to_numpy() == ry)
-        if centroid.any():
-            probs["representation"].append(
-                f"{int(centroid.sum())} representatives in {name} are their members' mean"
-            )
         if "unit" in rows.columns and len(members):
             maj = _majority_unit(members).reindex(rows.index)
             wrong = int((maj.astype(str) != rows["unit"].astype(str)).sum())
@@ -660,8 +733,6 @@ def verify_partitioned(
     scratch.mkdir(parents=True)
     try:
         if leak_all and (rel / "groups.parquet").is_file():
-            import pyarrow.parquet as pq
-
             meta = pq.read_schema(rel / "groups.parquet").metadata or {}
             meta_file = scratch / "groups-metadata.txt"
             meta_file.write_text(
@@ -677,46 +748,63 @@ def verify_partitioned(
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
         r2: list[dict[str, Any]] = []
         if need_parts:
+            ranges = {}
+            for kind, table, id_col in (
+                ("group", "groups.parquet", "group_id"),
+                ("class", "classes.parquet", "class_id"),
+            ):
+                try:
+                    ranges[kind] = _id_ranges(rel / table, id_col)
+                except (OSError, KeyError, pa.ArrowException):
+                    pass  # unreadable: every part reads it, and says so
             r2 = _run_tasks(
                 client, _part_task,
                 [(str(root), j, p, str(scratch), k, r_max, tolerance_m, tiling, has_subject,
-                  bad_names, "no_leak" in names, working) for j, p in enumerate(parts)],
+                  bad_names, "no_leak" in names, working,
+                  _row_groups_of(ranges[p["kind"]], int(p["first"]), int(p["end"]))
+                  if p.get("kind") in ranges else None)
+                 for j, p in enumerate(parts)],
             )  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    reduced = _Reduced(root, manifest, audit, parts, r1, r2, has_subject, k, leak_all)
+    reader = _PartitionedRelease(root, parts, r1, r2, has_subject, leak_all)
     results = []
     for name in CHECKS:
         if name not in names:
             continue
         try:
-            results.append(getattr(reduced, f"check_{name}")())
+            results.append(_CHECK_FUNCS[name](reader))
         except (_Unreadable, KeyError, ValueError, TypeError) as exc:
             results.append(CheckResult(name, False, f"cannot check: {exc}"))
-    return VerificationReport(tuple(results))
+    return VerificationReport(tuple(results), digests=dict(reader.digests))
 
 
-class _Reduced:
-    """The driver's checks over the tasks' results."""
+class _PartitionedRelease(_Release):
+    """A partitioned release as the driver's checks read it.
+
+    The small files (``manifest.json``, ``audit.json``, ``units.csv``,
+    ``classes.parquet``, the notes and the report) are read as :class:`_Release` reads
+    them. What a single-file release derives from its audit's per-record arrays is
+    reduced here from the tasks' results: distinct subjects and suppressed subjects
+    (overall and per unit, from the distinct ``(unit, subject, suppressed)`` triples),
+    the source's checksum, records per unit and per disposal. So ``tau``,
+    ``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest`` run as the
+    same code (:mod:`~geokanon.verify.caps`, ...) in both layouts.
+    """
 
     def __init__(
         self,
         root: Path,
-        manifest: dict[str, Any],
-        audit: dict[str, Any],
         parts: list[dict[str, Any]],
         r1: list[dict[str, Any]],
         r2: list[dict[str, Any]],
         has_subject: bool,
-        k: int,
         leak_all: bool,
     ) -> None:
-        self.root, self.rel = root, root / "release"
-        self.manifest, self.audit, self.parts = manifest, audit, parts
-        self.r1, self.r2, self.has_subject, self.k, self.leak_all = r1, r2, has_subject, k, leak_all
+        super().__init__(root, None, 0.0)
+        self.parts, self.r1, self.r2 = parts, r1, r2
+        self.has_subject, self.leak_all = has_subject, leak_all
         self.n = int(sum(r["n"] for r in r1))
-        self.units_table = pd.read_csv(self.rel / "units.csv", dtype=str, keep_default_na=False)
-        self.classes = pd.read_parquet(self.rel / "classes.parquet")
         full = [r for r in r1 if "disposals" in r]
         self.complete = len(full) == len(r1)
         self.unit_records = (
@@ -727,323 +815,200 @@ class _Reduced:
         if has_subject and full:
             t = pd.concat([r["triples"] for r in full], ignore_index=True)
             per = t.groupby(["unit", "subject"], sort=True)["sup"].any().reset_index()
-            self.unit_subjects = per.groupby("unit")["sup"].size()
+            unit_subjects = per.groupby("unit")["sup"].size()
             self.unit_sup = per.groupby("unit")["sup"].sum()
             subj = t.groupby("subject")["sup"].any()
-            self.subjects, self.sup_subjects = int(subj.size), int(subj.sum())
+            subjects, sup_subjects = int(subj.size), int(subj.sum())
             raw_ids = np.unique(np.concatenate([r["raw_ids"] for r in full]))
-            self.subject_ids_merged = int(raw_ids.size) - self.subjects
+            self.subject_ids_merged = int(raw_ids.size) - subjects
         else:
             sup = (
                 pd.concat([r["unit_suppressed_records"] for r in full]).groupby(level=0).sum()
                 if full
                 else pd.Series(dtype=np.int64)
             )
-            self.unit_subjects = self.unit_records
+            unit_subjects = self.unit_records
             self.unit_sup = sup.reindex(self.unit_records.index, fill_value=0)
-            self.subjects = self.n
-            self.sup_subjects = int(self.unit_sup.sum())
+            subjects = self.n
+            sup_subjects = int(self.unit_sup.sum())
             self.subject_ids_merged = 0
+        self.n_subjects, self.sup_subjects = subjects, sup_subjects
         self.disposals = {d: int(sum(r["disposals"][d] for r in full)) for d in _DISPOSALS}
-
-    def _part_problems(self, name: str) -> list[str]:
-        return [p for r in self.r2 for p in r["problems"][name]]
-
-    def _scope(self) -> str:
-        return f"{len(self.parts)} parts, {len(self.r1)} source partitions"
-
-    def check_k_subjects(self) -> CheckResult:
-        n_groups = int(self.manifest.get("groups", 0) or 0)
-        return _result(
-            "k_subjects", self._part_problems("k_subjects"),
-            f"{n_groups} groups and {len(self.classes)} classes hold >= {self.k} distinct "
-            f"subjects ({self._scope()})",
-        )  # fmt: skip
-
-    def check_extent(self) -> CheckResult:
-        return _result(
-            "extent", self._part_problems("extent"),
-            f"every member within r_max of its representative ({self._scope()})",
-        )  # fmt: skip
-
-    def check_representation(self) -> CheckResult:
-        return _result(
-            "representation", self._part_problems("representation"),
-            "no representative equals a member's coordinate or its members' mean",
-        )  # fmt: skip
-
-    def _share_ok(self, s: int, n: int, cap: Fraction) -> bool:
-        return n > 0 and Fraction(s, n) <= cap
-
-    def check_tau(self) -> CheckResult:
-        tau = _decimal_fraction(self.manifest.get("tau"), "tau")
-        s, n = self.sup_subjects, self.subjects
-        if n == 0:
-            return CheckResult("tau", False, "the source holds no subjects")
-        return CheckResult(
-            "tau", Fraction(s, n) <= tau, f"{_share_text(s, n, self.k)} suppressed "
-            f"(tau {float(tau):g})"
-        )  # fmt: skip
-
-    def check_unit_cap(self) -> CheckResult:
-        cap = _decimal_fraction(self.manifest.get("unit_cap"), "unit_cap")
-        sup = self.unit_sup.reindex(self.unit_subjects.index, fill_value=0)
-        breaches = [
-            str(u)
-            for u, s, n in zip(
-                sup.index, sup.to_numpy(), self.unit_subjects.to_numpy(), strict=True
-            )
-            if n and Fraction(int(s), int(n)) > cap
-        ]
-        if breaches:
-            return CheckResult(
-                "unit_cap", False, f"{len(breaches)} of {len(sup)} units above the unit cap "
-                f"{float(cap):g}: " + ", ".join(breaches[:10]),
-            )  # fmt: skip
-        return CheckResult("unit_cap", True, f"{len(sup)} units within the unit cap {float(cap):g}")
-
-    def _unit_rows(self) -> list[dict[str, Any]]:
-        t = self.units_table
-        classes = self.classes
-        unit_level = classes[classes["level"].astype(str) == "unit"]
-        class_records: dict[str, int] = {}
-        for u, size in zip(unit_level["unit"].astype(str), unit_level["n_records"], strict=True):
-            class_records[u] = class_records.get(u, 0) + int(size)
-        rows = []
-        for _, r in t.iterrows():
-            released = _cell_value(r["released"])
-            if not isinstance(released, int):
-                raise _Unreadable("units.csv released must be an integer in every row")
-            sup = _cell_value(r["suppressed"])
-            if sup is None:
-                raise _Unreadable("units.csv suppressed is empty in some row")
-            total = _cell_value(r["source_total"]) if "source_total" in t.columns else None
-            rows.append({
-                "unit": str(r["unit"]), "released": released, "suppressed": sup,
-                "generalised_up": None, "source_total": total, "synthetic": 0,
-                "class_records": class_records.get(str(r["unit"]), 0),
-            })  # fmt: skip
-        return rows
-
-    def check_holes(self) -> CheckResult:
-        # the same system as the single-machine verifier: every figure of every release file
-        # (the groups are in the parts: their sizes enter through the manifest's counts)
-        return holes_check(
-            k=self.k, manifest=self.manifest, rows=self._unit_rows(),
-            units_table=self.units_table, groups=None, classes=self.classes,
-            own_subjects=not self.has_subject, record_bound=self.n,
-            groups_by_majority_unit=True, records_rows=None,
-            notes=_text_file(self.rel / "RELEASE_NOTES.md"),
-            report=_text_file(self.rel / "report.html"),
-        )  # fmt: skip
-
-    def check_no_leak(self) -> CheckResult:
-        problems = [leak for r in self.r1 for leak in r["leaks"]]
-        # the same finding from several partitions once
-        problems = list(dict.fromkeys(problems))
-        problems += self._part_problems("no_leak")
-        if self.leak_all:
-            listed = {str(p["file"]) for p in self.parts}
-            scanned_small = {"manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html",
-                             "classes.parquet", "groups.parquet"}  # fmt: skip
-            for p in sorted(self.rel.rglob("*")):
-                name = p.relative_to(self.rel).as_posix()
-                if p.is_file() and name not in listed and name not in scanned_small:
-                    problems.append(f"{name}: a file no check scans")
-        return _result(
-            "no_leak", problems,
-            f"{len(self.parts)} parts and the small files scanned for source coordinates, "
-            "subject ids and row numbers (scope: see the manifest's verification_scope)",
-        )  # fmt: skip
-
-    def check_counts(self) -> CheckResult:
-        problems = [p for r in self.r1 for p in r["problems"]] + self._part_problems("counts")
-        m = self.manifest
-        k = self.k
-        if not self.complete:
-            return _result("counts", problems or ["the audit could not be read"], "")
-        counts = m.get("counts") or {}
-        for d in ("grouped", "merged", "generalised"):
-            if counts.get(d) != self.disposals[d]:
-                problems.append(f"manifest counts.{d} differs from the audit")
-        sup_shown = counts.get("suppressed")
-        s_subj = self.sup_subjects
-        if sup_shown == LESS_THAN_K:
-            if not 0 < s_subj < k:
-                problems.append("manifest counts.suppressed reads <k but is not 1..k-1 subjects")
-        elif sup_shown != WITHHELD and sup_shown != self.disposals["suppressed"]:
-            problems.append("manifest counts.suppressed differs from the audit")
-        share = m.get("suppressed_share")
-        if isinstance(share, int | float) and not isinstance(share, bool):
-            target = s_subj / self.subjects if self.subjects else 0.0
-            if abs(float(share) - target) > 5e-7:
-                problems.append("manifest suppressed_share differs from the audit")
-        merged = m.get("subject_ids_merged")
-        if merged is not None and merged != self.subject_ids_merged:
-            problems.append(
-                f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
-                f"{self.subject_ids_merged}"
-            )
-        rows_total = int(sum(r.get("records", 0) for r in self.r2))
-        if m.get("records_published") != rows_total:
-            problems.append("manifest records_published differs from the parts' rows")
-        n_groups = sum(r["rows"] for j, r in enumerate(self.r2) if self.parts[j]["kind"] == "group")
-        group_rows = len(pd.read_parquet(self.rel / "groups.parquet", columns=["group_id"]))
-        if n_groups != group_rows or m.get("groups") != group_rows:
-            problems.append("groups.parquet rows are not all covered by the parts")
-        class_rows = sum(
-            r["rows"] for j, r in enumerate(self.r2) if self.parts[j]["kind"] == "class"
+        names = np.asarray([str(u) for u in unit_subjects.index], dtype=object)
+        n_sup = self.unit_sup.reindex(unit_subjects.index, fill_value=0)
+        # the figures the shared checks read (see geokanon.verify._derived)
+        self.__dict__["_suppressed_subjects"] = (sup_subjects, subjects)
+        self.__dict__["_unit_subjects"] = (
+            names,
+            unit_subjects.to_numpy(dtype=np.int64),
+            n_sup.to_numpy(dtype=np.int64),
         )
-        if class_rows != len(self.classes) or m.get("classes") != len(self.classes):
-            problems.append("classes.parquet rows are not all covered by the parts")
-        # units.csv
-        released = (
-            pd.concat([r["released"] for r in self.r2 if len(r["released"])]).groupby(level=0).sum()
-            if any(len(r["released"]) for r in self.r2)
-            else pd.Series(dtype=np.int64)
+        self.__dict__["own_subjects"] = not has_subject
+        shas = [r.get("sha256") for r in r1]
+        combined = ""
+        if shas and all(shas):
+            combined = hashlib.sha256("\n".join(str(x) for x in shas).encode()).hexdigest()
+        self.__dict__["source"] = _Source(sha256=combined)
+
+
+def _part_problems(rel: _PartitionedRelease, name: str) -> list[str]:
+    """The part tasks' findings for check ``name``: their own, and the failed results of
+    the single-file check each ran on its part (named by the part's file)."""
+    out = [p for r in rel.r2 for p in r["problems"][name]]
+    for j, r in enumerate(rel.r2):  # no part round: none
+        result = r.get("checks", {}).get(name)
+        if result is not None and not result.passed:
+            out.append(f"{rel.parts[j]['file']}: {result.detail}")
+    return out
+
+
+def _scope(rel: _PartitionedRelease) -> str:
+    return f"{len(rel.parts)} parts, {len(rel.r1)} source partitions"
+
+
+def _check_holes(rel: _PartitionedRelease) -> CheckResult:
+    # the same system as the single-machine verifier: every figure of every release file
+    # (the groups are in the parts: their sizes enter through the manifest's counts)
+    return holes_check(
+        k=rel.k, manifest=rel.manifest, rows=_unit_rows(rel),
+        units_table=rel.units_table, groups=None, classes=rel.classes,
+        own_subjects=rel.own_subjects, record_bound=rel.n,
+        groups_by_majority_unit=True, records_rows=None,
+        notes=_text_file(rel.rel / "RELEASE_NOTES.md"),
+        report=_text_file(rel.rel / "report.html"),
+    )  # fmt: skip
+
+
+def _check_k_subjects(rel: _PartitionedRelease) -> CheckResult:
+    n_groups = int(rel.manifest.get("groups", 0) or 0)
+    return _result(
+        "k_subjects", _part_problems(rel, "k_subjects"),
+        f"{n_groups} groups and {len(rel.classes)} classes hold >= {rel.k} distinct "
+        f"subjects ({_scope(rel)})",
+    )  # fmt: skip
+
+
+def _check_extent(rel: _PartitionedRelease) -> CheckResult:
+    return _result(
+        "extent", _part_problems(rel, "extent"),
+        f"every member within r_max of its representative ({_scope(rel)})",
+    )  # fmt: skip
+
+
+def _check_representation(rel: _PartitionedRelease) -> CheckResult:
+    return _result(
+        "representation", _part_problems(rel, "representation"),
+        "no representative equals a member's coordinate or its members' mean",
+    )  # fmt: skip
+
+
+def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
+    problems = [leak for r in rel.r1 for leak in r["leaks"]]
+    # the same finding from several partitions once
+    problems = list(dict.fromkeys(problems))
+    problems += _part_problems(rel, "no_leak")
+    if rel.leak_all:
+        listed = {str(p["file"]) for p in rel.parts}
+        scanned_small = {"manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html",
+                         "classes.parquet", "groups.parquet"}  # fmt: skip
+        for p in sorted(rel.rel.rglob("*")):
+            name = p.relative_to(rel.rel).as_posix()
+            if p.is_file() and name not in listed and name not in scanned_small:
+                problems.append(f"{name}: a file no check scans")
+    return _result(
+        "no_leak", problems,
+        f"{len(rel.parts)} parts and the small files scanned for source coordinates, "
+        "subject ids and row numbers (scope: see the manifest's verification_scope)",
+    )  # fmt: skip
+
+
+def _check_counts(rel: _PartitionedRelease) -> CheckResult:
+    problems = [p for r in rel.r1 for p in r["problems"]] + _part_problems(rel, "counts")
+    m = rel.manifest
+    k = rel.k
+    if not rel.complete:
+        return _result("counts", problems or ["the audit could not be read"], "")
+    counts = m.get("counts") or {}
+    for d in ("grouped", "merged", "generalised"):
+        if counts.get(d) != rel.disposals[d]:
+            problems.append(f"manifest counts.{d} differs from the audit")
+    sup_shown = counts.get("suppressed")
+    s_subj = rel.sup_subjects
+    if sup_shown == LESS_THAN_K:
+        if not 0 < s_subj < k:
+            problems.append("manifest counts.suppressed reads <k but is not 1..k-1 subjects")
+    elif sup_shown != WITHHELD and sup_shown != rel.disposals["suppressed"]:
+        problems.append("manifest counts.suppressed differs from the audit")
+    share = m.get("suppressed_share")
+    if isinstance(share, int | float) and not isinstance(share, bool):
+        target = s_subj / rel.n_subjects if rel.n_subjects else 0.0
+        if abs(float(share) - target) > 5e-7:
+            problems.append("manifest suppressed_share differs from the audit")
+    merged = m.get("subject_ids_merged")
+    if merged is not None and merged != rel.subject_ids_merged:
+        problems.append(
+            f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
+            f"{rel.subject_ids_merged}"
         )
-        unit_level = self.classes[self.classes["level"].astype(str) == "unit"]
-        for u, size in zip(unit_level["unit"].astype(str), unit_level["n_records"], strict=True):
-            released.loc[u] = int(released.get(u, 0)) + int(size)
-        t = self.units_table
-        if set(t["unit"].astype(str)) != {str(u) for u in self.unit_records.index}:
-            problems.append("units.csv units differ from the source's units")
-        wrong = 0
-        for _, r in t.iterrows():
-            u = str(r["unit"])
-            if _cell_value(r["released"]) != int(released.get(u, 0)):
+    rows_total = int(sum(r.get("records", 0) for r in rel.r2))
+    if m.get("records_published") != rows_total:
+        problems.append("manifest records_published differs from the parts' rows")
+    n_groups = sum(r["rows"] for j, r in enumerate(rel.r2) if rel.parts[j]["kind"] == "group")
+    group_rows = len(pd.read_parquet(rel.rel / "groups.parquet", columns=["group_id"]))
+    if n_groups != group_rows or m.get("groups") != group_rows:
+        problems.append("groups.parquet rows are not all covered by the parts")
+    class_rows = sum(r["rows"] for j, r in enumerate(rel.r2) if rel.parts[j]["kind"] == "class")
+    if class_rows != len(rel.classes) or m.get("classes") != len(rel.classes):
+        problems.append("classes.parquet rows are not all covered by the parts")
+    # units.csv
+    released = (
+        pd.concat([r["released"] for r in rel.r2 if len(r["released"])]).groupby(level=0).sum()
+        if any(len(r["released"]) for r in rel.r2)
+        else pd.Series(dtype=np.int64)
+    )
+    unit_level = rel.classes[rel.classes["level"].astype(str) == "unit"]
+    for u, size in zip(unit_level["unit"].astype(str), unit_level["n_records"], strict=True):
+        released.loc[u] = int(released.get(u, 0)) + int(size)
+    t = rel.units_table
+    if set(t["unit"].astype(str)) != {str(u) for u in rel.unit_records.index}:
+        problems.append("units.csv units differ from the source's units")
+    wrong = 0
+    for _, r in t.iterrows():
+        u = str(r["unit"])
+        if _cell_value(r["released"]) != int(released.get(u, 0)):
+            wrong += 1
+        shown = _cell_value(r["suppressed"])
+        true = int(rel.unit_sup.get(u, 0))
+        if shown == LESS_THAN_K:
+            wrong += not 0 < true < k
+        elif shown == WITHHELD:
+            wrong += 0 < true < k  # a sensitive figure reads '<k'
+        elif shown != true:
+            wrong += 1
+        if "source_total" in t.columns:
+            tot = _cell_value(r["source_total"])
+            if tot not in (WITHHELD, LESS_THAN_K) and tot != int(rel.unit_records.get(u, 0)):
                 wrong += 1
-            shown = _cell_value(r["suppressed"])
-            true = int(self.unit_sup.get(u, 0))
-            if shown == LESS_THAN_K:
-                wrong += not 0 < true < k
-            elif shown == WITHHELD:
-                wrong += 0 < true < k  # a sensitive figure reads '<k'
-            elif shown != true:
-                wrong += 1
-            if "source_total" in t.columns:
-                tot = _cell_value(r["source_total"])
-                if tot not in (WITHHELD, LESS_THAN_K) and tot != int(self.unit_records.get(u, 0)):
-                    wrong += 1
-        if wrong:
-            problems.append(f"{wrong} figures in units.csv differ from the audit")
-        return _result(
-            "counts", problems,
-            f"{rows_total} published records, {group_rows} groups, {len(self.classes)} classes "
-            f"and {len(t)} unit rows equal what the audit assigns",
-        )  # fmt: skip
+    if wrong:
+        problems.append(f"{wrong} figures in units.csv differ from the audit")
+    return _result(
+        "counts", problems,
+        f"{rows_total} published records, {group_rows} groups, {len(rel.classes)} classes "
+        f"and {len(t)} unit rows equal what the audit assigns",
+    )  # fmt: skip
 
-    def check_fixed_point(self) -> CheckResult:
-        passes = self.manifest.get("passes")
-        if not isinstance(passes, list) or not passes:
-            return CheckResult("fixed_point", False, "manifest passes is missing or empty")
-        if len(passes) > MAX_PASSES:
-            return CheckResult("fixed_point", False, f"{len(passes)} passes exceed {MAX_PASSES}")
-        last = passes[-1]
-        changed = last.get("changed") if isinstance(last, Mapping) else None
-        if isinstance(changed, bool) or not isinstance(changed, int) or changed != 0:
-            return CheckResult("fixed_point", False, "the last pass changed labels")
-        if self.audit.get("passes") is not None and self.audit.get("passes") != passes:
-            return CheckResult("fixed_point", False, "manifest passes differ from the audit's")
-        return CheckResult(
-            "fixed_point", True, f"fixed point after {len(passes)} passes (last changed 0)"
-        )
 
-    def check_report_safety(self) -> CheckResult:
-        k = self.k
-        problems: list[str] = []
-        notes = self.rel / "RELEASE_NOTES.md"
-        if notes.is_file():
-            text = notes.read_text(encoding="utf-8", errors="replace")
-            n = sum(_table_problems(b, h, k) for h, b in _markdown_tables(text))
-            n += _phrase_problems(text, k)
-            if n:
-                problems.append(f"RELEASE_NOTES.md: {n} suppressed figures of 1..k-1")
-        else:
-            problems.append("release/RELEASE_NOTES.md is missing")
-        for page in sorted(self.rel.glob("*.htm*")):
-            text = page.read_text(encoding="utf-8", errors="replace")
-            parser = _TableParser()
-            parser.feed(text)
-            parser.close()
-            n = 0
-            for table in parser.tables:
-                if not table:
-                    continue
-                head_i = next((i for i, r in enumerate(table) if r and all(h for _, h in r)), None)
-                header = [t for t, _ in table[head_i]] if head_i is not None else []
-                if not header:
-                    header, head_i = [t for t, _ in table[0]], 0
-                body = [[t for t, _ in r] for i, r in enumerate(table) if i != head_i]
-                n += _table_problems(body, header, k)
-            n += _phrase_problems(re.sub(r"<[^>]+>", " ", text), k)
-            if n:
-                problems.append(f"{page.name}: {n} suppressed figures of 1..k-1")
-        units = self.units_table
-        n_units = int(sum(_small_int(str(v), k) for v in units["suppressed"]))
-        if n_units:
-            problems.append(f"units.csv: {n_units} units publish 1..k-1 suppressed subjects")
-        if "source_total" in units.columns:
-            smallu = {str(u) for u, n in self.unit_subjects.items() if 0 < int(n) < k}
-            shown = [
-                (u, _cell_value(t))
-                for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
-            ]
-            n_small = sum(1 for u, t in shown if u in smallu and t != LESS_THAN_K)
-            if n_small:
-                problems.append(
-                    f"units.csv: {n_small} source totals rest on 1..k-1 subjects and do not read <k"
-                )
-            n_false = sum(1 for u, t in shown if u not in smallu and t == LESS_THAN_K)
-            if n_false:
-                problems.append(
-                    f"units.csv: {n_false} source totals read <k for 0 or >= k subjects"
-                )
-        passes = self.manifest.get("passes")
-        if isinstance(passes, list) and any(
-            isinstance(p, Mapping) and isinstance(p.get("labels"), Mapping)
-            and _small_int(str(p["labels"].get("suppress", "")), k)
-            for p in passes
-        ):  # fmt: skip
-            problems.append("manifest passes: 'suppress' label counts of 1..k-1")
-        if 0 < self.sup_subjects < k:
-            counts = self.manifest.get("counts") or {}
-            if counts.get("suppressed") not in (LESS_THAN_K, WITHHELD):
-                problems.append("manifest counts.suppressed should read '<k'")
-            if self.manifest.get("suppressed_share", LESS_THAN_K) not in (
-                LESS_THAN_K, WITHHELD,
-            ):  # fmt: skip
-                problems.append("manifest suppressed_share should read '<k'")
-        return _result(
-            "report_safety", problems,
-            "no suppressed figure of 1..k-1 in RELEASE_NOTES.md, report.html, units.csv or "
-            "the manifest",
-        )  # fmt: skip
-
-    def check_manifest(self) -> CheckResult:
-        files = self.manifest.get("files")
-        if not isinstance(files, Mapping):
-            return CheckResult("manifest", False, "manifest files is missing")
-        on_disk = {
-            p.relative_to(self.rel).as_posix(): p
-            for p in sorted(self.rel.rglob("*"))
-            if p.is_file() and p.relative_to(self.rel).as_posix() != "manifest.json"
-        }
-        problems = []
-        unlisted = sorted(set(on_disk) - set(files))
-        missing = sorted(set(files) - set(on_disk))
-        wrong = sorted(n for n in set(on_disk) & set(files) if str(files[n]) != _sha256(on_disk[n]))
-        if unlisted:
-            problems.append(f"{len(unlisted)} files not listed: {', '.join(unlisted[:5])}")
-        if missing:
-            problems.append(f"{len(missing)} listed files missing: {', '.join(missing[:5])}")
-        if wrong:
-            problems.append(f"{len(wrong)} sha256 mismatches: {', '.join(wrong[:5])}")
-        shas = [r.get("sha256") for r in self.r1]
-        checked_input = bool(shas) and all(shas)
-        if checked_input:
-            combined = hashlib.sha256("\n".join(str(s) for s in shas).encode()).hexdigest()
-            if self.manifest.get("input_sha256") != combined:
-                problems.append("input_sha256 differs from the source partitions' checksums")
-        extra = " and the input checksum" if checked_input else ""
-        return _result("manifest", problems, f"{len(on_disk)} files match their sha256{extra}")
+#: Every check by name: the per-part checks reduced from the tasks, the rest shared.
+_CHECK_FUNCS: dict[str, Callable[[_PartitionedRelease], CheckResult]] = {
+    "k_subjects": _check_k_subjects,
+    "extent": _check_extent,
+    "tau": check_tau,
+    "unit_cap": check_unit_cap,
+    "holes": _check_holes,
+    "no_leak": _check_no_leak,
+    "representation": _check_representation,
+    "counts": _check_counts,
+    "fixed_point": check_fixed_point,
+    "report_safety": check_report_safety,
+    "manifest": check_manifest,
+}
