@@ -465,6 +465,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         mask_key=_mask_key(args, mask is not None),
         local_metres=args.local_metres,
         gpkg_records=args.gpkg_records,
+        gpkg_groups=args.gpkg_groups,
         database=_database_target(args),
     )
     if _is_dir(args.input):
@@ -1260,6 +1261,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["auto", "yes", "no"],
         default="auto",
         help="a records layer in release.gpkg: auto (up to 1,000,000 published records), yes, no",
+    )
+    p.add_argument(
+        "--gpkg-groups",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="groups and group_extents layers in release.gpkg: auto (up to 1,000,000 "
+        "published records), yes, no",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="print the resolved plan and exit; write nothing"

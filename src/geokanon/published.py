@@ -152,6 +152,9 @@ GPKG_LAYERS: dict[str, str] = {
     "units": "units.csv",
     "classes": "classes.parquet",
 }
+#: Layers written only up to a size by default (``--gpkg-records``, ``--gpkg-groups``; the
+#: manifest's ``gpkg_layers`` lists those written); the others are always there.
+GPKG_SIZED_LAYERS = ("records", "groups", "group_extents")
 GPKG_STYLES = "layer_styles"
 #: Columns of a layer besides its file's that hold no figure: the GeoPackage's own.
 GPKG_OWN_COLUMNS = frozenset({"fid", "geom"})

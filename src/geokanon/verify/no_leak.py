@@ -2132,7 +2132,7 @@ def check_no_leak(rel: _Release) -> CheckResult:
         elif suffix == ".gpkg":
             from geokanon.verify.gpkg import gpkg_leaks
 
-            found = gpkg_leaks(path, sec)
+            found = gpkg_leaks(path, sec, rel)
             if sec.key_forms:  # and its bytes, for the mask key
                 data = path.read_bytes()
                 n = _key_count(data.decode("latin-1"), sec) + sum(
