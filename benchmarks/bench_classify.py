@@ -7,6 +7,8 @@ Run from the repository root::
     python benchmarks/bench_classify.py --sizes 1e5,1e6 --k 5 --r-max 1000
     python benchmarks/bench_classify.py --quick                 # toy size, seconds (CI)
     python benchmarks/bench_classify.py --markdown              # the table as Markdown
+    python benchmarks/bench_classify.py --cli --sizes 1e7       # the command line (issue 18)
+    python benchmarks/bench_classify.py --cli --sizes 1e6 --baseline-src ../base/src
 
 Data: :func:`benchmarks.synthetic.clustered_points` (towns plus ~5 % rural scatter,
 3,000 units, seed 0). With ``--subjects`` a subject column is added: consecutive
@@ -32,6 +34,25 @@ Methods (one fresh Python process per size and method)
 ``geokanon + subjects``
     The same with the subject column (distinct-subject neighbours, distinct subjects
     per unit).
+
+The command line (``--cli``)
+----------------------------
+A second table times whole processes on a Parquet file (x, y in EPSG:3035 metres, a
+text unit column, an int64 subject column; written once per size, not timed):
+
+``read + cKDTree script``
+    A fresh ``python`` reading x and y with pyarrow, then the bare cKDTree build and
+    query above (interpreter start and imports included). The reference of the ratio.
+``geokanon classify (CLI)``
+    ``python -m geokanon classify FILE --crs EPSG:3035 --unit unit --k K --r-max R
+    --json`` (reading, checks, classification, unit table, the JSON on stdout).
+``geokanon classify --subject (CLI)``
+    The same with ``--subject subject`` (3 records per subject at most).
+
+The methods run in turn, ``--repeat`` rounds, so all see the same load; the best
+of each is reported with its ratio to the script's best. numba kernels are loaded
+once on a tiny file first. ``--baseline-src DIR`` adds the same two CLI runs with
+``PYTHONPATH=DIR`` (another checkout, e.g. the base of a change), in the same rounds.
 
 Measurements
 ------------
@@ -78,6 +99,17 @@ if str(ROOT) not in sys.path:
 from benchmarks.synthetic import clustered_points  # noqa: E402
 
 METHODS = ("ckdtree", "seed", "geokanon", "geokanon_subjects")
+#: The bare read-plus-cKDTree script the command line is compared with (``--cli``).
+BARE_SCRIPT = """
+import sys
+import numpy as np
+import pyarrow.parquet as pq
+from scipy.spatial import cKDTree
+t = pq.read_table(sys.argv[1], columns=["x", "y"])
+pts = np.column_stack((t["x"].to_numpy(), t["y"].to_numpy()))
+d, _ = cKDTree(pts).query(pts, k=int(sys.argv[2]), workers=-1)
+print(int((d[:, -1] > 4.0 * float(sys.argv[3])).sum()))
+"""
 LABEL = {
     "ckdtree": "bare cKDTree query",
     "seed": "seed sketch (1 thread, str labels, unit masks)",
@@ -365,6 +397,94 @@ def _spawn(method: str, n: int, args: argparse.Namespace, out: str) -> dict[str,
     raise RuntimeError(f"{method} at n={n} failed:\n{proc.stdout}\n{proc.stderr}")
 
 
+def write_cli_input(n: int, path: Path) -> None:
+    """The ``--cli`` input: clustered points in EPSG:3035 metres, text units, int64 subjects."""
+    import pandas as pd
+
+    x, y, units = clustered_points(n)
+    names = np.array([f"U{u:04d}" for u in range(int(units.max()) + 1)], dtype=object)
+    frame = pd.DataFrame(
+        {"x": x + 4_000_000.0, "y": y + 3_000_000.0, "unit": names[units],
+         "subject": make_subjects(n)}
+    )  # fmt: skip
+    frame.to_parquet(path, index=False)
+
+
+def _cli_commands(
+    path: Path, args: argparse.Namespace, baseline: str | None
+) -> dict[str, tuple[list[str], str]]:
+    """Per CLI method: the command and the PYTHONPATH it runs with."""
+    own = str(ROOT / "src")
+    classify = [
+        *(sys.executable, "-m", "geokanon", "classify", str(path), "--crs", "EPSG:3035"),
+        *("--unit", "unit", "--k", str(args.k), "--r-max", str(args.r_max), "--json"),
+    ]
+    script = [sys.executable, "-c", BARE_SCRIPT, str(path), str(args.k), str(args.r_max)]
+    cmds = {
+        "script": (script, own),
+        "cli": (classify, own),
+        "cli_subjects": ([*classify, "--subject", "subject"], own),
+    }
+    if baseline is not None:
+        cmds["cli_baseline"] = (classify, baseline)
+        cmds["cli_subjects_baseline"] = ([*classify, "--subject", "subject"], baseline)
+    return cmds
+
+
+CLI_LABEL = {
+    "script": "read + cKDTree script",
+    "cli": "geokanon classify (CLI)",
+    "cli_subjects": "geokanon classify --subject (CLI)",
+    "cli_baseline": "geokanon classify (CLI), baseline",
+    "cli_subjects_baseline": "geokanon classify --subject (CLI), baseline",
+}
+
+
+def _run_cmd(cmd: list[str], pythonpath: str, numba_cache: str | None = None) -> float:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = pythonpath
+    if numba_cache is not None:  # the baseline's kernels cached here, not in its checkout
+        env["NUMBA_CACHE_DIR"] = numba_cache
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          check=False, env=env, cwd=ROOT)  # fmt: skip
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:5])} ... failed ({proc.returncode}):\n{proc.stderr}")
+    return wall
+
+
+def run_cli(sizes: list[int], args: argparse.Namespace, out: str) -> list[list[str]]:
+    """The ``--cli`` table: whole processes, in turn, ``args.repeat`` rounds per size."""
+    warm = Path(out) / "warm.parquet"
+    write_cli_input(2000, warm)
+    cache = str(Path(out) / "numba-baseline")
+    for m, (cmd, pp) in _cli_commands(warm, args, args.baseline_src).items():
+        _run_cmd(cmd, pp, cache if m.endswith("baseline") else None)  # kernels cached
+    rows = []
+    for n in sizes:
+        path = Path(out) / f"cli_{n}.parquet"
+        write_cli_input(n, path)
+        cmds = _cli_commands(path, args, args.baseline_src)
+        times: dict[str, list[float]] = {m: [] for m in cmds}
+        load = [os.getloadavg()[0]]
+        for _ in range(args.repeat):
+            for m, (cmd, pp) in cmds.items():
+                times[m].append(_run_cmd(cmd, pp, cache if m.endswith("baseline") else None))
+                print(f"#   n={_fmt_n(n)} {m}: {times[m][-1]:.2f} s", flush=True)
+            load.append(os.getloadavg()[0])
+        ref = min(times["script"])
+        for m, ts in times.items():
+            rows.append([_fmt_n(n), CLI_LABEL[m], f"{min(ts):.2f}", f"{min(ts) / ref:.3f}",
+                         f"{len(ts)} runs: " + ", ".join(f"{t:.2f}" for t in ts)
+                         + f"; load {min(load):.1f}-{max(load):.1f}"])  # fmt: skip
+        path.unlink()
+    return rows
+
+
+CLI_HEADER = ["N", "method", "best wall s", "x read + cKDTree script", "notes"]
+
+
 def _machine() -> str:
     import numba
     import scipy
@@ -462,15 +582,15 @@ HEADER = [
 ]
 
 
-def _print_table(rows: list[list[str]], markdown: bool) -> None:
+def _print_table(rows: list[list[str]], markdown: bool, header: list[str] = HEADER) -> None:
     if markdown:
-        print("| " + " | ".join(HEADER) + " |")
-        print("|" + "|".join(" --- " for _ in HEADER) + "|")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join(" --- " for _ in header) + "|")
         for r in rows:
             print("| " + " | ".join(r) + " |")
         return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
-    print("  ".join(h.ljust(w) for h, w in zip(HEADER, widths, strict=True)))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
@@ -486,6 +606,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a toy size (2e4) for CI, in seconds")
     p.add_argument("--repeat", type=int, default=3, help="runs per method (best is reported)")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument(
+        "--cli",
+        action="store_true",
+        help="time the command line against a read + cKDTree script instead",
+    )
+    p.add_argument("--baseline-src", help="with --cli: also time the CLI of this src directory")
     p.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     p.add_argument("--n", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -501,6 +627,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# machine: {_machine()}")
     print(f"# load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"# k={args.k}, r_max={args.r_max:g} m; numba compilation excluded (warm-up run first)")
+    if args.cli:
+        with tempfile.TemporaryDirectory(prefix="bench_classify_cli_") as out:
+            cli_rows = run_cli(sizes, args, out)
+        print(f"# load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+        _print_table(cli_rows, args.markdown, CLI_HEADER)
+        return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_classify_") as out:
         for n in sizes:

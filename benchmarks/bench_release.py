@@ -72,6 +72,13 @@ class StageMemory:
         self.peak = max(self.peak, self.rss())
 
 
+#: (name, MiB) of the release written by the last :func:`run` (release.gpkg and the whole).
+sizes: list[tuple[str, float]] = []
+#: CPU seconds (all threads of this process) of each row of the last :func:`run`: on a
+#: loaded machine wall time mostly measures the wait for a core, CPU time the work.
+cpu: list[float] = []
+
+
 def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str, float, float]]:
     from geokanon import OutlierPolicy, __version__
     from geokanon.io.read import table_from_frame
@@ -79,6 +86,14 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
     from geokanon.release import ReleaseOptions, write_release
 
     rows: list[tuple[str, float, float]] = []
+    cpu.clear()
+    cpu_mark = [time.process_time()]
+
+    def cpu_row() -> None:
+        now = time.process_time()
+        cpu.append(now - cpu_mark[0])
+        cpu_mark[0] = now
+
     with StageMemory() as mem:
         t0 = time.perf_counter()
         frame = SyntheticPartitions(n, max(1, n // 1_000_000)).whole()
@@ -94,12 +109,14 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
         )
         del frame
         rows.append(("input", time.perf_counter() - t0, mem.reset() / 2**30))
+        cpu_row()
         policy = OutlierPolicy(k=5, r_max_m=300.0, unit_cap=1.0, tau=0.05)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             core = run_core_on(table, policy)
         rows.append(("core", time.perf_counter() - t0, mem.reset() / 2**30))
+        cpu_row()
         out = out_dir / f"release{n}"
         shutil.rmtree(out, ignore_errors=True)
         marks: list[tuple[str, float]] = []
@@ -110,8 +127,10 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
             now = time.perf_counter()
             if marks:
                 rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))
+                cpu_row()
             else:
                 mem.reset()
+                cpu_mark[0] = time.process_time()
             marks.append((name, now))
 
         t_all = time.perf_counter()
@@ -119,7 +138,13 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
         write_release(out, table, core, policy, options, version=__version__, progress=progress)
         now = time.perf_counter()
         rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))
+        cpu_row()
         rows.append(("write_release total", now - t_all, max(r[2] for r in rows[2:])))
+        cpu.append(sum(cpu[2:]))
+        gpkg = out / "release" / "release.gpkg"
+        sizes.append(("release.gpkg MiB", gpkg.stat().st_size / 2**20 if gpkg.is_file() else 0.0))
+        files = (out / "release").glob("*")
+        sizes.append(("release/ MiB", sum(f.stat().st_size for f in files) / 2**20))
         shutil.rmtree(out, ignore_errors=True)
     return rows
 
@@ -139,9 +164,11 @@ def main() -> None:
         rows = run(n, subjects=args.subjects, keep=args.keep, out_dir=Path(tmp))
     print(f"records {n:,}; subjects {'yes' if args.subjects else 'no'}; "
           f"kept column {'yes' if args.keep else 'no'}; cores {os.cpu_count()}")  # fmt: skip
-    print(f"{'stage':<22} {'seconds':>8} {'peak GB':>8}")
-    for name, sec, peak in rows:
-        print(f"{name:<22} {sec:>8.2f} {peak:>8.2f}")
+    print(f"{'stage':<22} {'seconds':>8} {'peak GB':>8} {'cpu s':>8}")
+    for (name, sec, peak), used in zip(rows, cpu, strict=True):
+        print(f"{name:<22} {sec:>8.2f} {peak:>8.2f} {used:>8.2f}")
+    for name, mib in sizes:
+        print(f"{name:<22} {mib:>8.1f}")
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ def write_release(
     totals
         ``"released"`` or ``"complementary"`` (adds ``source_total`` to units.csv).
     report_html
-        Optional report.html text.
+        report.html text (default: a page with a heading only; every release has one).
     working_crs, output_crs
         CRSs of the scene's coordinates and of the published ones (representatives
         are transformed with pyproj when they differ; the source stays in the
@@ -392,8 +392,9 @@ def write_release(
         lines += [f"| {r['unit']} | {r['released']} | {r['suppressed']} |" for r in unit_rows]
         notes = "\n".join(lines) + "\n"
     (rel / "RELEASE_NOTES.md").write_text(notes, encoding="utf-8")
-    if report_html is not None:
-        (rel / "report.html").write_text(report_html, encoding="utf-8")
+    if report_html is None:
+        report_html = "<!doctype html>\n<html><body><h1>Release report</h1></body></html>\n"
+    (rel / "report.html").write_text(report_html, encoding="utf-8")
 
     # manifest
     n_sup_subj = int(np.unique(subj[sup]).size)

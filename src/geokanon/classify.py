@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from geokanon.errors import InputError, ParameterWarning
 from geokanon.neighbours import (
+    count_distinct,
     subject_codes,
     subject_neighbour_distances,
     subject_spacetime_ratios,
@@ -453,8 +454,8 @@ def cap_verdict(
         sup_subj = int(sup.sum())
     else:
         s = np.asarray(subjects, dtype=np.int64)
-        n_subj = int(np.unique(s).size)
-        sup_subj = int(np.unique(s[sup]).size)
+        n_subj = count_distinct(s)
+        sup_subj = count_distinct(s[sup])
     share = sup_subj / n_subj if n_subj else 0.0
     disposal_share = float(np.asarray(disposed, dtype=bool).mean()) if n else 0.0
     over = tuple(

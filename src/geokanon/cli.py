@@ -465,6 +465,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         mask_key=_mask_key(args, mask is not None),
         local_metres=args.local_metres,
         gpkg_records=args.gpkg_records,
+        gpkg_groups=args.gpkg_groups,
         database=_database_target(args),
     )
     if _is_dir(args.input):
@@ -875,8 +876,9 @@ def _verify_dir(args: argparse.Namespace, directory: Path) -> int:
         source = _source_input(args, opts)
         table = read_points(source, **opts, progress=within(progress, "read"))
     report = verify_release(
-        args.dir, source=table, source_file=source, progress=within(progress, "verify")
-    )
+        args.dir, source=table, source_file=source, progress=within(progress, "verify"),
+        before_report=False,
+    )  # fmt: skip
     _end_progress(args)  # the bars end above the results
     print(format_report(report))
     return 0 if report.passed else 4
@@ -1259,6 +1261,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["auto", "yes", "no"],
         default="auto",
         help="a records layer in release.gpkg: auto (up to 1,000,000 published records), yes, no",
+    )
+    p.add_argument(
+        "--gpkg-groups",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="groups and group_extents layers in release.gpkg: auto (up to 1,000,000 "
+        "published records), yes, no",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="print the resolved plan and exit; write nothing"

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -204,14 +205,52 @@ def group_units(
         rank = np.empty(back.size, dtype=np.int64)
         rank[back] = np.arange(back.size)
         u = rank[u]
-    nu = int(u.max()) + 1
-    keys, counts = np.unique(g * nu + u, return_counts=True)
-    pg, pu = keys // nu, keys % nu
     # Per group: the largest count first, then the lowest unit code (or rank).
-    order = np.lexsort((pu, -counts, pg))
-    first = np.r_[True, pg[order][1:] != pg[order][:-1]]
-    pick = order[first]
-    out[pg[pick]] = pu[pick] if back is None else back[pu[pick]]
+    pick = _majority_units(g.astype(np.int64, copy=False), u, n_groups)
+    has = pick >= 0
+    out[has] = pick[has] if back is None else back[pick[has]]
+    return out
+
+
+@nb.njit(cache=True)
+def _majority_units(
+    g: NDArray[np.int64], u: NDArray[np.int64], n_groups: int
+) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """Per group ``0..n_groups-1``: the value of ``u`` most frequent among its records,
+    the lowest on a tie; -1 for a group without records. A counting sort by group, then
+    a sort of each group's values."""
+    start = np.zeros(n_groups + 1, dtype=np.int64)
+    for v in g:
+        start[v + 1] += 1
+    for i in range(n_groups):
+        start[i + 1] += start[i]
+    pos = start[:n_groups].copy()
+    vals = np.empty(g.size, dtype=np.int64)
+    for r in range(g.size):
+        vals[pos[g[r]]] = u[r]
+        pos[g[r]] += 1
+    out = np.full(n_groups, -1, dtype=np.int64)
+    for i in range(n_groups):
+        a, b = start[i], start[i + 1]
+        if a == b:
+            continue
+        run = vals[a:b]
+        if run.size > 32:
+            run.sort()
+        else:  # an insertion sort in place: most groups hold a few records
+            for j in range(1, run.size):
+                v = run[j]
+                i2 = j - 1
+                while i2 >= 0 and run[i2] > v:
+                    run[i2 + 1] = run[i2]
+                    i2 -= 1
+                run[i2 + 1] = v
+        best, best_n, n = run[0], 1, 1
+        for j in range(1, run.size):
+            n = n + 1 if run[j] == run[j - 1] else 1
+            if n > best_n:
+                best, best_n = run[j], n
+        out[i] = best
     return out
 
 

@@ -673,14 +673,42 @@ def _sweep_centres(
     return depth_out, cx_out, cy_out
 
 
+@nb.njit(cache=True)
+def _by_group(
+    atom_group: NDArray[np.int64], n_groups: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """Atoms with a group (>= 0) ordered by group, then atom; and where each group starts.
+
+    ``order = placed[np.argsort(atom_group[placed], kind="stable")]`` and
+    ``start = np.searchsorted(atom_group[order], np.arange(n_groups + 1))`` in two
+    passes (groups outside ``[0, n_groups)`` are counted after the last start).
+    """
+    counts = np.zeros(n_groups + 1, dtype=np.int64)
+    m = 0
+    for g in atom_group:
+        if g >= 0:
+            counts[min(g, n_groups)] += 1
+            m += 1
+    start = np.zeros(n_groups + 2, dtype=np.int64)
+    for g in range(n_groups + 1):
+        start[g + 1] = start[g] + counts[g]
+    pos = start[: n_groups + 1].copy()
+    order = np.empty(m, dtype=np.int64)
+    for a in range(atom_group.size):
+        g = atom_group[a]
+        if g >= 0:
+            gg = min(g, n_groups)
+            order[pos[gg]] = a
+            pos[gg] += 1
+    return order, start[: n_groups + 1]
+
+
 class _Members:
     """Atom lists of groups, materialised only for the groups that are touched."""
 
     def __init__(self, atom_group: NDArray[np.int64], n_groups: int) -> None:
-        placed = np.flatnonzero(atom_group >= 0)
-        order = placed[stable_argsort(atom_group[placed])]
-        self._order = order
-        self._start = np.searchsorted(atom_group[order], np.arange(n_groups + 1))
+        # the placed atoms by group, ascending within each (a counting sort)
+        self._order, self._start = _by_group(atom_group, n_groups)
         self._lists: dict[int, list[int]] = {}
         self._n = n_groups
 

@@ -356,12 +356,14 @@ def _subject_hashes(subjects: ArrayLike | None, n: int) -> NDArray[np.uint64]:
         raise InputError(f"subjects must hold one id per record ({n}), got shape {arr.shape}")
     import pandas as pd
 
-    if arr.dtype.kind in "iufb":
+    if arr.dtype.kind in "iu":
         # The id's text, so 7 and "7" (CSV versus Parquet) key the same noise.
+        return text_hashes(arr)
+    if arr.dtype.kind in "fb":
         return np.asarray(pd.util.hash_array(arr.astype(str).astype(object)), dtype=np.uint64)
     # Text ids by their normalised text: the spellings of one id are one subject (one noise).
     codes, texts, _ = factorize_subject_ids(arr)
-    hashes = np.asarray(pd.util.hash_array(np.append(texts, "None")), dtype=np.uint64)
+    hashes = text_hashes(np.append(texts, "None"))
     return hashes[codes]  # a missing id (code -1) keys as the text "None", as before
 
 
@@ -420,6 +422,149 @@ def _siphash24_3(
             v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
         out[i] = v0 ^ v1 ^ v2 ^ v3
     return out
+
+
+#: The key pandas hashes text with (``pandas.util.hash_array``'s default ``hash_key``).
+_PANDAS_KEY = b"0123456789123456"
+
+
+@nb.njit(cache=True, inline="always")
+def _sip_text(
+    k0: np.uint64, k1: np.uint64, data: NDArray[np.uint8], a: int, length: int
+) -> np.uint64:  # pragma: no cover - compiled
+    """SipHash-2-4 of ``data[a:a + length]``, then pandas' avalanche (``hash_array``)."""
+    v0 = k0 ^ _SIP_V0
+    v1 = k1 ^ _SIP_V1
+    v2 = k0 ^ _SIP_V2
+    v3 = k1 ^ _SIP_V3
+    blocks = length // 8
+    for blk in range(blocks + 1):
+        m = np.uint64(0)
+        if blk < blocks:
+            for j in range(8):
+                m |= np.uint64(data[a + 8 * blk + j]) << np.uint64(8 * j)
+        else:  # the last block: the remaining bytes and the length in the top byte
+            for j in range(length - 8 * blocks):
+                m |= np.uint64(data[a + 8 * blk + j]) << np.uint64(8 * j)
+            m |= np.uint64(length & 0xFF) << np.uint64(56)
+        v3 ^= m
+        v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+        v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+        v0 ^= m
+    v2 ^= np.uint64(0xFF)
+    for _ in range(4):
+        v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+    h = v0 ^ v1 ^ v2 ^ v3
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+@nb.njit(cache=True)
+def _siphash24_texts(
+    k0: np.uint64, k1: np.uint64, data: NDArray[np.uint8], offsets: NDArray[np.int64]
+) -> NDArray[np.uint64]:  # pragma: no cover - compiled
+    """:func:`_sip_text` of every ``data[offsets[i]:offsets[i + 1]]``."""
+    n = offsets.size - 1
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        out[i] = _sip_text(k0, k1, data, offsets[i], offsets[i + 1] - offsets[i])
+    return out
+
+
+@nb.njit(cache=True)
+def _siphash24_decimal(
+    k0: np.uint64, k1: np.uint64, values: NDArray[np.int64]
+) -> NDArray[np.uint64]:  # pragma: no cover - compiled
+    """:func:`_sip_text` of the decimal text of every int64 (as ``str`` writes it)."""
+    out = np.empty(values.size, dtype=np.uint64)
+    buf = np.empty(24, dtype=np.uint8)
+    digits = np.empty(24, dtype=np.uint8)
+    for i in range(values.size):
+        v = values[i]
+        n = 0
+        if v < 0:
+            buf[0] = 45  # "-"
+            n = 1
+        # digits of |v| as an unsigned number (|-2**63| does not fit in int64)
+        u = np.uint64(v) if v >= 0 else np.uint64(0) - np.uint64(v)
+        d = 0
+        while True:
+            digits[d] = np.uint8(48 + u % np.uint64(10))
+            u //= np.uint64(10)
+            d += 1
+            if u == 0:
+                break
+        for j in range(d):
+            buf[n + j] = digits[d - 1 - j]
+        out[i] = _sip_text(k0, k1, buf, 0, n + d)
+    return out
+
+
+def _arrow_text(arr: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.uint8]] | None:
+    """Offsets and UTF-8 bytes of the text of integers or of ``str`` values (Arrow), or None."""
+    import pandas as pd
+
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        return None
+    try:
+        if arr.dtype.kind in "iu":
+            text = pc.cast(pa.array(arr), pa.large_string())
+        elif arr.dtype.kind in "OU" and pd.api.types.infer_dtype(arr, skipna=False) in (
+            "string",
+            "empty",
+        ):
+            text = pa.array(arr, type=pa.large_string())
+        else:
+            return None
+    except (ValueError, TypeError, UnicodeError, pa.ArrowException):  # e.g. lone surrogates
+        return None
+    if text.null_count:
+        return None
+    bufs = text.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[text.offset : text.offset + len(text) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def text_hashes(values: ArrayLike) -> NDArray[np.uint64]:
+    """``pandas.util.hash_array`` of the text of each value, without a Python string each.
+
+    The same 64-bit keys as ``pd.util.hash_array(np.asarray([str(v) for v in values],
+    dtype=object))``: SipHash-2-4 of the UTF-8 text under pandas' default key, then
+    pandas' avalanche. Integers are hashed from their decimal text written in the
+    kernel (as ``str`` writes them), text from Arrow's UTF-8 buffer; anything else
+    (floats, whose text Arrow writes differently, or text Arrow cannot encode)
+    goes through pandas.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> ids = np.array([7, -12, 0])
+    >>> bool((text_hashes(ids) == pd.util.hash_array(ids.astype(str).astype(object))).all())
+    True
+    """
+    import pandas as pd
+
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError("text_hashes takes one value per element of a 1-d array")
+    k0 = np.uint64(int.from_bytes(_PANDAS_KEY[:8], "little"))
+    k1 = np.uint64(int.from_bytes(_PANDAS_KEY[8:], "little"))
+    if arr.dtype.kind == "i" or (arr.dtype.kind == "u" and (not arr.size or arr.max() < 2**63)):
+        return _siphash24_decimal(k0, k1, arr.astype(np.int64, copy=False))
+    text = _arrow_text(arr)
+    if text is not None:
+        offsets, data = text
+        return _siphash24_texts(k0, k1, data, offsets)
+    texts = arr if arr.dtype.kind == "O" else np.asarray([str(v) for v in arr.tolist()], object)
+    return np.asarray(pd.util.hash_array(texts, categorize=False), dtype=np.uint64)
 
 
 def mask_keys(

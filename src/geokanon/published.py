@@ -152,6 +152,9 @@ GPKG_LAYERS: dict[str, str] = {
     "units": "units.csv",
     "classes": "classes.parquet",
 }
+#: Layers written only up to a size by default (``--gpkg-records``, ``--gpkg-groups``; the
+#: manifest's ``gpkg_layers`` lists those written); the others are always there.
+GPKG_SIZED_LAYERS = ("records", "groups", "group_extents")
 GPKG_STYLES = "layer_styles"
 #: Columns of a layer besides its file's that hold no figure: the GeoPackage's own.
 GPKG_OWN_COLUMNS = frozenset({"fid", "geom"})
@@ -839,19 +842,102 @@ def _cards(
     return free
 
 
+#: Number words of prose, as :func:`words_as_digits` reads them.
+_UNITS_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen"
+).split()
+_TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_SCALE_WORDS = {
+    "dozen": 12, "hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 10**9
+}  # fmt: skip
+NUMBER_WORDS: dict[str, int] = {
+    **{w: i for i, w in enumerate(_UNITS_WORDS)},
+    **{w: 20 + 10 * i for i, w in enumerate(_TENS_WORDS)},
+}
+_WORD = r"(?:" + "|".join(sorted([*NUMBER_WORDS, *_SCALE_WORDS], key=len, reverse=True)) + r")"
+#: A run of number words ("two", "twenty-three", "two hundred and five", "a dozen").
+_NUMBER_WORDS = re.compile(
+    r"(?<![\w-])(?:an?\s+(?=(?:dozen|hundred|thousand|million|billion)\b))?"
+    + _WORD
+    + r"(?:(?:\s+and\s+|[\s-]+)"
+    + _WORD
+    + r")*(?![\w-])",
+    re.IGNORECASE,
+)
+
+
+def _words_value(words: str) -> int | None:
+    """The number a run of number words spells (None: not one number)."""
+    total = current = 0
+    seen = False
+    for w in re.split(r"[\s-]+", words.lower()):
+        if w in ("and", ""):
+            continue
+        if w in ("a", "an"):
+            current = current or 1
+            continue
+        if w in _SCALE_WORDS:
+            scale = _SCALE_WORDS[w]
+            current = max(current, 1) * scale
+            if scale >= 1_000:
+                total += current
+                current = 0
+        elif w in NUMBER_WORDS:
+            current += NUMBER_WORDS[w]
+        else:
+            return None
+        seen = True
+    return total + current if seen else None
+
+
+def words_as_digits(text: str) -> str:
+    """``text`` with every number written in words put in digits ("two dwellings" ->
+    "2 dwellings", "Twenty-three" -> "23", "a dozen" -> "12").
+
+    Prose counts as numbers however it spells them: the ``holes`` check reads every
+    number of the notes and the report this way, and ``report_safety`` judges the
+    suppressed figures of their phrases this way.
+
+    Examples
+    --------
+    >>> words_as_digits("Two dwellings were suppressed; twenty-three were not (one unit).")
+    '2 dwellings were suppressed; 23 were not (1 unit).'
+    """
+
+    def digits(m: re.Match[str]) -> str:
+        v = _words_value(m.group(0))
+        return m.group(0) if v is None else str(v)
+
+    return _NUMBER_WORDS.sub(digits, text)
+
+
+def prose_numbers(text: str) -> list[tuple[str, float]]:
+    """Every number of a piece of prose that is not in a declared phrase, as ``holes`` reads it.
+
+    The text is unescaped (HTML entities), its number words are put in digits
+    (:func:`words_as_digits`) and the declared non-count phrases (:data:`TEXT_PHRASES`)
+    are removed; then every number (``6,000`` is one number) is read. Returns
+    ``(text as written, value)`` pairs.
+    """
+    t = words_as_digits(html.unescape(text))
+    for phrase in TEXT_PHRASES:
+        t = re.sub(phrase, " ", t)
+    out: list[tuple[str, float]] = []
+    for m in _NUMBER.finditer(t):
+        raw = m.group(1)
+        try:
+            out.append((raw, float(raw.replace(",", ""))))
+        except ValueError:
+            continue
+    return out
+
+
 def _free_numbers(texts: Iterable[str], name: str, out: Published) -> None:
     """Every number left in the text must be a value the system holds."""
     bad: list[str] = []
     for text in texts:
-        t = html.unescape(text)
-        for phrase in TEXT_PHRASES:
-            t = re.sub(phrase, " ", t)
-        for m in _NUMBER.finditer(t):
-            raw = m.group(1)
-            try:
-                v = float(raw.replace(",", ""))
-            except ValueError:
-                continue
+        for raw, v in prose_numbers(text):
             if not any(math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-9) for w in out.known):
                 bad.append(raw)
     if bad:  # not quoted: such a number may be anything, a coordinate too

@@ -66,6 +66,7 @@ from geokanon.io.gis import (
     write_geopackage,
 )
 from geokanon.io.read import PointTable
+from geokanon.neighbours import count_distinct
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 
@@ -104,11 +105,15 @@ SYNTHESIS_RULE = (
 )
 
 
-#: ``ReleaseOptions.gpkg_records`` (CLI ``--gpkg-records``).
+#: ``ReleaseOptions.gpkg_records`` and ``gpkg_groups`` (CLI ``--gpkg-records``,
+#: ``--gpkg-groups``).
 GPKG_RECORDS_MODES = ("auto", "yes", "no")
-#: With ``gpkg_records="auto"``, the largest release whose GeoPackage has a records layer.
-#: Measured (docs/release-format.md): at 1e6 records the layer takes 5-10 s of writing and
-#: ~100 MB (against ~4 MB for records.parquet), and grows linearly.
+#: With ``"auto"``, the largest release (published records) whose GeoPackage has the
+#: per-record and per-group layers (``records``; ``groups`` and ``group_extents``); the
+#: small layers (``units``, ``classes``) are always written. Measured
+#: (benchmarks/README.md): at 1e6 records the records layer is ~100 MB and 2.3-2.6 s of
+#: CPU to write, the two group layers ~95 MB and ~1.1 s, all linear in the records; at 1e7
+#: the group layers alone were 968 MiB, ~11 s to write and ~11 s to verify.
 GPKG_RECORDS_AUTO_MAX = 1_000_000
 
 
@@ -148,9 +153,14 @@ class ReleaseOptions:
     gpkg_records
         Whether ``release.gpkg`` has a ``records`` layer: ``auto`` (when at most
         :data:`GPKG_RECORDS_AUTO_MAX` records are published: above, it would be most of
-        the GeoPackage's size and of the release's writing time, and the ``groups``
-        layer draws the same map), ``yes`` or ``no`` (CLI ``--gpkg-records``). The
+        the GeoPackage's size and of the release's writing time, and ``groups.parquet``
+        draws the same map), ``yes`` or ``no`` (CLI ``--gpkg-records``). The
         manifest's ``gpkg_layers`` lists the layers written.
+    gpkg_groups
+        Whether ``release.gpkg`` has the ``groups`` and ``group_extents`` layers, by the
+        same rule: ``auto`` (when at most :data:`GPKG_RECORDS_AUTO_MAX` records are
+        published), ``yes`` or ``no`` (CLI ``--gpkg-groups``). ``units`` and
+        ``classes`` are always written.
     """
 
     keep: tuple[str, ...] = ()
@@ -162,14 +172,16 @@ class ReleaseOptions:
     mask_key: Any = None
     local_metres: bool = False
     gpkg_records: str = "auto"
+    gpkg_groups: str = "auto"
     database: Any = None
 
     def __post_init__(self) -> None:
-        if self.gpkg_records not in GPKG_RECORDS_MODES:
-            raise InputError(
-                f"gpkg_records must be one of {', '.join(GPKG_RECORDS_MODES)}, "
-                f"got {self.gpkg_records!r}"
-            )
+        for name in ("gpkg_records", "gpkg_groups"):
+            value = getattr(self, name)
+            if value not in GPKG_RECORDS_MODES:
+                raise InputError(
+                    f"{name} must be one of {', '.join(GPKG_RECORDS_MODES)}, got {value!r}"
+                )
         if self.totals not in TOTALS_MODES:
             raise InputError(
                 f"totals must be one of {', '.join(TOTALS_MODES)}, got {self.totals!r}"
@@ -964,6 +976,7 @@ def _write_gpkg(
     group_work: tuple[np.ndarray, np.ndarray],
     policy: OutlierPolicy,
     with_records: bool = True,
+    with_groups: bool = True,
 ) -> list[str]:
     """``release/release.gpkg``: the release files as map layers, in the output CRS.
 
@@ -982,7 +995,11 @@ def _write_gpkg(
         groups[["group_id", "n_records", "radius_m", "unit"]], preserve_index=False
     ).replace_schema_metadata(None)
     gx, gy = groups["x"].to_numpy(dtype=np.float64), groups["y"].to_numpy(dtype=np.float64)
-    discs = ring_wkb(disc_rings(group_work[0], group_work[1], policy.r_max_m, working_crs, out_crs))
+
+    def discs() -> pa.Array:
+        wx, wy = group_work
+        return ring_wkb(disc_rings(wx, wy, policy.r_max_m, working_crs, out_crs))
+
     units_text = pd.read_csv(rel / "units.csv", dtype=str, keep_default_na=False)
     unit_cols = {
         c: pa.array(units_text[c].astype(np.int64)) if c == "released" else pa.array(units_text[c])
@@ -996,8 +1013,14 @@ def _write_gpkg(
             if with_records
             else []
         ),
-        GpkgLayer("groups", "Point", grp.append_column("geometry", wkb_points(gx, gy))),
-        GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", discs)),
+        *(
+            [
+                GpkgLayer("groups", "Point", grp.append_column("geometry", wkb_points(gx, gy))),
+                GpkgLayer("group_extents", "Polygon", grp.append_column("geometry", discs())),
+            ]
+            if with_groups
+            else []
+        ),
         GpkgLayer(
             "units",
             "MultiPolygon",
@@ -1238,8 +1261,8 @@ def build_release_files(
         syn_total = WITHHELD  # a total over hidden per-unit values would narrow them
     if policy.allow_synthetic:
         units["synthetic"] = syn_shown
-    total_sup_subjects = int(_sorted_unique(subj[suppressed]).size)
-    total_subjects = int(_sorted_unique(subj).size)
+    total_sup_subjects = count_distinct(subj[suppressed])
+    total_subjects = count_distinct(subj)
     global_shown: int | str = mask_small(total_sup_subjects, k)
     n_hidden_units = sum(v == LT_K for v in sup_shown)
     if (
@@ -1270,12 +1293,14 @@ def build_release_files(
 
     # --- the analyst's GeoPackage: the files above as map layers, styled.
     say("geopackage")
-    with_records = options.gpkg_records == "yes" or (
-        options.gpkg_records == "auto" and rows.size <= GPKG_RECORDS_AUTO_MAX
+    small_release = rows.size <= GPKG_RECORDS_AUTO_MAX
+    with_records, with_groups = (
+        mode == "yes" or (mode == "auto" and small_release)
+        for mode in (options.gpkg_records, options.gpkg_groups)
     )
     gpkg_layers = _write_gpkg(
         rel, out_crs, working_crs, groups, classes, unit_shapes,
-        (result.group_x, result.group_y), policy, with_records,
+        (result.group_x, result.group_y), policy, with_records, with_groups,
     )  # fmt: skip
 
     # --- audit (custodian only): assignment.parquet is written above.
@@ -1337,7 +1362,8 @@ def build_release_files(
         **({"crs_note": crs_note} if crs_note is not None else {}),
         # the CRS of every file that holds coordinates (text files included)
         "file_crs": dict.fromkeys(COORDINATE_FILES, out_crs),
-        # the layers of release.gpkg (records only up to GPKG_RECORDS_AUTO_MAX by default)
+        # the layers of release.gpkg (records, groups, group_extents only up to
+        # GPKG_RECORDS_AUTO_MAX published records by default)
         "gpkg_layers": gpkg_layers,
         "local_metres": options.local_metres,
         "input_sha256": table.source_sha256,
@@ -1526,7 +1552,7 @@ def write_release(
             steps("checksums")
         digests = finish_manifest(tmp, manifest, unchanged=written)
         truth = source if source is not None else table
-        report = verify_release(tmp, source=truth, progress=stage("verify"))
+        report = verify_release(tmp, source=truth, progress=stage("verify"), before_report=True)
         checks = report.as_dict()
         if deterministic is not None:
             checks["deterministic"] = bool(deterministic)

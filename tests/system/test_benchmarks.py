@@ -11,6 +11,10 @@ from tests.conftest import ROOT
 
 CASES = {
     "classify": (["bench_classify.py", "--quick"], "geokanon classify"),
+    "classify_cli": (
+        ["bench_classify.py", "--quick", "--cli", "--repeat", "1"],
+        "geokanon classify --subject (CLI)",
+    ),
     "grouping": (["bench_grouping.py", "--quick"], "mean displacement"),
     "sweep": (["bench_sweep.py", "--n", "20000", "--repeat", "1"], "every sweep cell equals"),
     "scale": (["bench_scale.py", "--quick"], "release core"),

@@ -25,6 +25,7 @@ from geokanon.distributed import (  # noqa: E402
 from geokanon.errors import InputError, VerificationFailed  # noqa: E402
 from geokanon.policy import OutlierPolicy  # noqa: E402
 from geokanon.release import ReleaseOptions, finish_manifest  # noqa: E402
+from geokanon.verify import format_report  # noqa: E402
 from geokanon.verify.partitioned import verify_partitioned  # noqa: E402
 
 #: Documented tolerance (docs/dask.md): per final disposal, the partitioned release and
@@ -237,6 +238,32 @@ def test_moved_representative_fails_extent(client, towns_release, tmp_path):
         report["extent"].detail,
     ), report["extent"].detail
     assert {"k_subjects", "tau", "unit_cap", "fixed_point", "manifest"}.isdisjoint(report.failed)
+
+
+def test_records_part_geometry_moved_fails_counts(client, towns_release, tmp_path):
+    # One group's points moved 400 m in its part (geometry and bbox), x, y and
+    # groups.parquet left: the part's rows are read against its groups row by row.
+    import shapely
+
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    g0 = int(rows["group_id"].dropna().iloc[0])
+    at = rows["group_id"] == g0
+    x = rows.loc[at, "x"].to_numpy() + 400.0
+    y = rows.loc[at, "y"].to_numpy()
+    moved = list(shapely.to_wkb(shapely.points(x, y)))
+    rows.loc[at, "geometry"] = pd.Series(moved, index=rows.index[at])
+    if "bbox" in rows:
+        boxes = [{"xmin": a, "ymin": b, "xmax": a, "ymax": b} for a, b in zip(x, y, strict=True)]
+        rows.loc[at, "bbox"] = pd.Series(boxes, index=rows.index[at])
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, format_report(report)
+    detail = report["counts"].detail
+    assert "records/part-00000.parquet: " in detail
+    assert "rows publish a geometry other than their group's representative point" in detail
 
 
 def test_representative_one_millimetre_off_fails_representation(client, towns_release, tmp_path):

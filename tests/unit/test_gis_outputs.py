@@ -234,6 +234,9 @@ def test_layer_styles_hold_a_default_qgis_style_per_layer(made: tuple[Path, Path
 def test_records_layer_left_out_above_the_limit_and_verified(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Above the size limit the per-record and per-group layers are left out by default
+    (``auto``), each forced in or out by its option; units and classes are always there,
+    the manifest lists what was written and the release verifies."""
     import geokanon.release as release
 
     frame = _points()
@@ -243,19 +246,72 @@ def test_records_layer_left_out_above_the_limit_and_verified(
         warnings.simplefilter("ignore")
         table = table_from_frame(frame, crs=CRS_RD, unit_grid_m=2000.0)
         core = run_core_on(table, policy)
-        for mode, has_records in (("auto", False), ("yes", True), ("no", False)):
-            root = tmp_path / mode
-            options = ReleaseOptions(read_options=(("unit_grid_m", 2000.0),), gpkg_records=mode)
+        cases = (
+            ("auto", "auto", False, False),
+            ("yes", "auto", True, False),
+            ("auto", "yes", False, True),
+            ("no", "no", False, False),
+            ("yes", "yes", True, True),
+        )
+        for records, groups, has_records, has_groups in cases:
+            root = tmp_path / f"{records}-{groups}"
+            options = ReleaseOptions(
+                read_options=(("unit_grid_m", 2000.0),), gpkg_records=records, gpkg_groups=groups
+            )
             manifest = build_release_files(root, table, core, policy, options, version="t")
             finish_manifest(root, manifest)
             layers = dict(pyogrio.list_layers(root / "release" / "release.gpkg").tolist())
-            assert ("records" in layers) is has_records, mode
+            assert ("records" in layers) is has_records, (records, groups)
             assert ("records" in manifest["gpkg_layers"]) is has_records
-            assert set(LAYERS) - {"records"} <= set(layers)
+            for name in ("groups", "group_extents"):
+                assert (name in layers) is has_groups, (records, groups, name)
+                assert (name in manifest["gpkg_layers"]) is has_groups
+            assert {"units", "classes"} <= set(layers) & set(manifest["gpkg_layers"])
+            notes = (root / "release" / "RELEASE_NOTES.md").read_text(encoding="utf-8")
+            line = next(x for x in notes.splitlines() if "`release.gpkg` holds the layers" in x)
+            assert ("left out" in line) is not (has_records and has_groups), line
+            assert ("--gpkg-groups yes" in line) is not (has_records and has_groups)
             report = verify_release(root, source=table)
-            assert report["counts"].passed and report["no_leak"].passed, mode
+            assert report.passed, (records, groups, report)
+    # below the limit, every layer by default
+    monkeypatch.setattr(release, "GPKG_RECORDS_AUTO_MAX", 10**6)
+    root = tmp_path / "small"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        options = ReleaseOptions(read_options=(("unit_grid_m", 2000.0),))
+        manifest = build_release_files(root, table, core, policy, options, version="t")
+    assert manifest["gpkg_layers"] == list(LAYERS)
     with pytest.raises(InputError):
         ReleaseOptions(gpkg_records="sometimes")
+    with pytest.raises(InputError):
+        ReleaseOptions(gpkg_groups="sometimes")
+
+
+def test_gpkg_without_the_group_layers_fails_when_the_manifest_lists_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest that leaves out one group layer but not the other, or a GeoPackage that
+    lacks a layer the manifest lists, fails ``counts``."""
+    import geokanon.release as release
+    from tests.release_fixtures import edit_manifest
+
+    frame = _points()
+    policy = OutlierPolicy(k=3, r_max_m=200.0, tau=0.5, unit_cap=1.0)
+    monkeypatch.setattr(release, "GPKG_RECORDS_AUTO_MAX", 50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = table_from_frame(frame, crs=CRS_RD, unit_grid_m=2000.0)
+        core = run_core_on(table, policy)
+        root = tmp_path / "r"
+        options = ReleaseOptions(read_options=(("unit_grid_m", 2000.0),))
+        manifest = build_release_files(root, table, core, policy, options, version="t")
+        finish_manifest(root, manifest)
+    assert verify_release(root, source=table, checks=["counts"])["counts"].passed
+    edit_manifest(root, lambda m: m.update(gpkg_layers=[*m["gpkg_layers"], "groups"]))
+    assert not verify_release(root, source=table, checks=["counts"])["counts"].passed
+    edit_manifest(root, lambda m: m.update(gpkg_layers=[*m["gpkg_layers"], "group_extents"]))
+    result = verify_release(root, source=table, checks=["counts"])["counts"]
+    assert not result.passed and "layers" in result.detail
 
 
 def test_same_release_same_geopackage_bytes(tmp_path: Path) -> None:
@@ -383,6 +439,32 @@ def test_point_moved_in_records_layer_fails_counts(
     assert code == 4
     assert _failed(text) == {"counts"}, text
     assert "records layer differs from records.parquet" in text
+
+
+def test_extra_row_in_records_layer_fails_counts_at_a_batch_boundary(
+    made: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A records layer with one row more than records.parquet fails ``counts`` also when
+    records.parquet ends exactly where a batch of the layer ends."""
+    import geokanon.verify.gpkg as vg
+
+    out = _copy(made, tmp_path)
+    n = pq.ParquetFile(out / "release" / "records.parquet").metadata.num_rows
+    monkeypatch.setattr(vg, "_GPKG_ROWS", n)  # the layer's first batch is the whole file
+    gpkg = out / "release" / "release.gpkg"
+    con = sqlite3.connect(gpkg)
+    cols = [r[1] for r in con.execute('PRAGMA table_info("records")') if r[1] != "fid"]
+    con.close()
+    names = ", ".join(f'"{c}"' for c in cols)
+    _gpkg_sql(gpkg, f"INSERT INTO records ({names}) SELECT {names} FROM records WHERE fid = 1")
+    refresh_manifest(out)
+    code, text = _verify(out, made[1], capsys)
+    assert code == 4
+    assert "counts" in _failed(text), text
+    assert "records layer has not the" in text
 
 
 def test_units_figure_changed_in_gpkg_fails(

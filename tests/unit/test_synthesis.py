@@ -214,3 +214,26 @@ def test_cli_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     assert code == 0
     out = capsys.readouterr().out
     assert "3 synthetic stand-ins" in out
+
+
+def test_a_kept_value_no_member_has_fails_counts_where_stand_ins_are(
+    released: Path, tmp_path: Path
+):
+    # A group or class with a stand-in publishes its members' values and copies of them:
+    # an age that none of its members has is caught (in both records files alike).
+    root = _copy(released, tmp_path)
+    syn = pd.read_parquet(root / "audit" / "synthetic.parquet")
+    cid = int(syn["class_id"].dropna().iloc[0])
+
+    def older(f: pd.DataFrame) -> pd.DataFrame:
+        at = f.index[pd.to_numeric(f["class_id"], errors="coerce") == cid][0]
+        f.loc[at, "age"] = 1000 if f["age"].dtype.kind in "iuf" else "1000"
+        return f
+
+    report = verify_release(root, source=_table())
+    assert report["counts"].passed, format_report(report)
+    edit_parquet(root, "records.parquet", older, refresh=False)
+    edit_csv(root, "records.csv", older)
+    report = verify_release(root, source=_table())
+    assert report.failed == ("counts",), format_report(report)
+    assert "synthetic records are not their members'" in report["counts"].detail

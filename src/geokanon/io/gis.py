@@ -57,6 +57,15 @@ DISC_VERTICES = 16
 GPKG_DATE = "2000-01-01T00:00:00.000Z"
 #: The GeoPackage's geometry column (the GDAL default).
 GPKG_GEOMETRY = "geom"
+#: GDAL configuration while release.gpkg is written. The file is built in the release's
+#: private build area, which is fsynced as a whole before it is renamed into place and
+#: discarded if anything fails; so SQLite's own journal and fsync after each layer buy
+#: nothing (the bytes are the same without them; measured: ~0.1 s of waiting per layer).
+GPKG_WRITE_CONFIG = {
+    "OGR_CURRENT_DATE": GPKG_DATE,
+    "OGR_SQLITE_SYNCHRONOUS": "OFF",
+    "OGR_SQLITE_JOURNAL": "OFF",
+}
 
 
 def crs_projjson(crs: str | None) -> dict[str, Any] | None:
@@ -674,8 +683,8 @@ def write_geopackage(
     """
     import pyogrio
 
-    before = pyogrio.get_gdal_config_option("OGR_CURRENT_DATE")
-    pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": GPKG_DATE})
+    before = {name: pyogrio.get_gdal_config_option(name) for name in GPKG_WRITE_CONFIG}
+    pyogrio.set_gdal_config_options(GPKG_WRITE_CONFIG)
     try:
         with warnings.catch_warnings():
             # no CRS is what --local-metres means (the manifest's crs_note says so)
@@ -685,7 +694,7 @@ def write_geopackage(
         if styles:
             _write_styles(path, styles)
     finally:
-        pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": before})
+        pyogrio.set_gdal_config_options(before)
 
 
 def _write_layer(path: Path, layer: GpkgLayer, crs: str | None) -> None:

@@ -35,7 +35,7 @@ from geokanon._progress import Progress, silent
 from geokanon.errors import InputError, PrivacyRiskWarning
 from geokanon.io._names import closest_name
 from geokanon.io.postgis import DatabaseInput, is_database_url, open_query, wkb_hex_points
-from geokanon.neighbours import factorize_subject_ids
+from geokanon.neighbours import count_distinct, factorize_subject_ids, integer_codes
 from geokanon.projection import (
     UTM_MAX_SCALE_ERROR,
     Projection,
@@ -184,8 +184,7 @@ class PointTable:
         """Number of distinct subjects."""
         if self.subjects is None:
             return len(self)
-        v = np.sort(self.subjects)  # numpy's hashing unique is far slower on large arrays
-        return int(np.count_nonzero(v[1:] != v[:-1])) + 1 if v.size else 0
+        return count_distinct(self.subjects)
 
     @property
     def projection(self) -> Projection:
@@ -1057,6 +1056,13 @@ def _subjects(
     :func:`geokanon.neighbours.normalise_subject_id`): the spellings of one id are
     one subject. Only the distinct ids are looked at (cheap for millions of records).
     """
+    from geokanon.mask import text_hashes
+
+    if isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "iu":
+        # Integer ids: nothing to normalise, and their text is hashed without a
+        # Python string per id (the same keys as for the ids' text).
+        codes, values = integer_codes(raw.to_numpy())
+        return codes, text_hashes(values)[codes], 0
     if not pd.api.types.is_numeric_dtype(raw.dtype):
         raw = raw.astype("string")
     codes, texts, merged = factorize_subject_ids(raw)
@@ -1077,7 +1083,7 @@ def _subjects(
         warnings.warn(msg, UserWarning, stacklevel=4)
     # A hash of each id's normalised text (of the number's text for numeric ids): keys
     # that do not shift when subjects are added, the same for every spelling of an id.
-    keys = np.asarray(pd.util.hash_array(texts), dtype=np.uint64)[codes]
+    keys = text_hashes(texts)[codes]
     return codes, keys, merged
 
 

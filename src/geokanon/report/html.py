@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -829,60 +830,73 @@ def _group_diameters(
 ) -> NDArray[np.float64]:
     """Largest distance between two members of every group.
 
-    Small groups: every pair of members, vectorised over the groups of each size;
-    groups larger than :data:`_PAIRWISE_MAX`: the pairs of their convex hull's
+    Small groups: every pair of members (compiled, after a counting sort of the rows by
+    group); groups larger than :data:`_PAIRWISE_MAX`: the pairs of their convex hull's
     vertices. Both give the exact largest pairwise distance.
     """
-    out = np.zeros(n_groups)
-    placed = np.flatnonzero(gid >= 0)
-    if not placed.size:
-        return out
-    # the members by group (any order within a group will do: a maximum is order-free)
-    rows: NDArray[np.signedinteger[Any]]
-    g: NDArray[np.signedinteger[Any]]
-    if gid.size < 2**31 and n_groups < 2**31:
-        # one sort of int64 keys, group in the high half and row in the low half (numpy
-        # sorts int64 far faster than it argsorts them); then half the memory
-        key = (gid[placed].astype(np.int64) << 32) | placed
-        del placed
-        key.sort()
-        rows = (key & 0xFFFFFFFF).astype(np.int32)
-        g = (key >> 32).astype(np.int32)
-        del key
-    else:
-        order = np.argsort(gid[placed])
-        rows = placed[order]
-        g = gid[rows]
-        del order, placed
-    first = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
-    present = g[first]
-    del g
-    sizes = np.diff(np.append(first, rows.size))
-    for size in range(2, _PAIRWISE_MAX + 1):
-        sel = np.flatnonzero(sizes == size)
-        if not sel.size:
-            continue
-        members = rows[np.arange(size)[:, None] + first[sel]]  # one row per member slot
-        xs, ys = x[members], y[members]
-        del members
-        best = np.zeros(sel.size)
-        dx = np.empty(sel.size)
-        dy = np.empty(sel.size)
-        for i in range(size - 1):
-            for j in range(i + 1, size):
-                np.subtract(xs[i], xs[j], out=dx)
-                np.subtract(ys[i], ys[j], out=dy)
-                dx *= dx
-                dy *= dy
-                dx += dy
-                np.maximum(best, dx, out=best)
-        out[present[sel]] = np.sqrt(best)
+    order, start = _members_by_group(gid, n_groups)
+    out = _pairwise_diameters(order, start, x, y, _PAIRWISE_MAX)
+    sizes = np.diff(start)
     big = np.flatnonzero(sizes > _PAIRWISE_MAX)
     if big.size:
         owner = np.repeat(np.arange(big.size), sizes[big])
         offset = np.cumsum(sizes[big]) - sizes[big]
-        members = rows[np.repeat(first[big], sizes[big]) + np.arange(owner.size) - offset[owner]]
-        out[present[big]] = _hull_diameters(owner, x[members], y[members])
+        members = order[np.repeat(start[big], sizes[big]) + np.arange(owner.size) - offset[owner]]
+        out[big] = _hull_diameters(owner, x[members], y[members])
+    return out
+
+
+@nb.njit(cache=True)
+def _members_by_group(
+    gid: NDArray[np.int64], n_groups: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """Rows of every group ``0..n_groups-1``, ascending, and where each group starts.
+
+    A counting sort: the rows with ``gid >= 0`` ordered by (group, row), and
+    ``start`` of length ``n_groups + 1``.
+    """
+    start = np.zeros(n_groups + 1, dtype=np.int64)
+    for g in gid:
+        if g >= 0:
+            start[g + 1] += 1
+    for g in range(n_groups):
+        start[g + 1] += start[g]
+    pos = start[:n_groups].copy()
+    order = np.empty(start[n_groups], dtype=np.int64)
+    for r in range(gid.size):
+        g = gid[r]
+        if g >= 0:
+            order[pos[g]] = r
+            pos[g] += 1
+    return order, start
+
+
+@nb.njit(cache=True)
+def _pairwise_diameters(
+    order: NDArray[np.int64],
+    start: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    max_size: int,
+) -> NDArray[np.float64]:  # pragma: no cover - compiled
+    """Largest distance between two members of every group of 2..``max_size`` members
+    (all pairs; 0 for the other groups)."""
+    n_groups = start.size - 1
+    out = np.zeros(n_groups)
+    for g in range(n_groups):
+        a, b = start[g], start[g + 1]
+        if b - a < 2 or b - a > max_size:
+            continue
+        best = 0.0
+        for i in range(a, b - 1):
+            xi, yi = x[order[i]], y[order[i]]
+            for j in range(i + 1, b):
+                dx = xi - x[order[j]]
+                dy = yi - y[order[j]]
+                d2 = dx * dx + dy * dy
+                if d2 > best:
+                    best = d2
+        out[g] = math.sqrt(best)
     return out
 
 
@@ -933,16 +947,28 @@ def _displacements(
     record is in no published group), a block of records at a time."""
     pos = np.full(n_ids + 1, -1, dtype=np.int64)  # position in groups.parquet; last: none
     pos[published_ids] = np.arange(published_ids.size)
+    return _displacement_kernel(gid, x, y, gx, gy, pos)
+
+
+@nb.njit(cache=True)
+def _displacement_kernel(
+    gid: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    gx: NDArray[np.float64],
+    gy: NDArray[np.float64],
+    pos: NDArray[np.int64],
+) -> NDArray[np.float64]:  # pragma: no cover - compiled
+    """``sqrt(dx*dx + dy*dy)`` to the representative at ``pos[gid]`` (NaN: none)."""
     out = np.full(gid.size, np.nan)
-    step = 1 << 20
-    for a in range(0, gid.size, step):
-        g = gid[a : a + step]
-        gi = pos[np.where(g >= 0, g, n_ids)]
-        at = np.flatnonzero(gi >= 0)
-        gi = gi[at]
-        dx = x[a : a + step][at] - gx[gi]
-        dy = y[a : a + step][at] - gy[gi]
-        out[a + at] = np.sqrt(dx * dx + dy * dy)
+    last = pos.size - 1
+    for r in range(gid.size):
+        g = gid[r]
+        gi = pos[g if 0 <= g < last else last]
+        if gi >= 0:
+            dx = x[r] - gx[gi]
+            dy = y[r] - gy[gi]
+            out[r] = math.sqrt(dx * dx + dy * dy)
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from geokanon.policy import OutlierPolicy
+from geokanon.published import GPKG_SIZED_LAYERS
 
 __all__ = ["release_notes"]
 
@@ -126,6 +127,7 @@ def release_notes(
             "frame's definition (`crs` is null and `local_metres` true in `manifest.json`)"
         )
     lines += _file_crs_lines(manifest)
+    lines += _gpkg_layer_lines(manifest)
     if manifest.get("mask"):
         lines.append(
             "- every record was first displaced by a geomask (its kind and distances are "
@@ -287,6 +289,24 @@ def _seconds(value: float) -> str:
     ('315,360,000', '3,600', '1.5')
     """
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
+
+
+def _gpkg_layer_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """Which layers ``release.gpkg`` has (the manifest's ``gpkg_layers``) and, when the
+    per-record or per-group layers were left out, how to get them."""
+    layers = manifest.get("gpkg_layers")
+    if not isinstance(layers, list):
+        return []
+    names = ", ".join(f"`{name}`" for name in layers)
+    left = [name for name in GPKG_SIZED_LAYERS if name not in layers]
+    line = f"- `release.gpkg` holds the layers {names} (`gpkg_layers` in `manifest.json`)"
+    if left:
+        line += (
+            f"; {', '.join(f'`{name}`' for name in left)} are left out of a release this "
+            "large by default (the Parquet files hold the same rows; `--gpkg-records yes` "
+            "and `--gpkg-groups yes` write them)"
+        )
+    return [line]
 
 
 def _file_crs_lines(manifest: Mapping[str, Any]) -> list[str]:

@@ -151,6 +151,7 @@ def verify_release(
     checks: Sequence[str] | None = None,
     unchanged: Mapping[str, str] | None = None,
     progress: Callable[..., None] | None = None,
+    before_report: bool | None = None,
     reuse: VerificationReport | None = None,
 ) -> VerificationReport:
     """Re-read a written release and run every check by name.
@@ -188,6 +189,12 @@ def verify_release(
         Called as ``progress(name, done=i, total=n)`` as each check starts (the
         protocol of ``geokanon._progress``; a callable, so no module is imported);
         ``source`` first, when the source file is read.
+    before_report
+        ``True``: the release writer's first run, before it writes ``report.html``
+        (which shows these results), so ``manifest`` does not require the report
+        yet. ``False`` (``geokanon verify``): a release without its report fails.
+        ``None``: the report is required once the manifest records verification
+        results (the writer records them just before it writes the report).
     reuse
         The report of an earlier run over the same release and source (the release
         writer's first run, before it writes the report): what that run derived from
@@ -246,6 +253,7 @@ def verify_release(
         src, raw = raw, None
     rel = _Release(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
+    rel.before_report = None if before_report is None else bool(before_report)
     if reuse is not None:
         rel.adopt(reuse.derived)
     if isinstance(src, Path | DatabaseInput) or raw is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -270,3 +270,118 @@ def _value_counts(ids: NDArray[np.int64]) -> pd.Series:
     else:
         uniq, counts = np.unique(ids, return_counts=True)
     return pd.Series(counts.astype(np.int64), index=pd.Index(uniq.astype(np.int64)))
+
+
+# ---- keyed hashes of values, and order-free sums of them (the records files' checks)
+
+_U64 = np.uint64
+_MIX_A = _U64(0xBF58476D1CE4E5B9)
+_MIX_B = _U64(0x94D049BB133111EB)
+
+
+def _mix(v: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """splitmix64's finaliser, element-wise (uint64 arithmetic wraps)."""
+    v = v ^ (v >> _U64(30))
+    v = v * _MIX_A
+    v ^= v >> _U64(27)
+    v = v * _MIX_B
+    v ^= v >> _U64(31)
+    return v
+
+
+class _RowHasher:
+    """Keyed 64-bit hashes of values, drawn afresh for every verification, so a release
+    cannot be made to collide with them.
+
+    Equal values of one Arrow type hash equally whatever their encoding (plain or
+    dictionary text, ``string`` or ``large_string``); a float's null and NaN hash alike
+    (a CSV cannot tell them apart).
+    """
+
+    def __init__(self) -> None:
+        import secrets
+
+        self.key = secrets.token_hex(8)  # pandas' SipHash key: 16 characters
+        self.salt = [_U64(secrets.randbits(64)) for _ in range(5)]
+
+    def values(self, arr: pa.Array | pa.ChunkedArray) -> NDArray[np.uint64]:
+        """One hash per value of ``arr``."""
+        import pyarrow.compute as pc
+
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        t = arr.type
+        null = self.salt[0]
+        if pa.types.is_dictionary(t):
+            look = np.append(self.values(arr.dictionary), null)
+            idx = _indices(arr)
+            return look[np.where(idx < 0, look.size - 1, idx)]
+        if pa.types.is_floating(t):
+            f = np.array(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+            f[np.isnan(f)] = np.nan  # one NaN, and a null is a NaN
+            return _mix(f.view(np.uint64) ^ self.salt[1])
+        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
+            wide = pa.uint64() if pa.types.is_uint64(t) else pa.int64()
+            ints = pc.cast(arr, wide).fill_null(0)
+            v = np.asarray(ints.to_numpy(zero_copy_only=False)).view(np.uint64)
+            h = _mix(v ^ self.salt[2])
+            if arr.null_count:
+                h[~np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)] = null
+            return h
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            try:
+                arr = pc.cast(arr, pa.large_string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                text = pd.Series(arr.to_pylist(), dtype=object).map(repr)
+                arr = pa.array(text.to_numpy(dtype=object), type=pa.large_string())
+        if len(arr) == 0:
+            return np.zeros(0, dtype=np.uint64)
+        enc = arr.dictionary_encode()
+        words = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+        look = np.asarray(pd.util.hash_array(words, hash_key=self.key, categorize=False))
+        look = np.append(look.astype(np.uint64) ^ self.salt[3], null)
+        idx = _indices(enc)
+        return look[np.where(idx < 0, look.size - 1, idx)]
+
+    def rows(self, columns: Sequence[NDArray[np.uint64]], n: int) -> NDArray[np.uint64]:
+        """One hash per row of the columns' value hashes, in column order."""
+        h = np.full(n, self.salt[4], dtype=np.uint64)
+        for c in columns:
+            h = _mix(h ^ c)
+        return h
+
+    def positions(self, start: int, n: int) -> NDArray[np.uint64]:
+        """Odd hashes of the row numbers ``start .. start + n - 1`` (for :meth:`at`)."""
+        return _mix(np.arange(start, start + n, dtype=np.uint64) ^ self.salt[1]) | _U64(1)
+
+    def at(self, values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> NDArray[np.uint64]:
+        """The hashes tied to their rows (``positions``: :meth:`positions` of them): times an
+        odd number, a bijection modulo 2**64, so a changed value always changes the sum."""
+        return values * positions
+
+    def keyed(self, values: NDArray[np.uint64], keys: NDArray[np.int64]) -> NDArray[np.uint64]:
+        """The hashes tied to their group or class keys."""
+        return _mix(values ^ _mix(keys.astype(np.uint64) ^ self.salt[2]))
+
+
+def _sum_u64(values: NDArray[np.uint64]) -> int:
+    """The sum of ``values`` modulo 2**64."""
+    return int(np.sum(values, dtype=np.uint64)) if values.size else 0
+
+
+def _sums_per(keys: NDArray[np.int64], values: NDArray[np.uint64], size: int) -> NDArray[np.uint64]:
+    """Per key in ``0..size-1``, the sum of ``values`` modulo 2**64 (keys < 0 left out): an
+    order-free hash of each key's multiset of values (``np.add.at`` wraps uint64 sums)."""
+    ok = keys >= 0
+    k, v = (keys, values) if ok.all() else (keys[ok], values[ok])
+    out = np.zeros(size, dtype=np.uint64)
+    np.add.at(out, k, v)
+    return out
+
+
+def _runs(values: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.int64]]:
+    """(distinct values, how often each occurs) of a sorted array."""
+    if values.size == 0:
+        return values, np.zeros(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return values[first], np.diff(np.r_[first, values.size]).astype(np.int64)

@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from geokanon.io.read import DatabaseInput, PointTable, read_source_frame, sha256_file
+from geokanon.io.read import (
+    CSV_SUFFIXES,
+    DatabaseInput,
+    PointTable,
+    read_source_frame,
+    sha256_file,
+)
 from geokanon.verify._arrays import (
     _arrow_ids,
     _arrow_text_codes,
@@ -110,6 +116,14 @@ class _Source:
     # the file's own coordinates of the records left out (no_leak looks for them too)
     left_out_x: NDArray[np.float64] | None = None
     left_out_y: NDArray[np.float64] | None = None
+    #: the source's other columns (attributes a release may keep), aligned with the rows
+    columns: dict[str, pd.Series] = field(default_factory=dict)
+    #: the subject column as read, aligned with the rows (no_leak: does a column copy it?)
+    subject_raw: pd.Series | None = None
+    # the attribute columns, aligned with the rows (kept columns are compared with them);
+    # ``attributes_text``: a CSV file's cells as text, not yet parsed
+    attributes: pd.DataFrame | None = None
+    attributes_text: bool = False
 
 
 def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -185,6 +199,9 @@ class _Release:
         self.csv_rows: dict[Path, int] = {}
         #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
         self.read_digests: dict[Path, str] = {}
+        #: the writer's first run, before ``report.html`` is written (it is not required
+        #: then); None: a release whose manifest records no verification results is one
+        self.before_report: bool | None = None
 
     # ---- what a later run over the same release may re-use ---------------------------
 
@@ -402,6 +419,8 @@ class _Release:
             dropped=raw.dropped,
             left_out_x=raw.left_out_x,
             left_out_y=raw.left_out_y,
+            columns=raw.columns or src.columns,
+            subject_raw=raw.subject_raw,
         )
 
     @cached_property
@@ -741,6 +760,10 @@ def _load_source(
         src.unit_names = np.asarray(arg.unit_names, dtype=object)
         if arg.times is not None:
             src.epoch_s = arg.times
+        attrs = getattr(arg, "attributes", None)
+        if isinstance(attrs, pd.DataFrame) and len(attrs) == n:
+            src.columns = {str(c): attrs[c] for c in attrs.columns}
+        src.attributes = arg.attributes
         return src
     path = arg if isinstance(arg, DatabaseInput) else Path(arg)
     opts = _read_options(audit)
@@ -765,6 +788,8 @@ def _load_source(
         raw = raw.loc[~drop].reset_index(drop=True)
     src.n_rows = len(raw)
     src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
+    src.attributes = raw
+    src.attributes_text = isinstance(path, Path) and path.name.lower().endswith(CSV_SUFFIXES)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:
@@ -795,7 +820,11 @@ def _load_source(
         ids = raw[scol].astype(str)
         src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
         src.subject_column = str(scol)
-        src.subject_ids = frozenset(s.strip() for s in ids.unique() if len(s.strip()) >= 4)
+        # every id, whatever its length: the structural columns' values are known, so a
+        # short id is told from a group id or a count by the column it sits in
+        present = ids[raw[scol].notna().to_numpy(dtype=bool)]
+        src.subject_ids = frozenset(s for s in (t.strip() for t in present.unique()) if s)
+        src.subject_raw = raw[scol]
     elif not scol:
         src.subject_ids_merged = 0  # every record its own subject: nothing merged
     src.dropped = dropped
@@ -822,6 +851,7 @@ def _load_source(
             src.epoch_s = np.where(np.isnan(utc), wall, utc)
     used = {xcol, ycol, scol, ucol, tcol}
     src.id_columns = frozenset(str(c) for c in raw.columns if c not in used and _is_id(raw[c]))
+    src.columns = {str(c): raw[c] for c in raw.columns if c not in used}
     return src
 
 

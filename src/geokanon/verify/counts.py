@@ -22,6 +22,23 @@ The rule, exactly as implemented
     distinct subjects. ``release.gpkg`` (when present) has exactly the declared layers,
     each in the manifest's ``crs``, each identical to its file (:mod:`.gpkg`), and every
     group extent is the circumscribed polygon of its group's disc, vertex by vertex.
+
+    The records files, row by row (:mod:`~geokanon.verify._records`, one streaming
+    pass): every row of ``records.parquet`` belongs to exactly one published group
+    or class; a group row's ``level`` is ``group``, its ``unit`` null, its ``x``,
+    ``y`` and point geometry exactly its group's representative in
+    ``groups.parquet``; a class row's ``level`` and ``unit`` are its class's in
+    ``classes.parquet``, its ``x``, ``y`` and geometry null. Per group and per
+    class, the multiset of published (``time_bin``, kept columns) tuples equals its
+    members' (the audit's ``time_bin``; the source's kept values at their
+    ``source_row``, read as the published column's type; kept values only with the
+    source given), by keyed 64-bit multiset hashes a column at a time, then whole
+    tuples; with synthetic records, every member's tuple is published at least as
+    often as the members hold it and every other one is a member's. A column of
+    the records that is no source column fails. ``records.csv`` has
+    ``records.parquet``'s columns less ``geometry``, in order, and row by row the
+    same values (read with the Parquet file's column types; an integer may read
+    ``3.0``), by keyed hashes tied to the row number.
 """
 
 from __future__ import annotations
@@ -32,11 +49,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.verify._arrays import (
-    _arrow_ids,
     _dense,
     _distinct_counts,
     _ids,
@@ -56,6 +71,7 @@ from geokanon.verify._reader import (
     _read_options,
     _Release,
 )
+from geokanon.verify._records import _record_rows
 from geokanon.verify._results import CheckResult
 from geokanon.verify.gpkg import geoparquet_bbox_problems, gpkg_count_problems
 
@@ -143,38 +159,21 @@ def check_counts(rel: _Release) -> CheckResult:
         wrong = int((expected[common].to_numpy() != published[common].to_numpy()).sum())
         if wrong:
             problems.append(f"{wrong} {what}s publish a wrong n_records")
-    # records
+    # records, row by row
     n_syn = len(rel.synthetic)
     n_released = n - int(rel.is_disposal("suppressed").sum())
-    rec_path = rel.rel / "records.parquet"
-    if not rec_path.is_file():
-        problems.append("release/records.parquet is missing")
+    rows = _record_rows(rel)
+    if rows.unreadable is not None:
+        problems.append(rows.unreadable)
     else:
-        names = pq.ParquetFile(rec_path).schema_arrow.names
-        rec = pq.read_table(
-            rec_path, columns=[c for c in ("group_id", "class_id") if c in names] or None
-        )
-        if len(rec) != n_released + n_syn:
+        if rows.rows != n_released + n_syn:
             problems.append(
-                f"records.parquet has {len(rec)} rows, the audit releases {n_released + n_syn}"
+                f"records.parquet has {rows.rows} rows, the audit releases {n_released + n_syn}"
             )
-        for what, col in (("group", "group_id"), ("class", "class_id")):
-            if col not in rec.column_names:
-                problems.append(f"records.parquet lacks {col!r}")
-                continue
-            got = _value_counts(_arrow_ids(rec.column(col), f"records {col}"))
-            got = got[got.index >= 0]
-            if not got.equals(expected_rows[what]):
+        for what, got in (("group", rows.per_group), ("class", rows.per_class)):
+            if got is not None and not got.equals(expected_rows[what]):
                 problems.append(f"records.parquet rows per {what} differ from the audit")
-        csv_path = rel.rel / "records.csv"
-        if csv_path.is_file():
-            n_csv = rel.csv_rows.get(csv_path)
-            if n_csv is None:  # not read to the end by no_leak
-                n_csv = _csv_rows(csv_path)
-            if n_csv != len(rec):
-                problems.append(f"records.csv has {n_csv} rows, records.parquet {len(rec)}")
-        else:
-            problems.append("release/records.csv is missing")
+        problems += rows.problems
     # units
     problems += _unit_count_problems(rel)
     problems += _input_filter_problems(rel)
@@ -235,11 +234,14 @@ def check_counts(rel: _Release) -> CheckResult:
             problems.append("manifest suppressed_share is not a number, '<k' or 'withheld'")
     if problems:
         return CheckResult("counts", False, "; ".join(problems))
+    compared = ", ".join(rows.compared)
+    by_row = f" ({compared} per group and class)" if compared else ""
     return CheckResult(
         "counts",
         True,
         f"{n} audit records, {len(rel.groups)} groups, {len(rel.classes)} classes, "
-        f"{len(rel.units_table)} units agree with the release",
+        f"{len(rel.units_table)} units agree with the release; records.parquet and "
+        f"records.csv row by row{by_row}",
     )
 
 

@@ -19,7 +19,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from geokanon.published import GPKG_FILE, GPKG_LAYERS, GPKG_OWN_COLUMNS, GPKG_STYLES
+from geokanon.published import (
+    GPKG_FILE,
+    GPKG_LAYERS,
+    GPKG_OWN_COLUMNS,
+    GPKG_SIZED_LAYERS,
+    GPKG_STYLES,
+)
 from geokanon.verify._arrays import _is_text_type
 from geokanon.verify._reader import _T, _Release, _same_crs
 from geokanon.verify._results import _Unreadable
@@ -57,17 +63,56 @@ def _gpkg_geometry_name(meta: Mapping[str, Any]) -> str:
     return str(meta.get("geometry_name") or "wkb_geometry")
 
 
-def _gpkg_layer(path: Path, layer: str) -> tuple[dict[str, Any], pa.Table]:
-    """One layer whole: (pyogrio's metadata, the table; geometry as WKB named ``geometry``)."""
+def _cache(rel: _Release | None) -> dict[Any, Any]:
+    """What the checks of one verification have read of release.gpkg (its layer list, its
+    small layers), so that each is read once: keyed by the file's path, size and mtime."""
+    if rel is None:
+        return {}
+    held: dict[Any, Any] | None = getattr(rel, "_gpkg_read", None)
+    if held is None:
+        held = {}
+        rel._gpkg_read = held  # type: ignore[attr-defined]
+    return held
+
+
+def _stamp(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+#: Layers small enough to keep for the other checks (one row per unit or class).
+_KEPT_LAYERS = frozenset({"units", "classes"})
+
+
+def _gpkg_layer(
+    path: Path, layer: str, rel: _Release | None = None, geometry: bool = True
+) -> tuple[dict[str, Any], pa.Table]:
+    """One layer whole: (pyogrio's metadata, the table; geometry as WKB named ``geometry``,
+    left out when ``geometry`` is false). The units and classes layers are read once per
+    verification of ``rel``."""
+    held = _cache(rel)
+    key = ("layer", _stamp(path), layer)
+    if layer in _KEPT_LAYERS and key in held:
+        meta, table = held[key]
+        if not geometry and "geometry" in table.column_names:
+            table = table.drop_columns(["geometry"])
+        return meta, table
+    if layer in _KEPT_LAYERS and rel is not None:
+        geometry = True  # kept whole for the checks that want the geometry
     import pyogrio
 
     try:
-        meta, table = pyogrio.read_arrow(path, layer=layer)
+        meta, table = pyogrio.read_arrow(path, layer=layer, read_geometry=geometry)
     except Exception as exc:  # pyogrio's DataSourceError, DataLayerError, ...
         raise _Unreadable(
             f"{path.name} layer {layer!r} is unreadable ({type(exc).__name__})"
         ) from None
-    return dict(meta), _gpkg_geometry_renamed(table, meta)
+    out = (dict(meta), _gpkg_geometry_renamed(table, meta))
+    if layer in _KEPT_LAYERS and rel is not None:
+        held[key] = out
+        if not geometry:
+            return out[0], out[1].drop_columns(["geometry"])
+    return out
 
 
 def _gpkg_geometry_renamed(table: pa.Table | pa.RecordBatch, meta: Mapping[str, Any]) -> Any:
@@ -102,13 +147,19 @@ def _gpkg_batches(path: Path, layer: str) -> Iterator[pa.Table]:
         ) from None
 
 
-def _gpkg_layer_names(path: Path) -> dict[str, str | None]:
+def _gpkg_layer_names(path: Path, rel: _Release | None = None) -> dict[str, str | None]:
+    held = _cache(rel)
+    key = ("names", _stamp(path))
+    if key in held:
+        return dict(held[key])
     import pyogrio
 
     try:
-        return {str(n): (None if t is None else str(t)) for n, t in pyogrio.list_layers(path)}
+        names = {str(n): (None if t is None else str(t)) for n, t in pyogrio.list_layers(path)}
     except Exception as exc:
         raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+    held[key] = dict(names)
+    return names
 
 
 def _same_values(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> bool:
@@ -149,7 +200,9 @@ def _same_points(
 
 def _parquet_slices(path: Path, columns: list[str]) -> Callable[[int], pa.Table]:
     """A reader of ``path`` that hands out the next ``n`` rows on each call."""
-    it = pq.ParquetFile(path).iter_batches(batch_size=_GPKG_ROWS, columns=columns)
+    file = pq.ParquetFile(path)
+    schema = pa.schema([file.schema_arrow.field(c) for c in columns])
+    it = file.iter_batches(batch_size=_GPKG_ROWS, columns=columns)
     held: list[pa.RecordBatch] = []
     have = 0
 
@@ -161,7 +214,7 @@ def _parquet_slices(path: Path, columns: list[str]) -> Callable[[int], pa.Table]
                 break
             held.append(batch)
             have += batch.num_rows
-        table = pa.Table.from_batches(held, schema=held[0].schema) if held else pa.table({})
+        table = pa.Table.from_batches(held, schema=held[0].schema) if held else schema.empty_table()
         out, rest = table.slice(0, n), table.slice(n)
         held.clear()
         held.extend(rest.to_batches())
@@ -172,40 +225,84 @@ def _parquet_slices(path: Path, columns: list[str]) -> Callable[[int], pa.Table]
 
 
 def _gpkg_records_problems(rel: _Release, path: Path) -> list[str]:
-    """The records layer is ``records.parquet`` row by row (x, y as its points)."""
+    """The records layer is ``records.parquet`` row by row (x, y as its points).
+
+    ``no_leak`` reads the layer first and compares it on the way (:func:`_records_read`);
+    its result is taken here instead of reading the layer a second time."""
+    held = _cache(rel)
+    key = ("records compared", _stamp(path))
+    if key in held:
+        return list(held[key])
+    problems: list[str] = []
+    for _ in _compared_records(rel, path, problems):
+        pass
+    return problems
+
+
+def _records_read(rel: _Release | None, path: Path) -> Iterator[pa.Table]:
+    """The records layer's batches, compared with ``records.parquet`` as they pass (for
+    ``counts``, kept once every batch has been read)."""
+    if rel is None:
+        yield from _gpkg_batches(path, "records")
+        return
+    problems: list[str] = []
+    yield from _compared_records(rel, path, problems)
+    _cache(rel)[("records compared", _stamp(path))] = problems
+
+
+def _compared_records(rel: _Release, path: Path, problems: list[str]) -> Iterator[pa.Table]:
+    """Every batch of the records layer; ``problems`` receives how it differs from
+    ``records.parquet`` (compared up to the first difference)."""
     rec_path = rel.rel / "records.parquet"
-    if not rec_path.is_file():
-        return []  # counts says records.parquet is missing
+    if not rec_path.is_file():  # counts says records.parquet is missing
+        yield from _gpkg_batches(path, "records")
+        return
     names = [
         n for n in pq.ParquetFile(rec_path).schema_arrow.names if n not in ("geometry", "bbox")
     ]
     take = _parquet_slices(rec_path, names)
     attrs = [n for n in names if n not in ("x", "y")]
     n_rows = 0
-    problems: list[str] = []
+    comparing = True
     for batch in _gpkg_batches(path, "records"):
-        cols = set(batch.column_names) - {"geometry"} - _gpkg_own_columns()
-        if n_rows == 0 and cols != set(attrs):
-            problems.append(
-                f"{path.name} records layer has the columns {sorted(cols)[:8]}, "
-                f"records.parquet {sorted(attrs)[:8]}"
-            )
-            return problems
-        part = take(batch.num_rows)
-        if part.num_rows != batch.num_rows:
-            break
+        if comparing:
+            comparing = _compare_records(batch, take, attrs, n_rows == 0, path, problems)
         n_rows += batch.num_rows
-        bad = [c for c in attrs if not _same_values(part.column(c), batch.column(c))]
-        x = part.column("x").to_numpy(zero_copy_only=False).astype(np.float64)
-        y = part.column("y").to_numpy(zero_copy_only=False).astype(np.float64)
-        if not _same_points(batch.column("geometry"), x, y):
-            bad.append("geometry (x, y)")
-        if bad:
-            return [f"{path.name} records layer differs from records.parquet in {bad[:4]}"]
+        yield batch
     total = int(pq.ParquetFile(rec_path).metadata.num_rows)
-    if n_rows != total:
+    if not problems and n_rows != total:
         problems.append(f"{path.name} records layer has not the {total} rows of records.parquet")
-    return problems
+
+
+def _compare_records(
+    batch: pa.Table,
+    take: Callable[[int], pa.Table],
+    attrs: list[str],
+    first: bool,
+    path: Path,
+    problems: list[str],
+) -> bool:
+    """Whether ``batch`` is the next rows of records.parquet (else ``problems`` says how,
+    or the file has no more rows)."""
+    cols = set(batch.column_names) - {"geometry"} - _gpkg_own_columns()
+    if first and cols != set(attrs):
+        problems.append(
+            f"{path.name} records layer has the columns {sorted(cols)[:8]}, "
+            f"records.parquet {sorted(attrs)[:8]}"
+        )
+        return False
+    part = take(batch.num_rows)
+    if part.num_rows != batch.num_rows:
+        return False  # more rows than records.parquet: the count says so
+    bad = [c for c in attrs if not _same_values(part.column(c), batch.column(c))]
+    x = part.column("x").to_numpy(zero_copy_only=False).astype(np.float64)
+    y = part.column("y").to_numpy(zero_copy_only=False).astype(np.float64)
+    if not _same_points(batch.column("geometry"), x, y):
+        bad.append("geometry (x, y)")
+    if bad:
+        problems.append(f"{path.name} records layer differs from records.parquet in {bad[:4]}")
+        return False
+    return True
 
 
 def _gpkg_own_columns() -> frozenset[str]:
@@ -303,14 +400,17 @@ def gpkg_count_problems(rel: _Release) -> list[str]:
     path = gpkg_path(rel)
     if path is None:
         return []
-    layers = _gpkg_layer_names(path)
+    layers = _gpkg_layer_names(path, rel)
     problems = []
     declared = rel.manifest.get("gpkg_layers")
     want = set(GPKG_LAYERS)
     if isinstance(declared, list):
-        # the records layer may be left out (--gpkg-records); every other one is there
+        # the per-record and per-group layers may be left out (--gpkg-records,
+        # --gpkg-groups: both group layers or neither); every other one is there
         want = {str(v) for v in declared}
-        if not (set(GPKG_LAYERS) - {"records"} <= want <= set(GPKG_LAYERS)):
+        if not (set(GPKG_LAYERS) - set(GPKG_SIZED_LAYERS) <= want <= set(GPKG_LAYERS)) or (
+            ("groups" in want) != ("group_extents" in want)
+        ):
             problems.append(f"manifest gpkg_layers {sorted(want)} are not the format's layers")
     want |= {GPKG_STYLES}
     if set(layers) != want:
@@ -325,8 +425,9 @@ def gpkg_count_problems(rel: _Release) -> list[str]:
             problems += _gpkg_records_problems(rel, path)
             meta, _ = _gpkg_layer_meta(path, name)
         else:
-            meta, table = _gpkg_layer(path, name)
+            meta, table = _gpkg_layer(path, name, rel)
             problems += _gpkg_layer_problems(rel, name, table)
+            del table
         got = meta.get("crs")
         if (crs is None) != (got is None) or not _same_crs(got, crs):
             problems.append(f"{path.name} {name} layer is in {got}, the manifest's crs is {crs}")
@@ -424,13 +525,14 @@ def _scan_arrow_batches(
         }
         scan.add(cols, text_cells=cells)
         for n, col in cells.items():
-            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True))
+            legit = sec.legit_for(n) if sec.strict else None  # what the column holds by right
+            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True, legit))
     found = scan.findings()
     text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
     return found + [f"text: {f}" for f in _merge_counts(text_found)]
 
 
-def gpkg_leaks(path: Path, sec: _Secrets) -> list[str]:
+def gpkg_leaks(path: Path, sec: _Secrets, rel: _Release | None = None) -> list[str]:
     """``no_leak`` over release.gpkg: every layer's columns and text, points decoded.
 
     Polygons are not searched: an extent's vertices are fixed by its published
@@ -439,12 +541,12 @@ def gpkg_leaks(path: Path, sec: _Secrets) -> list[str]:
     of many source points by chance, as dense GPS fixes do, would fail a sound release.)
     """
     found: list[str] = []
-    for name, kind in _gpkg_layer_names(path).items():
+    for name, kind in _gpkg_layer_names(path, rel).items():
         polygonal = kind is not None and "Polygon" in kind
-        if name == "records":
-            tables: Iterable[pa.Table] = _gpkg_batches(path, name)
-        else:
-            tables = [_gpkg_layer(path, name)[1]]
+        if name == "records":  # compared with records.parquet on the way, for counts
+            tables: Iterable[pa.Table] = _records_read(rel, path)
+        else:  # a polygon layer's geometry is not scanned: not read either
+            tables = [_gpkg_layer(path, name, rel, geometry=not polygonal)[1]]
         names: list[str] = []
         it = _gpkg_columns(tables, polygonal, names)
         first = next(it, None)
@@ -479,13 +581,21 @@ def gpkg_holes_problems(rel: _Release) -> list[str]:
     if path is None:
         return []
     problems = []
-    layers = _gpkg_layer_names(path)
+    layers = _gpkg_layer_names(path, rel)
     for name, source in GPKG_LAYERS.items():
         if name not in layers:
             continue
+        if name == "units":
+            _, table = _gpkg_layer(path, name, rel)
+            problems += [
+                p + " (its figures must be units.csv's)"
+                for p in _gpkg_units_problems(table, rel.units_table)
+            ]
+            continue
+        # the other layers' values are their files' (``counts``): here, their columns
+        info, _ = _gpkg_layer_meta(path, name)
+        fields = {str(f) for f in info.get("fields", [])}
         if name == "records":
-            info, _ = _gpkg_layer_meta(path, name)
-            fields = {str(f) for f in info.get("fields", [])}
             rec = rel.rel / source
             own = set(pq.ParquetFile(rec).schema_arrow.names) if rec.is_file() else set()
             extra = fields - own - _gpkg_own_columns()
@@ -495,15 +605,8 @@ def gpkg_holes_problems(rel: _Release) -> list[str]:
                     "release format does not declare"
                 )
             continue
-        _, table = _gpkg_layer(path, name)
-        if name == "units":
-            problems += [
-                p + " (its figures must be units.csv's)"
-                for p in _gpkg_units_problems(table, rel.units_table)
-            ]
-            continue
         frame = rel.groups if source == "groups.parquet" else rel.classes
-        extra = set(table.column_names) - set(map(str, frame.columns)) - _gpkg_own_columns()
+        extra = fields - set(map(str, frame.columns)) - _gpkg_own_columns()
         if extra:
             problems.append(
                 f"release.gpkg {name} layer: columns {sorted(extra)[:4]} are figures the "
@@ -517,9 +620,9 @@ def gpkg_safety_problems(rel: _Release) -> list[str]:
     from geokanon.verify.report_safety import _small_int
 
     path = gpkg_path(rel)
-    if path is None or "units" not in _gpkg_layer_names(path):
+    if path is None or "units" not in _gpkg_layer_names(path, rel):
         return []
-    _, table = _gpkg_layer(path, "units")
+    _, table = _gpkg_layer(path, "units", rel)
     n = 0
     for col in ("suppressed", "generalised_up", "synthetic", "source_total"):
         if col in table.column_names:

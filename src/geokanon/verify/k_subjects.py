@@ -11,6 +11,13 @@ The rule, exactly as implemented
     else from the audit's ``subject`` column. Source ids are compared normalised
     (:func:`subject_id_text`: NFKC, case folded, stripped), by the verifier's own
     copy of the rule: five spellings of one id are one subject, never five.
+    Every (group or class, time bin) the audit assigns holds >= k distinct
+    subjects too. And every cell of the *published* records (a group or class of
+    ``records.parquet`` with one time bin; without times, the group or class)
+    holds >= k rows, and the audit's records of that group or class and time bin
+    hold >= k distinct subjects (a cell the audit never assigns holds none), so a
+    time bin or id changed in the records files alone fails; so does a row in no
+    published group or class.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _dense, _distinct_counts, _factorize_arrow, _ids
+from geokanon.verify._arrays import _dense, _distinct_counts, _factorize_arrow, _ids, _positions
 from geokanon.verify._reader import _Release
+from geokanon.verify._records import _audit_keys, _audit_time_bins, _record_rows
 from geokanon.verify._results import CheckResult
 
 
@@ -77,9 +85,64 @@ def check_k_subjects(rel: _Release) -> CheckResult:
                 m_tb = int(small_tb.min())
                 worst = m_tb if worst is None else min(worst, m_tb)
                 bad.append(f"{small_tb.size} of {m} {what} have < k={k} subjects")
-    if bad:
-        return CheckResult("k_subjects", False, "; ".join(bad) + f" (smallest {worst})")
+    in_records = _published_cell_problems(rel, subj)
+    if bad or in_records:
+        said = ["; ".join(bad) + f" (smallest {worst})"] if bad else []
+        return CheckResult("k_subjects", False, "; ".join([*said, *in_records]))
     ng, nc = n_ids["groups"], n_ids["classes"]
-    return CheckResult(
-        "k_subjects", True, f"{ng} groups and {nc} classes, each with >= {k} distinct subjects"
+    cells = _record_rows(rel)
+    in_cells = (
+        f"; the published records' {cells.cells.size} (group or class, time bin) cells too"
+        if cells.stride > 1
+        else ""
     )
+    return CheckResult(
+        "k_subjects",
+        True,
+        f"{ng} groups and {nc} classes, each with >= {k} distinct subjects{in_cells}",
+    )
+
+
+def _published_cell_problems(rel: _Release, subj: NDArray[np.int64]) -> list[str]:
+    """``k_subjects`` over the published records: each (group or class, time bin) cell of
+    the records files holds >= k rows, and the audit's records of that group or class
+    and time bin hold >= k distinct subjects."""
+    k = rel.k
+    rr = _record_rows(rel)
+    if not rr.read:
+        return []
+    if rr.unreadable is not None:
+        return [f"the published records cannot be read ({rr.unreadable})"]
+    problems: list[str] = []
+    if rr.orphans:
+        problems.append(f"{rr.orphans} published records are in no published group or class")
+    if rr.cells.size == 0:
+        return problems
+    keys = _audit_keys(rel)
+    bins = _audit_time_bins(rel)
+    codes = bins[0] if bins is not None and rr.stride > 1 else np.zeros(keys.size, np.int64)
+    sel = keys >= 0
+    cell_a = keys[sel] * np.int64(rr.stride) + codes[sel]
+    code, m = _dense(cell_a)
+    full = np.full(keys.size, -1, dtype=np.int64)
+    full[sel] = code
+    distinct = _distinct_counts(full, subj, m, rel.subject_codes)
+    table = np.zeros(m, dtype=np.int64)
+    table[code] = cell_a
+    at = _positions(table, rr.cells)
+    held = np.where(at >= 0, distinct[np.maximum(at, 0)], 0)
+    what = "(group or class, time bin) cells" if rr.stride > 1 else "groups and classes"
+    few = held < k
+    if few.any():
+        problems.append(
+            f"{int(np.count_nonzero(few))} of {rr.cells.size} {what} of the published records "
+            f"have < k={k} distinct subjects among the audit's records of that cell "
+            f"(smallest {int(held[few].min())})"
+        )
+    short = rr.cell_rows < k
+    if short.any():
+        problems.append(
+            f"{int(np.count_nonzero(short))} of {rr.cells.size} {what} of the published "
+            f"records hold < k={k} rows (smallest {int(rr.cell_rows[short].min())})"
+        )
+    return problems

@@ -5,16 +5,34 @@ The rule, exactly as implemented
 ``manifest``
     Every file under ``release/`` except ``manifest.json`` is listed in
     ``files`` with its sha256, no listed file is missing, and the manifest's
-    ``input_sha256`` matches the source when the source is given.
+    ``input_sha256`` matches the source when the source is given. Every file the
+    layout promises (:data:`PROMISED_FILES`; partitioned: at least one
+    ``records/part-*.parquet``, as many as ``record_parts``) is there, ``report.html``
+    too unless the writer's first run says it is not written yet (``before_report``;
+    left unsaid, a manifest that records no verification results is the writer's
+    draft; ``geokanon verify`` always requires it).
+    The manifest's parameters agree with the other files: ``k``, ``r_max_m``,
+    ``tau``, ``unit_cap`` and ``seed`` equal ``policy``'s; no ``radius_m`` is below
+    ``r_max_m`` (above fails ``extent``); the audit's ``r_work_m`` is ``r_max_m x
+    min(1, policy.scale_factor_min)`` (within 1e-9 relative); ``crs`` is the audit's
+    ``output_crs`` and every records file's GeoParquet CRS (compared with pyproj;
+    null agrees only with null).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from geokanon.verify._reader import _Release
+from geokanon.verify._records import _record_paths
 from geokanon.verify._results import CheckResult
 
 
@@ -49,12 +67,128 @@ def check_manifest(rel: _Release) -> CheckResult:
     src_sha = rel.source.sha256
     if src_sha and rel.manifest.get("input_sha256") != src_sha:
         problems.append("input_sha256 differs from the source's checksum")
+    problems += _promised_file_problems(rel, set(on_disk))
+    problems += _parameter_problems(rel)
     if problems:
         return CheckResult("manifest", False, "; ".join(problems))
     extra = " and the input checksum" if src_sha else ""
     n_same = len(set(on_disk) & set(rel.unchanged))
     same = f" ({n_same} unchanged since the previous run)" if n_same else ""
     return CheckResult("manifest", True, f"{len(on_disk)} files match their sha256{extra}{same}")
+
+
+#: The files every release holds (paths in ``release/``, ``manifest.json`` aside), by layout.
+PROMISED_FILES: dict[str, tuple[str, ...]] = {
+    "single": ("records.parquet", "records.csv", "groups.parquet", "classes.parquet",
+               "units.csv", "RELEASE_NOTES.md", "report.html"),
+    "partitioned": ("groups.parquet", "classes.parquet", "units.csv", "RELEASE_NOTES.md",
+                    "report.html"),
+}  # fmt: skip
+
+
+def _promised_file_problems(rel: _Release, present: set[str]) -> list[str]:
+    """Every file the format promises is in ``release/`` (``report.html`` only once the
+    report is written: the writer's first run, ``before_report``, comes before it)."""
+    layout = "partitioned" if rel.manifest.get("layout") == "partitioned" else "single"
+    draft = rel.before_report
+    if draft is None:  # a release whose manifest records no results is the writer's draft
+        draft = not rel.manifest.get("verification")
+    want = [f for f in PROMISED_FILES[layout] if not (draft and f == "report.html")]
+    if rel.manifest.get("gpkg_layers"):  # a writer that writes the GeoPackage says so
+        want.append("release.gpkg")
+    missing = [f for f in want if f not in present]
+    problems = []
+    if layout == "partitioned":
+        parts = sorted(f for f in present if f.startswith("records/part-"))
+        promised = rel.manifest.get("record_parts")
+        if not parts:
+            missing.append("records/part-*.parquet")
+        elif (
+            isinstance(promised, int) and not isinstance(promised, bool) and promised != len(parts)
+        ):
+            problems.append(f"the manifest promises {promised} record parts, release/ holds "
+                            f"{len(parts)}")  # fmt: skip
+    if missing:
+        problems.insert(0, f"{len(missing)} files the format promises are missing: "
+                           f"{', '.join(missing)}")  # fmt: skip
+    return problems
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _parameter_problems(rel: _Release) -> list[str]:
+    """The manifest's parameters agree with its ``policy``, ``groups.parquet``, the audit and
+    the records' GeoParquet metadata: ``k``, ``r_max_m``, ``tau``, ``unit_cap`` and ``seed``
+    equal the policy's; no ``radius_m`` is below ``r_max_m`` (above it fails ``extent``;
+    the format has them equal); the audit's ``r_work_m`` is
+    ``r_max_m * min(1, policy.scale_factor_min)``; ``crs`` is the audit's ``output_crs``
+    and the CRS of every records file's geometry (null for null)."""
+    m = rel.manifest
+    problems: list[str] = []
+    policy = m.get("policy")
+    policy = policy if isinstance(policy, Mapping) else {}
+    for name in ("k", "r_max_m", "tau", "unit_cap", "seed"):
+        if name in policy and name in m and policy[name] != m[name]:
+            problems.append(f"manifest {name} is {m[name]!r}, its policy's {policy[name]!r}")
+    r_max = _number(m.get("r_max_m"))
+    groups = rel.groups
+    if r_max is not None and "radius_m" in groups and len(groups):
+        radius = pd.to_numeric(groups["radius_m"], errors="coerce").to_numpy(dtype=np.float64)
+        # above r_max_m fails extent; the format has them equal
+        off = int(np.count_nonzero(~(radius >= r_max)))
+        if off:
+            problems.append(f"{off} groups publish a radius_m below r_max_m (it equals r_max_m)")
+    r_work = _number(rel.audit.get("r_work_m"))
+    scale = _number(policy.get("scale_factor_min"))
+    if r_max is not None and r_work is not None:
+        expected = r_max * min(1.0, scale) if scale is not None else None
+        if r_work > r_max or (
+            expected is not None and abs(r_work - expected) > 1e-9 * max(1.0, r_max)
+        ):
+            problems.append("the audit's r_work_m does not follow from the manifest's r_max_m")
+    if "crs" in m:
+        crs = m.get("crs")
+        crs = None if crs in (None, "") else str(crs)
+        out = rel.audit.get("output_crs")
+        if "output_crs" in rel.audit and not _crs_agree(crs, None if out in (None, "") else out):
+            problems.append("manifest crs is not the audit's output_crs")
+        for path in _record_paths(rel):
+            if not path.is_file():
+                continue
+            try:
+                meta = pq.read_schema(path).metadata or {}
+            except (OSError, pa.ArrowException):
+                continue  # counts says the file is unreadable
+            if b"geo" not in meta:
+                continue
+            try:
+                geo = json.loads(meta[b"geo"])
+                column = geo["columns"][geo["primary_column"]]
+            except (ValueError, KeyError, TypeError):
+                problems.append(f"{path.name} has unreadable GeoParquet metadata")
+                continue
+            # GeoParquet: a missing crs is OGC:CRS84, a null one is "undefined"
+            if not _crs_agree(crs, column.get("crs", "OGC:CRS84")):
+                problems.append(f"manifest crs is not {path.name}'s GeoParquet CRS")
+                break
+    return problems
+
+
+def _crs_agree(a: str | None, b: object) -> bool:
+    """Whether two CRSs (a string, PROJJSON or None) are the same; None only equals None."""
+    if a is None or b is None:
+        return a is None and b is None
+    from pyproj import CRS
+
+    try:
+        other = CRS.from_json_dict(dict(b)) if isinstance(b, Mapping) else CRS.from_user_input(b)
+        return bool(CRS.from_user_input(a) == other)
+    except Exception:  # pyproj's CRSError: an unreadable CRS agrees with nothing
+        return False
 
 
 def _sha256(path: Path) -> str:

@@ -14,14 +14,57 @@ The rule, exactly as implemented
       table's or the audit's coordinates when no CRS change happened, else the
       audit's coordinates carried to the output CRS, matched within a relative
       1e-9 (transform round-off);
-    * single source coordinates: a number equal to a *non-integral* source
-      coordinate with >= 4 significant digits, in free text or in any column
-      but the published ``x``/``y`` (CSV text is judged column by column); and
-      any other non-structural numeric column in which at least half of >= k
-      distinct values (>= 4 significant digits) are source coordinates;
-    * subject ids (only when the source file is given and has a subject
-      column): a text token or a string cell equal to a raw id of >= 4
-      characters, or a column named like the subject column;
+    * single values, judged by the source's own values whatever their form (a
+      whole-number coordinate, an id of one or two characters): a number equal to
+      any source coordinate, or a number or text equal to a subject id (every raw
+      id of the source's subject column, stripped, whatever its length; only when
+      the source file is given), is a leak wherever it appears outside the
+      columns that legitimately hold it. What a column legitimately holds
+      (``_Legit``; by column name, in every table: ``records.parquet``,
+      ``records.csv``, ``groups.parquet``, ``classes.parquet``, ``units.csv``):
+
+      - ``x``, ``y``, ``geometry``: the representatives, judged as pairs only;
+      - ``group_id``: the integers ``0..G-1`` (G groups in ``groups.parquet``:
+        the writer numbers them so), ``class_id``: ``0..C-1``;
+      - ``n_records``, ``released``, ``suppressed``, ``source_total``,
+        ``generalised_up``, ``synthetic``: counts, the integers ``0..N`` (N the
+        audit's records plus the synthetic ones) and ``<k``, ``withheld``
+        (``counts`` checks that each is the right count);
+      - ``radius_m``: the manifest's ``r_max_m``; ``level``: ``group``, ``unit``,
+        ``parent``, ``area``; ``unit``: the audit's unit ids (merged names and
+        parents included); ``time_bin``: published bins (``...Z/PT3600S``);
+      - a column named like a source column (a kept attribute): that source
+        column's own values (a consumption of 155000 is no coordinate when the
+        source's consumption holds it), unless the source column repeats its own
+        record's coordinate or subject id on at least half its rows (a copy of a
+        secret: then nothing);
+      - any other column: nothing. Without the source the kept columns' values
+        are unknown: a column not listed above is then judged by non-integral
+        coordinates with >= 4 significant digits only.
+
+      And any non-structural numeric column in which at least half of >= k
+      distinct values (>= 4 significant digits) are source coordinates fails as
+      a column of coordinates. In prose (``RELEASE_NOTES.md``, the text a reader
+      sees in ``report.html`` and its content attributes such as ``alt`` and
+      ``data-*``, ``manifest.json``, other text files, Parquet key-value
+      metadata), numbers are read as ``holes`` reads them
+      (:func:`geokanon.published.prose_numbers`: number words in digits, ``6,000``
+      one number, declared phrases left out); one equal to a source coordinate
+      or a numeric subject id is a leak unless the release publishes that number
+      (a figure or parameter ``holes`` holds, the numbers of groups, classes,
+      units and records, a representative's ``x`` or ``y``, a unit id): a count
+      of 155000 records is that count. Any other token of prose equal to a
+      subject id is a leak (``a7``, ``(a7).`` and ```a7``` alike). The GeoParquet
+      ``geo`` metadata's CRS definition is left out when it defines the
+      manifest's ``crs`` (RD New's false easting 155000 is the CRS's). HTML markup
+      (tags, classes, element ids, styles, scripts, sizes, path data) is the
+      page's machinery: there, pairs, non-integral coordinates with >= 4
+      significant digits, epoch times, timestamps, the mask key and subject ids of
+      at least 4 characters are looked for (a shorter id could be a tag name:
+      ``h1``); so are the style documents of ``release.gpkg``'s ``layer_styles``
+      (``styleQML``, ``styleSLD``); embedded ``data:`` images are searched for the
+      mask key only;
+    * a column named like the subject column;
     * raw timestamps: a date-time in text or a string cell (ISO 8601 or
       ``YYYY/MM/DD hh:mm[:ss]``) equal, as wall-clock or UTC, to a source
       time; a timestamp column value or a number equal to a source time in
@@ -50,12 +93,14 @@ The rule, exactly as implemented
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import html
 import io
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -68,8 +113,19 @@ from numpy.typing import NDArray
 
 from geokanon.verify import _reader
 from geokanon.verify._arrays import _distinct, _in_sorted, _indices, _isin, _np_bool, _sorted_finite
-from geokanon.verify._reader import _ns_to_s, _read_ahead, _Release, _wallclock_seconds
+from geokanon.verify._derived import _unit_rows
+from geokanon.verify._reader import (
+    LESS_THAN_K,
+    WITHHELD,
+    _audit_filter,
+    _ns_to_s,
+    _read_ahead,
+    _Release,
+    _Source,
+    _wallclock_seconds,
+)
 from geokanon.verify._results import CheckResult, _Unreadable
+from geokanon.verify.holes import _holes_system
 
 # ---- no_leak ---------------------------------------------------------------------------
 #
@@ -165,6 +221,34 @@ class _Secrets:
     key_raw: tuple[bytes, ...] = ()
     #: why the release could not be searched for the mask key (None: it was, or no mask)
     key_missing: str | None = None
+    #: judge by the source's values whatever their form (whole numbers, short ids), each
+    #: published column by what it legitimately holds (:attr:`legit`); False: the rules
+    #: of the partitioned verifier (non-integral coordinates, ids of >= 4 characters)
+    strict: bool = False
+    #: the subject ids that read as numbers, sorted (a numeric column can hold them)
+    id_numbers: NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
+    #: the numbers the release publishes as figures, parameters, unit ids and
+    #: representatives, sorted: a number of the prose equal to one of them is that figure
+    published: NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
+    #: texts the release publishes as structure (unit ids, levels): never a subject id
+    published_texts: frozenset[str] = frozenset()
+    #: published column name (lower case) -> what it legitimately holds
+    legit: Mapping[str, _Legit] = field(default_factory=dict)
+    #: whether the source's own columns are known (a column not among them holds none)
+    know_columns: bool = False
+    #: the manifest's CRS (its definition in the GeoParquet metadata is no leak)
+    crs: str | None = None
+
+    @cached_property
+    def ids_arrow(self) -> pa.Array:
+        return pa.array(sorted(self.subject_ids), type=pa.string())
+
+    def legit_for(self, name: str) -> _Legit:
+        """What the column ``name`` legitimately holds (nothing, for an unknown column)."""
+        got = self.legit.get(name.lower())
+        if got is not None:
+            return got
+        return _NO_COLUMN if self.know_columns else _UNKNOWN_COLUMN
 
     @cached_property
     def key_min_len(self) -> int:
@@ -245,6 +329,120 @@ class _Secrets:
             xs[at], ys[at] = x[rows[at] - offset], y[rows[at] - offset]
             offset += x.size
         return xs, ys
+
+
+class _Legit:
+    """What one published column legitimately holds: values that equal a source value by
+    chance there are no leak (a group id 1042 that is also subject 1042's id).
+
+    ``kind`` is one of
+
+    * ``pairs``: ``x``, ``y``, ``geometry`` (the representatives): any number, judged as
+      coordinate pairs only;
+    * ``range``: the integers ``lo..hi`` and the texts ``texts`` (group and class ids
+      ``0..n-1``; counts ``0..N`` and ``<k``, ``withheld``);
+    * ``values``: the numbers ``numbers`` and the texts ``texts`` (``radius_m`` is
+      ``r_max_m``; ``level``; ``unit`` the audit's unit ids);
+    * ``source``: the source column of that name's own values (a kept attribute),
+      unless the column copies a source coordinate or the subject id row by row on at
+      least half its rows (then nothing);
+    * ``markup``: a style document (``layer_styles``' ``styleQML``, ``styleSLD``), judged
+      as HTML markup is (:func:`_scan_html`);
+    * ``bins``: published time bins (``2008-10-23T02:00Z/PT3600S``, the whole cell);
+    * ``none``: nothing (a column the source does not have);
+    * ``unknown``: a column whose source values are not known (no source given): judged
+      as the partitioned verifier judges every column.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        lo: float = 0.0,
+        hi: float = -1.0,
+        numbers: NDArray[np.float64] | None = None,
+        texts: frozenset[str] = frozenset(),
+        series: pd.Series | None = None,
+        copies: Callable[[pd.Series], bool] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.lo, self.hi = float(lo), float(hi)
+        self.numbers = np.empty(0) if numbers is None else np.asarray(numbers, dtype=np.float64)
+        self.texts = texts
+        self.series = series
+        self._copies = copies
+
+    @cached_property
+    def copies_secret(self) -> bool:
+        """Whether the source column repeats a record's own coordinate or id (row by row)."""
+        if self.series is None or self._copies is None:
+            return False
+        return bool(self._copies(self.series))
+
+    @cached_property
+    def _source_numbers(self) -> NDArray[np.float64]:
+        assert self.series is not None
+        s = self.series
+        if s.dtype == bool or str(s.dtype) == "boolean":
+            s = s.astype("float64")
+        return _distinct(
+            pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        )
+
+    @cached_property
+    def _source_texts(self) -> frozenset[str]:
+        assert self.series is not None
+        if pd.api.types.is_numeric_dtype(self.series.dtype):
+            return frozenset()  # its values are numbers: an entry is compared as one
+        s = self.series.dropna()
+        return frozenset(str(v).strip() for v in pd.unique(s.astype(str)))
+
+    @cached_property
+    def _texts_arrow(self) -> pa.Array:
+        texts = self._source_texts if self.kind == "source" else self.texts
+        return pa.array(sorted(texts), type=pa.string())
+
+    def numbers_ok(self, values: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Per value: whether the column legitimately holds it (as a number)."""
+        v = np.asarray(values, dtype=np.float64)
+        if self.kind == "pairs":
+            return np.isfinite(v)
+        if self.kind == "range":
+            return (v == np.floor(v)) & (v >= self.lo) & (v <= self.hi)
+        if self.kind == "values":
+            return _isin(v, np.sort(self.numbers))
+        if self.kind == "source" and not self.copies_secret:
+            return _isin(v, self._source_numbers)
+        return np.zeros(v.size, dtype=bool)
+
+    def entries_ok(self, col: _TextColumn, which: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Per entry of a text column: whether the column legitimately holds it (computed
+        for the entries ``which`` only; the others read False)."""
+        out = np.zeros(col.texts.size, dtype=bool)
+        idx = np.flatnonzero(which)
+        if idx.size == 0 or self.kind in ("none", "unknown"):
+            return out
+        if self.kind == "source" and self.copies_secret:
+            return out
+        if self.kind == "bins":
+            return out | (col.matching(_TIME_BIN_CELL) & col.ascii & which)
+        value_set = self._texts_arrow
+        if len(value_set):
+            import pyarrow.compute as pc
+
+            taken = pc.utf8_trim_whitespace(col.arrow.take(pa.array(idx)))
+            out[idx] = _np_bool(pc.is_in(taken, value_set=value_set))
+        num = col.numeric[idx]
+        finite = np.isfinite(num)
+        if finite.any():
+            out[idx[finite]] |= self.numbers_ok(num[finite])
+        return out
+
+
+#: A published time bin, the whole cell.
+_TIME_BIN_CELL = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}Z/PT\d+S$"
+_NO_COLUMN = _Legit("none")
+_UNKNOWN_COLUMN = _Legit("unknown")
 
 
 def _pair_hash(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.uint64]:
@@ -339,11 +537,22 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
             "a mask was applied but audit/mask_key is missing, so the release cannot be "
             "searched for the mask's secret key"
         )
+    published, published_texts = _published_values(rel)
+    id_numbers = _distinct(
+        np.array([float(t) for t in src.subject_ids if _WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
+    )
     return (
         _Secrets(
             px=np.empty(0),
             py=np.empty(0),
             coords=coords,
+            strict=True,
+            id_numbers=id_numbers,
+            published=published,
+            published_texts=published_texts,
+            legit=_column_rules(rel, src, published_texts),
+            know_columns=rel._source_arg is not None or rel._source_file is not None,
+            crs=rel.output_crs,
             subject_ids=src.subject_ids,
             spaced_ids=spaced,
             epoch=epoch,
@@ -360,6 +569,124 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
         ),
         scanned,
     )
+
+
+#: Count columns: integers 0..N (N: the records of the audit and the synthetic ones), or
+#: ``<k`` / ``withheld``.
+_COUNT_COLUMNS = ("n_records", "released", "suppressed", "source_total", "generalised_up")
+_LEVELS = frozenset({"group", "unit", "parent", "area"})
+#: Columns holding style documents (GeoPackage ``layer_styles``), judged as HTML markup.
+_STYLE_COLUMNS = ("styleqml", "stylesld")
+
+
+def _published_values(rel: _Release) -> tuple[NDArray[np.float64], frozenset[str]]:
+    """The numbers the release publishes (sorted) and its structural texts.
+
+    The numbers are those ``holes`` holds (every figure and parameter of the manifest,
+    the units' cells, the tables' sums, k, ...), the numbers of groups, classes, units
+    and records, the group representatives' ``x`` and ``y`` (the GeoParquet bbox is made
+    of them) and the unit ids that read as numbers. The texts are the unit ids (as the
+    audit and the merges name them), ``area`` and the levels.
+    """
+    known: set[float] = set()
+    texts: set[str] = set(_LEVELS)
+    parts: list[NDArray[np.float64]] = []
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
+        _, names = rel.unit_codes
+        texts |= {str(u) for u in names.tolist()}
+    filt = _audit_filter(rel.audit)
+    merges = filt.get("unit_merges") or rel.audit.get("unit_merges") or {}
+    if isinstance(merges, Mapping):
+        texts |= {str(u) for u in merges} | {str(u) for u in merges.values()}
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
+        c = rel.classes
+        if "unit" in c and "level" in c:
+            texts |= {str(u) for u in c["unit"][c["level"].astype(str) == "parent"].tolist()}
+        known.add(float(len(c)))
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
+        g = rel.groups
+        known.add(float(len(g)))
+        for col in ("x", "y"):
+            parts.append(pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=np.float64))
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
+        path = rel.rel / "records.parquet"
+        rows_n = int(pq.ParquetFile(path).metadata.num_rows) if path.is_file() else None
+        if rows_n is not None:
+            known.add(float(rows_n))
+        _, pub = _holes_system(
+            k=rel.k,
+            manifest=rel.manifest,
+            rows=_unit_rows(rel),
+            groups=rel.groups,
+            classes=rel.classes,
+            own_subjects=rel.own_subjects,
+            record_bound=rel.n_audit,
+            groups_by_majority_unit="unit" in rel.groups.columns,
+            records_rows=rows_n,
+        )
+        known |= pub.known
+        known.add(float(rel.n_audit))
+    for t in texts:
+        if _WHOLE_NUMBER_RE.match(t):
+            known.add(float(t))
+    parts.append(np.array(sorted(known), dtype=np.float64))
+    return _distinct(np.concatenate(parts)), frozenset(texts)
+
+
+def _column_rules(rel: _Release, src: _Source, unit_texts: frozenset[str]) -> dict[str, _Legit]:
+    """What every published column legitimately holds, by (lower-case) name."""
+    rules: dict[str, _Legit] = {}
+    for name in ("geometry", *_COORDINATE_COLUMNS):
+        rules[name] = _Legit("pairs")
+    n_groups = n_classes = 0
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError):
+        n_groups = len(rel.groups)
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError):
+        n_classes = len(rel.classes)
+    rules["group_id"] = _Legit("range", lo=0, hi=n_groups - 1)
+    rules["class_id"] = _Legit("range", lo=0, hi=n_classes - 1)
+    n_max = 0
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError):
+        n_max = rel.n_audit + len(rel.synthetic)
+    hidden = frozenset({LESS_THAN_K, WITHHELD})
+    for name in (*_COUNT_COLUMNS, "synthetic"):
+        rules[name] = _Legit("range", lo=0, hi=n_max, texts=hidden)
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError):
+        rules["radius_m"] = _Legit("values", numbers=np.array([rel.r_max_m]))
+    rules["level"] = _Legit("values", texts=_LEVELS)
+    unit_numbers = np.array(
+        [float(t) for t in unit_texts if _WHOLE_NUMBER_RE.match(t)], dtype=np.float64
+    )
+    rules["unit"] = _Legit("values", numbers=unit_numbers, texts=unit_texts)
+    rules["time_bin"] = _Legit("bins")
+    for name in _STYLE_COLUMNS:  # release.gpkg's layer_styles: QGIS and SLD documents
+        rules[name] = _Legit("markup")
+
+    def copies(series: pd.Series) -> bool:
+        """Whether ``series`` repeats its own record's coordinate or subject id on at
+        least half of its rows (a copy of a secret column, not a chance equality)."""
+        n = len(series)
+        filled = int(series.notna().sum())
+        if filled == 0:
+            return False
+        num = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        for a in (src.x, src.y, src.x_work, src.y_work):
+            if a is not None and a.size == n and 2 * int(np.count_nonzero(num == a)) >= filled:
+                return True
+        sid = src.subject_raw
+        if sid is not None and len(sid) == n:
+            same = (
+                series.astype(str).str.strip().to_numpy() == sid.astype(str).str.strip().to_numpy()
+            )
+            if 2 * int(np.count_nonzero(same & series.notna().to_numpy())) >= filled:
+                return True
+        return False
+
+    for name, series in src.columns.items():
+        key = name.lower()
+        if key not in rules:
+            rules[key] = _Legit("source", series=series, copies=copies)
+    return rules
 
 
 #: BLAKE2b personalisation of the mask key derivation (as :class:`geokanon.mask.MaskKey`).
@@ -546,8 +873,13 @@ def _number_counts(
     pairs: bool,
     single_values: bool,
     weights: NDArray[np.int64] | None = None,
+    any_precision: bool = False,
 ) -> dict[str, int]:
-    """As :func:`_number_findings`: what -> how many (non-zero only, in report order)."""
+    """As :func:`_number_findings`: what -> how many (non-zero only, in report order).
+
+    ``any_precision``: a single value is any source coordinate (a table's text cell, with
+    :attr:`_Secrets.strict`), not only a non-integral one with >= 4 significant digits.
+    """
     found: dict[str, int] = {}
     if vals.size == 0:
         return found
@@ -562,7 +894,11 @@ def _number_counts(
         return int(weights[hit][_has_sig_digits(vals[hit], 4)].sum())
 
     if single_values:
-        n = count(_frac_hits(vals, sec))
+        if any_precision:  # a text cell's number: any source coordinate, whatever its digits
+            hit = _isin(vals, sec.coords)
+            n = int(hit.sum()) if weights is None else int(weights[hit].sum())
+        else:
+            n = count(_frac_hits(vals, sec))
         if n:
             found["coordinate values"] = n
     n = count(_isin(vals, sec.epoch))
@@ -575,15 +911,79 @@ def _numbers(tokens: Sequence[str]) -> NDArray[np.float64]:
     return np.array(tokens, dtype=str).astype(np.float64) if tokens else np.empty(0)
 
 
-def _scan_text(text: str, sec: _Secrets, *, single_values: bool = True) -> list[str]:
+def _scan_text(
+    text: str, sec: _Secrets, *, single_values: bool = True, prose: bool = True
+) -> list[str]:
+    """Coordinate pairs, single coordinates, epoch times, timestamps, subject ids and the
+    mask key in a text.
+
+    With :attr:`_Secrets.strict` and ``prose``, a number of the text (read as ``holes``
+    reads the prose: number words as digits, declared phrases left out) is a leak when it
+    equals a source coordinate or a numeric subject id, whatever its digits, unless it is
+    a number the release publishes (:attr:`_Secrets.published`). Not ``prose`` (markup,
+    CSV text): single coordinates only when non-integral with >= 4 significant digits, and
+    subject ids only as tokens that are not numbers.
+    """
+    strict_prose = sec.strict and prose and single_values
     found = _number_findings(
-        _numbers(_NUMBER.findall(text)), sec, pairs=True, single_values=single_values
-    )
-    found += _stamp_and_id_findings(text, sec)
+        _numbers(_NUMBER.findall(text)), sec, pairs=True,
+        single_values=single_values and not strict_prose,
+    )  # fmt: skip
+    if strict_prose:
+        found += _prose_number_findings(text, sec)
+    found += _stamp_and_id_findings(text, sec, numeric_ids=not sec.strict)
     return found
 
 
-def _stamp_and_id_findings(text: str, sec: _Secrets, weight: int = 1) -> list[str]:
+def _prose_number_findings(text: str, sec: _Secrets) -> list[str]:
+    """Numbers of prose equal to a source coordinate or a numeric subject id, not published."""
+    from geokanon.published import prose_numbers
+
+    if not (sec.coords.size or sec.id_numbers.size):
+        return []
+    read = prose_numbers(text)
+    if not read:
+        return []
+    vals = np.array([v for _, v in read], dtype=np.float64)
+    free = ~_isin(vals, sec.published)
+    found: list[str] = []
+    n = int(np.count_nonzero(free & _isin(vals, sec.coords)))
+    if n:
+        found.append(f"{n} coordinate values")
+    n = int(np.count_nonzero(free & _isin(vals, sec.id_numbers)))
+    if n:
+        found.append(f"{n} subject ids")
+    return found
+
+
+#: Characters a token of prose may carry around an id ("a7.", "`a7`", "(a7)").
+_TOKEN_TRIM = ".:!?`*_'\"()[]"
+
+
+def _id_tokens(text: str, sec: _Secrets, *, numeric_ids: bool = True) -> int:
+    """Tokens of ``text`` that are a subject id (``numeric_ids``: number tokens too)."""
+    ids = sec.subject_ids
+    n = 0
+    for t in _TOKEN_SPLIT.split(text):
+        if not t:
+            continue
+        if t not in ids:
+            if not sec.strict:
+                continue
+            t = t.strip(_TOKEN_TRIM)
+            if not t or t not in ids:
+                continue
+        if not numeric_ids and _WHOLE_NUMBER_RE.match(t):
+            continue  # judged as a number (a published figure may equal it)
+        if sec.strict and t in sec.published_texts:
+            continue  # a unit id or a level the release publishes as such
+        n += 1
+    return n
+
+
+def _stamp_and_id_findings(
+    text: str, sec: _Secrets, weight: int = 1, *, numeric_ids: bool = True
+) -> list[str]:
     found: list[str] = []
     if sec.epoch.size or sec.wall.size:
         stamps = _DATETIME.findall(_TIME_BIN.sub(" ", text))
@@ -592,7 +992,7 @@ def _stamp_and_id_findings(text: str, sec: _Secrets, weight: int = 1) -> list[st
             if n:
                 found.append(f"{n * weight} timestamps")
     if sec.subject_ids:
-        n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
+        n = _id_tokens(text, sec, numeric_ids=numeric_ids)
         n += sum(1 for s in sec.spaced_ids if s in text)
         if n:
             found.append(f"{n * weight} subject ids")
@@ -615,7 +1015,11 @@ _COORDINATE_COLUMNS = frozenset(
 )
 
 
-def _numeric_column_hits(name: str, vals: NDArray[np.float64], sec: _Secrets) -> list[str]:
+def _numeric_column_hits(
+    name: str, vals: NDArray[np.float64], sec: _Secrets, *, ids: bool = True
+) -> list[str]:
+    """A column's distinct numbers against the source's (``ids``: numeric subject ids too;
+    a text column's ids are found as text)."""
     found: list[str] = []
     if name.lower() in _COORDINATE_COLUMNS:
         return found  # published representatives: judged as pairs only
@@ -623,7 +1027,28 @@ def _numeric_column_hits(name: str, vals: NDArray[np.float64], sec: _Secrets) ->
     if uniq.size == 0:
         return found
     in_coords = _isin(uniq, sec.coords)
-    n = _sig_at_least(uniq, in_coords & (uniq != np.floor(uniq)))
+    legit = sec.legit_for(name) if sec.strict else _UNKNOWN_COLUMN
+    if legit.kind == "pairs":
+        return found
+    if legit.kind in ("unknown", "markup"):
+        # the column's own source values are not known (or it is a style document):
+        # non-integral coordinates only
+        n = _sig_at_least(uniq, in_coords & (uniq != np.floor(uniq)))
+    else:
+        # any source coordinate or numeric subject id the column does not hold by right
+        in_ids = (
+            _isin(uniq, sec.id_numbers)
+            if ids and sec.id_numbers.size
+            else np.zeros(uniq.size, bool)
+        )
+        ok = np.zeros(uniq.size, dtype=bool)
+        hit = in_coords | in_ids
+        if hit.any():
+            ok[hit] = legit.numbers_ok(uniq[hit])
+        n = int(np.count_nonzero(in_coords & ~ok))
+        n_ids = int(np.count_nonzero(in_ids & ~ok))
+        if n_ids:
+            found.append(f"column {name!r}: {n_ids} subject ids")
     if n:
         found.append(f"column {name!r}: {n} coordinate values")
     elif name.lower() not in _STRUCTURAL:
@@ -645,6 +1070,7 @@ _NOT_PAIRS = frozenset(
 
 #: A cell that is exactly one number token as ``_NUMBER`` reads it (ASCII only).
 _WHOLE_NUMBER = r"^[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$"
+_WHOLE_NUMBER_RE = re.compile(_WHOLE_NUMBER)
 
 
 _NO_DIGIT = r"^[^0-9]*$"
@@ -815,8 +1241,30 @@ def _text_findings(col: _TextColumn, sec: _Secrets, *, single_values: bool) -> l
     return [f"{n} {what}" for what, n in _text_counts(col, sec, single_values).items()]
 
 
-def _text_counts(col: _TextColumn, sec: _Secrets, single_values: bool) -> dict[str, int]:
-    """As :func:`_text_findings`: what -> how many (non-zero only, in report order)."""
+def _text_counts(
+    col: _TextColumn, sec: _Secrets, single_values: bool, legit: _Legit | None = None
+) -> dict[str, int]:
+    """As :func:`_text_findings`: what -> how many (non-zero only, in report order).
+
+    ``legit``: what the column holds by right; when something is found, the entries it
+    holds by right are taken out and the column counted again.
+    """
+    if sec.strict and legit is not None and legit.kind == "markup":
+        return _text_counts_of(col, sec, single_values, markup=True)
+    found = _text_counts_of(col, sec, single_values)
+    if found and sec.strict and legit is not None and legit.kind not in ("none", "unknown"):
+        ok = legit.entries_ok(col, col.counts > 0)
+        if ok.any():
+            found = _text_counts_of(col.without(ok), sec, single_values)
+    return found
+
+
+def _text_counts_of(
+    col: _TextColumn, sec: _Secrets, single_values: bool, *, markup: bool = False
+) -> dict[str, int]:
+    """``markup``: the cells are a style document (judged as HTML markup is)."""
+    if markup:
+        sec = _markup_secrets(sec)
     counts = col.counts
     present = counts > 0
     one = col.whole_number & present
@@ -828,7 +1276,7 @@ def _text_counts(col: _TextColumn, sec: _Secrets, single_values: bool) -> dict[s
             weights.append(np.full(len(toks), counts[i], dtype=np.int64))
     found = _number_counts(
         np.concatenate(vals), sec, pairs=False, single_values=single_values,
-        weights=np.concatenate(weights),
+        weights=np.concatenate(weights), any_precision=sec.strict and not markup,
     )  # fmt: skip
     n_stamp = n_id = 0
     if sec.epoch.size or sec.wall.size:
@@ -840,12 +1288,10 @@ def _text_counts(col: _TextColumn, sec: _Secrets, single_values: bool) -> dict[s
         import pyarrow.compute as pc
 
         split = col.matching(_SPLIT_CHARS)
-        whole = _np_bool(pc.is_in(col.arrow, value_set=pa.array(sorted(sec.subject_ids))))
+        whole = _np_bool(pc.is_in(col.arrow, value_set=sec.ids_arrow))
         n_id += int(counts[present & ~split & whole].sum())
         for i in np.flatnonzero(present & split).tolist():
-            text = col.texts[i]
-            n = sum(1 for t in _TOKEN_SPLIT.split(text) if t in sec.subject_ids)
-            n_id += n * int(counts[i])
+            n_id += _id_tokens(col.texts[i], sec, numeric_ids=not markup) * int(counts[i])
     if n_stamp:
         found["timestamps"] = n_stamp
     if n_id:
@@ -858,20 +1304,27 @@ def _cell_findings(name: str, col: _TextColumn, sec: _Secrets) -> list[str]:
     return [f"column {name!r}: {n} {what}" for what, n in _cell_counts(col, sec).items()]
 
 
-def _cell_counts(col: _TextColumn, sec: _Secrets) -> dict[str, int]:
-    """As :func:`_cell_findings`: what -> how many (non-zero only, in report order)."""
+def _cell_counts(col: _TextColumn, sec: _Secrets, legit: _Legit | None = None) -> dict[str, int]:
+    """As :func:`_cell_findings`: what -> how many (non-zero only, in report order).
+
+    ``legit``: what the column holds by right; an entry it holds by right is no subject id.
+    """
     found: dict[str, int] = {}
     counts = col.counts
     present = counts > 0
+    if sec.strict and legit is not None and legit.kind == "markup":
+        sec = _markup_secrets(sec)
     if sec.subject_ids:
         import pyarrow.compute as pc
 
         stripped = pc.utf8_trim_whitespace(col.arrow)
-        whole = _np_bool(pc.is_in(stripped, value_set=pa.array(sorted(sec.subject_ids))))
+        whole = _np_bool(pc.is_in(stripped, value_set=sec.ids_arrow))
         # Python's str.strip() also strips a few characters utf8_trim does not
         odd = ~col.ascii & present
         for i in np.flatnonzero(odd).tolist():
             whole[i] = col.texts[i].strip() in sec.subject_ids
+        if sec.strict and legit is not None and (present & whole).any():
+            whole &= ~legit.entries_ok(col, present & whole)
         n = int(counts[present & whole].sum())
         if n:
             found["subject ids"] = n
@@ -1027,6 +1480,25 @@ class _TableScan:
         self.geo_seen = False
         self.geo_same = True  # the geometry repeats x, y in every batch so far
         self.n_rows = 0
+        self.text_cols: set[int] = set()  # columns read as text (their ids are found as text)
+        #: the extent of the geometry's points so far (xmin, ymin, xmax, ymax), or None
+        self.geo_extent: list[float] | None = None
+
+    def _extend(self, gx: NDArray[np.float64], gy: NDArray[np.float64]) -> None:
+        ok = np.isfinite(gx) & np.isfinite(gy)
+        if not ok.any():
+            return
+        box = [gx[ok].min(), gy[ok].min(), gx[ok].max(), gy[ok].max()]
+        if self.geo_extent is None:
+            self.geo_extent = [float(v) for v in box]
+        else:
+            e = self.geo_extent
+            self.geo_extent = [
+                min(e[0], box[0]),
+                min(e[1], box[1]),
+                max(e[2], box[2]),
+                max(e[3], box[3]),
+            ]
 
     def values(self, i: int) -> NDArray[np.float64] | None:
         """Distinct finite values of column ``i`` (None: it held no value)."""
@@ -1055,6 +1527,7 @@ class _TableScan:
             t = arr.type
             if name == "geometry":
                 gx, gy = _wkb_xy(arr)
+                self._extend(gx, gy)
                 if self.one_batch:
                     same = (
                         "x" in numeric
@@ -1098,8 +1571,10 @@ class _TableScan:
                 col = text_cells.get(name)
                 if col is None:
                     col = _text_column(arr)
-                for what, n in _cell_counts(col, sec).items():
+                legit = sec.legit_for(name) if sec.strict else None
+                for what, n in _cell_counts(col, sec, legit).items():
                     self.cells[i][what] = self.cells[i].get(what, 0) + n
+                self.text_cols.add(i)
                 finite = bool(np.isfinite(col.numeric).any())
                 if not finite and self.one_batch:
                     continue
@@ -1153,7 +1628,7 @@ class _TableScan:
                     found.append(f"column {name!r}: {self.cells[i][what]} {what}")
             values = self.values(i)
             if values is not None:
-                found += _numeric_column_hits(name, values, sec)
+                found += _numeric_column_hits(name, values, sec, ids=i not in self.text_cols)
         n_pairs = self.pairs
         if not self.one_batch and self.geo_seen and self.geo_same and {"x", "y"} <= self.present:
             n_pairs -= self.geo_pairs  # the geometry repeats x, y: not pairs of its own
@@ -1327,12 +1802,24 @@ def _unit_geography(meta: Mapping[bytes, bytes]) -> bool:
     return bool(types) and types <= {"Polygon", "MultiPolygon"}
 
 
-def _without_geography(decoded: str) -> str:
-    """GeoParquet metadata without the file's ``bbox`` (the unit polygons' extent)."""
+def _without_geography(decoded: str, extent: Sequence[float] | None = None) -> str:
+    """GeoParquet metadata without the file's ``bbox``.
+
+    With ``extent`` None: every column's ``bbox`` goes (the unit polygons' extent, unit
+    geography). With the extent of the points the file's geometry holds (scanned as
+    pairs like every coordinate): a ``bbox`` goes only when it is exactly that extent,
+    so it holds nothing of its own; any other ``bbox`` stays and is searched.
+    """
     try:
         geo = json.loads(decoded)
         for col in geo.get("columns", {}).values():
-            col.pop("bbox", None)
+            box = col.get("bbox")
+            if extent is None or (
+                isinstance(box, list)
+                and len(box) == 4
+                and [float(v) for v in box] == [float(v) for v in extent]
+            ):
+                col.pop("bbox", None)
         return json.dumps(geo)
     except (ValueError, AttributeError, TypeError):
         return decoded
@@ -1370,7 +1857,8 @@ def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
         scan.add(cols, text_cells=cells)
         # the text of every string column: numbers, timestamps and subject ids
         for n, col in cells.items():
-            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True))
+            legit = sec.legit_for(n) if sec.strict else None
+            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True, legit))
     found: list[str] = []
     meta = schema.metadata or {}
     for key, value in meta.items():
@@ -1385,6 +1873,11 @@ def _scan_parquet(path: Path, sec: _Secrets) -> list[str]:
                     found.append("a stored pandas index (row numbers)")
         if key == b"geo" and geography:
             decoded = _without_geography(decoded)
+        elif key == b"geo" and scan.geo_extent is not None:
+            # a point file's bbox is the extent of its points (the published points)
+            decoded = _without_geography(decoded, scan.geo_extent)
+        if key == b"geo" and sec.strict:
+            decoded = _without_declared_crs(decoded, sec.crs)
         found += [f"metadata: {f}" for f in _scan_text(decoded, sec)]
     found += scan.findings()
     text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
@@ -1589,7 +2082,8 @@ def _scan_csv(
                     prev_val, prev_in = vals[-1:], ins[-1:]
             # numbers as text (epoch times only: single values are judged per column)
             for j, col in enumerate(cols):
-                _add_counts(text[j], _text_counts(col, sec, False))
+                legit = sec.legit_for(names[j]) if sec.strict else None
+                _add_counts(text[j], _text_counts(col, sec, False, legit))
             # as a table (pandas' reading: default missing-value markers are empty)
             cells: dict[str, _TextColumn] = {}
             for name, col in zip(names, cols, strict=True):
@@ -1638,7 +2132,7 @@ def check_no_leak(rel: _Release) -> CheckResult:
         elif suffix == ".gpkg":
             from geokanon.verify.gpkg import gpkg_leaks
 
-            found = gpkg_leaks(path, sec)
+            found = gpkg_leaks(path, sec, rel)
             if sec.key_forms:  # and its bytes, for the mask key
                 data = path.read_bytes()
                 n = _key_count(data.decode("latin-1"), sec) + sum(
@@ -1649,6 +2143,8 @@ def check_no_leak(rel: _Release) -> CheckResult:
             found = _scan_csv(path, sec, rows=rel.csv_rows, digests=rel.read_digests)
             if found is None:
                 found = _scan_csv_raw(path, sec)
+        elif suffix in (".html", ".htm") and sec.strict:
+            found = _scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
         elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
             text = path.read_text(encoding="utf-8", errors="replace")
             found = _scan_text(text, sec)
@@ -1672,12 +2168,109 @@ def check_no_leak(rel: _Release) -> CheckResult:
     )
 
 
+def _without_declared_crs(geo: str, crs: str | None) -> str:
+    """GeoParquet ``geo`` metadata without the CRS definitions that define the manifest's
+    ``crs`` (their numbers are the CRS's own: a false easting of 155000 is no dwelling).
+
+    A definition that is not the manifest's CRS stays, and is scanned like any text.
+    """
+    try:
+        info = json.loads(geo)
+    except ValueError:
+        return geo
+    columns = info.get("columns") if isinstance(info, dict) else None
+    if not isinstance(columns, dict) or crs is None:
+        return geo
+    try:
+        from pyproj import CRS
+
+        declared = CRS.from_user_input(crs)
+    except Exception:  # pyproj's CRSError: nothing to compare with
+        return geo
+    for meta in columns.values():
+        if not isinstance(meta, dict) or not isinstance(meta.get("crs"), dict):
+            continue
+        try:
+            same = CRS.from_json_dict(meta["crs"]) == declared
+        except Exception:  # not a CRS definition: scanned as text
+            same = False
+        if same:
+            meta["crs"] = None
+    return json.dumps(info)
+
+
+_DATA_URI = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=\s]+")
+_SCRIPT_STYLE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.S | re.I)
+_TAG = re.compile(r"<[^>]*>", re.S)
+_ATTR = re.compile(r"([\w:.-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+#: Attributes whose values are the page's own machinery (names, styles, sources).
+_MARKUP_ATTRS = frozenset(
+    {"class", "id", "style", "src", "href", "lang", "charset", "http-equiv", "name",
+     "content", "type", "rel", "width", "height", "viewbox", "d", "points", "transform",
+     "fill", "stroke", "xmlns", "colspan", "rowspan", "scope", "role", "for", "dir"}
+)  # fmt: skip
+
+
+#: Subject ids shorter than this are not looked for in HTML markup, whose own words
+#: (``h1``, ``td``, ``px``) they could be; everywhere else every id is.
+_MARKUP_ID_MIN = 4
+
+
+def _markup_secrets(sec: _Secrets) -> _Secrets:
+    """``sec`` with the ids markup is searched for (made once per ``sec``)."""
+    cached = sec.__dict__.get("_markup")
+    if cached is not None:
+        return cached
+    ids = frozenset(i for i in sec.subject_ids if len(i) >= _MARKUP_ID_MIN)
+    out = sec
+    if len(ids) != len(sec.subject_ids):
+        spaced = tuple(i for i in sec.spaced_ids if i in ids)
+        out = dataclasses.replace(sec, subject_ids=ids, spaced_ids=spaced)
+    sec.__dict__["_markup"] = out
+    return out
+
+
+def _scan_html(text: str, sec: _Secrets) -> list[str]:
+    """An HTML page: the text a reader sees as prose, the markup as drawing instructions.
+
+    The text (outside tags, ``<script>`` and ``<style>``) and the values of attributes
+    that carry content (``title``, ``alt``, ``data-*``, ...: any but those of
+    :data:`_MARKUP_ATTRS`) are judged as prose (:func:`_scan_text`). The markup (tag and
+    attribute names, styles, scripts, classes, element ids, sizes, path data) is the
+    page's own machinery: its numbers are pixel sizes, colours and path coordinates and
+    its words are tag names (``h1``), whole numbers and short words that cannot be told
+    from a whole-number coordinate or a short id; there, coordinate pairs, non-integral
+    coordinates, epoch times, timestamps, the mask key and the subject ids of at least
+    :data:`_MARKUP_ID_MIN` characters that are not numbers are looked for. Embedded
+    images (``data:`` URIs) are image bytes, searched for the mask key only.
+    """
+    payloads = _DATA_URI.findall(text)
+    rest = _DATA_URI.sub(" ", text)
+    blocks = [m.group(0) for m in _SCRIPT_STYLE.finditer(rest)]
+    rest = _SCRIPT_STYLE.sub(" ", rest)
+    tags = _TAG.findall(rest)
+    shown: list[str] = []
+    machinery: list[str] = []
+    for tag in tags:
+        values = _ATTR.findall(tag)
+        for name, a, b in values:
+            (machinery if name.lower() in _MARKUP_ATTRS else shown).append(a or b)
+        machinery.append(_ATTR.sub(" ", tag))
+    visible = html.unescape(" ".join([_TAG.sub(" ", rest), *shown]))
+    found = _scan_text(visible, sec)
+    found += _scan_text(" ".join([*blocks, *machinery]), _markup_secrets(sec), prose=False)
+    n_key = sum(_key_count(p, sec) for p in payloads)
+    if n_key:
+        found.append(f"{n_key} copies of the mask key")
+    return _merge_counts(found)
+
+
 def _scan_csv_raw(path: Path, sec: _Secrets) -> list[str]:
     """A CSV file as raw text, then as a table read by pandas (any CSV, slowly)."""
     text = path.read_text(encoding="utf-8", errors="replace")
     # a CSV's single values are judged column by column (published x, y may
     # coincide with one source ordinate); pairs, ids and times in its text too
-    found = _scan_text(text, sec, single_values=False)
+    found = _scan_text(text, sec, single_values=False, prose=False)
     try:
         frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
     except (ValueError, pd.errors.ParserError):

@@ -85,6 +85,7 @@ from geokanon.verify._reader import (
     _text_file,
     subject_id_text,
 )
+from geokanon.verify._records import _record_rows
 from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import _DISPOSALS
@@ -417,8 +418,14 @@ def _part_checks(
     r_max: float,
     tolerance_m: float,
     crs: str | None,
+    path: Path | None = None,
 ) -> dict[str, CheckResult]:
     """``k_subjects`` (and, for a group part, ``extent`` and ``representation``) of one part.
+
+    With the part's file (``path``), the records pass reads it too
+    (:mod:`~geokanon.verify._records`): ``k_subjects`` then checks the part's published
+    groups or classes as the records hold them, and ``counts`` each row's level, unit,
+    representative, geometry and bbox against this part's rows of the table.
 
     A single file is one partition: the checks are the single-file ones
     (:mod:`~geokanon.verify.k_subjects`, ...), run on a :class:`_Release` that holds
@@ -451,6 +458,8 @@ def _part_checks(
         xy_m=(members["x"].to_numpy(dtype=np.float64), members["y"].to_numpy(dtype=np.float64)),
         subjects=codes, syn_gid=np.zeros(0, dtype=np.int64),
     )  # fmt: skip
+    if path is not None:
+        view.__dict__["record_files"] = [path]
     out = {}
     for name, check in _PART_CHECKS.items():
         if kind != "group" and name != "k_subjects":
@@ -459,6 +468,13 @@ def _part_checks(
             out[name] = check(view)
         except _Unreadable as exc:
             out[name] = CheckResult(name, False, f"cannot check: {exc}")
+    if path is not None:
+        try:
+            rows = _record_rows(view)
+            found = [*([rows.unreadable] if rows.unreadable else []), *rows.problems]
+        except _Unreadable as exc:
+            found = [f"cannot check: {exc}"]
+        out["counts"] = CheckResult("counts", not found, "; ".join(found))
     return out
 
 
@@ -526,7 +542,7 @@ def _part_task(
     # k_subjects, and for groups extent and representation: the single-file checks, on
     # a reader of this part (its rows of the table, its members)
     out["checks"] = _part_checks(
-        Path(root), kind, published, members, has_subject, k, r_max, tolerance_m, crs
+        Path(root), kind, published, members, has_subject, k, r_max, tolerance_m, crs, path
     )
     size = pd.to_numeric(rows["n_records"]).to_numpy(dtype=np.int64)
     if not np.array_equal(size, n_mem.to_numpy()):

@@ -7,7 +7,11 @@ The rule, exactly as implemented
     the first all-``<th>`` row, else the first row, is the header), every cell in
     a column whose header mentions "suppress" or "generalise"/"generalize" must
     not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
-    "suppressed: 3" or "3 records were suppressed" carry such a figure.
+    "suppressed: 3", "3 records were suppressed" or "2 dwellings in Baarn were
+    suppressed" (a count, up to three words, an optional verb, "suppress...")
+    carry such a figure. Numbers written as words count as numbers, in cells and
+    phrases alike ("two dwellings were suppressed" reads as 2:
+    :func:`geokanon.published.words_as_digits`, also used by ``holes``).
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
     1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
     (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
@@ -24,15 +28,18 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from geokanon.published import words_as_digits
 from geokanon.verify._derived import _suppressed_subjects, _unit_subjects
 from geokanon.verify._reader import LESS_THAN_K, WITHHELD, _cell_value, _Release
 from geokanon.verify._results import CheckResult
 
 _SUPPRESSED_PHRASES = (
     re.compile(r"suppress\w*[^|\n\d<]{0,20}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
+    # "3 records were suppressed", "2 dwellings in Baarn were suppressed": a count, up to
+    # three words naming what it counts, then the verb (whatever the things are called)
     re.compile(
-        r"(?<![\d.,])(\d[\d,]*)\s+(?:records?|subjects?|people|persons?|points?|patients?)\s+"
-        r"(?:were\s+|was\s+|are\s+|is\s+)?suppress",
+        r"(?<![\d.,])(\d[\d,]*)\s+(?:[^\W\d][\w'-]*\s+){1,3}?"
+        r"(?:(?:were|was|are|is|have\s+been|has\s+been|had\s+been|been|got|get|be)\s+)?suppress",
         re.IGNORECASE,
     ),
 )
@@ -75,7 +82,8 @@ class _TableParser(html.parser.HTMLParser):
 
 
 def _small_int(cell: str, k: int) -> bool:
-    text = re.sub(r"[*_`\s]", "", cell).replace(",", "")
+    """Whether a cell reads as an integer 1..k-1 (in digits or in words: "two")."""
+    text = re.sub(r"[*_`\s]", "", words_as_digits(cell)).replace(",", "")
     return text.isdigit() and 1 <= int(text) <= k - 1
 
 
@@ -100,7 +108,9 @@ def _markdown_tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
 
 
 def _phrase_problems(text: str, k: int) -> int:
+    """Phrases that give a suppressed figure of 1..k-1 (numbers in words read as digits)."""
     n = 0
+    text = words_as_digits(html.unescape(text))
     for pat in _SUPPRESSED_PHRASES:
         for m in pat.finditer(text):
             if _small_int(m.group(1), k):

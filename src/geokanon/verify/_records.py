@@ -1,0 +1,609 @@
+"""The records files read row by row against the release's tables, the audit and the source.
+
+One streaming pass (:class:`_RecordsPass`, cached per release by :func:`_record_rows`)
+serves ``counts`` (each row's group or class, representative, level and unit; each group's
+and class's multiset of time bins and kept values against its members'; ``records.csv``
+against ``records.parquet``) and ``k_subjects`` (the published (group or class, time bin)
+cells). It reads ``records.parquet``, or a partitioned release's parts in order, in
+batches, and keeps nothing per row beyond a batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from geokanon.verify import _reader
+from geokanon.verify._arrays import (
+    _arrow_ids,
+    _factorize_arrow,
+    _ids,
+    _in_sorted,
+    _indices,
+    _positions,
+    _RowHasher,
+    _runs,
+    _sum_u64,
+    _sums_per,
+    _value_counts,
+)
+from geokanon.verify._derived import _rep_arrays
+from geokanon.verify._reader import _read_ahead, _Release
+from geokanon.verify._results import _Unreadable
+from geokanon.verify.no_leak import _CSV_NA, _wkb_xy
+
+#: Columns of the records files that the format defines; any other is a kept column.
+RECORD_FORMAT_COLUMNS = (
+    "group_id", "class_id", "level", "unit", "x", "y", "time_bin", "geometry", "bbox"
+)  # fmt: skip
+#: Columns of ``records.parquet`` that ``records.csv`` does not have.
+_PARQUET_ONLY = ("geometry", "bbox")
+_MEMBER_ROWS = 1 << 20
+
+
+def _text_positions(arr: pa.Array, look: pd.Index) -> NDArray[np.int64]:
+    """Each text's position in ``look`` (-1: another text, -2: null), by its dictionary."""
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), -2, dtype=np.int64)
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    words = [str(w) for w in arr.dictionary.to_pylist()]
+    pos = np.append(np.asarray(look.get_indexer(pd.Index(words)), dtype=np.int64), -2)
+    idx = _indices(arr)
+    return pos[np.where(idx < 0, pos.size - 1, idx)]
+
+
+def _float_column(col: pa.Array) -> NDArray[np.float64] | None:
+    """A numeric column as float64, NaN where null (None: not numbers)."""
+    import pyarrow.compute as pc
+
+    try:
+        return np.array(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _as_type(values: pd.Series, t: pa.DataType, *, text: bool) -> pa.Array | None:
+    """A source column as values of the published column's Arrow type ``t`` (None: it
+    cannot be read so).
+
+    ``text``: the column is a CSV file's cells (read with no missing-value markers),
+    parsed as the release read them: pandas' markers are missing values, numbers as
+    ``pandas.to_numeric`` reads them, ``True``/``False`` as booleans.
+    """
+    import pyarrow.compute as pc
+
+    if text:
+        cells = values.astype(object).where(~values.isin(_CSV_NA), None)
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            num = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=np.float64)
+            try:
+                return pc.cast(pa.array(num, from_pandas=True), t)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+        if pa.types.is_boolean(t):
+            words = {"True": True, "TRUE": True, "true": True,
+                     "False": False, "FALSE": False, "false": False}  # fmt: skip
+            return pa.array(cells.map(words).to_numpy(dtype=object), type=pa.bool_())
+        values = cells
+    try:
+        arr = pa.array(values, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError):
+        arr = pa.array(values.astype(str).to_numpy(dtype=object), type=pa.large_string())
+    if arr.type == t:
+        return arr
+    try:
+        return pc.cast(arr, t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _csv_column(col: pa.Array, t: pa.DataType) -> pa.Array:
+    """A ``records.csv`` column read as text, as ``records.parquet``'s type ``t``: an integer
+    column may be written as whole floats (``3.0``, as pandas writes nullable integers)."""
+    import pyarrow.compute as pc
+
+    try:
+        return pc.cast(col, t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if not pa.types.is_integer(t):
+            raise
+        return pc.cast(pc.cast(col, pa.float64()), t)  # safe: 2.5 does not pass
+
+
+@dataclass
+class _RecordRows:
+    """What one pass over the records files found (:func:`_record_rows`)."""
+
+    #: ``counts``' findings
+    problems: list[str] = field(default_factory=list)
+    #: why the files could not be read (then the figures below are incomplete)
+    unreadable: str | None = None
+    rows: int = 0
+    #: rows per group id and per class id (ids as published)
+    per_group: pd.Series | None = None
+    per_class: pd.Series | None = None
+    #: the published (group or class, time bin) cells: ``key * stride + bin code`` (a
+    #: time bin the audit never assigns has code ``stride - 1``), and the rows in each
+    cells: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    cell_rows: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    stride: int = 1
+    #: rows of no published group or class (or of both a group and a class)
+    orphans: int = 0
+    #: what was compared per group and class, for the detail line
+    compared: tuple[str, ...] = ()
+    #: whether the records were read (see :func:`_rows_apply`)
+    read: bool = True
+
+
+def _record_paths(rel: _Release) -> list[Path]:
+    """The records files of ``rel``: ``record_files`` when a reader of one part of a
+    partitioned release names its own, else ``records.parquet``, else every part."""
+    given: list[Path] | None = rel.__dict__.get("record_files")
+    if given is not None:
+        return list(given)
+    single = rel.rel / "records.parquet"
+    if single.is_file() or not (rel.rel / "records").is_dir():
+        return [single]
+    return sorted((rel.rel / "records").glob("part-*.parquet"))
+
+
+def _rows_apply(rel: _Release) -> bool:
+    """Whether the records pass reads ``rel``'s records: a single-file release, or a
+    reader that names its part (``record_files``). A partitioned release's driver
+    holds no audit rows to compare its parts with."""
+    return "record_files" in rel.__dict__ or not (
+        (rel.rel / "records").is_dir() and not (rel.rel / "records.parquet").is_file()
+    )
+
+
+def _audit_time_bins(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
+    """(code per audit row, label per code, sorted) when the audit has time bins."""
+    if "_audit_time_bins" not in rel.__dict__:
+        tb = rel.time_bins
+        rel.__dict__["_audit_time_bins"] = (
+            None if tb is None else _factorize_arrow(tb.cast(pa.string()).fill_null(""))
+        )
+    found: tuple[NDArray[np.int64], NDArray[np.object_]] | None = rel.__dict__["_audit_time_bins"]
+    return found
+
+
+def _published_ids(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(ids of ``groups.parquet``, ids of ``classes.parquet``): a group's key is its
+    position, a class's the number of groups plus its position."""
+    return (
+        _ids(rel.groups["group_id"], "groups group_id"),
+        _ids(rel.classes["class_id"], "classes class_id"),
+    )
+
+
+def _audit_keys(rel: _Release) -> NDArray[np.int64]:
+    """Each audit row's key (numbered as :func:`_published_ids` says; -1: in no group
+    or class, or in one that is not published)."""
+    if "_audit_keys" not in rel.__dict__:
+        gids, cids = _published_ids(rel)
+        key = np.where(rel.gid >= 0, _positions(gids, rel.gid), -1)
+        cpos = _positions(cids, rel.cid)
+        at_class = (rel.gid < 0) & (rel.cid >= 0) & (cpos >= 0)
+        key[at_class] = gids.size + cpos[at_class]
+        rel.__dict__["_audit_keys"] = key
+    keys: NDArray[np.int64] = rel.__dict__["_audit_keys"]
+    return keys
+
+
+def _record_rows(rel: _Release) -> _RecordRows:
+    """The records files read once, row by row, against the release's tables, the audit
+    and the source (see :class:`_RecordsPass`); cached on ``rel``."""
+    if "_record_rows" not in rel.__dict__:
+        out = _RecordRows(read=_rows_apply(rel))
+        try:
+            if out.read:
+                _RecordsPass(rel, out).run()
+        except _Unreadable as exc:
+            out.unreadable = str(exc)
+        rel.__dict__["_record_rows"] = out
+    found: _RecordRows = rel.__dict__["_record_rows"]
+    return found
+
+
+class _RecordsPass:
+    """One streaming pass over ``records.parquet`` (or a partitioned release's parts),
+    then ``records.csv``.
+
+    Every row must belong to exactly one published group or class. A group row's
+    ``level`` is ``group``, its ``unit`` null, its ``x``, ``y`` and point geometry
+    exactly its group's representative in ``groups.parquet``; a class row's ``level``
+    and ``unit`` are its class's in ``classes.parquet``, its ``x``, ``y`` and geometry
+    null. Per group and per class, the multiset of published (time bin, kept values)
+    tuples equals its members' in the audit (their ``time_bin``, and the source's
+    values of the kept columns at their ``source_row``, read as the published column's
+    type), compared by keyed 64-bit multiset hashes a column at a time and then whole
+    tuples; where a group or class holds synthetic records, every member's tuple is
+    published at least as often as the members hold it, and every other published
+    tuple is one of its members'. ``records.csv`` has the same columns (less
+    ``geometry``) and, row by row, the same values as ``records.parquet``, read with
+    the Parquet file's column types and compared a column at a time by keyed hashes
+    tied to the row number. Files are read in batches; nothing per row is kept beyond
+    a batch but the rows of groups and classes that hold synthetic records.
+    """
+
+    def __init__(self, rel: _Release, out: _RecordRows) -> None:
+        self.rel = rel
+        self.out = out
+        self.paths = _record_paths(rel)
+        if not self.paths[0].is_file():
+            raise _Unreadable("release/records.parquet is missing")
+        self.gids, self.cids = _published_ids(rel)
+        self.n_groups = self.gids.size
+        self.n_keys = self.gids.size + self.cids.size
+        _, self.gx, self.gy = _rep_arrays(rel)
+        classes = rel.classes
+        n_c = self.cids.size
+        lv = classes["level"].astype(str).tolist() if "level" in classes else [None] * n_c
+        un = classes["unit"].astype(str).tolist() if "unit" in classes else [None] * n_c
+        # each row's level and unit, as positions in these (classes': the key's)
+        self.level_look = pd.Index(sorted({"group", *map(str, lv)}))
+        self.level_code = np.asarray(
+            self.level_look.get_indexer(pd.Index(["group", *lv])), np.int64
+        )
+        self.unit_look = pd.Index(sorted(set(map(str, un))))
+        self.unit_code = np.asarray(self.unit_look.get_indexer(pd.Index(un)), np.int64).reshape(-1)
+        try:
+            self.schema = pq.read_schema(self.paths[0])
+        except (OSError, pa.ArrowException) as exc:
+            raise _Unreadable(
+                f"{self.paths[0].name} is unreadable ({type(exc).__name__})"
+            ) from None
+        self.names = [str(n) for n in self.schema.names]
+        #: text columns, read as dictionaries (each distinct text handled once)
+        text = (pa.types.is_string, pa.types.is_large_string)
+        self.text_columns = [f.name for f in self.schema if any(t(f.type) for t in text)]
+        lacking = [c for c in RECORD_FORMAT_COLUMNS[:6] if c not in self.names]
+        if lacking:
+            raise _Unreadable(f"records.parquet lacks columns {lacking}")
+        self.hasher = _RowHasher()
+        self.bins = _audit_time_bins(rel)
+        has_bins = "time_bin" in self.names
+        if has_bins and self.bins is None:
+            out.problems.append("records.parquet has time bins; the audit assigns none")
+        elif self.bins is not None and not has_bins:
+            out.problems.append("the audit assigns time bins; records.parquet has none")
+        self.with_bins = has_bins and self.bins is not None
+        self.bin_names = pa.array(
+            [] if self.bins is None else [str(v) for v in self.bins[1].tolist()],
+            type=pa.large_string(),
+        )
+        out.stride = len(self.bin_names) + 1
+        self.source_columns = self._source_columns()
+        self.compared = (["time_bin"] if self.with_bins else []) + list(self.source_columns)
+        out.compared = tuple(self.compared)
+        # per key, the multiset hash of each compared column, then of whole tuples
+        self.sums = np.zeros((len(self.compared) + 1, self.n_keys), dtype=np.uint64)
+        self.synthetic = np.zeros(self.n_keys, dtype=bool)
+        sg = _positions(self.gids, rel.syn_gid[rel.syn_gid >= 0])
+        sc = _positions(self.cids, rel.syn_cid[rel.syn_cid >= 0])
+        self.synthetic[sg[sg >= 0]] = True
+        self.synthetic[self.n_groups + sc[sc >= 0]] = True
+        self.syn_rows: list[NDArray[np.uint64]] = []
+        self.column_sums = dict.fromkeys((n for n in self.names if n not in _PARQUET_ONLY), 0)
+        self.per_group: list[pd.Series] = []
+        self.per_class: list[pd.Series] = []
+        self.cells: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
+        self.bad = dict.fromkeys(
+            ("both", "level", "unit", "xy", "class_xy", "geometry", "bbox"), 0
+        )  # fmt: skip
+
+    def _source_columns(self) -> dict[str, pa.Array]:
+        """The kept columns of the source, as the published columns' types (source order)."""
+        kept = [c for c in self.names if c not in RECORD_FORMAT_COLUMNS]
+        src = self.rel.source
+        if not kept or src.attributes is None or self.rel.source_rows is None:
+            return {}
+        found: dict[str, pa.Array] = {}
+        for c in kept:
+            t = self.schema.field(c).type
+            if c not in src.attributes.columns:
+                self.out.problems.append(f"records.parquet column {c!r} is no source column")
+                continue
+            arr = _as_type(src.attributes[c], t, text=src.attributes_text)
+            if arr is None:
+                self.out.problems.append(f"the source's {c!r} does not read as {t}")
+                continue
+            found[c] = arr
+        return found
+
+    def run(self) -> None:
+        start = 0
+        for path in self.paths:
+            try:
+                pf = pq.ParquetFile(path, read_dictionary=self.text_columns or None)
+                if [str(n) for n in pf.schema_arrow.names] != self.names:
+                    self.out.problems.append(f"{path.name} has other columns than the first part")
+                    continue
+                batches = pf.iter_batches(batch_size=_reader._SCAN_ROWS, use_threads=True)
+                with contextlib.closing(_read_ahead(batches)) as ahead:
+                    for batch in ahead:
+                        self._batch(batch, start)
+                        start += batch.num_rows
+            except (OSError, pa.ArrowException) as exc:
+                raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+        out = self.out
+        out.rows = start
+        out.per_group = _summed(self.per_group)
+        out.per_class = _summed(self.per_class)
+        if self.cells:
+            cell = np.concatenate([c for c, _ in self.cells])
+            rows = np.concatenate([r for _, r in self.cells])
+            order = np.argsort(cell, kind="stable")
+            cell, rows = cell[order], rows[order]
+            first = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+            out.cells = cell[first]
+            out.cell_rows = np.add.reduceat(rows, first).astype(np.int64)
+        said = {
+            "both": "rows name both a group and a class",
+            "level": "rows publish a level other than their group's or class's",
+            "unit": "rows publish a unit other than their class's (null for a group row)",
+            "xy": "group rows publish an x, y other than their group's representative",
+            "class_xy": "class rows publish an x, y (a class has no representative)",
+            "bbox": "rows publish a bbox other than their point's (null for a class row)",
+            "geometry": "rows publish a geometry other than their group's representative "
+            "point (null for a class row)",
+        }
+        for what, n in self.bad.items():
+            if n:
+                out.problems.append(f"{n} records.parquet {said[what]}")
+        if out.orphans - self.bad["both"] > 0:
+            out.problems.append(
+                f"{out.orphans - self.bad['both']} records.parquet rows belong to no "
+                "published group or class"
+            )
+        if self.compared:
+            self._members()
+        if self.paths == [self.rel.rel / "records.parquet"]:
+            self._csv(start)
+
+    def _batch(self, batch: pa.RecordBatch, start: int) -> None:
+        import pyarrow.compute as pc
+
+        out = self.out
+        n = batch.num_rows
+        col = dict(zip(self.names, batch.columns, strict=True))
+        g = _arrow_ids(col["group_id"], "records group_id")
+        c = _arrow_ids(col["class_id"], "records class_id")
+        self.per_group.append(_value_counts(g[g >= 0]))
+        self.per_class.append(_value_counts(c[c >= 0]))
+        both = (g >= 0) & (c >= 0)
+        key = np.where(g >= 0, _positions(self.gids, g), -1)
+        at_c = (g < 0) & (c >= 0)
+        cpos = _positions(self.cids, c)
+        key[at_c] = np.where(cpos[at_c] >= 0, self.n_groups + cpos[at_c], -1)
+        key[both] = -1
+        self.bad["both"] += int(np.count_nonzero(both))
+        known = key >= 0
+        out.orphans += int(np.count_nonzero(~known))
+        is_g = known & (key < self.n_groups)
+        is_c = known & ~is_g
+        # level and unit
+        want = self.level_code[np.where(is_c, key - self.n_groups + 1, 0)]
+        got = _text_positions(col["level"], self.level_look)
+        self.bad["level"] += int(np.count_nonzero(known & (got != want)))
+        if self.unit_code.size:
+            want = np.where(is_c, self.unit_code[np.where(is_c, key - self.n_groups, 0)], -2)
+        else:
+            want = np.full(n, -2, dtype=np.int64)
+        got = _text_positions(col["unit"], self.unit_look)
+        self.bad["unit"] += int(np.count_nonzero(known & (got != want)))
+        # the representative, as x, y and as the geometry
+        gi = np.where(is_g, key, 0)
+        rx, ry = (self.gx[gi], self.gy[gi]) if self.n_groups else (np.zeros(n), np.zeros(n))
+        xs, ys = _float_column(col["x"]), _float_column(col["y"])
+        if xs is None or ys is None:
+            self.bad["xy"] += int(np.count_nonzero(is_g))
+        else:
+            self.bad["xy"] += int(np.count_nonzero(is_g & ~((xs == rx) & (ys == ry))))
+            self.bad["class_xy"] += int(np.count_nonzero(is_c & ~(np.isnan(xs) & np.isnan(ys))))
+        if "bbox" in col:
+            self.bad["bbox"] += int(np.count_nonzero(known & ~_bbox_ok(col["bbox"], is_g, rx, ry)))
+        if "geometry" in col:
+            wx, wy = _wkb_xy(col["geometry"])
+            if wx.size != n:
+                self.bad["geometry"] += int(np.count_nonzero(known))
+            else:
+                ok = np.where(is_g, (wx == rx) & (wy == ry), np.isnan(wx) & np.isnan(wy))
+                self.bad["geometry"] += int(np.count_nonzero(known & ~ok))
+        # every column, tied to the row numbers (records.csv must hold the same)
+        hashes: dict[str, NDArray[np.uint64]] = {}
+        at = self.hasher.positions(start, n)
+        for name in self.column_sums:
+            h = hashes[name] = self.hasher.values(col[name])
+            self.column_sums[name] += _sum_u64(self.hasher.at(h, at))
+        # per group and class: the multisets of the compared columns and tuples
+        if self.compared:
+            parts = [hashes[name] for name in self.compared]
+            whole = self.hasher.rows(parts, n)
+            for j, h in enumerate([*parts, whole]):
+                self.sums[j] += _sums_per(key, h, self.n_keys)
+            syn = known & self.synthetic[np.where(known, key, 0)]
+            if syn.any():
+                self.syn_rows.append(self.hasher.keyed(whole[syn], key[syn]))
+        # the (group or class, time bin) cells
+        code = np.zeros(n, dtype=np.int64)
+        if self.with_bins:
+            tb = pc.index_in(pc.cast(col["time_bin"], pa.large_string()), value_set=self.bin_names)
+            code = np.asarray(tb.fill_null(out.stride - 1).to_numpy(zero_copy_only=False), np.int64)
+        cell = key[known] * np.int64(out.stride) + code[known]
+        if cell.size:
+            if not (cell[1:] >= cell[:-1]).all():  # rows come sorted: runs, unless not
+                cell = np.sort(cell)
+            self.cells.append(_runs(cell))
+
+    def _members(self) -> None:
+        """The members' tuples, from the audit and the source, against the published ones."""
+        rel, out, hasher = self.rel, self.out, self.hasher
+        keys = _audit_keys(rel)
+        rows = rel.source_rows
+        bin_hash = codes = None
+        if self.with_bins and self.bins is not None:
+            codes = self.bins[0]
+            bin_hash = hasher.values(pa.array([str(v) for v in self.bins[1].tolist()]))
+        sums = np.zeros_like(self.sums)
+        syn_members: list[NDArray[np.uint64]] = []
+        for a in range(0, keys.size, _MEMBER_ROWS):
+            kk = keys[a : a + _MEMBER_ROWS]
+            parts = []
+            for name in self.compared:
+                if name == "time_bin" and bin_hash is not None and codes is not None:
+                    parts.append(bin_hash[codes[a : a + kk.size]])
+                elif rows is not None:
+                    at = pa.array(rows[a : a + kk.size])
+                    parts.append(hasher.values(self.source_columns[name].take(at)))
+            whole = hasher.rows(parts, kk.size)
+            for j, h in enumerate([*parts, whole]):
+                sums[j] += _sums_per(kk, h, self.n_keys)
+            syn = (kk >= 0) & self.synthetic[np.where(kk >= 0, kk, 0)]
+            if syn.any():
+                syn_members.append(hasher.keyed(whole[syn], kk[syn]))
+        plain = ~self.synthetic
+        n_groups = self.n_groups
+        for j, name in enumerate([*self.compared, ""]):
+            differ = plain & (sums[j] != self.sums[j])
+            if not differ.any():
+                continue
+            ng = int(np.count_nonzero(differ[:n_groups]))
+            nc = int(np.count_nonzero(differ[n_groups:]))
+            if name == "time_bin":
+                what = "time bins other than their members' (the audit's)"
+            elif name:
+                what = f"{name!r} values other than their members' (the source's)"
+            else:
+                what = f"({', '.join(self.compared)}) tuples other than their members'"
+            out.problems.append(f"{ng} groups and {nc} classes publish {what}")
+            if name:  # a column that differs: the combinations differ too, said once
+                break
+        if syn_members or self.syn_rows:
+            published = np.sort(np.concatenate(self.syn_rows or [np.zeros(0, np.uint64)]))
+            members = np.sort(np.concatenate(syn_members or [np.zeros(0, np.uint64)]))
+            pv, p_count = _runs(published)
+            mv, m_count = _runs(members)
+            short = np.ones(mv.size, dtype=bool)
+            if mv.size and pv.size:
+                at = np.minimum(np.searchsorted(pv, mv), pv.size - 1)
+                short = (pv[at] != mv) | (p_count[at] < m_count)
+            n_bad = int(np.count_nonzero(short)) + int(np.count_nonzero(~_in_sorted(mv, pv)))
+            if n_bad:
+                out.problems.append(
+                    f"{n_bad} (time bin, kept values) tuples of groups or classes with "
+                    "synthetic records are not their members' (a stand-in copies a member's)"
+                )
+
+    def _csv(self, n_rows: int) -> None:
+        """``records.csv`` against ``records.parquet``, column by column and row by row."""
+        out = self.out
+        path = self.rel.rel / "records.csv"
+        if not path.is_file():
+            out.problems.append("release/records.csv is missing")
+            return
+        want = [n for n in self.names if n not in _PARQUET_ONLY]
+        types = {n: self.schema.field(n).type for n in want}
+        text = {n: pa.dictionary(pa.int32(), pa.string()) for n in self.text_columns}
+        ints = [n for n, t in types.items() if pa.types.is_integer(t)]
+        try:
+            try:
+                read = self._csv_sums(path, {**types, **text}, [])
+            except pa.ArrowInvalid:  # an integer written as a float (3.0): as text, then cast
+                as_text = dict.fromkeys(ints, pa.string())
+                read = self._csv_sums(path, {**types, **text, **as_text}, ints)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            out.problems.append(
+                f"records.csv does not read with records.parquet's column types "
+                f"({type(exc).__name__})"
+            )
+            return
+        header, sums, rows = read
+        if header != want:
+            extra = sorted(set(header) - set(want))
+            lacks = sorted(set(want) - set(header))
+            out.problems.append(
+                "records.csv has other columns than records.parquet"
+                + (f" (extra {extra})" if extra else "")
+                + (f" (lacking {lacks})" if lacks else "")
+                + ("" if extra or lacks else " (in another order)")
+            )
+            return
+        self.rel.csv_rows.setdefault(path, rows)
+        if rows != n_rows:
+            out.problems.append(f"records.csv has {rows} rows, records.parquet {n_rows}")
+            return
+        mask = (1 << 64) - 1
+        differ = [n for n in want if (sums[n] - self.column_sums[n]) & mask]
+        if differ:
+            out.problems.append(
+                f"records.csv differs from records.parquet in column(s) {', '.join(differ)}"
+            )
+
+    def _csv_sums(
+        self, path: Path, types: dict[str, pa.DataType], cast: list[str]
+    ) -> tuple[list[str], dict[str, int], int]:
+        """(header, per column the sum of its values' hashes tied to their rows, rows);
+        the ``cast`` columns are read as text and cast to their Parquet type. Nothing is
+        read past a header that is not ``records.parquet``'s."""
+        import pyarrow.csv as pacsv
+
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=_reader._CSV_BLOCK),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+        with reader:
+            header = [str(n) for n in reader.schema.names]
+            sums = dict.fromkeys(header, 0)
+            start = 0
+            if header != [n for n in self.names if n not in _PARQUET_ONLY]:
+                return header, sums, start
+            parquet_types = {n: self.schema.field(n).type for n in header}
+            for batch in reader:
+                at = self.hasher.positions(start, batch.num_rows)
+                for name, c in zip(header, batch.columns, strict=True):
+                    c = _csv_column(c, parquet_types[name]) if name in cast else c
+                    sums[name] += _sum_u64(self.hasher.at(self.hasher.values(c), at))
+                start += batch.num_rows
+        return header, sums, start
+
+
+def _bbox_ok(
+    col: pa.Array, is_g: NDArray[np.bool_], rx: NDArray[np.float64], ry: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """Per row: a group row's GeoParquet ``bbox`` is its representative's point box, a
+    class row's is null (or all NaN)."""
+    n = len(col)
+    fields = ("xmin", "ymin", "xmax", "ymax")
+    if not pa.types.is_struct(col.type) or any(col.type.get_field_index(f) < 0 for f in fields):
+        return np.zeros(n, dtype=bool)
+    xmin, ymin, xmax, ymax = (_float_column(col.field(f)) for f in fields)
+    if xmin is None or ymin is None or xmax is None or ymax is None:
+        return np.zeros(n, dtype=bool)
+    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    point = valid & (xmin == rx) & (xmax == rx) & (ymin == ry) & (ymax == ry)
+    empty = ~valid | (np.isnan(xmin) & np.isnan(ymin) & np.isnan(xmax) & np.isnan(ymax))
+    return np.where(is_g, point, empty)
+
+
+def _summed(parts: list[pd.Series]) -> pd.Series:
+    """The per-id counts of the batches, added up (int64 index, sorted)."""
+    if not parts:
+        return pd.Series(np.zeros(0, dtype=np.int64), index=pd.Index([], dtype=np.int64))
+    both = pd.concat(parts)
+    return both.groupby(level=0).sum().astype(np.int64).sort_index()

@@ -1,0 +1,188 @@
+"""The fast paths of issue 18 compute what the slow ones did, without the slow steps.
+
+Subject ids: integer ids are factorised by a table and hashed from their decimal text
+in a compiled kernel (the keys are pandas' ``hash_array`` of the ids' text, bit for
+bit); distinct subjects are counted by a table, not by ``np.unique``; the grouping's
+member lists are built by a counting sort; the report's group diameters and
+displacements are compiled. Each test blocks the slow step it replaces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from geokanon.classify import cap_verdict, unit_table
+from geokanon.io import table_from_frame
+from geokanon.policy import OutlierPolicy
+
+
+def _pandas_text_hashes(values: np.ndarray) -> np.ndarray:
+    return pd.util.hash_array(np.asarray([str(v) for v in values.tolist()], dtype=object))
+
+
+def test_text_hashes_are_pandas_hash_array_of_the_text():
+    from geokanon.mask import text_hashes
+
+    rng = np.random.default_rng(0)
+    ints = np.r_[
+        rng.integers(-(2**63), 2**63 - 1, 2000, dtype=np.int64),
+        [0, -1, 9, 10, -10, 2**63 - 1, -(2**63), 12345678, 123456789012345678],
+    ]
+    assert np.array_equal(text_hashes(ints), _pandas_text_hashes(ints))
+    small = np.arange(-300, 300, dtype=np.int16)
+    assert np.array_equal(text_hashes(small), _pandas_text_hashes(small))
+    big = rng.integers(2**63, 2**64 - 1, 500, dtype=np.uint64)
+    assert np.array_equal(text_hashes(big), _pandas_text_hashes(big))
+    texts = np.array(
+        ["", "a", "abcdefg", "abcdefgh", "abcdefghi", "p001", "ümlaut", "日本語", "x" * 70, "😀"],
+        dtype=object,
+    )
+    assert np.array_equal(text_hashes(texts), pd.util.hash_array(texts))
+    floats = np.array([1.0, 2.5, -0.0])
+    assert np.array_equal(text_hashes(floats), _pandas_text_hashes(floats))
+
+
+def _frame(subjects: np.ndarray) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    n = subjects.size
+    return pd.DataFrame(
+        {"x": 155_000 + rng.uniform(0, 3000, n), "y": 463_000 + rng.uniform(0, 3000, n),
+         "s": subjects}
+    )  # fmt: skip
+
+
+def test_integer_subject_ids_are_keyed_without_pandas_hashing(monkeypatch):
+    ids = np.random.default_rng(2).integers(-(10**12), 10**12, 3000)
+    ids[::3] = ids[1::3][: ids[::3].size]  # repeated ids
+    want_codes = np.unique(ids, return_inverse=True)[1]
+    want_keys = _pandas_text_hashes(ids)
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("hashed one Python string per id")
+
+    monkeypatch.setattr(pd.util, "hash_array", refuse)
+    monkeypatch.setattr(pd, "factorize", refuse)
+    t = table_from_frame(_frame(ids), subject="s", crs="EPSG:28992")
+    assert np.array_equal(t.subjects, want_codes)
+    assert t.subject_keys is not None and np.array_equal(t.subject_keys, want_keys)
+    assert t.n_subjects == np.unique(ids).size
+
+
+@pytest.mark.filterwarnings("ignore:.*differ from another only by case")
+def test_text_subject_ids_keep_their_keys():
+    ids = np.array([" P001", "p001", "B", "b ", "c"] * 20, dtype=object)
+    t = table_from_frame(_frame(ids), subject="s", crs="EPSG:28992")
+    texts = np.array(["b", "c", "p001"], dtype=object)  # normalised, sorted
+    assert t.subject_keys is not None
+    assert np.array_equal(t.subject_keys, pd.util.hash_array(texts)[t.subjects])
+    assert t.n_subjects == 3
+
+
+def test_distinct_subjects_are_counted_without_unique(monkeypatch):
+    rng = np.random.default_rng(3)
+    n = 5000
+    subjects = rng.integers(0, 1500, n)
+    sup = rng.random(n) < 0.1
+    want = (np.unique(subjects).size, np.unique(subjects[sup]).size)
+    units = unit_table(sup, np.zeros(n, dtype=np.int64), np.array(["u"], dtype=object), subjects)
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("np.unique over every record")
+
+    monkeypatch.setattr(np, "unique", refuse)
+    v = cap_verdict(sup, sup, units, OutlierPolicy(k=5, r_max_m=100.0), subjects, warn=False)
+    assert (v.subjects, v.suppressed_subjects) == want
+    from geokanon.neighbours import count_distinct
+
+    sparse = rng.integers(-(2**62), 2**62, 1000)
+    monkeypatch.undo()
+    assert count_distinct(sparse) == np.unique(sparse).size
+    assert count_distinct(np.zeros(0, dtype=np.int64)) == 0
+
+
+def test_integer_codes_are_unique_inverse():
+    from geokanon.neighbours import integer_codes
+
+    rng = np.random.default_rng(4)
+    for arr in (
+        rng.integers(0, 50, 400),
+        rng.integers(-(2**62), 2**62, 400),
+        rng.integers(0, 2**64 - 1, 400, dtype=np.uint64),
+        np.array([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64),
+        np.array([-128, 127, 0, 127], dtype=np.int8),
+    ):
+        codes, values = integer_codes(arr)
+        u, inv = np.unique(arr, return_inverse=True)
+        assert np.array_equal(codes, inv) and np.array_equal(values, u)
+        assert values.dtype == arr.dtype
+
+
+def test_members_are_listed_by_a_counting_sort(monkeypatch):
+    from geokanon import grouping
+
+    rng = np.random.default_rng(5)
+    atom_group = rng.integers(-1, 40, 3000).astype(np.int64)
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("sorted the atoms by group")
+
+    monkeypatch.setattr(grouping, "stable_argsort", refuse)
+    members = grouping._Members(atom_group, 40)
+    for g in range(40):
+        assert members.get(g) == np.flatnonzero(atom_group == g).tolist()
+    assert members.get(40) == []
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_report_diameters_and_displacements_are_exact(big):
+    from geokanon.report.html import _displacements, _group_diameters
+
+    rng = np.random.default_rng(6)
+    n, ng = 600, 90
+    gid = rng.integers(-1, ng, n).astype(np.int64)
+    if big:
+        gid[:200] = 0  # one group past the all-pairs size: its convex hull
+    x = rng.normal(0, 500, n)
+    y = rng.normal(0, 500, n)
+    got = _group_diameters(gid, x, y, ng)
+    for g in range(ng):
+        m = np.flatnonzero(gid == g)
+        d = np.hypot(x[m, None] - x[m], y[m, None] - y[m]).max() if m.size > 1 else 0.0
+        assert got[g] == pytest.approx(d, rel=1e-12, abs=0)
+    pub = np.arange(0, ng, 2, dtype=np.int64)
+    gx, gy = rng.normal(0, 500, pub.size), rng.normal(0, 500, pub.size)
+    disp = _displacements(gid, x, y, gx, gy, pub, ng)
+    pos = {int(g): i for i, g in enumerate(pub)}
+    for r in range(n):
+        i = pos.get(int(gid[r]))
+        if i is None:
+            assert np.isnan(disp[r])
+        else:
+            dx, dy = x[r] - gx[i], y[r] - gy[i]
+            assert disp[r] == np.sqrt(dx * dx + dy * dy)
+
+
+def test_majority_units_without_a_sort_of_every_record(monkeypatch):
+    from geokanon.disposal import group_units
+
+    rng = np.random.default_rng(7)
+    n, ng, nu = 4000, 300, 6
+    g = rng.integers(-1, ng, n)
+    u = rng.integers(0, nu, n)
+    names = np.array(["f", "b", "e", "a", "d", "c"], dtype=object)
+    want = np.zeros(ng, dtype=np.int64)
+    rank = np.argsort(np.argsort(names.astype(str)))
+    for grp in range(ng):
+        m = u[g == grp]
+        if m.size:
+            counts = np.bincount(m, minlength=nu)
+            top = np.flatnonzero(counts == counts.max())
+            want[grp] = top[np.argmin(rank[top])]  # a tie: the first unit id in sort order
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("np.unique over every record")
+
+    monkeypatch.setattr(np, "unique", refuse)
+    assert np.array_equal(group_units(g, u, ng, names), want)

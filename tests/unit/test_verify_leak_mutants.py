@@ -1,0 +1,262 @@
+"""``no_leak`` and ``report_safety`` against mutants of a real release (issue 17, item 2).
+
+One small real release of the Amersfoort dwellings (whole-metre coordinates, short
+subject ids) is built per module; every mutant is a copy with one planted value and the
+manifest's checksums recomputed, so only the semantic checks can catch it. The source's
+values are judged whatever their form: a whole-number coordinate, a subject id of two or
+three characters, a number written as a word.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from geokanon.cli import main
+from geokanon.verify import verify_release
+from tests.conftest import data_file
+from tests.release_fixtures import refresh_manifest
+
+RELEASE_ARGS = [
+    "--k", "5", "--r-max", "300", "--unit", "gm_code", "--crs", "EPSG:28992",
+    "--subject", "subject", "--keep", "consumption,unemployed",
+]  # fmt: skip
+
+
+def _dwellings(n: int) -> pd.DataFrame:
+    frame = pd.read_csv(data_file("sdcspatial_dwellings", "dwellings.csv"))
+    # Barneveld's 3 dwellings would breach the unit cap on their own
+    frame = frame[frame["gm_code"] != "GM0203"].iloc[:n].drop(columns=["point_id"])
+    return frame.reset_index(drop=True)
+
+
+def _release(tmp: Path, frame: pd.DataFrame, name: str) -> tuple[Path, Path]:
+    src = tmp / f"{name}.csv"
+    frame.to_csv(src, index=False)
+    out = tmp / name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["release", str(src), *RELEASE_ARGS, "--out", str(out)])
+    assert code == 0
+    return src, out
+
+
+@pytest.fixture(scope="module")
+def short_ids(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, pd.DataFrame]:
+    """1,200 dwellings, two per subject, ids of two or three characters (``a0`` .. ``x22``)."""
+    frame = _dwellings(1200)
+    j = np.arange(len(frame)) // 2
+    frame["subject"] = [f"{chr(97 + v % 26)}{v // 26}" for v in j.tolist()]
+    assert frame["subject"].str.len().max() <= 3
+    src, out = _release(tmp_path_factory.mktemp("leak"), frame, "short")
+    return src, out, frame
+
+
+def _verify(root: Path, src: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["verify", str(root), "--source", str(src)])
+    return code, capsys.readouterr().out
+
+
+def _failed(out: str) -> set[str]:
+    return set(re.findall(r"^FAIL (\w+)", out, flags=re.M))
+
+
+def _detail(out: str, check: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(f"FAIL {check} "))
+
+
+def _mutant(short_ids: tuple[Path, Path, pd.DataFrame], tmp_path: Path) -> Path:
+    root = tmp_path / "mutant"
+    shutil.copytree(short_ids[1], root)
+    return root
+
+
+def _edit_records(root: Path, change: Callable[[pd.DataFrame], pd.DataFrame]) -> None:
+    """Apply ``change`` to both records files alike (they keep holding the same rows)."""
+    rel = root / "release"
+    table = pq.read_table(rel / "records.parquet")
+    frame = change(table.to_pandas())
+    geometry = frame.pop("geometry") if "geometry" in frame else None
+    out = pa.Table.from_pandas(frame, preserve_index=False)
+    if geometry is not None:
+        out = out.append_column("geometry", pa.array(geometry.tolist(), type=pa.binary()))
+    pq.write_table(out.replace_schema_metadata(table.schema.metadata), rel / "records.parquet")
+    csv = pd.read_csv(rel / "records.csv", dtype=str, keep_default_na=False)
+    change(csv).to_csv(rel / "records.csv", index=False)
+    refresh_manifest(root)
+
+
+def _append_text(root: Path, name: str, text: str) -> None:
+    path = root / "release" / name
+    body = path.read_text(encoding="utf-8")
+    if name.endswith(".html"):
+        body = body.replace("</body>", f"<p>{text}</p></body>")
+    else:
+        body += f"\n{text}\n"
+    path.write_text(body, encoding="utf-8")
+    refresh_manifest(root)
+
+
+def _whole_coordinate(frame: pd.DataFrame) -> int:
+    """A source x that is a whole number and occurs once (the dwellings use whole metres)."""
+    counts = frame["x"].value_counts()
+    x = int(counts.index[counts == 1][0])
+    assert float(x) in set(frame["x"].astype(float))
+    return x
+
+
+def test_the_valid_release_verifies(short_ids, capsys) -> None:
+    src, out, _ = short_ids
+    code, text = _verify(out, src, capsys)
+    assert code == 0, text
+
+
+# ---- a whole-number source coordinate ------------------------------------------------
+
+
+def test_whole_number_coordinate_in_a_kept_column_fails_no_leak(short_ids, tmp_path, capsys):
+    src, _, frame = short_ids
+    root = _mutant(short_ids, tmp_path)
+    x = _whole_coordinate(frame)
+
+    def plant(f: pd.DataFrame) -> pd.DataFrame:
+        as_float = f["consumption"].dtype.kind == "f"
+        f.loc[f.index[0], "consumption"] = float(x) if as_float else str(x)
+        return f
+
+    _edit_records(root, plant)
+    code, out = _verify(root, src, capsys)
+    assert code == 4, out
+    assert "no_leak" in _failed(out), out
+    assert "consumption" in _detail(out, "no_leak")
+    assert str(x) not in out  # the message never quotes the value
+
+
+@pytest.mark.parametrize("name", ["RELEASE_NOTES.md", "report.html"])
+def test_whole_number_coordinate_in_the_prose_fails_no_leak(short_ids, tmp_path, capsys, name):
+    src, _, frame = short_ids
+    root = _mutant(short_ids, tmp_path)
+    x = _whole_coordinate(frame)
+    _append_text(root, name, f"The most isolated dwelling stands at easting {x}.")
+    code, out = _verify(root, src, capsys)
+    assert code == 4, out
+    assert "no_leak" in _failed(out), out
+    assert name in _detail(out, "no_leak")
+    assert str(x) not in out
+
+
+# ---- short subject ids ---------------------------------------------------------------
+
+
+def test_short_subject_id_in_another_column_fails_no_leak(short_ids, tmp_path, capsys):
+    src, _, frame = short_ids
+    root = _mutant(short_ids, tmp_path)
+    sid = str(frame["subject"].iloc[7])
+    assert len(sid) < 4
+
+    def plant(f: pd.DataFrame) -> pd.DataFrame:
+        f["ref"] = ""
+        f.loc[f.index[3], "ref"] = sid
+        return f
+
+    _edit_records(root, plant)
+    code, out = _verify(root, src, capsys)
+    assert code == 4, out
+    assert "no_leak" in _failed(out), out
+    assert "'ref'" in _detail(out, "no_leak") and "subject ids" in _detail(out, "no_leak")
+
+
+@pytest.mark.parametrize("name", ["RELEASE_NOTES.md", "report.html"])
+def test_short_subject_id_in_the_prose_fails_no_leak(short_ids, tmp_path, capsys, name):
+    src, _, frame = short_ids
+    root = _mutant(short_ids, tmp_path)
+    sid = str(frame["subject"].iloc[11])
+    _append_text(root, name, f"The record of {sid} moved the farthest.")
+    code, out = _verify(root, src, capsys)
+    assert code == 4, out
+    assert "no_leak" in _failed(out), out
+    assert name in _detail(out, "no_leak") and "subject ids" in _detail(out, "no_leak")
+
+
+# ---- numbers written as words --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["RELEASE_NOTES.md", "report.html"])
+def test_suppressed_figure_in_words_fails_report_safety(short_ids, tmp_path, capsys, name):
+    src, _, _ = short_ids
+    root = _mutant(short_ids, tmp_path)
+    _append_text(root, name, "In the smallest town two dwellings were suppressed.")
+    code, out = _verify(root, src, capsys)
+    assert code == 4, out
+    assert "report_safety" in _failed(out), out
+
+
+def test_a_number_word_in_the_prose_is_judged_like_its_digits_by_holes(short_ids, tmp_path):
+    src, out, _ = short_ids
+    words = {13: "Thirteen", 17: "Seventeen", 23: "Twenty-three", 37: "Thirty-seven"}
+    # a figure the release does not publish: its digits fail holes
+    value = None
+    for v in words:
+        root = tmp_path / f"digits{v}"
+        shutil.copytree(out, root)
+        _append_text(root, "RELEASE_NOTES.md", f"{v} dwellings stood apart from the rest.")
+        if not verify_release(root, source=src, checks=["holes"]).passed:
+            value = v
+            break
+    assert value is not None
+    root = _mutant((src, out, pd.DataFrame()), tmp_path)
+    _append_text(root, "RELEASE_NOTES.md", f"{words[value]} dwellings stood apart from the rest.")
+    report = verify_release(root, source=src, checks=["holes"])
+    assert not report.passed
+    assert "RELEASE_NOTES.md" in report.checks[0].detail
+
+
+# ---- the false alarm: subject ids 1..6000 --------------------------------------------
+
+
+def test_a_register_whose_subject_ids_are_the_integers_releases_and_verifies(tmp_path, capsys):
+    frame = _dwellings(6000)
+    frame["subject"] = np.arange(1, len(frame) + 1)
+    src, out = _release(tmp_path, frame, "ints")
+    code, text = _verify(out, src, capsys)
+    assert code == 0, text
+    # and a subject id planted where no figure of the release holds it is still found
+    root = tmp_path / "planted"
+    shutil.copytree(out, root)
+    _append_text(root, "RELEASE_NOTES.md", "The first record came from subject 4321.")
+    code, text = _verify(root, src, capsys)
+    assert code == 4 and "no_leak" in _failed(text), text
+
+
+# ---- a kept column that copies the subject ids ---------------------------------------
+
+
+def test_a_kept_column_that_copies_short_subject_ids_fails_no_leak(short_ids, tmp_path, capsys):
+    """A source column holding each record's own subject id is no attribute: keeping it
+    publishes the ids, however short (on d39bb7f ids under 4 characters went through).
+    The writer's own run holds no raw ids (the table has subject codes only), so it is
+    ``verify --source`` that sees it."""
+    _, _, frame = short_ids
+    frame = frame.assign(owner=frame["subject"])
+    src = tmp_path / "owner.csv"
+    frame.to_csv(src, index=False)
+    args = [a if a != "consumption,unemployed" else "consumption,owner" for a in RELEASE_ARGS]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["release", str(src), *args, "--out", str(tmp_path / "out")]) == 0
+    code, out = _verify(tmp_path / "out", src, capsys)
+    assert code == 4, out
+    assert _failed(out) == {"no_leak"}, out
+    assert "'owner'" in _detail(out, "no_leak") and "subject ids" in _detail(out, "no_leak")
