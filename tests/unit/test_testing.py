@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -88,14 +89,18 @@ def test_k_anonymous_without_the_audit_checks_published_sizes(valid):
 
 
 def test_group_extents_names_the_group_and_the_metres(tmp_path):
-    # record 0 moved to 101.5 m west of the representative's x: 103.13 m away, 3.13 m over
-    w = write_release(tmp_path / "out", minimal_scene().set("x", 0, 918.5))
+    # record 0 moved west, beyond r_max of its group's representative (the rule's point)
+    scene = minimal_scene().set("x", 0, 918.5)
+    w = write_release(tmp_path / "out", scene)
+    rx, ry = scene.reps[0]
+    over = math.hypot(scene.x[0] - rx, scene.y[0] - ry) - 100.0
+    assert over > 0.5
     with pytest.raises(AssertionError) as err:
         assert_group_extents(load_release(w.root), 100.0)
     msg = str(err.value)
     assert msg == (
         "1 of 2 groups have members beyond r_max=100 m of their representative: "
-        "group 0 by 3.13 m (1 member)"
+        f"group 0 by {over:.2f} m (1 member)"
     )
     no_secret(msg)
     # a tighter r_max: the published radius itself is too large, and members are beyond it
