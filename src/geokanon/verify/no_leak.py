@@ -111,6 +111,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
+from geokanon.published import GPKG_OWN_COLUMNS, GPKG_STYLE_COLUMNS
 from geokanon.verify import _reader
 from geokanon.verify._arrays import _distinct, _in_sorted, _indices, _isin, _np_bool, _sorted_finite
 from geokanon.verify._derived import _unit_rows
@@ -169,6 +170,14 @@ _STRUCTURAL = frozenset(
         "level",
         "unit",
     }
+)
+
+
+#: Column names the release format itself gives (its tables', release.gpkg's own and its
+#: ``layer_styles``' QGIS columns): never judged by their name, however a source column is
+#: called (a subject column named ``owner`` or an id column ``fid``); their values still are.
+_FORMAT_NAMES = frozenset(
+    n.lower() for n in (*_STRUCTURAL, "time_bin", "bbox", *GPKG_OWN_COLUMNS, *GPKG_STYLE_COLUMNS)
 )
 
 
@@ -521,7 +530,7 @@ def _secrets(rel: _Release) -> tuple[_Secrets, list[str]]:
     for col in (src.subject_column, src.time_column):
         if col:
             bad_names.add(col)
-    bad_names = {n.lower() for n in bad_names} - _STRUCTURAL
+    bad_names = {n.lower() for n in bad_names} - _FORMAT_NAMES
     scanned.append("row-number columns")
     spaced = tuple(s for s in src.subject_ids if _TOKEN_SPLIT.search(s))
     key_forms: tuple[str, ...] = ()
