@@ -2376,31 +2376,10 @@ def _improve(
                 continue
             h = c_h[pick]
             # a leaves g for h; b (if any) leaves h for g
-            _unlink(a, g, head, nxt, prv)
-            _link(a, h, head, nxt, prv)
-            atom_group[a] = h
-            sw[g] -= wa
-            sx[g] -= wa * ax[a]
-            sy[g] -= wa * ay[a]
-            sw[h] += wa
-            sx[h] += wa * ax[a]
-            sy[h] += wa * ay[a]
-            size[g] -= 1
-            size[h] += 1
+            _move_atom(a, g, h, head, nxt, prv, atom_group, aw, ax, ay, sw, sx, sy, size)
             b = c_b[pick]
             if b >= 0:
-                wb = aw[b]
-                _unlink(b, h, head, nxt, prv)
-                _link(b, g, head, nxt, prv)
-                atom_group[b] = g
-                sw[h] -= wb
-                sx[h] -= wb * ax[b]
-                sy[h] -= wb * ay[b]
-                sw[g] += wb
-                sx[g] += wb * ax[b]
-                sy[g] += wb * ay[b]
-                size[h] -= 1
-                size[g] += 1
+                _move_atom(b, h, g, head, nxt, prv, atom_group, aw, ax, ay, sw, sx, sy, size)
             cost[g] = c_g[pick]
             cost[h] = c_hh[pick]
             stamp[g] = sweep
@@ -2410,6 +2389,27 @@ def _improve(
         if made == 0:
             break
     return changes
+
+
+@nb.njit(cache=True)
+def _move_atom(a: int, g: int, h: int, head: NDArray[np.int64], nxt: NDArray[np.int64],
+               prv: NDArray[np.int64], atom_group: NDArray[np.int64], aw: NDArray[np.float64],
+               ax: NDArray[np.float64], ay: NDArray[np.float64], sw: NDArray[np.float64],
+               sx: NDArray[np.float64], sy: NDArray[np.float64],
+               size: NDArray[np.int64]) -> None:  # fmt: skip
+    """Atom ``a`` leaves group ``g`` for ``h``: its list links and the groups' sums."""
+    w = aw[a]
+    _unlink(a, g, head, nxt, prv)
+    _link(a, h, head, nxt, prv)
+    atom_group[a] = h
+    sw[g] -= w
+    sx[g] -= w * ax[a]
+    sy[g] -= w * ay[a]
+    sw[h] += w
+    sx[h] += w * ax[a]
+    sy[h] += w * ay[a]
+    size[g] -= 1
+    size[h] += 1
 
 
 @nb.njit(cache=True)
