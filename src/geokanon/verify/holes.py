@@ -868,7 +868,9 @@ def holes_summary(ranges: Sequence[HiddenRange], k: int, n_rows: int) -> str:
     )
 
 
-def check_holes(rel: _Release) -> CheckResult:
+def release_system_inputs(rel: _Release) -> dict[str, Any]:
+    """The arguments of :func:`_holes_system` a written release gives (its tables, unit
+    rows and records.parquet's row count), shared by ``holes`` and ``no_leak``."""
     path = rel.rel / "records.parquet"
     rows_n = None
     if path.is_file():
@@ -876,17 +878,23 @@ def check_holes(rel: _Release) -> CheckResult:
             rows_n = int(pq.ParquetFile(path).metadata.num_rows)
         except (OSError, pa.ArrowException):
             raise _Unreadable("records.parquet is unreadable") from None
+    return {
+        "k": rel.k,
+        "manifest": rel.manifest,
+        "rows": _unit_rows(rel),
+        "groups": rel.groups,
+        "classes": rel.classes,
+        "own_subjects": rel.own_subjects,
+        "record_bound": rel.n_audit,
+        "groups_by_majority_unit": "unit" in rel.groups.columns,
+        "records_rows": rows_n,
+    }
+
+
+def check_holes(rel: _Release) -> CheckResult:
     result = holes_check(
-        k=rel.k,
-        manifest=rel.manifest,
-        rows=_unit_rows(rel),
+        **release_system_inputs(rel),
         units_table=rel.units_table,
-        groups=rel.groups,
-        classes=rel.classes,
-        own_subjects=rel.own_subjects,
-        record_bound=rel.n_audit,
-        groups_by_majority_unit="unit" in rel.groups.columns,
-        records_rows=rows_n,
         notes=_text_file(rel.rel / "RELEASE_NOTES.md"),
         report=_text_file(rel.rel / "report.html"),
     )

@@ -114,7 +114,6 @@ from numpy.typing import NDArray
 from geokanon.published import GPKG_OWN_COLUMNS, GPKG_STYLE_COLUMNS
 from geokanon.verify import _reader
 from geokanon.verify._arrays import _distinct, _in_sorted, _indices, _isin, _np_bool, _sorted_finite
-from geokanon.verify._derived import _unit_rows
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -126,7 +125,7 @@ from geokanon.verify._reader import (
     _wallclock_seconds,
 )
 from geokanon.verify._results import CheckResult, _Unreadable
-from geokanon.verify.holes import _holes_system
+from geokanon.verify.holes import _holes_system, release_system_inputs
 
 # ---- no_leak ---------------------------------------------------------------------------
 #
@@ -618,21 +617,10 @@ def _published_values(rel: _Release) -> tuple[NDArray[np.float64], frozenset[str
         for col in ("x", "y"):
             parts.append(pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=np.float64))
     with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
-        path = rel.rel / "records.parquet"
-        rows_n = int(pq.ParquetFile(path).metadata.num_rows) if path.is_file() else None
-        if rows_n is not None:
-            known.add(float(rows_n))
-        _, pub = _holes_system(
-            k=rel.k,
-            manifest=rel.manifest,
-            rows=_unit_rows(rel),
-            groups=rel.groups,
-            classes=rel.classes,
-            own_subjects=rel.own_subjects,
-            record_bound=rel.n_audit,
-            groups_by_majority_unit="unit" in rel.groups.columns,
-            records_rows=rows_n,
-        )
+        inputs = release_system_inputs(rel)
+        if inputs["records_rows"] is not None:
+            known.add(float(inputs["records_rows"]))
+        _, pub = _holes_system(**inputs)
         known |= pub.known
         known.add(float(rel.n_audit))
     for t in texts:
