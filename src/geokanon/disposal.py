@@ -607,6 +607,7 @@ def run_core(
     gx, gy = grouping.rep_x, grouping.rep_y
     del grouping, active
     changed_any = True
+    last_left = last_by_time = 0  # records that left in the last pass, and because of time
     # The records the last classification ran over (pass 1: all of them).
     last_set = np.ones(n, dtype=bool)
     # Per pass from the second: the records whose label changed and their earlier label
@@ -623,20 +624,43 @@ def run_core(
         removed = last_set & ~kept_mask
         if (kept_mask & ~last_set).any():
             removed = np.ones(n, dtype=bool)  # never happens: groups only lose records
-        if removed.any():
-            redo, context = _near_removed(xa, ya, kept, np.flatnonzero(removed), policy)
-            ctx = kept[context]
-            say(f"classify pass {number} ({int(redo.sum()):,} of {kept.size:,} records)")
+        # The pass's classification runs on what remains, to its own end: a record that
+        # leaves (generalise/suppress) is gone for its neighbours in the same pass, so a
+        # cascade (records that had just k-1 others within r_max and t_max, one after
+        # another) is followed to its end in one pass instead of one ring per pass.
+        # Removal only raises the ratios, so the rounds are monotone and end.
+        alive = np.ones(kept.size, dtype=bool)  # over kept: not left in this pass
+        by_time = np.zeros(kept.size, dtype=bool)  # left in this pass because of time
+        gone = np.flatnonzero(removed)  # records that left since the last classification
+        del removed
+        rounds = 0
+        while gone.size:
+            rounds += 1
+            here = np.flatnonzero(alive)
+            redo, context = _near_removed(xa, ya, kept[here], gone, policy)
+            ctx = kept[here[context]]
+            tail = "" if rounds == 1 else f", round {rounds}"
+            say(f"classify pass {number} ({int(redo.sum()):,} of {here.size:,} records{tail})")
+            at = here[redo]
             if _distinct_at_least(subj[ctx], policy.k):
                 cls = classify_(
                     xa[ctx], ya[ctx], policy,
                     subjects=None if subjects is None else subj[ctx],
                     times=None if ta is None else ta[ctx],
                 )  # fmt: skip
-                labels[redo] = cls.labels[redo[context]]
+                labels[at] = cls.labels[redo[context]]
+                if cls.space_labels is not None:
+                    by_time[at] = cls.space_labels[redo[context]] <= Label.MERGE
             else:
-                labels[redo] = Label.SUPPRESS
+                labels[at] = Label.SUPPRESS
+            leave = at[labels[at] > Label.MERGE]
+            alive[leave] = False
+            gone = kept[leave].astype(np.int64)
+        del alive, gone
+        # What this classification ran over, without the records it let go (their
+        # neighbours' labels already account for their leaving).
         last_set = kept_mask
+        last_set[kept[labels > Label.MERGE]] = False
         flips = labels != final_labels[kept]
         changed = int(flips.sum())
         undo.append((kept[flips], final_labels[kept[flips]].copy()))
@@ -654,6 +678,9 @@ def run_core(
             changed_any = False
             break
         leaving = labels > Label.MERGE
+        last_left = int(leaving.sum())
+        last_by_time = int((leaving & by_time).sum())
+        del by_time
         if not leaving.any():
             continue  # only ok/merge flips: the next pass confirms the same labels
         # Records now labelled generalise/suppress leave; their groups are mended locally.
@@ -672,12 +699,12 @@ def run_core(
             f"the classification did not settle within {MAX_PASSES} passes "
             f"({last.changed} labels changed in pass {last.number}: "
             f"{', '.join(f'{v} {k}' for k, v in last.labels.items())}); the parameters are "
-            "unsatisfiable: raise r_max_m or lower k",
+            f"unsatisfiable: {unsettled_advice(last_left, last_by_time)}",
             {"passes": [p.to_dict() for p in passes]},
         )
 
     # The last pass's per-record temporaries are not needed any more.
-    del kept, kept_mask, labels, removed, last_set
+    del kept, kept_mask, labels, last_set
     passes = _group_level_passes(passes, undo, final_labels, group_id >= 0)
     del undo
     if first_time is not None:
@@ -745,6 +772,51 @@ def run_core(
         codes64 = np.asarray(ucodes, dtype=np.int64)
         raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, codes64, unames))
     return result
+
+
+def unsettled_advice(left: int, by_time: int) -> str:
+    """What to change when the passes did not settle: the parameter the last pass points to.
+
+    Parameters
+    ----------
+    left
+        Records that left group level (labelled ``generalise`` or ``suppress``) in the
+        last pass.
+    by_time
+        Of those, the records that have ``k-1`` other subjects within ``r_max`` in space
+        alone: they left only because of the time gap, so a wider ``t_max`` keeps them.
+
+    Returns
+    -------
+    str
+        Advice naming the policy key and the command-line option.
+
+    Examples
+    --------
+    >>> unsettled_advice(3, 2).split(":")[0]
+    'raise t_max_s (--t-max) or lower k (--k)'
+    >>> unsettled_advice(3, 0).split(":")[0]
+    'raise r_max_m (--r-max) or lower k (--k)'
+    """
+    if left and 2 * by_time >= left:
+        return (
+            f"raise t_max_s (--t-max) or lower k (--k): {by_time} of the {left} records that "
+            "left group level in the last pass have k-1 other subjects within r_max in space "
+            "and leave only because of the time gap"
+        )
+    if left:
+        return (
+            f"raise r_max_m (--r-max) or lower k (--k): the {left - by_time} of the {left} "
+            "records that left group level in the last pass lack k-1 other subjects within "
+            "r_max in space"
+            if by_time
+            else f"raise r_max_m (--r-max) or lower k (--k): the {left} records that left "
+            "group level in the last pass lack k-1 other subjects within r_max in space"
+        )
+    return (
+        "raise r_max_m (--r-max) or lower k (--k): the last pass only moved records between "
+        "ok and merge, or its groups could not be mended"
+    )
 
 
 def _indices(mask: NDArray[np.bool_]) -> NDArray[np.integer]:
