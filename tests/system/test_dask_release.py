@@ -712,3 +712,43 @@ def test_a_small_generalised_up_figure_fails_report_safety_in_both_layouts(
     assert "units.csv: 1 units publish 1..k-1 generalised_up subjects" in (
         report["report_safety"].detail
     )
+
+
+def _two_rows_of_other_groups(rows: pd.DataFrame) -> tuple[int, int]:
+    """Two row positions of different groups whose kept score differs."""
+    g = rows["group_id"]
+    a = int(np.flatnonzero(g.notna())[0])
+    other = np.flatnonzero(g.notna() & (g != g.iloc[a]) & (rows["score"] != rows["score"].iloc[a]))
+    return a, int(other[0])
+
+
+def test_records_swapped_between_groups_in_a_part_fail_counts(client, towns_release, tmp_path):
+    # Two records of one part trade groups (their kept values move; sizes, representatives
+    # and every file's other figures stay): the group's kept values are not its members'.
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    a, b = _two_rows_of_other_groups(rows)
+    score = rows["score"].to_numpy().copy()
+    score[[a, b]] = score[[b, a]]
+    rows["score"] = score
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert report.failed == ("counts",), format_report(report)
+    detail = report["counts"].detail
+    assert "records/part-00000.parquet: 2 groups and 0 classes publish 'score' values" in detail
+
+
+def test_kept_value_changed_in_a_part_fails_counts(client, towns_release, tmp_path):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00001.parquet"
+    rows = pd.read_parquet(part)
+    at = int(np.flatnonzero(rows["score"].notna())[0])
+    rows.loc[at, "score"] = rows["score"].iloc[at] + 0.1
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, format_report(report)
+    assert "records/part-00001.parquet: " in report["counts"].detail
+    assert "publish 'score' values other than their members'" in report["counts"].detail

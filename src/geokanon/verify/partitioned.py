@@ -57,6 +57,7 @@ What is narrower than :func:`geokanon.verify.verify_release` is stated in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -85,7 +86,7 @@ from geokanon.verify._reader import (
     _text_file,
     subject_id_text,
 )
-from geokanon.verify._records import _record_rows
+from geokanon.verify._records import RECORD_FORMAT_COLUMNS, _record_rows
 from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import _DISPOSALS
@@ -208,8 +209,14 @@ def _source_task(
     leak_files: list[tuple[str, str]],
     k: int,
     bad_names: frozenset[str],
+    kept: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Check audit part ``i`` against source partition ``i``; count, route and scan."""
+    """Check audit part ``i`` against source partition ``i``; count, route and scan.
+
+    ``kept`` are the kept columns the release parts publish: every member's source
+    values of them travel with it to its part (the part compares its groups' and
+    classes' kept values with its members', as for a single file).
+    """
     f = source.load(i)
     n = len(f)
     x = f["x"].to_numpy(dtype=np.float64)
@@ -284,7 +291,8 @@ def _source_task(
         out["triples"] = pd.DataFrame({"unit": unit, "subject": skey, "sup": sup}).drop_duplicates()
     if route is None:
         return out
-    # route members and coordinates to the release parts
+    # route members (with their kept values) and coordinates to the release parts
+    attrs = _kept_values(source, f, i, kept, problems)
     # without a subject column every record is its own subject: its row number stands for it
     own = skey if skey is not None else offset + np.arange(n, dtype=np.int64)
     raw_own = subj if subj is not None else own
@@ -298,11 +306,11 @@ def _source_task(
         if (~okp).any():
             problems.append(f"audit part {i}: {int((~okp).sum())} {kind} ids outside every part")
         sel, p = sel[okp], p[okp]
-        _write_pieces(
-            scratch, index[p], f"m{i:06d}",
-            pd.DataFrame({"id": ids_[sel], "x": x[sel], "y": y[sel], "subject": own[sel],
-                          "raw_subject": raw_own[sel], "unit": unit[sel]}),
-        )  # fmt: skip
+        piece = pd.DataFrame({"id": ids_[sel], "x": x[sel], "y": y[sel], "subject": own[sel],
+                              "raw_subject": raw_own[sel], "unit": unit[sel]})  # fmt: skip
+        for c, values in attrs.items():
+            piece[_KEPT + c] = values.iloc[sel].reset_index(drop=True)
+        _write_pieces(scratch, index[p], f"m{i:06d}", piece)
     lo = np.asarray(route["group"]["tile_lo"], dtype=np.int64)
     hi = np.asarray(route["group"]["tile_hi"], dtype=np.int64)
     if lo.size:
@@ -313,6 +321,32 @@ def _source_task(
         index = np.asarray(route["group"]["index"], dtype=np.int64)
         _write_pieces(scratch, index[p[sel]], f"c{i:06d}", pd.DataFrame({"x": x[sel], "y": y[sel]}))
     return out
+
+
+#: Prefix of a member piece's column holding a kept column's source values.
+_KEPT = "kept:"
+
+
+def _kept_values(
+    source: Any, frame: pd.DataFrame, i: int, kept: Sequence[str], problems: list[str]
+) -> dict[str, pd.Series]:
+    """The source's values of the kept columns in partition ``i`` (those it has: a
+    published column the source lacks is found by the part's records pass)."""
+    if not kept:
+        return {}
+    here = [c for c in kept if c in frame.columns]
+    found = {c: frame[c].reset_index(drop=True) for c in here}
+    rest = [c for c in kept if c not in frame.columns]
+    if rest and hasattr(source, "other_columns") and hasattr(source, "load_attributes"):
+        have = set(source.other_columns(i))
+        rest = [c for c in rest if c in have]
+        if rest:
+            extra = source.load_attributes(i, rest)
+            if len(extra) != len(frame):
+                problems.append(f"source partition {i}: its columns have unequal lengths")
+                return found
+            found.update({c: extra[c].reset_index(drop=True) for c in rest})
+    return found
 
 
 def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.DataFrame) -> None:
@@ -342,7 +376,10 @@ def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
     files = sorted(d.glob(f"{prefix}*.arrow")) if d.is_dir() else []
     if not files:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-    return pa.concat_tables([feather.read_table(p) for p in files]).to_pandas()
+    # the kept columns of source partitions may differ in type (int in one, float or
+    # null in another): unified as Arrow promotes them
+    tables = [feather.read_table(p) for p in files]
+    return pa.concat_tables(tables, promote_options="permissive").to_pandas()
 
 
 def _majority_unit(members: pd.DataFrame) -> pd.Series:
@@ -444,6 +481,9 @@ def _part_checks(
     else:  # every record is its own subject: its source row stands for it
         codes = subjects.to_numpy(dtype=np.int64)
     view = _Release(root, None, tolerance_m)
+    kept = {c[len(_KEPT) :]: members[c] for c in members.columns if c.startswith(_KEPT)}
+    # the members' kept values: row i is member i (its "source row")
+    source = _Source(n_rows=n, attributes=pd.DataFrame(kept, index=pd.RangeIndex(n)))
     no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
     no_groups.insert(0, "group_id", pd.Series(dtype=np.int64))
     no_classes = pd.DataFrame(
@@ -451,7 +491,8 @@ def _part_checks(
     )
     view.__dict__.update(
         k=k, r_max_m=r_max, output_crs=crs, working_crs=crs,
-        _audit_arrays={"": n}, n_audit=n, source=_Source(),
+        _audit_arrays={"": n}, n_audit=n, source=source,
+        source_rows=np.arange(n, dtype=np.int64),
         groups=published if kind == "group" else no_groups,
         classes=published if kind == "class" else no_classes,
         gid=ids if kind == "group" else none, cid=ids if kind == "class" else none,
@@ -611,6 +652,18 @@ def _part_task(
 # ----------------------------------------------------------------------------
 
 
+def _kept_columns(rel: Path, parts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The kept columns of the release parts: every column of any part's schema that the
+    format does not define (a part that cannot be read says so in its own task)."""
+    found: dict[str, None] = {}
+    for p in parts:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            for name in pq.read_schema(rel / str(p["file"])).names:
+                if name not in RECORD_FORMAT_COLUMNS:
+                    found[str(name)] = None
+    return list(found)
+
+
 def _run_tasks(client: Any, func: Callable[..., Any], payloads: list[tuple[Any, ...]]) -> list[Any]:
     if client is None:
         return [func(*p) for p in payloads]
@@ -740,10 +793,11 @@ def verify_partitioned(
             )
             scan.append(("groups.parquet (metadata)", str(meta_file)))
         offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        kept = _kept_columns(rel, parts) if need_parts else []
         r1 = _run_tasks(
             client, _source_task,
             [(source, i, int(offsets[i]), str(aud / "assignment" / f"part-{i:05d}.parquet"),
-              route, str(scratch), scan, k, bad_names) for i in range(len(sizes))],
+              route, str(scratch), scan, k, bad_names, kept) for i in range(len(sizes))],
         )  # fmt: skip
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
         r2: list[dict[str, Any]] = []
