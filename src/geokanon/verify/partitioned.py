@@ -76,6 +76,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
+from geokanon.verify._arrays import _distinct
 from geokanon.verify._derived import _unit_rows
 from geokanon.verify._reader import (
     LESS_THAN_K,
@@ -92,19 +93,25 @@ from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import _DISPOSALS
 from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
-from geokanon.verify.holes import holes_check
+from geokanon.verify.holes import _holes_system, holes_check
 from geokanon.verify.k_subjects import check_k_subjects
 from geokanon.verify.manifest import check_manifest
 from geokanon.verify.no_leak import (
+    _LEVELS,
     _ROW_NAMES,
     _STRUCTURAL,
     _TOKEN_SPLIT,
+    _WHOLE_NUMBER_RE,
+    _column_rules,
     _scan_csv,
     _scan_csv_raw,
     _scan_frame,
+    _scan_html,
     _scan_parquet,
     _scan_text,
     _Secrets,
+    _without_declared_crs,
+    _without_geography,
 )
 from geokanon.verify.report_safety import check_report_safety
 from geokanon.verify.representation import check_representation
@@ -159,6 +166,60 @@ def _secrets(
     )  # fmt: skip
 
 
+def _strict_secrets(
+    root: Path,
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    raw_ids: NDArray[np.object_] | None,
+    kept: Mapping[str, pd.Series],
+    *,
+    k: int,
+    bad_names: frozenset[str],
+    figures: Mapping[str, float],
+    unit_texts: frozenset[str],
+    published: NDArray[np.float64],
+    crs: str | None,
+) -> _Secrets:
+    """What a part task looks for, judged by the single-file rules (``strict``): every
+    source coordinate routed to it (whole metres included) and every subject id of its
+    members (any length), wherever it appears outside the columns that legitimately hold
+    it; what each column holds is :func:`geokanon.verify.no_leak._column_rules`' rule,
+    worked out on the release's own figures (``figures``: its ``groups``, ``classes``
+    and ``records``, the count columns' bound; ``r_max_m``) and the members' kept values.
+
+    ``x``, ``y`` and ``raw_ids`` lead with the members (aligned with ``kept``).
+    """
+    ok = np.isfinite(x) & np.isfinite(y)
+    coords = np.sort(np.concatenate([x[ok], y[ok]]))
+    ids: frozenset[str] = frozenset()
+    if raw_ids is not None and raw_ids.size:
+        ids = frozenset(str(s).strip() for s in pd.unique(raw_ids) if isinstance(s, str))
+        ids |= frozenset(str(s).strip() for s in pd.unique(raw_ids) if not isinstance(s, str))
+    n_mem = len(next(iter(kept.values()))) if kept else 0
+    src = _Source(
+        x=x[:n_mem] if kept else None, y=y[:n_mem] if kept else None,
+        subject_raw=pd.Series(raw_ids[:n_mem]) if raw_ids is not None and kept else None,
+        columns={c: v.reset_index(drop=True) for c, v in kept.items()},
+    )  # fmt: skip
+    view = _Release(root, None, 0.0)
+    view.__dict__.update(
+        groups=pd.DataFrame(index=pd.RangeIndex(int(figures["groups"]))),
+        classes=pd.DataFrame(index=pd.RangeIndex(int(figures["classes"]))),
+        n_audit=int(figures["records"]), r_max_m=float(figures["r_max_m"]),
+        synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
+    )  # fmt: skip
+    id_numbers = _distinct(
+        np.array([float(t) for t in ids if _WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
+    )
+    return _Secrets(
+        px=np.empty(0), py=np.empty(0), coords=coords, pair_sources=((x[ok], y[ok]),),
+        subject_ids=ids, spaced_ids=tuple(t for t in ids if _TOKEN_SPLIT.search(t)),
+        epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k, strict=True,
+        id_numbers=id_numbers, published=published, published_texts=unit_texts,
+        legit=_column_rules(view, src, unit_texts), know_columns=True, crs=crs,
+    )  # fmt: skip
+
+
 def _scan_file(path: Path, sec: Any, label: str) -> list[str]:
     suffix = path.suffix.lower()
     found: list[str] = []
@@ -171,6 +232,8 @@ def _scan_file(path: Path, sec: Any, label: str) -> list[str]:
             # as the single-machine verifier: the parsed table, else the raw text
             parsed = _scan_csv(path, sec)
             found = parsed if parsed is not None else _scan_csv_raw(path, sec)
+        elif suffix in (".html", ".htm") and sec.strict:
+            found = _scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
         else:
             found = _scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
     return found
@@ -210,8 +273,14 @@ def _source_task(
     k: int,
     bad_names: frozenset[str],
     kept: Sequence[str] = (),
+    figures: Mapping[str, float] | None = None,
+    published: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check audit part ``i`` against source partition ``i``; count, route and scan.
+
+    ``figures`` and ``published`` (the numbers the release publishes, its unit ids, its
+    CRS and directory: :func:`_published`) set what the small files may hold (``no_leak``, by the
+    single-file rules).
 
     ``kept`` are the kept columns the release parts publish: every member's source
     values of them travel with it to its part (the part compares its groups' and
@@ -238,7 +307,16 @@ def _source_task(
     unit = _texts(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
-    sec = _secrets(x, y, subj, k, bad_names)
+    attrs = _kept_values(source, f, i, kept, out["problems"])
+    if figures is not None and published is not None:
+        texts = published["texts"] | {str(u) for u in pd.unique(unit)}
+        sec = _strict_secrets(
+            Path(published["root"]), x, y, subj, attrs, k=k, bad_names=bad_names,
+            figures=figures, unit_texts=frozenset(texts), published=published["numbers"],
+            crs=published["crs"],
+        )  # fmt: skip
+    else:
+        sec = _secrets(x, y, subj, k, bad_names)
     for rel_name, path in leak_files:
         found = _scan_file(Path(path), sec, rel_name)
         if found:
@@ -292,7 +370,6 @@ def _source_task(
     if route is None:
         return out
     # route members (with their kept values) and coordinates to the release parts
-    attrs = _kept_values(source, f, i, kept, problems)
     # without a subject column every record is its own subject: its row number stands for it
     own = skey if skey is not None else offset + np.arange(n, dtype=np.int64)
     raw_own = subj if subj is not None else own
@@ -533,8 +610,13 @@ def _part_task(
     scan: bool,
     crs: str | None = None,
     row_groups: list[int] | None = None,
+    figures: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Every per-group (or per-class) check of one release part.
+
+    ``figures`` are the release's ``groups``, ``classes``, ``records`` (the bound of a
+    count column) and ``r_max_m``, which set what a structural column may hold
+    (``no_leak``).
 
     ``row_groups`` are the row groups of ``groups.parquet`` (or ``classes.parquet``)
     that can hold the part's ids (:func:`_row_groups_of`); ``None``: all of them.
@@ -545,6 +627,7 @@ def _part_task(
     """
     rel = Path(root) / "release"
     d = Path(scratch) / f"v{j:05d}"
+    figures = dict(figures or {"groups": 0, "classes": 0, "records": 0, "r_max_m": r_max})
     probs: dict[str, list[str]] = {
         "k_subjects": [], "extent": [], "representation": [], "counts": [], "no_leak": []
     }  # fmt: skip
@@ -638,7 +721,18 @@ def _part_task(
         sx = np.concatenate([mx, coords["x"].to_numpy(dtype=np.float64)])
         sy = np.concatenate([my, coords["y"].to_numpy(dtype=np.float64)])
         ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
-        sec = _secrets(sx, sy, ids_, k, bad_names)
+        kept = {c[len(_KEPT) :]: members[c] for c in members.columns if c.startswith(_KEPT)}
+        texts = {str(u) for u in members["unit"].tolist()} | set(_LEVELS)
+        if "unit" in rows.columns:
+            texts |= {str(u) for u in rows["unit"].tolist()}
+        numbers = [float(v) for v in figures.values()]
+        if kind == "group":
+            numbers += [*pd.to_numeric(rows["x"]).tolist(), *pd.to_numeric(rows["y"]).tolist()]
+        sec = _strict_secrets(
+            Path(root), sx, sy, ids_, kept, k=k, bad_names=bad_names, figures=figures,
+            unit_texts=frozenset(texts), published=_distinct(np.asarray(numbers, np.float64)),
+            crs=crs,
+        )  # fmt: skip
         found = _scan_parquet(path, sec)
         if kind == "group":
             found += [f"groups.parquet rows: {f}" for f in _scan_frame(rows.reset_index(), sec)]
@@ -650,6 +744,79 @@ def _part_task(
 # ----------------------------------------------------------------------------
 # Driver
 # ----------------------------------------------------------------------------
+
+
+def _figures(rel: Path, records: int, r_max: float) -> dict[str, float]:
+    """The release's numbers of groups and classes (its tables' rows), its source
+    records and ``r_max_m``: what its structural columns may hold (``no_leak``)."""
+    out = {"groups": 0.0, "classes": 0.0, "records": float(records), "r_max_m": r_max}
+    for name, table in (("groups", "groups.parquet"), ("classes", "classes.parquet")):
+        with contextlib.suppress(OSError, pa.ArrowException):
+            out[name] = float(pq.ParquetFile(rel / table).metadata.num_rows)
+    return out
+
+
+def _metadata_text(path: Path, meta: Mapping[bytes, bytes], crs: str | None) -> str:
+    """``groups.parquet``'s key-value metadata as the single-file scan reads it: the
+    GeoParquet CRS definition of the release's own CRS left out (its numbers are the
+    CRS's), and a ``bbox`` left out when it is exactly the extent of the published
+    representatives (read row group by row group)."""
+    texts = []
+    for key, value in meta.items():
+        decoded = value.decode("utf-8", errors="replace")
+        if key == b"geo":
+            extent = None
+            with contextlib.suppress(OSError, KeyError, pa.ArrowException):
+                pf = pq.ParquetFile(path)
+                lo = [math.inf, math.inf]
+                hi = [-math.inf, -math.inf]
+                for i in range(pf.num_row_groups):
+                    t = pf.read_row_group(i, columns=["x", "y"])
+                    for j in range(2):
+                        mm = pc.min_max(t.column(j)).as_py()
+                        if mm["min"] is not None:
+                            lo[j], hi[j] = min(lo[j], mm["min"]), max(hi[j], mm["max"])
+                extent = [lo[0], lo[1], hi[0], hi[1]]
+            if extent is not None and math.isfinite(extent[0]):
+                decoded = _without_geography(decoded, extent)
+            decoded = _without_declared_crs(decoded, crs)
+        texts.append(decoded)
+    return "\n".join(texts)
+
+
+def _published(
+    root: Path, k: int, figures: Mapping[str, float], *, own_subjects: bool
+) -> dict[str, Any]:
+    """What the small files publish as figures and structure: the numbers ``holes``
+    reads from them (as for a single file, :func:`geokanon.verify.holes._holes_system`)
+    and the release's own figures; the unit ids (``units.csv``, ``classes.parquet``,
+    the audit's merges) and levels. A number of the prose equal to one of them is that
+    figure, a text one of them no subject id."""
+    view = _Release(root, None, 0.0)
+    known: set[float] = {float(v) for v in figures.values()}
+    texts: set[str] = set(_LEVELS)
+    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+        texts |= {str(u) for u in view.units_table["unit"].tolist()}
+        known.add(float(len(view.units_table)))
+    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+        c = view.classes
+        if "unit" in c:
+            texts |= {str(u) for u in c["unit"].tolist()}
+    merges = view.audit.get("unit_merges") if isinstance(view.audit, Mapping) else None
+    if isinstance(merges, Mapping):
+        texts |= {str(u) for u in merges} | {str(u) for u in merges.values()}
+    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+        _, pub = _holes_system(
+            k=k, manifest=view.manifest, rows=_unit_rows(view), groups=None,
+            classes=view.classes, own_subjects=own_subjects,
+            record_bound=int(figures["records"]), groups_by_majority_unit=True,
+            notes=_text_file(view.rel / "RELEASE_NOTES.md"),
+            report=_text_file(view.rel / "report.html"),
+        )  # fmt: skip
+        known |= {float(v) for v in pub.known}
+    known |= {float(t) for t in texts if _WHOLE_NUMBER_RE.match(t)}
+    numbers = _distinct(np.array(sorted(known), dtype=np.float64))
+    return {"numbers": numbers, "texts": frozenset(texts), "root": str(root)}
 
 
 def _kept_columns(rel: Path, parts: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -788,16 +955,18 @@ def verify_partitioned(
         if leak_all and (rel / "groups.parquet").is_file():
             meta = pq.read_schema(rel / "groups.parquet").metadata or {}
             meta_file = scratch / "groups-metadata.txt"
-            meta_file.write_text(
-                "\n".join(v.decode("utf-8", errors="replace") for v in meta.values())
-            )
+            meta_file.write_text(_metadata_text(rel / "groups.parquet", meta, working))
             scan.append(("groups.parquet (metadata)", str(meta_file)))
         offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        figures = _figures(rel, int(offsets[-1]), r_max)
         kept = _kept_columns(rel, parts) if need_parts else []
+        published = _published(root, k, figures, own_subjects=not roles.get("subject"))
+        published["crs"] = working
         r1 = _run_tasks(
             client, _source_task,
             [(source, i, int(offsets[i]), str(aud / "assignment" / f"part-{i:05d}.parquet"),
-              route, str(scratch), scan, k, bad_names, kept) for i in range(len(sizes))],
+              route, str(scratch), scan, k, bad_names, kept, figures, published)
+             for i in range(len(sizes))],
         )  # fmt: skip
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
         r2: list[dict[str, Any]] = []
@@ -816,7 +985,7 @@ def verify_partitioned(
                 [(str(root), j, p, str(scratch), k, r_max, tolerance_m, tiling, has_subject,
                   bad_names, "no_leak" in names, working,
                   _row_groups_of(ranges[p["kind"]], int(p["first"]), int(p["end"]))
-                  if p.get("kind") in ranges else None)
+                  if p.get("kind") in ranges else None, figures)
                  for j, p in enumerate(parts)],
             )  # fmt: skip
     finally:
