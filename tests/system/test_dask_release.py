@@ -829,3 +829,19 @@ def test_short_subject_id_in_a_part_fails_no_leak(client, integer_id_release, tm
     assert "records/part-00000.parquet: column 'note': 1 subject ids" in report["no_leak"].detail, (
         report["no_leak"].detail
     )
+
+
+def test_class_rows_unit_changed_in_a_part_fails_counts(client, towns_release, tmp_path):
+    # the class part's rows read against classes.parquet by the single-file records pass
+    src, out = _mutable_copy(towns_release, tmp_path)
+    info = json.loads((out / "audit" / "audit.json").read_text())["partitioned"]
+    name = next(p["file"] for p in info["parts"] if p["kind"] == "class")
+    part = out / "release" / name
+    rows = pd.read_parquet(part)
+    rows["unit"] = rows["unit"].astype(str) + "-moved"
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, format_report(report)
+    assert f"{name}: " in report["counts"].detail
+    assert "rows publish a unit other than their class's" in report["counts"].detail

@@ -22,10 +22,10 @@ compares them, so the spellings of one id are one subject) and the distinct raw
 ids' hashes (their number less the subjects must be the manifest's
 ``subject_ids_merged``); scan the small release files (manifest, notes, report,
 ``units.csv``, ``classes.parquet``, ``groups.parquet``'s metadata) for this
-partition's coordinates (pairs and non-integral values), subject ids and row
-columns with :mod:`geokanon.verify`'s own scanners; and route, to scratch
-pieces, every group member's and class member's source coordinates, subject and
-unit to the release part that publishes its group or class (by the id ranges
+partition's coordinates, subject ids and row columns with :mod:`geokanon.verify`'s
+own scanners and rules (:func:`_strict_secrets`); and route, to scratch
+pieces, every group member's and class member's source coordinates, subject,
+unit and kept values to the release part that publishes its group or class (by the id ranges
 in ``audit.json``), and every record's coordinates to the group part whose
 tiles hold it (so a representative equal to any source point meets that point).
 
@@ -34,12 +34,14 @@ of ``groups.parquet``/``classes.parquet`` and the routed source rows:
 ``k_subjects`` (distinct subjects per group and class), ``extent`` (every member
 within ``min(r_max_m, radius_m)`` of the published representative, inclusive, on
 the map and, for a named CRS, on its ellipsoid),
-``representation`` (no representative equals a member's coordinate or the
-exact mean of its members), ``counts`` (group and class sizes, rows per group
-and class in the part, the part's representatives, each group's majority unit,
-every group and class of the id range present once) and ``no_leak`` (the part
-file and its ``groups.parquet`` rows against the coordinates routed to it and
-its members' subject ids).
+``representation`` (the single-file rule), ``counts`` (group and class sizes,
+rows per group and class in the part, the part's representatives, each group's
+majority unit, every group and class of the id range present once, and the
+single-file records pass: each row against its group or class, each group's and
+class's kept values against its members' source values, routed with them) and
+``no_leak`` (the part file and its ``groups.parquet`` rows against the
+coordinates routed to it and its members' subject ids, by the single-file rules:
+:func:`_strict_secrets`).
 
 *Driver* (the reduce): the tasks' results fill a :class:`_PartitionedRelease`, a
 :class:`~geokanon.verify._reader._Release` of the partitioned layout whose derived
@@ -122,10 +124,12 @@ __all__ = ["SCOPE", "verify_partitioned"]
 SCOPE: dict[str, str] = {
     "no_leak": "release parts are scanned against the source records routed to them (their "
     "members, and every source record in the part's tiles, so a representative equal to any "
-    "source point is found); the small files are scanned against every source partition. A "
-    "kept attribute value equal to the coordinate of a source record outside the part, and "
-    "the rule 'half of a column's values are source coordinates' across partitions, are not "
-    "checked. Times are not published by the partitioned release.",
+    "source point is found), by the single-file rules; the small files are scanned against "
+    "every source partition. A value equal to the coordinate of a source record outside the "
+    "part (in a kept column it is no member's value: counts fails it), a kept column copying "
+    "coordinates or ids beyond the part's members, and the rule 'half of a column's values "
+    "are source coordinates' across partitions, are not checked. Times are not published by "
+    "the partitioned release.",
     "counts": "the audit is compared with the source partition by partition; the per-record "
     "subject codes of the audit are not compared with the source (subjects are always taken "
     "from the source).",
@@ -142,28 +146,6 @@ def _tile_key(
     ix = np.floor((x - float(tiling["origin_x"])) / float(tiling["tile_m"])).astype(np.int64)
     iy = np.floor((y - float(tiling["origin_y"])) / float(tiling["tile_m"])).astype(np.int64)
     return ((ix + _BIAS) << 31) | (iy + _BIAS)
-
-
-def _secrets(
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    subject_ids: NDArray[np.object_] | None,
-    k: int,
-    bad_names: frozenset[str],
-) -> Any:
-    """What to look for in published files: these coordinates and subject ids."""
-    ok = np.isfinite(x) & np.isfinite(y)
-    xs, ys = np.asarray(x[ok], dtype=np.float64), np.asarray(y[ok], dtype=np.float64)
-    coords = np.unique(np.concatenate([xs, ys])) if xs.size else np.empty(0)  # sorted
-    frac = coords[coords != np.floor(coords)]
-    ids: frozenset[str] = frozenset()
-    if subject_ids is not None and subject_ids.size:
-        ids = frozenset(s.strip() for s in pd.unique(subject_ids) if len(str(s).strip()) >= 4)
-    spaced = tuple(s for s in ids if _TOKEN_SPLIT.search(s))
-    return _Secrets(
-        px=xs, py=ys, coords=coords, frac_coords=frac, subject_ids=ids, spaced_ids=spaced,
-        epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k,
-    )  # fmt: skip
 
 
 def _strict_secrets(
@@ -272,9 +254,9 @@ def _source_task(
     leak_files: list[tuple[str, str]],
     k: int,
     bad_names: frozenset[str],
-    kept: Sequence[str] = (),
-    figures: Mapping[str, float] | None = None,
-    published: Mapping[str, Any] | None = None,
+    kept: Sequence[str],
+    figures: Mapping[str, float],
+    published: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Check audit part ``i`` against source partition ``i``; count, route and scan.
 
@@ -308,15 +290,12 @@ def _source_task(
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
     attrs = _kept_values(source, f, i, kept, out["problems"])
-    if figures is not None and published is not None:
-        texts = published["texts"] | {str(u) for u in pd.unique(unit)}
-        sec = _strict_secrets(
-            Path(published["root"]), x, y, subj, attrs, k=k, bad_names=bad_names,
-            figures=figures, unit_texts=frozenset(texts), published=published["numbers"],
-            crs=published["crs"],
-        )  # fmt: skip
-    else:
-        sec = _secrets(x, y, subj, k, bad_names)
+    texts = published["texts"] | {str(u) for u in pd.unique(unit)}
+    sec = _strict_secrets(
+        Path(published["root"]), x, y, subj, attrs, k=k, bad_names=bad_names,
+        figures=figures, unit_texts=frozenset(texts), published=published["numbers"],
+        crs=published["crs"],
+    )  # fmt: skip
     for rel_name, path in leak_files:
         found = _scan_file(Path(path), sec, rel_name)
         if found:
@@ -691,31 +670,13 @@ def _part_task(
             if wrong:
                 probs["counts"].append(f"{wrong} group units in {name} are not the majority unit")
             out["released"] = pd.Series(size, index=rows["unit"].astype(str)).groupby(level=0).sum()
-        if rid is not None and {"x", "y"} <= set(records.columns):
-            rpos = rows.index.get_indexer(rid.fillna(-1).astype(np.int64))
-            okr = rpos >= 0
-            same_rep = np.array_equal(
-                records["x"].to_numpy(dtype=np.float64)[okr], rx[rpos[okr]]
-            ) and np.array_equal(records["y"].to_numpy(dtype=np.float64)[okr], ry[rpos[okr]])
-            if not same_rep:
-                probs["counts"].append(f"{name}: published x, y differ from the representative")
         key = _tile_key(rx, ry, tiling)
         if ((key < int(part["tile_lo"])) | (key > int(part["tile_hi"]))).any():
             probs["no_leak"].append(
                 f"{name}: representatives outside the part's tiles (not every source point "
                 "near them was compared)"
             )
-    else:
-        if {"level", "unit"} <= set(records.columns) and rid is not None:
-            rec = records.assign(_id=rid)
-            want = rows.loc[rows.index.intersection(rid.dropna().astype(np.int64))]
-            got = rec.drop_duplicates(["_id", "level", "unit"])
-            if len(got) != len(want) or not all(
-                str(want.at[int(r["_id"]), "level"]) == str(r["level"])
-                and str(want.at[int(r["_id"]), "unit"]) == str(r["unit"])
-                for _, r in got.iterrows()
-            ):
-                probs["counts"].append(f"{name}: level/unit of records differ from classes")
+    # each row's representative, level and unit: the records pass (_part_checks)
     if scan:
         coords = _read_pieces(d, "c", ["x", "y"])
         sx = np.concatenate([mx, coords["x"].to_numpy(dtype=np.float64)])
