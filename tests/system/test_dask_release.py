@@ -712,3 +712,136 @@ def test_a_small_generalised_up_figure_fails_report_safety_in_both_layouts(
     assert "units.csv: 1 units publish 1..k-1 generalised_up subjects" in (
         report["report_safety"].detail
     )
+
+
+def _two_rows_of_other_groups(rows: pd.DataFrame) -> tuple[int, int]:
+    """Two row positions of different groups whose kept score differs."""
+    g = rows["group_id"]
+    a = int(np.flatnonzero(g.notna())[0])
+    other = np.flatnonzero(g.notna() & (g != g.iloc[a]) & (rows["score"] != rows["score"].iloc[a]))
+    return a, int(other[0])
+
+
+def test_records_swapped_between_groups_in_a_part_fail_counts(client, towns_release, tmp_path):
+    # Two records of one part trade groups (their kept values move; sizes, representatives
+    # and every file's other figures stay): the group's kept values are not its members'.
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    a, b = _two_rows_of_other_groups(rows)
+    score = rows["score"].to_numpy().copy()
+    score[[a, b]] = score[[b, a]]
+    rows["score"] = score
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert report.failed == ("counts",), format_report(report)
+    detail = report["counts"].detail
+    assert "records/part-00000.parquet: 2 groups and 0 classes publish 'score' values" in detail
+
+
+def test_kept_value_changed_in_a_part_fails_counts(client, towns_release, tmp_path):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00001.parquet"
+    rows = pd.read_parquet(part)
+    at = int(np.flatnonzero(rows["score"].notna())[0])
+    rows.loc[at, "score"] = rows["score"].iloc[at] + 0.1
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, format_report(report)
+    assert "records/part-00001.parquet: " in report["counts"].detail
+    assert "publish 'score' values other than their members'" in report["counts"].detail
+
+
+def test_whole_metre_member_coordinate_in_a_kept_column_of_a_part_fails_no_leak(
+    client, towns_release, tmp_path
+):
+    # A member's own source x, a whole number of metres, written into one record's kept
+    # column: judged by the source's values whatever their form (the single-file rule).
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    assign = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "audit" / "assignment").glob("*.parquet"))]
+    )
+    mine = assign[assign["group_id"].isin(rows["group_id"].dropna().unique())]
+    value = float(mine.loc[mine["x_m"] == np.floor(mine["x_m"]), "x_m"].iloc[0])
+    assert not (rows["score"] == value).any()
+    at = int(np.flatnonzero(rows["group_id"].notna())[0])
+    rows.loc[at, "score"] = value
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "no_leak" in report.failed, format_report(report)
+    assert (
+        "records/part-00000.parquet: column 'score': 1 coordinate values"
+        in report["no_leak"].detail
+    ), report["no_leak"].detail
+
+
+@pytest.fixture(scope="module")
+def integer_id_release(client, tmp_path_factory):
+    """A valid partitioned release whose subject ids are the integers 1..M."""
+    frame = towns(6_000, TILE, seed=5)
+    codes = pd.factorize(frame["subject"])[0]
+    frame["subject"] = (codes + 1).astype(np.int64)
+    d = _split(frame, tmp_path_factory.mktemp("int-ids"), 2)
+    out = tmp_path_factory.mktemp("int-ids-out") / "out"
+    src = ParquetPartitions.from_path(d, subject="subject", unit="unit")
+    release_partitions(
+        src, TOWNS_POLICY, out, ReleaseOptions(keep=("score",)),
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        records_per_part=1_500,
+    )  # fmt: skip
+    return src, out
+
+
+def test_integer_subject_ids_release_and_verify_in_parts(client, integer_id_release):
+    # group ids, class ids and counts are whole numbers that are also subject ids: the
+    # structural columns' own values are known, so they are no leak
+    src, out = integer_id_release
+    report = verify_partitioned(out, source=src, client=client)
+    assert report.passed, format_report(report)
+
+
+def test_short_subject_id_in_a_part_fails_no_leak(client, integer_id_release, tmp_path):
+    # a member's id of 1 to 4 digits, written as text into a column of its part
+    src, result = integer_id_release
+    out = tmp_path / "copy"
+    shutil.copytree(result, out)
+    part = out / "release" / "records" / "part-00000.parquet"
+    rows = pd.read_parquet(part)
+    assign = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "audit" / "assignment").glob("*.parquet"))],
+        ignore_index=True,
+    )
+    ids = pd.concat([src.load(i)["subject"] for i in range(len(src))], ignore_index=True)
+    mine = assign.loc[assign["group_id"].isin(rows["group_id"].dropna().unique()), "source_row"]
+    sid = str(ids.iloc[int(mine.iloc[0])])
+    assert len(sid) <= 4
+    rows["note"] = pd.Series(["none"] * len(rows), dtype=object)
+    rows.loc[0, "note"] = sid
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "no_leak" in report.failed, format_report(report)
+    assert "records/part-00000.parquet: column 'note': 1 subject ids" in report["no_leak"].detail, (
+        report["no_leak"].detail
+    )
+
+
+def test_class_rows_unit_changed_in_a_part_fails_counts(client, towns_release, tmp_path):
+    # the class part's rows read against classes.parquet by the single-file records pass
+    src, out = _mutable_copy(towns_release, tmp_path)
+    info = json.loads((out / "audit" / "audit.json").read_text())["partitioned"]
+    name = next(p["file"] for p in info["parts"] if p["kind"] == "class")
+    part = out / "release" / name
+    rows = pd.read_parquet(part)
+    rows["unit"] = rows["unit"].astype(str) + "-moved"
+    rows.to_parquet(part, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, format_report(report)
+    assert f"{name}: " in report["counts"].detail
+    assert "rows publish a unit other than their class's" in report["counts"].detail

@@ -22,10 +22,10 @@ compares them, so the spellings of one id are one subject) and the distinct raw
 ids' hashes (their number less the subjects must be the manifest's
 ``subject_ids_merged``); scan the small release files (manifest, notes, report,
 ``units.csv``, ``classes.parquet``, ``groups.parquet``'s metadata) for this
-partition's coordinates (pairs and non-integral values), subject ids and row
-columns with :mod:`geokanon.verify`'s own scanners; and route, to scratch
-pieces, every group member's and class member's source coordinates, subject and
-unit to the release part that publishes its group or class (by the id ranges
+partition's coordinates, subject ids and row columns with :mod:`geokanon.verify`'s
+own scanners and rules (:func:`_strict_secrets`); and route, to scratch
+pieces, every group member's and class member's source coordinates, subject,
+unit and kept values to the release part that publishes its group or class (by the id ranges
 in ``audit.json``), and every record's coordinates to the group part whose
 tiles hold it (so a representative equal to any source point meets that point).
 
@@ -34,12 +34,14 @@ of ``groups.parquet``/``classes.parquet`` and the routed source rows:
 ``k_subjects`` (distinct subjects per group and class), ``extent`` (every member
 within ``min(r_max_m, radius_m)`` of the published representative, inclusive, on
 the map and, for a named CRS, on its ellipsoid),
-``representation`` (no representative equals a member's coordinate or the
-exact mean of its members), ``counts`` (group and class sizes, rows per group
-and class in the part, the part's representatives, each group's majority unit,
-every group and class of the id range present once) and ``no_leak`` (the part
-file and its ``groups.parquet`` rows against the coordinates routed to it and
-its members' subject ids).
+``representation`` (the single-file rule), ``counts`` (group and class sizes,
+rows per group and class in the part, the part's representatives, each group's
+majority unit, every group and class of the id range present once, and the
+single-file records pass: each row against its group or class, each group's and
+class's kept values against its members' source values, routed with them) and
+``no_leak`` (the part file and its ``groups.parquet`` rows against the
+coordinates routed to it and its members' subject ids, by the single-file rules:
+:func:`_strict_secrets`).
 
 *Driver* (the reduce): the tasks' results fill a :class:`_PartitionedRelease`, a
 :class:`~geokanon.verify._reader._Release` of the partitioned layout whose derived
@@ -57,6 +59,7 @@ What is narrower than :func:`geokanon.verify.verify_release` is stated in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -75,6 +78,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
+from geokanon.verify._arrays import _distinct
 from geokanon.verify._derived import _unit_rows
 from geokanon.verify._reader import (
     LESS_THAN_K,
@@ -85,25 +89,31 @@ from geokanon.verify._reader import (
     _text_file,
     subject_id_text,
 )
-from geokanon.verify._records import _record_rows
+from geokanon.verify._records import RECORD_FORMAT_COLUMNS, _record_rows
 from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import _DISPOSALS
 from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
-from geokanon.verify.holes import holes_check
+from geokanon.verify.holes import _holes_system, holes_check
 from geokanon.verify.k_subjects import check_k_subjects
 from geokanon.verify.manifest import check_manifest
 from geokanon.verify.no_leak import (
+    _LEVELS,
     _ROW_NAMES,
     _STRUCTURAL,
     _TOKEN_SPLIT,
+    _WHOLE_NUMBER_RE,
+    _column_rules,
     _scan_csv,
     _scan_csv_raw,
     _scan_frame,
+    _scan_html,
     _scan_parquet,
     _scan_text,
     _Secrets,
+    _without_declared_crs,
+    _without_geography,
 )
 from geokanon.verify.report_safety import check_report_safety
 from geokanon.verify.representation import check_representation
@@ -114,10 +124,12 @@ __all__ = ["SCOPE", "verify_partitioned"]
 SCOPE: dict[str, str] = {
     "no_leak": "release parts are scanned against the source records routed to them (their "
     "members, and every source record in the part's tiles, so a representative equal to any "
-    "source point is found); the small files are scanned against every source partition. A "
-    "kept attribute value equal to the coordinate of a source record outside the part, and "
-    "the rule 'half of a column's values are source coordinates' across partitions, are not "
-    "checked. Times are not published by the partitioned release.",
+    "source point is found), by the single-file rules; the small files are scanned against "
+    "every source partition. A value equal to the coordinate of a source record outside the "
+    "part (in a kept column it is no member's value: counts fails it), a kept column copying "
+    "coordinates or ids beyond the part's members, and the rule 'half of a column's values "
+    "are source coordinates' across partitions, are not checked. Times are not published by "
+    "the partitioned release.",
     "counts": "the audit is compared with the source partition by partition; the per-record "
     "subject codes of the audit are not compared with the source (subjects are always taken "
     "from the source).",
@@ -136,25 +148,57 @@ def _tile_key(
     return ((ix + _BIAS) << 31) | (iy + _BIAS)
 
 
-def _secrets(
+def _strict_secrets(
+    root: Path,
     x: NDArray[np.float64],
     y: NDArray[np.float64],
-    subject_ids: NDArray[np.object_] | None,
+    raw_ids: NDArray[np.object_] | None,
+    kept: Mapping[str, pd.Series],
+    *,
     k: int,
     bad_names: frozenset[str],
-) -> Any:
-    """What to look for in published files: these coordinates and subject ids."""
+    figures: Mapping[str, float],
+    unit_texts: frozenset[str],
+    published: NDArray[np.float64],
+    crs: str | None,
+) -> _Secrets:
+    """What a part task looks for, judged by the single-file rules (``strict``): every
+    source coordinate routed to it (whole metres included) and every subject id of its
+    members (any length), wherever it appears outside the columns that legitimately hold
+    it; what each column holds is :func:`geokanon.verify.no_leak._column_rules`' rule,
+    worked out on the release's own figures (``figures``: its ``groups``, ``classes``
+    and ``records``, the count columns' bound; ``r_max_m``) and the members' kept values.
+
+    ``x``, ``y`` and ``raw_ids`` lead with the members (aligned with ``kept``).
+    """
     ok = np.isfinite(x) & np.isfinite(y)
-    xs, ys = np.asarray(x[ok], dtype=np.float64), np.asarray(y[ok], dtype=np.float64)
-    coords = np.unique(np.concatenate([xs, ys])) if xs.size else np.empty(0)  # sorted
-    frac = coords[coords != np.floor(coords)]
+    coords = np.sort(np.concatenate([x[ok], y[ok]]))
     ids: frozenset[str] = frozenset()
-    if subject_ids is not None and subject_ids.size:
-        ids = frozenset(s.strip() for s in pd.unique(subject_ids) if len(str(s).strip()) >= 4)
-    spaced = tuple(s for s in ids if _TOKEN_SPLIT.search(s))
+    if raw_ids is not None and raw_ids.size:
+        ids = frozenset(str(s).strip() for s in pd.unique(raw_ids) if isinstance(s, str))
+        ids |= frozenset(str(s).strip() for s in pd.unique(raw_ids) if not isinstance(s, str))
+    n_mem = len(next(iter(kept.values()))) if kept else 0
+    src = _Source(
+        x=x[:n_mem] if kept else None, y=y[:n_mem] if kept else None,
+        subject_raw=pd.Series(raw_ids[:n_mem]) if raw_ids is not None and kept else None,
+        columns={c: v.reset_index(drop=True) for c, v in kept.items()},
+    )  # fmt: skip
+    view = _Release(root, None, 0.0)
+    view.__dict__.update(
+        groups=pd.DataFrame(index=pd.RangeIndex(int(figures["groups"]))),
+        classes=pd.DataFrame(index=pd.RangeIndex(int(figures["classes"]))),
+        n_audit=int(figures["records"]), r_max_m=float(figures["r_max_m"]),
+        synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
+    )  # fmt: skip
+    id_numbers = _distinct(
+        np.array([float(t) for t in ids if _WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
+    )
     return _Secrets(
-        px=xs, py=ys, coords=coords, frac_coords=frac, subject_ids=ids, spaced_ids=spaced,
-        epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k,
+        px=np.empty(0), py=np.empty(0), coords=coords, pair_sources=((x[ok], y[ok]),),
+        subject_ids=ids, spaced_ids=tuple(t for t in ids if _TOKEN_SPLIT.search(t)),
+        epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k, strict=True,
+        id_numbers=id_numbers, published=published, published_texts=unit_texts,
+        legit=_column_rules(view, src, unit_texts), know_columns=True, crs=crs,
     )  # fmt: skip
 
 
@@ -170,6 +214,8 @@ def _scan_file(path: Path, sec: Any, label: str) -> list[str]:
             # as the single-machine verifier: the parsed table, else the raw text
             parsed = _scan_csv(path, sec)
             found = parsed if parsed is not None else _scan_csv_raw(path, sec)
+        elif suffix in (".html", ".htm") and sec.strict:
+            found = _scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
         else:
             found = _scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
     return found
@@ -208,8 +254,20 @@ def _source_task(
     leak_files: list[tuple[str, str]],
     k: int,
     bad_names: frozenset[str],
+    kept: Sequence[str],
+    figures: Mapping[str, float],
+    published: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Check audit part ``i`` against source partition ``i``; count, route and scan."""
+    """Check audit part ``i`` against source partition ``i``; count, route and scan.
+
+    ``figures`` and ``published`` (the numbers the release publishes, its unit ids, its
+    CRS and directory: :func:`_published`) set what the small files may hold (``no_leak``, by the
+    single-file rules).
+
+    ``kept`` are the kept columns the release parts publish: every member's source
+    values of them travel with it to its part (the part compares its groups' and
+    classes' kept values with its members', as for a single file).
+    """
     f = source.load(i)
     n = len(f)
     x = f["x"].to_numpy(dtype=np.float64)
@@ -231,7 +289,13 @@ def _source_task(
     unit = _texts(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
-    sec = _secrets(x, y, subj, k, bad_names)
+    attrs = _kept_values(source, f, i, kept, out["problems"])
+    texts = published["texts"] | {str(u) for u in pd.unique(unit)}
+    sec = _strict_secrets(
+        Path(published["root"]), x, y, subj, attrs, k=k, bad_names=bad_names,
+        figures=figures, unit_texts=frozenset(texts), published=published["numbers"],
+        crs=published["crs"],
+    )  # fmt: skip
     for rel_name, path in leak_files:
         found = _scan_file(Path(path), sec, rel_name)
         if found:
@@ -284,7 +348,7 @@ def _source_task(
         out["triples"] = pd.DataFrame({"unit": unit, "subject": skey, "sup": sup}).drop_duplicates()
     if route is None:
         return out
-    # route members and coordinates to the release parts
+    # route members (with their kept values) and coordinates to the release parts
     # without a subject column every record is its own subject: its row number stands for it
     own = skey if skey is not None else offset + np.arange(n, dtype=np.int64)
     raw_own = subj if subj is not None else own
@@ -298,11 +362,11 @@ def _source_task(
         if (~okp).any():
             problems.append(f"audit part {i}: {int((~okp).sum())} {kind} ids outside every part")
         sel, p = sel[okp], p[okp]
-        _write_pieces(
-            scratch, index[p], f"m{i:06d}",
-            pd.DataFrame({"id": ids_[sel], "x": x[sel], "y": y[sel], "subject": own[sel],
-                          "raw_subject": raw_own[sel], "unit": unit[sel]}),
-        )  # fmt: skip
+        piece = pd.DataFrame({"id": ids_[sel], "x": x[sel], "y": y[sel], "subject": own[sel],
+                              "raw_subject": raw_own[sel], "unit": unit[sel]})  # fmt: skip
+        for c, values in attrs.items():
+            piece[_KEPT + c] = values.iloc[sel].reset_index(drop=True)
+        _write_pieces(scratch, index[p], f"m{i:06d}", piece)
     lo = np.asarray(route["group"]["tile_lo"], dtype=np.int64)
     hi = np.asarray(route["group"]["tile_hi"], dtype=np.int64)
     if lo.size:
@@ -313,6 +377,32 @@ def _source_task(
         index = np.asarray(route["group"]["index"], dtype=np.int64)
         _write_pieces(scratch, index[p[sel]], f"c{i:06d}", pd.DataFrame({"x": x[sel], "y": y[sel]}))
     return out
+
+
+#: Prefix of a member piece's column holding a kept column's source values.
+_KEPT = "kept:"
+
+
+def _kept_values(
+    source: Any, frame: pd.DataFrame, i: int, kept: Sequence[str], problems: list[str]
+) -> dict[str, pd.Series]:
+    """The source's values of the kept columns in partition ``i`` (those it has: a
+    published column the source lacks is found by the part's records pass)."""
+    if not kept:
+        return {}
+    here = [c for c in kept if c in frame.columns]
+    found = {c: frame[c].reset_index(drop=True) for c in here}
+    rest = [c for c in kept if c not in frame.columns]
+    if rest and hasattr(source, "other_columns") and hasattr(source, "load_attributes"):
+        have = set(source.other_columns(i))
+        rest = [c for c in rest if c in have]
+        if rest:
+            extra = source.load_attributes(i, rest)
+            if len(extra) != len(frame):
+                problems.append(f"source partition {i}: its columns have unequal lengths")
+                return found
+            found.update({c: extra[c].reset_index(drop=True) for c in rest})
+    return found
 
 
 def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.DataFrame) -> None:
@@ -342,7 +432,10 @@ def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
     files = sorted(d.glob(f"{prefix}*.arrow")) if d.is_dir() else []
     if not files:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-    return pa.concat_tables([feather.read_table(p) for p in files]).to_pandas()
+    # the kept columns of source partitions may differ in type (int in one, float or
+    # null in another): unified as Arrow promotes them
+    tables = [feather.read_table(p) for p in files]
+    return pa.concat_tables(tables, promote_options="permissive").to_pandas()
 
 
 def _majority_unit(members: pd.DataFrame) -> pd.Series:
@@ -444,6 +537,9 @@ def _part_checks(
     else:  # every record is its own subject: its source row stands for it
         codes = subjects.to_numpy(dtype=np.int64)
     view = _Release(root, None, tolerance_m)
+    kept = {c[len(_KEPT) :]: members[c] for c in members.columns if c.startswith(_KEPT)}
+    # the members' kept values: row i is member i (its "source row")
+    source = _Source(n_rows=n, attributes=pd.DataFrame(kept, index=pd.RangeIndex(n)))
     no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
     no_groups.insert(0, "group_id", pd.Series(dtype=np.int64))
     no_classes = pd.DataFrame(
@@ -451,7 +547,8 @@ def _part_checks(
     )
     view.__dict__.update(
         k=k, r_max_m=r_max, output_crs=crs, working_crs=crs,
-        _audit_arrays={"": n}, n_audit=n, source=_Source(),
+        _audit_arrays={"": n}, n_audit=n, source=source,
+        source_rows=np.arange(n, dtype=np.int64),
         groups=published if kind == "group" else no_groups,
         classes=published if kind == "class" else no_classes,
         gid=ids if kind == "group" else none, cid=ids if kind == "class" else none,
@@ -492,8 +589,13 @@ def _part_task(
     scan: bool,
     crs: str | None = None,
     row_groups: list[int] | None = None,
+    figures: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Every per-group (or per-class) check of one release part.
+
+    ``figures`` are the release's ``groups``, ``classes``, ``records`` (the bound of a
+    count column) and ``r_max_m``, which set what a structural column may hold
+    (``no_leak``).
 
     ``row_groups`` are the row groups of ``groups.parquet`` (or ``classes.parquet``)
     that can hold the part's ids (:func:`_row_groups_of`); ``None``: all of them.
@@ -504,6 +606,7 @@ def _part_task(
     """
     rel = Path(root) / "release"
     d = Path(scratch) / f"v{j:05d}"
+    figures = dict(figures or {"groups": 0, "classes": 0, "records": 0, "r_max_m": r_max})
     probs: dict[str, list[str]] = {
         "k_subjects": [], "extent": [], "representation": [], "counts": [], "no_leak": []
     }  # fmt: skip
@@ -567,37 +670,30 @@ def _part_task(
             if wrong:
                 probs["counts"].append(f"{wrong} group units in {name} are not the majority unit")
             out["released"] = pd.Series(size, index=rows["unit"].astype(str)).groupby(level=0).sum()
-        if rid is not None and {"x", "y"} <= set(records.columns):
-            rpos = rows.index.get_indexer(rid.fillna(-1).astype(np.int64))
-            okr = rpos >= 0
-            same_rep = np.array_equal(
-                records["x"].to_numpy(dtype=np.float64)[okr], rx[rpos[okr]]
-            ) and np.array_equal(records["y"].to_numpy(dtype=np.float64)[okr], ry[rpos[okr]])
-            if not same_rep:
-                probs["counts"].append(f"{name}: published x, y differ from the representative")
         key = _tile_key(rx, ry, tiling)
         if ((key < int(part["tile_lo"])) | (key > int(part["tile_hi"]))).any():
             probs["no_leak"].append(
                 f"{name}: representatives outside the part's tiles (not every source point "
                 "near them was compared)"
             )
-    else:
-        if {"level", "unit"} <= set(records.columns) and rid is not None:
-            rec = records.assign(_id=rid)
-            want = rows.loc[rows.index.intersection(rid.dropna().astype(np.int64))]
-            got = rec.drop_duplicates(["_id", "level", "unit"])
-            if len(got) != len(want) or not all(
-                str(want.at[int(r["_id"]), "level"]) == str(r["level"])
-                and str(want.at[int(r["_id"]), "unit"]) == str(r["unit"])
-                for _, r in got.iterrows()
-            ):
-                probs["counts"].append(f"{name}: level/unit of records differ from classes")
+    # each row's representative, level and unit: the records pass (_part_checks)
     if scan:
         coords = _read_pieces(d, "c", ["x", "y"])
         sx = np.concatenate([mx, coords["x"].to_numpy(dtype=np.float64)])
         sy = np.concatenate([my, coords["y"].to_numpy(dtype=np.float64)])
         ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
-        sec = _secrets(sx, sy, ids_, k, bad_names)
+        kept = {c[len(_KEPT) :]: members[c] for c in members.columns if c.startswith(_KEPT)}
+        texts = {str(u) for u in members["unit"].tolist()} | set(_LEVELS)
+        if "unit" in rows.columns:
+            texts |= {str(u) for u in rows["unit"].tolist()}
+        numbers = [float(v) for v in figures.values()]
+        if kind == "group":
+            numbers += [*pd.to_numeric(rows["x"]).tolist(), *pd.to_numeric(rows["y"]).tolist()]
+        sec = _strict_secrets(
+            Path(root), sx, sy, ids_, kept, k=k, bad_names=bad_names, figures=figures,
+            unit_texts=frozenset(texts), published=_distinct(np.asarray(numbers, np.float64)),
+            crs=crs,
+        )  # fmt: skip
         found = _scan_parquet(path, sec)
         if kind == "group":
             found += [f"groups.parquet rows: {f}" for f in _scan_frame(rows.reset_index(), sec)]
@@ -609,6 +705,91 @@ def _part_task(
 # ----------------------------------------------------------------------------
 # Driver
 # ----------------------------------------------------------------------------
+
+
+def _figures(rel: Path, records: int, r_max: float) -> dict[str, float]:
+    """The release's numbers of groups and classes (its tables' rows), its source
+    records and ``r_max_m``: what its structural columns may hold (``no_leak``)."""
+    out = {"groups": 0.0, "classes": 0.0, "records": float(records), "r_max_m": r_max}
+    for name, table in (("groups", "groups.parquet"), ("classes", "classes.parquet")):
+        with contextlib.suppress(OSError, pa.ArrowException):
+            out[name] = float(pq.ParquetFile(rel / table).metadata.num_rows)
+    return out
+
+
+def _metadata_text(path: Path, meta: Mapping[bytes, bytes], crs: str | None) -> str:
+    """``groups.parquet``'s key-value metadata as the single-file scan reads it: the
+    GeoParquet CRS definition of the release's own CRS left out (its numbers are the
+    CRS's), and a ``bbox`` left out when it is exactly the extent of the published
+    representatives (read row group by row group)."""
+    texts = []
+    for key, value in meta.items():
+        decoded = value.decode("utf-8", errors="replace")
+        if key == b"geo":
+            extent = None
+            with contextlib.suppress(OSError, KeyError, pa.ArrowException):
+                pf = pq.ParquetFile(path)
+                lo = [math.inf, math.inf]
+                hi = [-math.inf, -math.inf]
+                for i in range(pf.num_row_groups):
+                    t = pf.read_row_group(i, columns=["x", "y"])
+                    for j in range(2):
+                        mm = pc.min_max(t.column(j)).as_py()
+                        if mm["min"] is not None:
+                            lo[j], hi[j] = min(lo[j], mm["min"]), max(hi[j], mm["max"])
+                extent = [lo[0], lo[1], hi[0], hi[1]]
+            if extent is not None and math.isfinite(extent[0]):
+                decoded = _without_geography(decoded, extent)
+            decoded = _without_declared_crs(decoded, crs)
+        texts.append(decoded)
+    return "\n".join(texts)
+
+
+def _published(
+    root: Path, k: int, figures: Mapping[str, float], *, own_subjects: bool
+) -> dict[str, Any]:
+    """What the small files publish as figures and structure: the numbers ``holes``
+    reads from them (as for a single file, :func:`geokanon.verify.holes._holes_system`)
+    and the release's own figures; the unit ids (``units.csv``, ``classes.parquet``,
+    the audit's merges) and levels. A number of the prose equal to one of them is that
+    figure, a text one of them no subject id."""
+    view = _Release(root, None, 0.0)
+    known: set[float] = {float(v) for v in figures.values()}
+    texts: set[str] = set(_LEVELS)
+    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+        texts |= {str(u) for u in view.units_table["unit"].tolist()}
+        known.add(float(len(view.units_table)))
+    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+        c = view.classes
+        if "unit" in c:
+            texts |= {str(u) for u in c["unit"].tolist()}
+    merges = view.audit.get("unit_merges") if isinstance(view.audit, Mapping) else None
+    if isinstance(merges, Mapping):
+        texts |= {str(u) for u in merges} | {str(u) for u in merges.values()}
+    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+        _, pub = _holes_system(
+            k=k, manifest=view.manifest, rows=_unit_rows(view), groups=None,
+            classes=view.classes, own_subjects=own_subjects,
+            record_bound=int(figures["records"]), groups_by_majority_unit=True,
+            notes=_text_file(view.rel / "RELEASE_NOTES.md"),
+            report=_text_file(view.rel / "report.html"),
+        )  # fmt: skip
+        known |= {float(v) for v in pub.known}
+    known |= {float(t) for t in texts if _WHOLE_NUMBER_RE.match(t)}
+    numbers = _distinct(np.array(sorted(known), dtype=np.float64))
+    return {"numbers": numbers, "texts": frozenset(texts), "root": str(root)}
+
+
+def _kept_columns(rel: Path, parts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The kept columns of the release parts: every column of any part's schema that the
+    format does not define (a part that cannot be read says so in its own task)."""
+    found: dict[str, None] = {}
+    for p in parts:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            for name in pq.read_schema(rel / str(p["file"])).names:
+                if name not in RECORD_FORMAT_COLUMNS:
+                    found[str(name)] = None
+    return list(found)
 
 
 def _run_tasks(client: Any, func: Callable[..., Any], payloads: list[tuple[Any, ...]]) -> list[Any]:
@@ -735,15 +916,18 @@ def verify_partitioned(
         if leak_all and (rel / "groups.parquet").is_file():
             meta = pq.read_schema(rel / "groups.parquet").metadata or {}
             meta_file = scratch / "groups-metadata.txt"
-            meta_file.write_text(
-                "\n".join(v.decode("utf-8", errors="replace") for v in meta.values())
-            )
+            meta_file.write_text(_metadata_text(rel / "groups.parquet", meta, working))
             scan.append(("groups.parquet (metadata)", str(meta_file)))
         offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        figures = _figures(rel, int(offsets[-1]), r_max)
+        kept = _kept_columns(rel, parts) if need_parts else []
+        published = _published(root, k, figures, own_subjects=not roles.get("subject"))
+        published["crs"] = working
         r1 = _run_tasks(
             client, _source_task,
             [(source, i, int(offsets[i]), str(aud / "assignment" / f"part-{i:05d}.parquet"),
-              route, str(scratch), scan, k, bad_names) for i in range(len(sizes))],
+              route, str(scratch), scan, k, bad_names, kept, figures, published)
+             for i in range(len(sizes))],
         )  # fmt: skip
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
         r2: list[dict[str, Any]] = []
@@ -762,7 +946,7 @@ def verify_partitioned(
                 [(str(root), j, p, str(scratch), k, r_max, tolerance_m, tiling, has_subject,
                   bad_names, "no_leak" in names, working,
                   _row_groups_of(ranges[p["kind"]], int(p["first"]), int(p["end"]))
-                  if p.get("kind") in ranges else None)
+                  if p.get("kind") in ranges else None, figures)
                  for j, p in enumerate(parts)],
             )  # fmt: skip
     finally:
