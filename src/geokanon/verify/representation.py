@@ -22,7 +22,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _nunique, _positions
+from geokanon.verify._arrays import _argsort_stable, _nunique, _positions
 from geokanon.verify._derived import _audit_holds, _members, _rep_arrays
 from geokanon.verify._reader import _Release
 from geokanon.verify._results import CheckResult
@@ -241,8 +241,10 @@ def rule_violations(
     ng = wx.size
     if gi.size == 0:
         return np.zeros(ng, dtype=bool)
-    by = np.argsort(gi, kind="stable")
-    px, py, subj, gi = px[by], py[by], subj[by], gi[by]
+    if (gi[1:] < gi[:-1]).any():  # members not yet in group order
+        by = _argsort_stable(gi)
+        px, py, subj, gi = px[by], py[by], subj[by], gi[by]
+        del by
     cnt = np.bincount(gi, minlength=ng).astype(np.float64)
     has = cnt > 0
     n = np.maximum(cnt, 1.0)
