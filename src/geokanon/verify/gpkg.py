@@ -414,8 +414,7 @@ def _gpkg_extent_problems(
         n_off += int(off.sum())
     if n_off:
         return [
-            f"release.gpkg group_extents: {n_off} extents are not the "
-            "r_max disc of their group"
+            f"release.gpkg group_extents: {n_off} extents are not the r_max disc of their group"
         ]
     return []
 
