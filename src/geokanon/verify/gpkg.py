@@ -332,9 +332,13 @@ def _gpkg_table_problems(
     return [f"release.gpkg {name} layer differs from {where} in {bad[:4]}"] if bad else []
 
 
-def _ring_vertices(geometry: pa.ChunkedArray | pa.Array) -> NDArray[np.float64] | None:
-    """The vertices of polygons that all have one ring of one length, as an array
-    ``(polygons, vertices, 2)`` read straight from their WKB (``None``: any other shape)."""
+def _ring_vertices(
+    geometry: pa.ChunkedArray | pa.Array,
+) -> tuple[NDArray[np.uint8], int] | None:
+    """The WKB of polygons that all have one ring of one length, as a byte matrix
+    ``(polygons, bytes)`` over the array's own buffer (no copy) and the ring's vertex
+    count (``None``: any other shape). Rows ``a:b`` give their vertices with
+    :func:`_ring_block`."""
     import pyarrow.compute as pc
 
     arr = geometry.combine_chunks() if isinstance(geometry, pa.ChunkedArray) else geometry
@@ -353,9 +357,20 @@ def _ring_vertices(geometry: pa.ChunkedArray | pa.Array) -> NDArray[np.float64] 
         b"\x01" + (3).to_bytes(4, "little") + (1).to_bytes(4, "little")
         + n_points.to_bytes(4, "little"), dtype=np.uint8,
     )  # fmt: skip
-    if not (raw[:, :13] == head).all():
-        return None
-    return np.ascontiguousarray(raw[:, 13:]).view("<f8").reshape(len(arr), n_points, 2)
+    for a in range(0, len(arr), _RING_BLOCK):
+        if not (raw[a : a + _RING_BLOCK, :13] == head).all():
+            return None
+    return raw, n_points
+
+
+def _ring_block(raw: NDArray[np.uint8], n_points: int, a: int, b: int) -> NDArray[np.float64]:
+    """The vertices of polygons ``a:b`` of :func:`_ring_vertices`'s byte matrix, as an
+    array ``(polygons, vertices, 2)``."""
+    return np.ascontiguousarray(raw[a:b, 13:]).view("<f8").reshape(b - a, n_points, 2)
+
+
+#: Polygons compared at a time (bounds the memory of the extent check: a few MB a block).
+_RING_BLOCK = 1 << 15
 
 
 def _gpkg_extent_problems(
@@ -369,28 +384,37 @@ def _gpkg_extent_problems(
     the regular n-gon circumscribing the disc of ``radius_m`` around the representative
     (vertex j at angle 2 pi j / n, ``radius_m / cos(pi / n)`` away), every vertex within
     1e-6 of its place (relative to the radius). So it holds every member, and it holds no
-    number of its own."""
+    number of its own. Compared in blocks of polygons (bounded memory)."""
     if not table.num_rows:
         return []
-    rings = _ring_vertices(table.column("geometry"))
-    if rings is None or rings.shape[1] < 5:
+    ringed = _ring_vertices(table.column("geometry"))
+    if ringed is None or ringed[1] < 5:
         return ["release.gpkg group_extents: a polygon that is not its group's disc"]
-    n = rings.shape[1] - 1  # a closed ring repeats its first vertex
-    wx, wy = rings[:, :, 0], rings[:, :, 1]
+    raw, n_points = ringed
+    n = n_points - 1  # a closed ring repeats its first vertex
+    angle = 2 * np.pi * (np.arange(n + 1) % n) / n
+    cos_a, sin_a = np.cos(angle)[None, :], np.sin(angle)[None, :]
     rx, ry = gx, gy
     if rel.to_working is not None:
-        tx, ty = rel.to_working(wx.ravel(), wy.ravel())
-        wx, wy = np.asarray(tx).reshape(wx.shape), np.asarray(ty).reshape(wy.shape)
         rx, ry = rel.to_working(gx, gy)
-    angle = 2 * np.pi * (np.arange(n + 1) % n) / n
-    reach = (radius / np.cos(np.pi / n))[:, None]
-    ex = np.asarray(rx)[:, None] + reach * np.cos(angle)[None, :]
-    ey = np.asarray(ry)[:, None] + reach * np.sin(angle)[None, :]
-    off = (np.hypot(wx - ex, wy - ey) > 1e-6 * radius[:, None] + 1e-6).any(axis=1)
-    if off.any():
+    rx, ry = np.asarray(rx), np.asarray(ry)
+    n_off = 0
+    for a in range(0, raw.shape[0], _RING_BLOCK):
+        b = min(a + _RING_BLOCK, raw.shape[0])
+        rings = _ring_block(raw, n_points, a, b)
+        wx, wy = rings[:, :, 0], rings[:, :, 1]
+        if rel.to_working is not None:
+            tx, ty = rel.to_working(wx.ravel(), wy.ravel())
+            wx, wy = np.asarray(tx).reshape(wx.shape), np.asarray(ty).reshape(wy.shape)
+        rad = radius[a:b]
+        reach = (rad / np.cos(np.pi / n))[:, None]
+        ex = rx[a:b, None] + reach * cos_a
+        ey = ry[a:b, None] + reach * sin_a
+        off = (np.hypot(wx - ex, wy - ey) > 1e-6 * rad[:, None] + 1e-6).any(axis=1)
+        n_off += int(off.sum())
+    if n_off:
         return [
-            f"release.gpkg group_extents: {int(off.sum())} extents are not the "
-            "r_max disc of their group"
+            f"release.gpkg group_extents: {n_off} extents are not the r_max disc of their group"
         ]
     return []
 

@@ -22,7 +22,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _nunique, _positions
+from geokanon.verify._arrays import _argsort_stable, _nunique, _positions
 from geokanon.verify._derived import _audit_holds, _members, _rep_arrays
 from geokanon.verify._reader import _Release
 from geokanon.verify._results import CheckResult
@@ -241,8 +241,10 @@ def rule_violations(
     ng = wx.size
     if gi.size == 0:
         return np.zeros(ng, dtype=bool)
-    by = np.argsort(gi, kind="stable")
-    px, py, subj, gi = px[by], py[by], subj[by], gi[by]
+    if (gi[1:] < gi[:-1]).any():  # members not yet in group order
+        by = _argsort_stable(gi)
+        px, py, subj, gi = px[by], py[by], subj[by], gi[by]
+        del by
     cnt = np.bincount(gi, minlength=ng).astype(np.float64)
     has = cnt > 0
     n = np.maximum(cnt, 1.0)
@@ -257,13 +259,25 @@ def rule_violations(
                      minlength=ng)  # fmt: skip
     sigma = np.sqrt(sq / n)
     # largest subject's records per group
-    pair = np.lexsort((subj, gi))
-    pg, ps = gi[pair], subj[pair]
-    new = np.r_[True, (pg[1:] != pg[:-1]) | (ps[1:] != ps[:-1])]
-    run_start = np.flatnonzero(new)
-    run_len = np.diff(np.r_[run_start, pg.size])
+    span = int(subj.max()) - int(subj.min()) + 1 if subj.size else 1
+    if subj.size and ng * span < 2**62:
+        # one int64 key per (group, subject): sorting the keys (no index) gives the runs
+        key = np.sort(gi * span + (subj - subj.min()))
+        run_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        pg_start = key[run_start] // span
+        del key
+    else:
+        pair = np.lexsort((subj, gi))
+        pg, ps = gi[pair], subj[pair]
+        new = np.r_[True, (pg[1:] != pg[:-1]) | (ps[1:] != ps[:-1])]
+        run_start = np.flatnonzero(new)
+        pg_start = pg[run_start]
+        del pair, pg, ps, new
+    run_len = np.diff(np.r_[run_start, gi.size])
     wmax = np.zeros(ng)
-    np.maximum.at(wmax, pg[run_start], run_len.astype(np.float64))
+    # the runs are in group order: each group's largest run by one reduceat
+    first_run = np.flatnonzero(np.r_[True, pg_start[1:] != pg_start[:-1]])
+    wmax[pg_start[first_run]] = np.maximum.reduceat(run_len, first_run).astype(np.float64)
     need = np.maximum(sigma * wmax / n, STEP_FLOOR_M)
     o = (0.5 + LATTICE_OFFSET) * step
     bad = np.zeros(ng, dtype=bool)
