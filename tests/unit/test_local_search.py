@@ -1,0 +1,62 @@
+"""The local search's neighbour lists (``grouping._near_atoms``) against a brute force.
+
+The lists are read from a hashed grid, in rings of cells outward, skipping a cell
+whose nearest point is farther than the q-th distance found so far; the answer must
+still be exactly the q nearest atoms of other groups (ties to the smaller index)
+among the cells within each atom's reach.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geokanon.grouping import _near_atoms
+
+
+def _brute(
+    ax: np.ndarray, ay: np.ndarray, g: np.ndarray, side: float, q: int, reach: np.ndarray
+) -> np.ndarray:
+    cx = ((ax - ax.min()) / side).astype(np.int64)
+    cy = ((ay - ay.min()) / side).astype(np.int64)
+    out = np.full((ax.size, q), -1, np.int64)
+    for a in range(ax.size):
+        if g[a] < 0:
+            continue
+        span = reach[g[a]] / side
+        rings = min(max(1, int(np.ceil(span))), 4)
+        ok = (g >= 0) & (g != g[a]) & (np.abs(cx - cx[a]) <= rings) & (np.abs(cy - cy[a]) <= rings)
+        j = np.flatnonzero(ok)
+        d = (ax[j] - ax[a]) ** 2 + (ay[j] - ay[a]) ** 2
+        best = j[np.lexsort((j, d))][:q]
+        out[a, : best.size] = best
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_near_atoms_equal_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 600
+    # a lattice of few values: many exact distance ties, and atoms on cell borders
+    ax = rng.integers(0, 40, n).astype(np.float64) * 2.5
+    ay = rng.integers(0, 40, n).astype(np.float64) * 2.5
+    if seed % 2:
+        ax += rng.random(n) * 0.1
+    g = rng.integers(-1, 90, n)
+    reach = rng.random(90) * 4.0 * 5.0
+    side, q = 5.0, 12
+    got = _near_atoms(ax, ay, g, side, q, reach)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.astype(np.int64), _brute(ax, ay, g, side, q, reach))
+
+
+def test_near_atoms_sparse_cells_fill_from_outer_rings() -> None:
+    # few atoms per cell: the q-th distance stays infinite until the outer rings
+    rng = np.random.default_rng(7)
+    n = 200
+    ax = rng.random(n) * 400.0
+    ay = rng.random(n) * 400.0
+    g = np.arange(n) // 2
+    reach = np.full(n, 30.0)
+    got = _near_atoms(ax, ay, g, 10.0, 12, reach)
+    np.testing.assert_array_equal(got.astype(np.int64), _brute(ax, ay, g, 10.0, 12, reach))
