@@ -175,8 +175,7 @@ def _strict_secrets(
     coords = np.sort(np.concatenate([x[ok], y[ok]]))
     ids: frozenset[str] = frozenset()
     if raw_ids is not None and raw_ids.size:
-        ids = frozenset(str(s).strip() for s in pd.unique(raw_ids) if isinstance(s, str))
-        ids |= frozenset(str(s).strip() for s in pd.unique(raw_ids) if not isinstance(s, str))
+        ids = frozenset(str(s).strip() for s in pd.unique(raw_ids))
     n_mem = len(next(iter(kept.values()))) if kept else 0
     src = _Source(
         x=x[:n_mem] if kept else None, y=y[:n_mem] if kept else None,
@@ -383,6 +382,11 @@ def _source_task(
 _KEPT = "kept:"
 
 
+def _members_kept(members: pd.DataFrame) -> dict[str, pd.Series]:
+    """The kept columns' source values routed with a part's members, by column name."""
+    return {c[len(_KEPT) :]: members[c] for c in members.columns if c.startswith(_KEPT)}
+
+
 def _kept_values(
     source: Any, frame: pd.DataFrame, i: int, kept: Sequence[str], problems: list[str]
 ) -> dict[str, pd.Series]:
@@ -537,7 +541,7 @@ def _part_checks(
     else:  # every record is its own subject: its source row stands for it
         codes = subjects.to_numpy(dtype=np.int64)
     view = _Release(root, None, tolerance_m)
-    kept = {c[len(_KEPT) :]: members[c] for c in members.columns if c.startswith(_KEPT)}
+    kept = _members_kept(members)
     # the members' kept values: row i is member i (its "source row")
     source = _Source(n_rows=n, attributes=pd.DataFrame(kept, index=pd.RangeIndex(n)))
     no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
@@ -682,7 +686,7 @@ def _part_task(
         sx = np.concatenate([mx, coords["x"].to_numpy(dtype=np.float64)])
         sy = np.concatenate([my, coords["y"].to_numpy(dtype=np.float64)])
         ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
-        kept = {c[len(_KEPT) :]: members[c] for c in members.columns if c.startswith(_KEPT)}
+        kept = _members_kept(members)
         texts = {str(u) for u in members["unit"].tolist()} | set(_LEVELS)
         if "unit" in rows.columns:
             texts |= {str(u) for u in rows["unit"].tolist()}
