@@ -805,13 +805,10 @@ def unsettled_advice(left: int, by_time: int) -> str:
             "and leave only because of the time gap"
         )
     if left:
+        share = f"{left - by_time} of the {left}" if by_time else f"{left}"
         return (
-            f"raise r_max_m (--r-max) or lower k (--k): the {left - by_time} of the {left} "
-            "records that left group level in the last pass lack k-1 other subjects within "
-            "r_max in space"
-            if by_time
-            else f"raise r_max_m (--r-max) or lower k (--k): the {left} records that left "
-            "group level in the last pass lack k-1 other subjects within r_max in space"
+            f"raise r_max_m (--r-max) or lower k (--k): the {share} records that left group "
+            "level in the last pass lack k-1 other subjects within r_max in space"
         )
     return (
         "raise r_max_m (--r-max) or lower k (--k): the last pass only moved records between "
