@@ -1,10 +1,12 @@
 """The verifier alone, on releases written once: the release writer's two runs, or Dask's.
 
-Prints one table: records, layout, run, seconds, peak memory of this process (resident
-set, sampled every 0.2 s; Dask workers not included), and the scaling exponent against
-the previous size (1.0 is linear). The releases are written first (not timed) into
-``--dir`` and kept there, so the verifier of another checkout can be timed on the very
-same files: run this script once with each checkout on ``PYTHONPATH``, side by side.
+Prints one table: records, layout, run, seconds, CPU seconds of this process (all its
+threads: on a shared machine wall time mostly measures the wait for a core), peak memory
+of this process (resident set, sampled every 0.2 s; Dask workers not included), and the
+scaling exponent against the previous size (1.0 is linear). The releases are written
+first (not timed) into ``--dir`` and kept there, so the verifier of another checkout can
+be timed on the very same files: run this script once with each checkout on
+``PYTHONPATH``, side by side.
 
 Single file: ``full`` is :func:`geokanon.verify.verify_release` with every check on the
 release and its source table (the writer's first run); ``after report`` is the writer's
@@ -41,6 +43,16 @@ from benchmarks.bench_scale import (
     _sizes,
 )
 
+#: (records, layout, run, seconds, CPU seconds, peak GB)
+_Row = tuple[int, str, str, float, float, float]
+
+
+def _timed(call: Any) -> tuple[Any, float, float]:
+    """(what ``call()`` returns, its wall seconds, its CPU seconds in this process)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = call()
+    return out, time.perf_counter() - t0, time.process_time() - c0
+
 
 def _table(n: int) -> Any:
     from geokanon.io import table_from_frame
@@ -58,7 +70,7 @@ def _policy(k: int, r_max: float) -> Any:
     return _full_policy(OutlierPolicy(k=k, r_max_m=r_max))
 
 
-def single(n: int, base: Path, k: int, r_max: float) -> list[tuple[int, str, str, float, float]]:
+def single(n: int, base: Path, k: int, r_max: float) -> list[_Row]:
     from geokanon.pipeline import release_points
     from geokanon.release import ReleaseOptions
     from geokanon.report.html import RECHECKED
@@ -75,10 +87,8 @@ def single(n: int, base: Path, k: int, r_max: float) -> list[tuple[int, str, str
             )  # fmt: skip
     rows = []
     with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        first = verify_release(out, source=table)
-        dt = time.perf_counter() - t0
-    rows.append((n, "single", "full", dt, mem.peak / 2**30))
+        first, dt, cpu = _timed(lambda: verify_release(out, source=table))
+    rows.append((n, "single", "full", dt, cpu, mem.peak / 2**30))
     extra: dict[str, Any] = {}
     if "reuse" in inspect.signature(verify_release).parameters:
         extra["reuse"] = first
@@ -86,18 +96,18 @@ def single(n: int, base: Path, k: int, r_max: float) -> list[tuple[int, str, str
         f: d for f, d in first.digests.items() if f not in ("report.html", "manifest.json")
     }
     with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        again = verify_release(out, source=table, checks=RECHECKED, unchanged=unchanged, **extra)
-        dt = time.perf_counter() - t0
+        again, dt, cpu = _timed(
+            lambda: verify_release(
+                out, source=table, checks=RECHECKED, unchanged=unchanged, **extra
+            )
+        )
     note = "after report" + (" (reuse)" if extra else "")
-    rows.append((n, "single", note, dt, mem.peak / 2**30))
+    rows.append((n, "single", note, dt, cpu, mem.peak / 2**30))
     assert first.passed and again.passed, (first.failed, again.failed)
     return rows
 
 
-def partitioned(
-    n: int, base: Path, k: int, r_max: float, part: int, workers: int
-) -> tuple[int, str, str, float, float]:
+def partitioned(n: int, base: Path, k: int, r_max: float, part: int, workers: int) -> _Row:
     from geokanon.distributed import Tiling, dask_client, release_partitions
     from geokanon.release import ReleaseOptions
 
@@ -120,17 +130,17 @@ def partitioned(
             )  # fmt: skip
     if workers:
         with dask_client(None, n_workers=workers) as client, PeakMemory() as mem:
-            t0 = time.perf_counter()
-            rep = verify_partitioned(out, source=src, client=client, scratch_dir=base)
-            dt = time.perf_counter() - t0
+            rep, dt, cpu = _timed(
+                lambda: verify_partitioned(out, source=src, client=client, scratch_dir=base)
+            )
     else:
         with PeakMemory() as mem:
-            t0 = time.perf_counter()
-            rep = verify_partitioned(out, source=src, client=None, scratch_dir=base)
-            dt = time.perf_counter() - t0
+            rep, dt, cpu = _timed(
+                lambda: verify_partitioned(out, source=src, client=None, scratch_dir=base)
+            )
     assert rep.passed, rep.failed
     how = f"{parts} partitions, " + (f"dask x{workers}" if workers else "in process")
-    return (n, "partitioned", how, dt, mem.peak / 2**30)
+    return (n, "partitioned", how, dt, cpu, mem.peak / 2**30)
 
 
 def groups_read(n_groups: int, base: Path, per_part: int = 95_000) -> str:
@@ -195,21 +205,21 @@ def main() -> None:
     import geokanon
 
     print(f"geokanon from {Path(geokanon.__file__).parent}")
-    rows: list[tuple[int, str, str, float, float]] = []
+    rows: list[_Row] = []
     for n in _sizes(args.single):
         rows += single(n, base, args.k, args.r_max)
     for n in _sizes(args.partitioned):
         rows.append(partitioned(n, base, args.k, args.r_max, args.partition, args.dask_workers))
-    print(f"\n{'records':>12} {'layout':<12} {'run':<34} {'seconds':>8} {'peak GB':>8} "
-          f"{'scaling':>8}")  # fmt: skip
+    print(f"\n{'records':>12} {'layout':<12} {'run':<34} {'seconds':>8} {'CPU s':>8} "
+          f"{'peak GB':>8} {'scaling':>8}")  # fmt: skip
     prev: dict[tuple[str, str], tuple[int, float]] = {}
-    for n, layout, run, dt, peak in rows:
+    for n, layout, run, dt, cpu, peak in rows:
         key = (layout, run.split(",")[-1])
         scaling = ""
         if key in prev and prev[key][0] != n:
             scaling = f"{math.log(dt / prev[key][1]) / math.log(n / prev[key][0]):.2f}"
         prev[key] = (n, dt)
-        print(f"{n:>12,} {layout:<12} {run:<34} {dt:>8.1f} {peak:>8.2f} {scaling:>8}")
+        print(f"{n:>12,} {layout:<12} {run:<34} {dt:>8.1f} {cpu:>8.1f} {peak:>8.2f} {scaling:>8}")
     for n in _sizes(args.groups_read):
         print(groups_read(n, base))
 

@@ -257,11 +257,17 @@ class _Release:
 
     # ---- raw files -------------------------------------------------------------------
 
-    def _parquet(self, path: Path) -> pd.DataFrame:
+    def _parquet(self, path: Path, *, arrow_objects: bool = False) -> pd.DataFrame:
+        """A Parquet file as a pandas frame. ``arrow_objects``: binary and struct columns
+        (WKB geometry, GeoParquet's ``bbox``) stay Arrow-backed (``pd.ArrowDtype``), not a
+        Python object per row; their values read the same (``bytes``, ``dict``)."""
         if not path.is_file():
             raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
         try:
-            return pq.read_table(path).to_pandas()
+            table = pq.read_table(path)
+            if arrow_objects:
+                return table.to_pandas(types_mapper=_arrow_backed)
+            return table.to_pandas()
         except (OSError, pa.ArrowException) as exc:
             raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
@@ -484,7 +490,10 @@ class _Release:
 
     @cached_property
     def groups(self) -> pd.DataFrame:
-        g = self._parquet(self.rel / "groups.parquet")
+        # the checks read its numbers, ids and units; geometry and bbox are read from the
+        # file itself (no_leak) or compared by name only: kept in Arrow (a million Python
+        # objects per column cost seconds)
+        g = self._parquet(self.rel / "groups.parquet", arrow_objects=True)
         for c in ("group_id", "n_records", "x", "y"):
             if c not in g.columns:
                 raise _Unreadable(f"groups.parquet lacks column {c!r}")
@@ -659,6 +668,12 @@ class _AuditColumn:
             return codes, uniq.astype(object)
         except Exception as exc:
             return _Failed(exc)
+
+
+def _arrow_backed(t: pa.DataType) -> pd.ArrowDtype | None:
+    """``to_pandas`` types mapper: binary and struct columns as Arrow-backed columns."""
+    binary = pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    return pd.ArrowDtype(t) if binary or pa.types.is_struct(t) else None
 
 
 def _same_crs(a: str | None, b: str | None) -> bool:
