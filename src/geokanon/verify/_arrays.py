@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -159,6 +160,8 @@ def _argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
     if n < 2 or v.dtype.kind not in "iu":
         return np.argsort(v, kind="stable").astype(np.int64)
     lo, hi = int(v.min()), int(v.max())
+    if hi - lo <= 4 * n + 1024:  # a short range (group ids, codes): counted, not sorted
+        return _counting_order(v.astype(np.int64, copy=False), lo, hi - lo + 1)
     shift = (n - 1).bit_length()
     if hi - lo >= 1 << (62 - shift):  # does not fit in one key
         return np.argsort(v, kind="stable").astype(np.int64)
@@ -167,6 +170,22 @@ def _argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
     key.sort()
     key &= (1 << shift) - 1
     return key
+
+
+@nb.njit(cache=True)
+def _counting_order(v: NDArray[np.int64], lo: int, span: int) -> NDArray[np.int64]:
+    """The stable order of ``v`` (values in ``lo .. lo + span - 1``), by counting."""
+    at = np.zeros(span + 1, dtype=np.int64)
+    for i in range(v.size):
+        at[v[i] - lo + 1] += 1
+    for j in range(span):
+        at[j + 1] += at[j]
+    out = np.empty(v.size, dtype=np.int64)
+    for i in range(v.size):
+        k = v[i] - lo
+        out[at[k]] = i
+        at[k] += 1
+    return out
 
 
 def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:

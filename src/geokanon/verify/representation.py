@@ -197,6 +197,62 @@ def _nearer_admissible(
     return out
 
 
+@nb.njit(cache=True)
+def _group_moments(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    starts: NDArray[np.int64],
+) -> tuple[
+    NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+    NDArray[np.float64],
+]:  # fmt: skip
+    """Per group of the members ``starts[g]:starts[g + 1]`` (in group order): the number of
+    members, the centroid ``x0 + sum(px - x0) / n`` with ``x0`` its first member's (the
+    sums run in member order, so they equal ``numpy.bincount``'s), the RMS radius about
+    it, and the most records one subject has in it. A group without members has count
+    0, the centroid of the member at its start (clipped to the last), radius 0, 0."""
+    ng = starts.size - 1
+    m = px.size
+    cnt = np.zeros(ng)
+    cx = np.empty(ng)
+    cy = np.empty(ng)
+    sigma = np.zeros(ng)
+    wmax = np.zeros(ng)
+    for g in range(ng):
+        a = starts[g]
+        b = starts[g + 1]
+        f = min(a, m - 1)
+        x0 = px[f]
+        y0 = py[f]
+        n = max(float(b - a), 1.0)
+        sx = 0.0
+        sy = 0.0
+        for i in range(a, b):
+            sx += px[i] - x0
+            sy += py[i] - y0
+        mx = sx / n
+        my = sy / n
+        cx[g] = x0 + mx
+        cy[g] = y0 + my
+        sq = 0.0
+        for i in range(a, b):
+            dx = px[i] - x0 - mx
+            dy = py[i] - y0 - my
+            sq += dx * dx + dy * dy
+        sigma[g] = math.sqrt(sq / n)
+        cnt[g] = float(b - a)
+        if b > a:
+            ss = np.sort(subj[a:b])
+            best = 1
+            run = 1
+            for i in range(1, ss.size):
+                run = run + 1 if ss[i] == ss[i - 1] else 1
+                best = max(best, run)
+            wmax[g] = float(best)
+    return cnt, cx, cy, sigma, wmax
+
+
 def _rule_step_of(rel: _Release) -> tuple[float, float]:
     """(snap step S, radius held in working metres) of the release."""
     r_max = rel.r_max_m
@@ -245,39 +301,17 @@ def rule_violations(
         by = _argsort_stable(gi)
         px, py, subj, gi = px[by], py[by], subj[by], gi[by]
         del by
-    cnt = np.bincount(gi, minlength=ng).astype(np.float64)
+    starts = np.searchsorted(gi, np.arange(ng + 1)).astype(np.int64)
+    # per group, in one pass over its members: count, centroid (in coordinates local to
+    # its first member, for precision), RMS radius and its largest subject's records
+    cnt, cx, cy, sigma, wmax = _group_moments(
+        np.ascontiguousarray(px, dtype=np.float64),
+        np.ascontiguousarray(py, dtype=np.float64),
+        np.ascontiguousarray(subj, dtype=np.int64),
+        starts,
+    )
     has = cnt > 0
     n = np.maximum(cnt, 1.0)
-    # centroid, in coordinates local to each group's first member (precision)
-    starts = np.searchsorted(gi, np.arange(ng + 1))
-    first = np.minimum(starts[:-1], gi.size - 1)
-    x0, y0 = px[first], py[first]
-    mx = np.bincount(gi, weights=px - x0[gi], minlength=ng) / n
-    my = np.bincount(gi, weights=py - y0[gi], minlength=ng) / n
-    cx, cy = x0 + mx, y0 + my
-    sq = np.bincount(gi, weights=(px - x0[gi] - mx[gi]) ** 2 + (py - y0[gi] - my[gi]) ** 2,
-                     minlength=ng)  # fmt: skip
-    sigma = np.sqrt(sq / n)
-    # largest subject's records per group
-    span = int(subj.max()) - int(subj.min()) + 1 if subj.size else 1
-    if subj.size and ng * span < 2**62:
-        # one int64 key per (group, subject): sorting the keys (no index) gives the runs
-        key = np.sort(gi * span + (subj - subj.min()))
-        run_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        pg_start = key[run_start] // span
-        del key
-    else:
-        pair = np.lexsort((subj, gi))
-        pg, ps = gi[pair], subj[pair]
-        new = np.r_[True, (pg[1:] != pg[:-1]) | (ps[1:] != ps[:-1])]
-        run_start = np.flatnonzero(new)
-        pg_start = pg[run_start]
-        del pair, pg, ps, new
-    run_len = np.diff(np.r_[run_start, gi.size])
-    wmax = np.zeros(ng)
-    # the runs are in group order: each group's largest run by one reduceat
-    first_run = np.flatnonzero(np.r_[True, pg_start[1:] != pg_start[:-1]])
-    wmax[pg_start[first_run]] = np.maximum.reduceat(run_len, first_run).astype(np.float64)
     need = np.maximum(sigma * wmax / n, STEP_FLOOR_M)
     o = (0.5 + LATTICE_OFFSET) * step
     bad = np.zeros(ng, dtype=bool)
