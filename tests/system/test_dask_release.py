@@ -294,9 +294,8 @@ def test_group_in_a_unit_other_than_its_majority_fails_counts(client, towns_rele
     _refresh(out)
     report = verify_partitioned(out, source=src, client=client)
     assert "counts" in report.failed
-    assert "1 group units in records/part-00000.parquet are not the majority unit" in (
-        report["counts"].detail
-    )
+    # the single-file rule and message (geokanon.verify.counts.group_units, unit_problems)
+    assert "1 groups name a unit other than their members' majority" in report["counts"].detail
 
 
 def test_group_below_k_in_an_audit_part_fails_k_subjects(client, towns_release, tmp_path):
