@@ -125,7 +125,7 @@ from geokanon.verify._reader import (
     _wallclock_seconds,
 )
 from geokanon.verify._results import CheckResult, _Unreadable
-from geokanon.verify.holes import _holes_system, release_system_inputs
+from geokanon.verify.holes import holes_system_and_published, release_system_inputs
 
 # ---- no_leak ---------------------------------------------------------------------------
 #
@@ -600,12 +600,13 @@ def _published_values(
     of them) and the unit ids that read as numbers. The texts are the unit ids (as the
     audit and the merges name them), ``area`` and the levels.
 
-    ``system_inputs(rel)`` gives the arguments of :func:`~geokanon.verify.holes._holes_system`
-    (default: a single-file release's, :func:`~geokanon.verify.holes.release_system_inputs`);
-    the representatives and the number of groups are its ``groups`` (``None``: the
-    partitioned driver, which never reads all of ``groups.parquet``; each part task adds
-    its part's representatives). ``units``: the unit ids the release names (default: the
-    audit's, ``rel.unit_codes``).
+    ``system_inputs(rel)`` gives the arguments of
+    :func:`~geokanon.verify.holes.holes_system_and_published` (default: a single-file
+    release's, :func:`~geokanon.verify.holes.release_system_inputs`); the representatives
+    and the number of groups are its ``groups`` (``None``: the partitioned driver, which
+    never reads all of ``groups.parquet``; each part task adds its part's
+    representatives). ``units``: the unit ids the release names (default: the audit's,
+    ``rel.unit_codes``).
     """
     known: set[float] = set()
     texts: set[str] = set(_LEVELS)
@@ -638,7 +639,7 @@ def _published_values(
         with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
             if inputs["records_rows"] is not None:
                 known.add(float(inputs["records_rows"]))
-            _, pub = _holes_system(**inputs)
+            _, pub = holes_system_and_published(**inputs)
             known |= pub.known
             known.add(float(inputs["record_bound"]))
     for t in texts:
