@@ -39,6 +39,17 @@ The rule, exactly as implemented
     ``records.parquet``'s columns less ``geometry``, in order, and row by row the
     same values (read with the Parquet file's column types; an integer may read
     ``3.0``), by keyed hashes tied to the row number.
+
+One set of rules for both layouts
+---------------------------------
+The rules above that a partitioned release can be held to are functions of
+per-partition tallies (:func:`audit_tally`, :func:`id_tally`, :func:`group_units`,
+:func:`class_units`), merged by adding them up and judged by :func:`audit_problems`,
+:func:`id_problems`, :func:`records_total_problems`, :func:`unit_problems` and
+:func:`manifest_count_problems`. :func:`check_counts` is one partition's tallies judged;
+:mod:`geokanon.verify.partitioned` merges those of every source partition and release
+part and calls the same functions (same messages). The records files' row-by-row pass is
+:mod:`~geokanon.verify._records`' in both layouts.
 """
 
 from __future__ import annotations

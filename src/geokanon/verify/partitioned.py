@@ -34,11 +34,12 @@ of ``groups.parquet``/``classes.parquet`` and the routed source rows:
 ``k_subjects`` (distinct subjects per group and class), ``extent`` (every member
 within ``min(r_max_m, radius_m)`` of the published representative, inclusive, on
 the map and, for a named CRS, on its ellipsoid),
-``representation`` (the single-file rule), ``counts`` (group and class sizes,
-rows per group and class in the part, the part's representatives, each group's
-majority unit, every group and class of the id range present once, and the
-single-file records pass: each row against its group or class, each group's and
-class's kept values against its members' source values, routed with them) and
+``representation`` (the single-file rule), ``counts`` (the part's tallies of
+:mod:`geokanon.verify.counts`: group and class sizes, rows per group and class, each
+group's majority unit and the records it releases per unit; every group and class of the
+id range present once; and the single-file records pass: each row against its group or
+class, each group's and class's kept values against its members' source values, routed
+with them) and
 ``no_leak`` (the part file and its ``groups.parquet`` rows against the
 coordinates routed to it and its members' subject ids, by the single-file rules:
 :func:`_strict_secrets`).
@@ -50,8 +51,9 @@ distinct triples; the source's checksum) come from the tasks. ``tau``,
 ``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest`` are then the
 check modules' own functions, the same code as for a single-file release;
 ``holes`` is :func:`geokanon.verify.holes.holes_check` over the same unit rows
-(every figure of every release file); ``counts`` compares the manifest's and
-``units.csv``'s figures with the reduced counts.
+(every figure of every release file); ``counts`` merges the source partitions' and the
+parts' tallies and judges them with :mod:`geokanon.verify.counts`' functions, the same
+rules and messages as for a single file (which is one partition).
 
 What is narrower than :func:`geokanon.verify.verify_release` is stated in
 :data:`SCOPE` and written into the manifest (``verification_scope``).
