@@ -81,7 +81,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import _distinct, _value_counts
+from geokanon.verify._arrays import _distinct, _factorize_text, _value_counts
 from geokanon.verify._arrays import _text_codes as _codes_in
 from geokanon.verify._derived import _unit_rows
 from geokanon.verify._reader import (
@@ -672,11 +672,10 @@ def _part_task(
         ry = pd.to_numeric(rows["y"]).to_numpy(dtype=np.float64)
         # every group counts whole in its members' majority unit (a group's members are
         # all routed to its part)
-        unames, ucode = np.unique(members["unit"].astype(str).to_numpy(), return_inverse=True)
-        unames = unames.astype(object)
+        ucode, unames = _factorize_text(members["unit"])  # codes in sort order
         none = np.zeros(0, dtype=np.int64)
         wrong, released = group_units(
-            mid, ucode.reshape(-1).astype(np.int64), none, none, unames.size, ids,
+            mid, ucode, none, none, unames.size, ids,
             _codes_in(published["unit"], unames) if "unit" in published.columns else None,
         )  # fmt: skip
         out["wrong_units"] = wrong
@@ -694,15 +693,16 @@ def _part_task(
         sy = np.concatenate([my, coords["y"].to_numpy(dtype=np.float64)])
         ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
         kept = _members_kept(members)
-        texts = {str(u) for u in members["unit"].tolist()} | set(_LEVELS)
+        # the distinct texts only (str of each distinct value: the same set)
+        texts = {str(u) for u in pd.unique(members["unit"])} | set(_LEVELS)
         if "unit" in rows.columns:
-            texts |= {str(u) for u in rows["unit"].tolist()}
-        numbers = [float(v) for v in figures.values()]
+            texts |= {str(u) for u in pd.unique(rows["unit"])}
+        numbers = [np.array([float(v) for v in figures.values()], dtype=np.float64)]
         if kind == "group":
-            numbers += [*pd.to_numeric(rows["x"]).tolist(), *pd.to_numeric(rows["y"]).tolist()]
+            numbers += [pd.to_numeric(rows[c]).to_numpy(dtype=np.float64) for c in ("x", "y")]
         sec = _strict_secrets(
             Path(root), sx, sy, ids_, kept, k=k, bad_names=bad_names, figures=figures,
-            unit_texts=frozenset(texts), published=_distinct(np.asarray(numbers, np.float64)),
+            unit_texts=frozenset(texts), published=_distinct(np.concatenate(numbers)),
             crs=crs,
         )  # fmt: skip
         found = _scan_parquet(path, sec)
