@@ -48,7 +48,9 @@ per-partition tallies (:func:`audit_tally`, :func:`id_tally`, :func:`group_units
 :func:`id_problems`, :func:`records_total_problems`, :func:`unit_problems` and
 :func:`manifest_count_problems`. :func:`check_counts` is one partition's tallies judged;
 :mod:`geokanon.verify.partitioned` merges those of every source partition and release
-part and calls the same functions (same messages). The records files' row-by-row pass is
+part and calls the same functions (same messages). A part's id and majority-unit
+tallies are taken from a reader of the part by the functions that take a single-file
+release's (:func:`id_tallies`, :func:`group_unit_tally`). The records files' row-by-row pass is
 :mod:`~geokanon.verify._records`' in both layouts.
 """
 
@@ -84,7 +86,7 @@ from geokanon.verify._reader import (
     _read_options,
     _Release,
 )
-from geokanon.verify._records import _record_rows
+from geokanon.verify._records import _record_rows, _RecordRows
 from geokanon.verify._results import CheckResult
 from geokanon.verify.gpkg import geoparquet_bbox_problems, gpkg_count_problems
 
@@ -543,6 +545,54 @@ def manifest_count_problems(
     return problems
 
 
+def id_tallies(rel: _Release, rows: _RecordRows) -> dict[str, IdTally]:
+    """The groups' and the classes' :class:`IdTally` of one partition's reader.
+
+    ``rel`` reads a single-file release (one partition: the whole release) or one part
+    of a partitioned one (:mod:`geokanon.verify.partitioned`: the part's rows of
+    ``groups.parquet`` or ``classes.parquet`` as the tables, its routed members as the
+    audit); ``rows`` is the records pass over its records files.
+    """
+    read = rows.unreadable is None
+    out = {}
+    for what, ids, syn_ids, table, col, got in (
+        ("group", rel.gid, rel.syn_gid, rel.groups, "group_id", rows.per_group),
+        ("class", rel.cid, rel.syn_cid, rel.classes, "class_id", rows.per_class),
+    ):
+        expected = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
+        pub_ids = _ids(table[col], f"{what} id")
+        sizes = pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64)
+        out[what] = id_tally(expected, pub_ids, sizes, got if read else None)
+    return out
+
+
+def group_unit_tally(rel: _Release) -> tuple[int, dict[str, int]]:
+    """(groups naming a unit other than their members' majority, records its groups
+    release per unit id) of one partition's reader (as :func:`id_tallies`), by
+    :func:`group_units`."""
+    ucode, unames = rel.unit_codes
+    nu = unames.size
+    at_group = rel.gid >= 0
+    syn = rel.synthetic
+    syn_code = (
+        _text_codes(syn["unit"].astype(str), unames)
+        if len(syn) and "unit" in syn
+        else np.full(len(syn), -1, dtype=np.int64)
+    )
+    syn_g = rel.syn_gid >= 0
+    pub_ucode = (
+        _text_codes(rel.groups["unit"].astype(str), unames) if "unit" in rel.groups.columns
+        else None
+    )  # fmt: skip
+    wrong, released = group_units(
+        rel.gid[at_group], ucode[at_group], rel.syn_gid[syn_g], syn_code[syn_g], nu,
+        _ids(rel.groups["group_id"], "groups group_id") if pub_ucode is not None
+        else np.zeros(0, dtype=np.int64),
+        pub_ucode,
+    )  # fmt: skip
+    return wrong, {str(u): int(released[i]) for i, u in enumerate(unames.tolist())}
+
+
 def check_counts(rel: _Release) -> CheckResult:
     """The ``counts`` check of a single-file release: one partition's tallies, judged."""
     k = rel.k
@@ -581,15 +631,8 @@ def check_counts(rel: _Release) -> CheckResult:
     problems += source_problems
     # groups and classes, and the records files row by row
     rows = _record_rows(rel)
-    read = rows.unreadable is None
-    for what, ids, syn_ids, table, col, got in (
-        ("group", rel.gid, rel.syn_gid, rel.groups, "group_id", rows.per_group),
-        ("class", rel.cid, rel.syn_cid, rel.classes, "class_id", rows.per_class),
-    ):
-        expected = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
-        pub_ids = _ids(table[col], f"{what} id")
-        sizes = pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64)
-        problems += id_problems(what, id_tally(expected, pub_ids, sizes, got if read else None))
+    for what, tally in id_tallies(rel, rows).items():
+        problems += id_problems(what, tally)
     n_syn = len(rel.synthetic)
     if rows.unreadable is not None:
         problems.append(rows.unreadable)
@@ -740,7 +783,6 @@ def _unit_tally(rel: _Release) -> UnitTally:
     ucode, unames = rel.unit_codes
     nu = unames.size
     subj = rel.subjects
-    at_group = rel.gid >= 0
     syn = rel.synthetic
     syn_code = (
         _text_codes(syn["unit"].astype(str), unames)
@@ -748,19 +790,8 @@ def _unit_tally(rel: _Release) -> UnitTally:
         else np.full(len(syn), -1, dtype=np.int64)
     )
     syn_known = not len(syn) or "unit" in syn
-    syn_g = rel.syn_gid >= 0
-    pub_ucode = (
-        _text_codes(rel.groups["unit"].astype(str), unames) if "unit" in rel.groups.columns
-        else None
-    )  # fmt: skip
-    wrong, released = group_units(
-        rel.gid[at_group], ucode[at_group], rel.syn_gid[syn_g], syn_code[syn_g], nu,
-        _ids(rel.groups["group_id"], "groups group_id") if pub_ucode is not None
-        else np.zeros(0, dtype=np.int64),
-        pub_ucode,
-    )  # fmt: skip
+    wrong, by_groups = group_unit_tally(rel)
     cls_released, up = class_units(rel.cid, rel.syn_cid, rel.classes, unames)
-    released = released + cls_released
     up_subj_c = _distinct_counts(np.where(up, ucode, -1), subj, nu, rel.subject_codes)
     sup = rel.is_disposal("suppressed")
     sup_subj_c = _distinct_counts(np.where(sup, ucode, -1), subj, nu, rel.subject_codes)
@@ -768,7 +799,7 @@ def _unit_tally(rel: _Release) -> UnitTally:
     syn_per_c = np.bincount(np.where(syn_code >= 0, syn_code, nu), minlength=nu + 1)
     names_l = [str(u) for u in unames.tolist()]
     return UnitTally(
-        released={names_l[i]: int(released[i]) for i in range(nu)},
+        released={u: by_groups[u] + int(cls_released[i]) for i, u in enumerate(names_l)},
         totals={names_l[i]: int(totals_c[i]) for i in range(nu) if totals_c[i]},
         suppressed={names_l[i]: int(sup_subj_c[i]) for i in range(nu)},
         up={names_l[i]: int(up_subj_c[i]) for i in range(nu)},

@@ -81,8 +81,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import _distinct, _factorize_text, _value_counts
-from geokanon.verify._arrays import _text_codes as _codes_in
+from geokanon.verify._arrays import _distinct, _factorize_text
 from geokanon.verify._derived import _unit_rows
 from geokanon.verify._reader import (
     _Release,
@@ -90,7 +89,7 @@ from geokanon.verify._reader import (
     _text_file,
     subject_id_text,
 )
-from geokanon.verify._records import RECORD_FORMAT_COLUMNS, _record_rows, _RecordRows
+from geokanon.verify._records import RECORD_FORMAT_COLUMNS, _record_rows
 from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import (
@@ -100,9 +99,9 @@ from geokanon.verify.counts import (
     audit_problems,
     audit_tally,
     class_units,
-    group_units,
+    group_unit_tally,
     id_problems,
-    id_tally,
+    id_tallies,
     manifest_count_problems,
     records_total_problems,
     subject_ids_merged_problems,
@@ -525,8 +524,9 @@ def _part_checks(
     tolerance_m: float,
     crs: str | None,
     path: Path | None = None,
-) -> tuple[dict[str, CheckResult], _RecordRows | None]:
-    """``k_subjects`` (and, for a group part, ``extent`` and ``representation``) of one part.
+) -> tuple[dict[str, CheckResult], dict[str, Any]]:
+    """``k_subjects`` (and, for a group part, ``extent`` and ``representation``) of one part,
+    and its ``counts`` tallies.
 
     With the part's file (``path``), the records pass reads it too
     (:mod:`~geokanon.verify._records`): ``k_subjects`` then checks the part's published
@@ -540,6 +540,11 @@ def _part_checks(
     source coordinates, which the source round found equal to the audit's, and
     subjects) as the audit; ``manifest.json`` and ``audit.json`` are the release's own.
     Working and published CRS are the release's one CRS.
+
+    The part's ``counts`` tallies are taken from that reader by the functions that take
+    a single-file release's (:func:`geokanon.verify.counts.id_tallies`,
+    :func:`~geokanon.verify.counts.group_unit_tally`): ``ids`` (per kind), ``records``
+    (the part's rows), ``wrong_units`` and ``released`` (records per unit id).
     """
     n = len(members)
     ids = members["id"].to_numpy(dtype=np.int64)
@@ -567,6 +572,9 @@ def _part_checks(
         gid=ids if kind == "group" else none, cid=ids if kind == "class" else none,
         xy_m=(members["x"].to_numpy(dtype=np.float64), members["y"].to_numpy(dtype=np.float64)),
         subjects=codes, syn_gid=np.zeros(0, dtype=np.int64),
+        syn_cid=np.zeros(0, dtype=np.int64),
+        synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
+        unit_codes=_factorize_text(members["unit"]),  # codes in sort order
     )  # fmt: skip
     if path is not None:
         view.__dict__["record_files"] = [path]
@@ -578,15 +586,19 @@ def _part_checks(
             out[name] = check(view)
         except _Unreadable as exc:
             out[name] = CheckResult(name, False, f"cannot check: {exc}")
-    rows = None
+    tallies: dict[str, Any] = {}
     if path is not None:
         try:
             rows = _record_rows(view)
             found = [*([rows.unreadable] if rows.unreadable else []), *rows.problems]
+            tallies["ids"] = id_tallies(view, rows)
+            if rows.unreadable is None:
+                tallies["records"] = rows.rows
+            tallies["wrong_units"], tallies["released"] = group_unit_tally(view)
         except _Unreadable as exc:
             found = [f"cannot check: {exc}"]
         out["counts"] = CheckResult("counts", not found, "; ".join(found))
-    return out, rows
+    return out, tallies
 
 
 def _part_task(
@@ -624,7 +636,7 @@ def _part_task(
     probs: dict[str, list[str]] = {
         "k_subjects": [], "extent": [], "representation": [], "counts": [], "no_leak": []
     }  # fmt: skip
-    out: dict[str, Any] = {"problems": probs, "released": pd.Series(dtype=np.int64), "rows": 0}
+    out: dict[str, Any] = {"problems": probs, "released": {}, "rows": 0}
     path = rel / str(part["file"])
     name = str(part["file"])
     try:
@@ -633,7 +645,6 @@ def _part_task(
         probs["counts"].append(f"{name} is unreadable ({type(exc).__name__})")
         return out
     members = _read_pieces(d, "m", ["id", "x", "y", "subject", "raw_subject", "unit"])
-    mid = members["id"].to_numpy(dtype=np.int64)
     mx = members["x"].to_numpy(dtype=np.float64)
     my = members["y"].to_numpy(dtype=np.float64)
     first, end = int(part["first"]), int(part["end"])
@@ -654,32 +665,15 @@ def _part_task(
     # k_subjects, and for groups extent and representation: the single-file checks, on
     # a reader of this part (its rows of the table, its members); the records pass
     # gives the part's rows per group and class
-    out["checks"], passed = _part_checks(
+    # and this part's tallies of the single-file counts rules (geokanon.verify.counts),
+    # merged and judged on the driver
+    out["checks"], tallies = _part_checks(
         Path(root), kind, published, members, has_subject, k, r_max, tolerance_m, crs, path
     )
-    # this part's tallies of the single-file counts rules (geokanon.verify.counts),
-    # merged and judged on the driver
-    got = None
-    if passed is not None and passed.unreadable is None:
-        got = passed.per_group if kind == "group" else passed.per_class
-        out["records"] = passed.rows
-    out["ids"] = id_tally(
-        _value_counts(mid), ids, pd.to_numeric(published["n_records"]).to_numpy(dtype=np.int64),
-        got,
-    )  # fmt: skip
+    out.update(tallies)
     if kind == "group":
         rx = pd.to_numeric(rows["x"]).to_numpy(dtype=np.float64)
         ry = pd.to_numeric(rows["y"]).to_numpy(dtype=np.float64)
-        # every group counts whole in its members' majority unit (a group's members are
-        # all routed to its part)
-        ucode, unames = _factorize_text(members["unit"])  # codes in sort order
-        none = np.zeros(0, dtype=np.int64)
-        wrong, released = group_units(
-            mid, ucode, none, none, unames.size, ids,
-            _codes_in(published["unit"], unames) if "unit" in published.columns else None,
-        )  # fmt: skip
-        out["wrong_units"] = wrong
-        out["released"] = pd.Series(released[:-1], index=unames.astype(str))
         key = _tile_key(rx, ry, tiling)
         if ((key < int(part["tile_lo"])) | (key > int(part["tile_hi"]))).any():
             probs["no_leak"].append(
@@ -1141,7 +1135,7 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
 
 def _unit_tally(rel: _PartitionedRelease) -> UnitTally:
     """The parts' and source partitions' unit figures, merged (:class:`UnitTally`)."""
-    pieces = [r["released"] for r in rel.r2 if len(r["released"])]
+    pieces = [pd.Series(r["released"], dtype=np.int64) for r in rel.r2 if r["released"]]
     pieces += [r["class_released"] for r in rel.r1 if "class_released" in r]
     released = pd.concat(pieces).groupby(level=0).sum() if pieces else pd.Series(dtype=np.int64)
 
@@ -1174,11 +1168,10 @@ def _check_counts(rel: _PartitionedRelease) -> CheckResult:
     problems += audit_problems(rel.audit_tally)
     problems += subject_ids_merged_problems(m, rel.subject_ids_merged)
     for kind in ("group", "class"):
-        tallies = [r["ids"] for j, r in enumerate(rel.r2)
-                   if rel.parts[j]["kind"] == kind and "ids" in r]  # fmt: skip
-        problems += id_problems(
-            kind, functools.reduce(IdTally.merge, tallies, IdTally()), _PART_FILES
-        )
+        # a class part's group tally is empty, and a group part's class tally
+        tallies = [r["ids"][kind] for r in rel.r2 if "ids" in r]
+        merged = functools.reduce(IdTally.merge, tallies, IdTally())
+        problems += id_problems(kind, merged, _PART_FILES)
     rows_total = int(sum(r.get("records", 0) for r in rel.r2))
     released = rel.n - rel.disposals["suppressed"]
     problems += records_total_problems(rows_total, released, _PART_FILES)
