@@ -294,9 +294,8 @@ def test_group_in_a_unit_other_than_its_majority_fails_counts(client, towns_rele
     _refresh(out)
     report = verify_partitioned(out, source=src, client=client)
     assert "counts" in report.failed
-    assert "1 group units in records/part-00000.parquet are not the majority unit" in (
-        report["counts"].detail
-    )
+    # the single-file rule and message (geokanon.verify.counts.group_units, unit_problems)
+    assert "1 groups name a unit other than their members' majority" in report["counts"].detail
 
 
 def test_group_below_k_in_an_audit_part_fails_k_subjects(client, towns_release, tmp_path):
@@ -845,3 +844,37 @@ def test_class_rows_unit_changed_in_a_part_fails_counts(client, towns_release, t
     assert "counts" in report.failed, format_report(report)
     assert f"{name}: " in report["counts"].detail
     assert "rows publish a unit other than their class's" in report["counts"].detail
+
+
+def test_generalised_up_figures_of_a_part_release_are_checked_by_counts(
+    client, towns_release, tmp_path
+):
+    # issue 17 item 4 (c): the partitioned counts is the single-file rule set
+    # (geokanon.verify.counts.unit_problems); before, a generalised_up column of units.csv
+    # was not compared with the audit in this layout
+    src, out = _mutable_copy(towns_release, tmp_path)
+    audit = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "audit" / "assignment").glob("part-*.parquet"))],
+        ignore_index=True,
+    )
+    source = pd.concat([src.load(i) for i in range(len(src))], ignore_index=True)
+    classes = pd.read_parquet(out / "release" / "classes.parquet")
+    unit_level = set(classes.loc[classes["level"].astype(str) == "unit", "class_id"])
+    up = audit["class_id"].notna() & ~audit["class_id"].isin(unit_level)
+    rows = audit.loc[up, "source_row"].to_numpy(dtype=np.int64)
+    pairs = pd.DataFrame(
+        {"u": audit.loc[up, "unit"].astype(str).to_numpy(), "s": source["subject"].to_numpy()[rows]}
+    )
+    true = pairs.drop_duplicates().groupby("u").size()
+    path = out / "release" / "units.csv"
+    units = pd.read_csv(path, dtype=str, keep_default_na=False)
+    units["generalised_up"] = [str(int(true.get(u, 0))) for u in units["unit"]]
+    units.to_csv(path, index=False)
+    _refresh(out)
+    assert verify_partitioned(out, source=src, client=client, checks=("counts",)).passed
+    units.loc[0, "generalised_up"] = str(int(units.loc[0, "generalised_up"]) + TOWNS_POLICY.k + 1)
+    units.to_csv(path, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client, checks=("counts",))
+    assert not report.passed
+    assert "1 units publish a wrong generalised_up count" in report["counts"].detail

@@ -39,12 +39,27 @@ The rule, exactly as implemented
     ``records.parquet``'s columns less ``geometry``, in order, and row by row the
     same values (read with the Parquet file's column types; an integer may read
     ``3.0``), by keyed hashes tied to the row number.
+
+One set of rules for both layouts
+---------------------------------
+The rules above that a partitioned release can be held to are functions of
+per-partition tallies (:func:`audit_tally`, :func:`id_tally`, :func:`group_units`,
+:func:`class_units`), merged by adding them up and judged by :func:`audit_problems`,
+:func:`id_problems`, :func:`records_total_problems`, :func:`unit_problems` and
+:func:`manifest_count_problems`. :func:`check_counts` is one partition's tallies judged;
+:mod:`geokanon.verify.partitioned` merges those of every source partition and release
+part and calls the same functions (same messages). A part's id and majority-unit
+tallies are taken from a reader of the part by the functions that take a single-file
+release's (:func:`id_tallies`, :func:`group_unit_tally`). The records files' row-by-row pass is
+:mod:`~geokanon.verify._records`' in both layouts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -71,35 +86,525 @@ from geokanon.verify._reader import (
     _read_options,
     _Release,
 )
-from geokanon.verify._records import _record_rows
+from geokanon.verify._records import _record_rows, _RecordRows
 from geokanon.verify._results import CheckResult
 from geokanon.verify.gpkg import geoparquet_bbox_problems, gpkg_count_problems
 
-_DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
+#: The disposals an audit row may carry.
+DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
+
+
+# ----------------------------------------------------------------------------
+# The counts rules as functions of per-partition aggregates.
+#
+# A release is read partition by partition (a single-file release is one partition):
+# each partition gives its tallies (``audit_tally``, ``id_tally``, ``group_units``,
+# ``class_units``), the tallies are merged (``merge``: added up; distinct subjects per
+# unit are counted on the merged (unit, subject) pairs), and the merged tallies are
+# judged (``audit_problems``, ``id_problems``, ``records_total_problems``,
+# ``unit_problems``, ``manifest_count_problems``, ``subject_ids_merged_problems``).
+# ``check_counts`` and ``geokanon.verify.partitioned`` call the same functions.
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class AuditTally:
+    """The audit's rows against their own rules and the source's units, in one partition.
+
+    Attributes
+    ----------
+    unknown, group_mismatch, class_mismatch
+        Rows with an unknown disposal; rows whose group id is set other than exactly for
+        ``grouped``/``merged``; rows whose class id is set other than exactly for
+        ``generalised``.
+    wrong_unit
+        Rows whose unit is not the source's (0 when the source's units are not known).
+    disposals
+        Rows per disposal of :data:`DISPOSALS`.
+    """
+
+    unknown: int = 0
+    group_mismatch: int = 0
+    class_mismatch: int = 0
+    wrong_unit: int = 0
+    disposals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DISPOSALS, 0))
+
+    def merge(self, other: AuditTally) -> AuditTally:
+        """The tally of both partitions (added up)."""
+        return AuditTally(
+            self.unknown + other.unknown,
+            self.group_mismatch + other.group_mismatch,
+            self.class_mismatch + other.class_mismatch,
+            self.wrong_unit + other.wrong_unit,
+            {d: self.disposals[d] + other.disposals[d] for d in DISPOSALS},
+        )
+
+
+def audit_tally(
+    is_disposal: Callable[..., NDArray[np.bool_]],
+    gid: NDArray[np.int64],
+    cid: NDArray[np.int64],
+    wrong_unit: int = 0,
+) -> AuditTally:
+    """The :class:`AuditTally` of one partition's audit rows.
+
+    ``is_disposal(*names)`` is the mask of the rows whose disposal is one of ``names``;
+    ``gid`` and ``cid`` their group and class ids (-1: none).
+    """
+    in_group = is_disposal("grouped", "merged")
+    return AuditTally(
+        unknown=int(np.count_nonzero(~is_disposal(*DISPOSALS))),
+        group_mismatch=int(np.count_nonzero((gid >= 0) != in_group)),
+        class_mismatch=int(np.count_nonzero((cid >= 0) != is_disposal("generalised"))),
+        wrong_unit=wrong_unit,
+        disposals={d: int(np.count_nonzero(is_disposal(d))) for d in DISPOSALS},
+    )
+
+
+def audit_problems(t: AuditTally) -> list[str]:
+    """What the merged :class:`AuditTally` shows wrong."""
+    problems = []
+    if t.unknown:
+        problems.append(f"{t.unknown} audit rows have an unknown disposal")
+    if t.group_mismatch:
+        problems.append(f"{t.group_mismatch} audit rows: group id and disposal disagree")
+    if t.class_mismatch:
+        problems.append(f"{t.class_mismatch} audit rows: class id and disposal disagree")
+    if t.wrong_unit:
+        problems.append(f"{t.wrong_unit} audit rows carry a unit other than the source's")
+    return problems
+
+
+def subject_ids_merged_problems(manifest: Mapping[str, Any], merged: int | None) -> list[str]:
+    """The manifest's ``subject_ids_merged`` against the source's (``merged``: distinct
+    source ids less distinct subjects, over every partition; ``None``: not known)."""
+    shown = manifest.get("subject_ids_merged")
+    if shown is None or merged is None or shown == merged:
+        return []
+    return [
+        f"manifest subject_ids_merged is {shown!r}; the source's ids merge {merged} (ids "
+        "differing only by case, spacing or Unicode form are one subject)"
+    ]
+
+
+@dataclass
+class IdTally:
+    """Published groups (or classes) against the audit's, in one partition of their ids.
+
+    Attributes
+    ----------
+    repeated
+        Published rows whose id another row has too.
+    missing, extra
+        Audit ids not published; published ids without audit records.
+    wrong_size
+        Ids whose ``n_records`` is not their audit and synthetic records.
+    rows_differ
+        Partitions whose records rows per id differ from the audit's.
+    """
+
+    repeated: int = 0
+    missing: int = 0
+    extra: int = 0
+    wrong_size: int = 0
+    rows_differ: int = 0
+
+    def merge(self, other: IdTally) -> IdTally:
+        """The tally of both partitions (added up)."""
+        return IdTally(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+def id_tally(
+    expected: pd.Series,
+    pub_ids: NDArray[np.int64],
+    pub_sizes: NDArray[np.int64],
+    rows_per_id: pd.Series | None,
+) -> IdTally:
+    """The :class:`IdTally` of one partition.
+
+    ``expected``: records per id (audit and synthetic; :func:`_value_counts`);
+    ``pub_ids``/``pub_sizes``: the published table's ids and ``n_records``;
+    ``rows_per_id``: the records files' rows per id, as :func:`_value_counts` counts
+    them (``None``: not read).
+    """
+    published = pd.Series(pub_sizes, index=pub_ids)
+    # a repeated id (counted in ``repeated``): its first row's size is compared
+    published = published[~published.index.duplicated()]
+    # the distinct ids of either side missing from the other (sorted, not hashed)
+    exp_ids = expected.index.to_numpy(dtype=np.int64)
+    pub_set = _sorted_distinct(pub_ids)
+    common = expected.index.intersection(published.index)
+    return IdTally(
+        repeated=int(pub_ids.size - _nunique(pub_ids)),
+        missing=int(np.count_nonzero(~_in_sorted(pub_set, exp_ids))),
+        extra=int(np.count_nonzero(~_in_sorted(exp_ids, pub_set))),
+        wrong_size=int((expected[common].to_numpy() != published[common].to_numpy()).sum()),
+        rows_differ=int(rows_per_id is not None and not rows_per_id.equals(expected)),
+    )
+
+
+def id_problems(what: str, t: IdTally, records: str = "records.parquet") -> list[str]:
+    """What the merged :class:`IdTally` of ``what`` (``group`` or ``class``) shows wrong;
+    ``records`` names the records files in the messages."""
+    problems = []
+    if t.repeated:
+        problems.append(f"{what} ids repeat in the release")
+    if t.missing:
+        problems.append(f"{t.missing} audit {what}s are not published")
+    if t.extra:
+        problems.append(f"{t.extra} published {what}s have no audit records")
+    if t.wrong_size:
+        problems.append(f"{t.wrong_size} {what}s publish a wrong n_records")
+    if t.rows_differ:
+        problems.append(f"{records} rows per {what} differ from the audit")
+    return problems
+
+
+def records_total_problems(rows: int, released: int, records: str = "records.parquet") -> list[str]:
+    """The records files' rows (summed over partitions) against the records the audit
+    releases (every disposal but ``suppressed``, and the synthetic records)."""
+    if rows == released:
+        return []
+    return [f"{records} has {rows} rows, the audit releases {released}"]
+
+
+def group_units(
+    gid: NDArray[np.int64],
+    ucode: NDArray[np.int64],
+    syn_gid: NDArray[np.int64],
+    syn_ucode: NDArray[np.int64],
+    n_units: int,
+    pub_gid: NDArray[np.int64],
+    pub_ucode: NDArray[np.int64] | None,
+) -> tuple[int, NDArray[np.int64]]:
+    """Each group's unit, and the records it releases per unit, in one partition.
+
+    Every group counts whole in the unit holding most of its members (ties: the first
+    unit id in sort order). A group's members are in one partition (a partitioned
+    release routes them to the part of their group), so the majority is judged here.
+
+    Parameters
+    ----------
+    gid, ucode
+        Every group member's group id and unit code; codes ``0..n_units-1`` number the
+        units in sort order.
+    syn_gid, syn_ucode
+        The synthetic records' group ids and unit codes (-1: unknown).
+    n_units
+        The number of unit codes.
+    pub_gid, pub_ucode
+        The published groups' ids and the code of each one's ``unit`` (-1: a unit no
+        record has); ``pub_ucode`` ``None``: the table has no ``unit``, and every record
+        counts in its own unit.
+
+    Returns
+    -------
+    tuple
+        (groups that name a unit other than their members' majority, records released
+        per unit code: ``n_units + 1`` entries, the last for an unknown unit).
+    """
+    nu = n_units
+    released = np.zeros(nu + 1, dtype=np.int64)
+
+    def add_codes(codes: NDArray[np.int64]) -> None:
+        released[:] += np.bincount(np.where(codes >= 0, codes, nu), minlength=nu + 1)
+
+    if pub_ucode is None:
+        add_codes(ucode)
+        add_codes(syn_ucode)
+        return 0, released
+    gcode, m = _dense(np.concatenate([gid, syn_gid]))
+    n_members = gid.size
+    g_members = gcode[:n_members]
+    key = np.sort(g_members * np.int64(nu) + ucode)
+    first = np.ones(key.size, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    starts = np.flatnonzero(first)
+    tally = np.diff(np.append(starts, key.size))
+    pair = key[starts]
+    pg, pu = pair // max(nu, 1), pair % max(nu, 1)
+    major = np.full(m, -1, dtype=np.int64)
+    if pg.size:
+        # the pairs are in (group, unit) order: per group, its first pair of the most
+        # members
+        g_first = np.flatnonzero(np.concatenate(([True], pg[1:] != pg[:-1])))
+        most = np.maximum.reduceat(tally, g_first)
+        top = np.flatnonzero(tally == np.repeat(most, np.diff(np.append(g_first, pg.size))))
+        lead = top[np.concatenate(([True], pg[top][1:] != pg[top][:-1]))]
+        major[pg[lead]] = pu[lead]
+    gid_of = np.zeros(m, dtype=np.int64)
+    gid_of[gcode] = np.concatenate([gid, syn_gid])
+    has_members = np.zeros(m, dtype=bool)
+    has_members[g_members] = True
+    at = _positions(pub_gid, gid_of[has_members])
+    named = at >= 0
+    wrong = int(np.count_nonzero(pub_ucode[at[named]] != major[has_members][named]))
+    add_codes(major[g_members])
+    add_codes(major[gcode[n_members:]])
+    return wrong, released
+
+
+def class_units(
+    cid: NDArray[np.int64],
+    syn_cid: NDArray[np.int64],
+    classes: pd.DataFrame,
+    unames: NDArray[np.object_],
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """The records the ``unit``-level classes release per unit, in one partition.
+
+    ``cid``/``syn_cid``: the class ids of the audit's and the synthetic records (-1:
+    none); ``classes``: ``classes.parquet``; ``unames``: the unit ids of the codes.
+
+    Returns
+    -------
+    tuple
+        (records per unit code, ``unames.size + 1`` entries, the last for a class whose
+        unit is unknown; the mask of the audit's records generalised above their unit,
+        i.e. into a class that is not ``unit``-level).
+    """
+    nu = unames.size
+    unit_class: dict[int, str] = {}
+    if len(classes) and "level" in classes and "unit" in classes:
+        for c, lvl, u in zip(
+            _ids(classes["class_id"], "class id").tolist(),
+            classes["level"].astype(str),
+            classes["unit"].astype(str),
+            strict=True,
+        ):
+            if lvl == "unit":
+                unit_class[c] = u
+    released = np.zeros(nu + 1, dtype=np.int64)
+
+    def add_codes(codes: NDArray[np.int64]) -> None:
+        released[:] += np.bincount(np.where(codes >= 0, codes, nu), minlength=nu + 1)
+
+    # records of the unit-level classes, in the class's unit
+    cls_known = np.array(list(unit_class), dtype=np.int64)
+    cls_unit_code = _text_codes(list(unit_class.values()), unames)
+    # unknown: dropped (the last entry: no unit-level class)
+    cls_unit_code = np.append(np.where(cls_unit_code >= 0, cls_unit_code, nu), nu)
+    at_c = np.full(cid.size, -1, dtype=np.int64)
+    in_class = np.flatnonzero(cid >= 0)
+    if cls_known.size:
+        at_c[in_class] = _positions(cls_known, cid[in_class])
+    add_codes(cls_unit_code[at_c[at_c >= 0]])
+    syn_at = _positions(cls_known, syn_cid) if cls_known.size else np.full(syn_cid.size, -1)
+    syn_at = np.where(syn_cid >= 0, syn_at, -1)
+    add_codes(cls_unit_code[syn_at[syn_at >= 0]])
+    return released, (cid >= 0) & (at_c < 0)
+
+
+@dataclass
+class UnitTally:
+    """Per unit id, what ``units.csv`` must publish (merged over the partitions).
+
+    Attributes
+    ----------
+    released
+        Records released: its groups' (:func:`group_units`) and its ``unit``-level
+        classes' (:func:`class_units`), added up over the partitions.
+    totals
+        The audit's records in the unit (only units that have some).
+    suppressed, up
+        Distinct subjects suppressed, and generalised above the unit (counted on the
+        merged (unit, subject) pairs: a subject in two partitions is one).
+    synthetic
+        Synthetic records per unit (empty: none, or their units unknown).
+    wrong_group_units
+        Groups naming a unit other than their members' majority (:func:`group_units`,
+        added up).
+    """
+
+    released: dict[str, int]
+    totals: dict[str, int]
+    suppressed: dict[str, int]
+    up: dict[str, int]
+    synthetic: dict[str, int] = field(default_factory=dict)
+    wrong_group_units: int = 0
+
+
+def unit_problems(
+    k: int,
+    rows: list[dict[str, Any]],
+    units_table: pd.DataFrame,
+    manifest: Mapping[str, Any],
+    t: UnitTally,
+) -> list[str]:
+    """``units.csv`` (its parsed ``rows``) against the merged :class:`UnitTally`."""
+    problems: list[str] = []
+    if t.wrong_group_units:
+        problems.append(
+            f"{t.wrong_group_units} groups name a unit other than their members' majority"
+        )
+    published = {str(r["unit"]): r for r in rows}
+    audit_units = set(t.totals)
+    if len(published) != len(rows):
+        problems.append("units.csv repeats a unit")
+    missing = audit_units - set(published)
+    extra = set(published) - audit_units
+    if missing:
+        problems.append(f"{len(missing)} units of the audit are absent from units.csv")
+    if extra:
+        problems.append(f"{len(extra)} units in units.csv have no audit records")
+    bad_rel = bad_sup = bad_tot = bad_up = bad_syn = 0
+    syn_m = manifest.get("synthetic")
+    per_unit_m = syn_m.get("per_unit") if isinstance(syn_m, Mapping) else None
+    if "synthetic" in units_table.columns and isinstance(per_unit_m, Mapping):
+        shown = {str(r["unit"]): r["synthetic"] for r in rows if r["synthetic"] != 0}
+        if shown != {str(u): _cell_value(v) for u, v in per_unit_m.items() if v != 0}:
+            problems.append("units.csv synthetic differs from the manifest's synthetic.per_unit")
+
+    def wrong(published_value: object, true: int) -> bool:
+        if published_value == LESS_THAN_K:
+            return not 0 < true < k
+        if published_value == WITHHELD:
+            # a sensitive figure reads '<k' ('withheld' owes nothing in `holes`)
+            return 0 < true < k
+        return published_value is not None and published_value != true
+
+    for u in sorted(audit_units & set(published)):
+        r = published[u]
+        if r["released"] != t.released.get(u, 0):
+            bad_rel += 1
+        bad_sup += wrong(r["suppressed"], int(t.suppressed.get(u, 0)))
+        bad_up += wrong(r["generalised_up"], int(t.up.get(u, 0)))
+        bad_syn += wrong(r["synthetic"], int(t.synthetic.get(u, 0)))
+        t_pub = r["source_total"]
+        if isinstance(t_pub, int) and t_pub != int(t.totals[u]):
+            bad_tot += 1
+    if bad_rel:
+        problems.append(f"{bad_rel} units publish a wrong released count")
+    if bad_sup:
+        problems.append(f"{bad_sup} units publish a wrong suppressed count")
+    if bad_up:
+        problems.append(f"{bad_up} units publish a wrong generalised_up count")
+    if bad_syn:
+        problems.append(f"{bad_syn} units publish a wrong synthetic count")
+    if bad_tot:
+        problems.append(f"{bad_tot} units publish a wrong source_total")
+    return problems
+
+
+def manifest_count_problems(
+    manifest: Mapping[str, Any],
+    k: int,
+    disposals: Mapping[str, int],
+    *,
+    n: int,
+    n_syn: int,
+    s_subj: int,
+    n_subj: int,
+    syn_pooled: int,
+) -> list[str]:
+    """The manifest's ``counts``, ``synthetic`` and ``suppressed_share`` against the merged
+    figures: records per disposal (``disposals``), audit records ``n``, synthetic records
+    ``n_syn`` (``syn_pooled`` of them above unit level), distinct subjects suppressed
+    ``s_subj`` of ``n_subj``."""
+    problems: list[str] = []
+    counts = manifest.get("counts")
+    if not isinstance(counts, Mapping):
+        return ["manifest counts missing"]
+    for name in ("grouped", "merged", "generalised"):
+        if counts.get(name) != disposals[name]:
+            problems.append(f"manifest counts.{name} differs from the audit")
+    sup = counts.get("suppressed")
+    n_sup = disposals["suppressed"]
+    if sup == LESS_THAN_K:
+        if not 0 < s_subj < k:
+            problems.append("manifest counts.suppressed reads '<k' but is 0 or >= k subjects")
+    elif sup == WITHHELD:
+        pass
+    elif sup != n_sup:
+        what = " (it is the subject count; counts are records)" if sup == s_subj else ""
+        problems.append(f"manifest counts.suppressed differs from the audit{what}")
+    syn_m = manifest.get("synthetic")
+    syn_m = syn_m if isinstance(syn_m, Mapping) else {}
+    for where, value in (("counts.synthetic", counts.get("synthetic")),
+                         ("synthetic.total", syn_m.get("total"))):  # fmt: skip
+        if value is None or value == WITHHELD:
+            continue
+        if value == LESS_THAN_K:
+            if not 0 < n_syn < k:
+                problems.append(f"manifest {where} reads '<k' but is 0 or >= k")
+        elif value != n_syn:
+            problems.append(f"manifest {where} differs from the audit")
+    if "pooled" in syn_m and syn_m.get("pooled") != syn_pooled:
+        problems.append("manifest synthetic.pooled differs from the audit")
+    share = manifest.get("suppressed_share")
+    if share == WITHHELD:
+        pass
+    elif share == LESS_THAN_K:
+        if not 0 < s_subj < k:
+            problems.append("manifest suppressed_share reads '<k' but is 0 or >= k subjects")
+    elif isinstance(share, int | float) and not isinstance(share, bool):
+        options = [s_subj / n_subj if n_subj else 0.0, n_sup / n if n else 0.0]
+        if min(abs(float(share) - o) for o in options) > 5e-7:
+            problems.append("manifest suppressed_share matches neither share in the audit")
+    elif share is not None:
+        problems.append("manifest suppressed_share is not a number, '<k' or 'withheld'")
+    return problems
+
+
+def id_tallies(rel: _Release, rows: _RecordRows) -> dict[str, IdTally]:
+    """The groups' and the classes' :class:`IdTally` of one partition's reader.
+
+    ``rel`` reads a single-file release (one partition: the whole release) or one part
+    of a partitioned one (:mod:`geokanon.verify.partitioned`: the part's rows of
+    ``groups.parquet`` or ``classes.parquet`` as the tables, its routed members as the
+    audit); ``rows`` is the records pass over its records files.
+    """
+    read = rows.unreadable is None
+    out = {}
+    for what, ids, syn_ids, table, col, got in (
+        ("group", rel.gid, rel.syn_gid, rel.groups, "group_id", rows.per_group),
+        ("class", rel.cid, rel.syn_cid, rel.classes, "class_id", rows.per_class),
+    ):
+        expected = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
+        pub_ids = _ids(table[col], f"{what} id")
+        sizes = pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64)
+        out[what] = id_tally(expected, pub_ids, sizes, got if read else None)
+    return out
+
+
+def group_unit_tally(rel: _Release) -> tuple[int, dict[str, int]]:
+    """(groups naming a unit other than their members' majority, records its groups
+    release per unit id) of one partition's reader (as :func:`id_tallies`), by
+    :func:`group_units`."""
+    ucode, unames = rel.unit_codes
+    nu = unames.size
+    at_group = rel.gid >= 0
+    syn = rel.synthetic
+    syn_code = (
+        _text_codes(syn["unit"].astype(str), unames)
+        if len(syn) and "unit" in syn
+        else np.full(len(syn), -1, dtype=np.int64)
+    )
+    syn_g = rel.syn_gid >= 0
+    pub_ucode = (
+        _text_codes(rel.groups["unit"].astype(str), unames) if "unit" in rel.groups.columns
+        else None
+    )  # fmt: skip
+    wrong, released = group_units(
+        rel.gid[at_group], ucode[at_group], rel.syn_gid[syn_g], syn_code[syn_g], nu,
+        _ids(rel.groups["group_id"], "groups group_id") if pub_ucode is not None
+        else np.zeros(0, dtype=np.int64),
+        pub_ucode,
+    )  # fmt: skip
+    return wrong, {str(u): int(released[i]) for i, u in enumerate(unames.tolist())}
 
 
 def check_counts(rel: _Release) -> CheckResult:
+    """The ``counts`` check of a single-file release: one partition's tallies, judged."""
     k = rel.k
     problems: list[str] = []
     n = rel.n_audit
-    unknown = ~rel.is_disposal(*_DISPOSALS)
-    if unknown.any():
-        problems.append(f"{int(unknown.sum())} audit rows have an unknown disposal")
-    in_group = rel.is_disposal("grouped", "merged")
-    if ((rel.gid >= 0) != in_group).any():
-        problems.append(
-            f"{int(((rel.gid >= 0) != in_group).sum())} audit rows: group id and disposal disagree"
-        )
-    gen = rel.is_disposal("generalised")
-    if ((rel.cid >= 0) != gen).any():
-        problems.append(
-            f"{int(((rel.cid >= 0) != gen).sum())} audit rows: class id and disposal disagree"
-        )
     # source agreement
     src = rel.source
+    wrong_unit = 0
+    source_problems: list[str] = []
     if src.n_rows is not None:
         if rel.source_rows is None:
-            problems.append(
+            source_problems.append(
                 f"audit has {n} rows with source_row not a permutation of the "
                 f"{src.n_rows} source records"
             )
@@ -112,126 +617,39 @@ def check_counts(rel: _Release) -> CheckResult:
                 one = np.zeros(na, dtype=np.int64)
                 one[ca] = cs
                 if not (na == ns and np.array_equal(one[ca], cs)):
-                    problems.append("audit subject codes disagree with the source's subjects")
-            merged = rel.manifest.get("subject_ids_merged")
-            if (
-                merged is not None
-                and src.subject_ids_merged is not None
-                and merged != src.subject_ids_merged
-            ):
-                problems.append(
-                    f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
-                    f"{src.subject_ids_merged} (ids differing only by case, spacing or "
-                    "Unicode form are one subject)"
-                )
+                    source_problems.append(
+                        "audit subject codes disagree with the source's subjects"
+                    )
+            source_problems += subject_ids_merged_problems(rel.manifest, src.subject_ids_merged)
             if src.unit_codes is not None and src.unit_names is not None:
                 ucode, unames = rel.unit_codes
                 as_audit = _text_codes(src.unit_names, unames)
                 src_code = as_audit[src.unit_codes[rel.source_rows]]
-                diff = int(np.count_nonzero(src_code != ucode))
-                if diff:
-                    problems.append(f"{diff} audit rows carry a unit other than the source's")
-    # groups and classes
-    expected_rows: dict[str, pd.Series] = {}  # records per id, audit and synthetic
-    for what, ids, syn_ids, table, col in (
-        ("group", rel.gid, rel.syn_gid, rel.groups, "group_id"),
-        ("class", rel.cid, rel.syn_cid, rel.classes, "class_id"),
-    ):
-        expected = expected_rows[what] = _value_counts(
-            np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])
-        )
-        pub_ids = _ids(table[col], f"{what} id")
-        if _nunique(pub_ids) != pub_ids.size:
-            problems.append(f"{what} ids repeat in the release")
-        published = pd.Series(
-            pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64), index=pub_ids
-        )
-        # the distinct ids of either side missing from the other (sorted, not hashed)
-        exp_ids = expected.index.to_numpy(dtype=np.int64)
-        pub_set = _sorted_distinct(pub_ids)
-        missing = int(np.count_nonzero(~_in_sorted(pub_set, exp_ids)))
-        extra = int(np.count_nonzero(~_in_sorted(exp_ids, pub_set)))
-        if missing:
-            problems.append(f"{missing} audit {what}s are not published")
-        if extra:
-            problems.append(f"{extra} published {what}s have no audit records")
-        common = expected.index.intersection(published.index)
-        wrong = int((expected[common].to_numpy() != published[common].to_numpy()).sum())
-        if wrong:
-            problems.append(f"{wrong} {what}s publish a wrong n_records")
-    # records, row by row
-    n_syn = len(rel.synthetic)
-    n_released = n - int(rel.is_disposal("suppressed").sum())
+                wrong_unit = int(np.count_nonzero(src_code != ucode))
+    audit = audit_tally(rel.is_disposal, rel.gid, rel.cid, wrong_unit)
+    problems += audit_problems(audit)
+    problems += source_problems
+    # groups and classes, and the records files row by row
     rows = _record_rows(rel)
+    for what, tally in id_tallies(rel, rows).items():
+        problems += id_problems(what, tally)
+    n_syn = len(rel.synthetic)
     if rows.unreadable is not None:
         problems.append(rows.unreadable)
     else:
-        if rows.rows != n_released + n_syn:
-            problems.append(
-                f"records.parquet has {rows.rows} rows, the audit releases {n_released + n_syn}"
-            )
-        for what, got in (("group", rows.per_group), ("class", rows.per_class)):
-            if got is not None and not got.equals(expected_rows[what]):
-                problems.append(f"records.parquet rows per {what} differ from the audit")
+        problems += records_total_problems(rows.rows, n - audit.disposals["suppressed"] + n_syn)
         problems += rows.problems
     # units
-    problems += _unit_count_problems(rel)
+    problems += unit_problems(k, _unit_rows(rel), rel.units_table, rel.manifest, _unit_tally(rel))
     problems += _input_filter_problems(rel)
     problems += gpkg_count_problems(rel)
     problems += geoparquet_bbox_problems(rel)
     # manifest counts
-    counts = rel.manifest.get("counts")
-    if not isinstance(counts, Mapping):
-        problems.append("manifest counts missing")
-    else:
-        s_subj, n_subj = _suppressed_subjects(rel)
-        for name in ("grouped", "merged", "generalised"):
-            if counts.get(name) != int(rel.is_disposal(name).sum()):
-                problems.append(f"manifest counts.{name} differs from the audit")
-        sup = counts.get("suppressed")
-        n_sup = int(rel.is_disposal("suppressed").sum())
-        if sup == LESS_THAN_K:
-            if not 0 < s_subj < k:
-                problems.append("manifest counts.suppressed reads '<k' but is 0 or >= k subjects")
-        elif sup == WITHHELD:
-            pass
-        elif sup != n_sup:
-            what = " (it is the subject count; counts are records)" if sup == s_subj else ""
-            problems.append(f"manifest counts.suppressed differs from the audit{what}")
-        syn_m = rel.manifest.get("synthetic")
-        syn_m = syn_m if isinstance(syn_m, Mapping) else {}
-        for where, value in (("counts.synthetic", counts.get("synthetic")),
-                             ("synthetic.total", syn_m.get("total"))):  # fmt: skip
-            if value is None or value == WITHHELD:
-                continue
-            if value == LESS_THAN_K:
-                if not 0 < n_syn < k:
-                    problems.append(f"manifest {where} reads '<k' but is 0 or >= k")
-            elif value != n_syn:
-                problems.append(f"manifest {where} differs from the audit")
-        if "pooled" in syn_m:
-            classes = rel.classes
-            unit_ids = (
-                _ids(classes.loc[classes["level"].astype(str) == "unit", "class_id"], "class id")
-                if len(classes) and "level" in classes
-                else np.zeros(0, dtype=np.int64)
-            )
-            syn_c = rel.syn_cid
-            n_up = int(((syn_c >= 0) & ~np.isin(syn_c, unit_ids)).sum())
-            if syn_m.get("pooled") != n_up:
-                problems.append("manifest synthetic.pooled differs from the audit")
-        share = rel.manifest.get("suppressed_share")
-        if share == WITHHELD:
-            pass
-        elif share == LESS_THAN_K:
-            if not 0 < s_subj < k:
-                problems.append("manifest suppressed_share reads '<k' but is 0 or >= k subjects")
-        elif isinstance(share, int | float) and not isinstance(share, bool):
-            options = [s_subj / n_subj if n_subj else 0.0, n_sup / n if n else 0.0]
-            if min(abs(float(share) - o) for o in options) > 5e-7:
-                problems.append("manifest suppressed_share matches neither share in the audit")
-        elif share is not None:
-            problems.append("manifest suppressed_share is not a number, '<k' or 'withheld'")
+    s_subj, n_subj = _suppressed_subjects(rel)
+    problems += manifest_count_problems(
+        rel.manifest, k, audit.disposals, n=n, n_syn=n_syn, s_subj=s_subj, n_subj=n_subj,
+        syn_pooled=_synthetic_pooled(rel),
+    )  # fmt: skip
     if problems:
         return CheckResult("counts", False, "; ".join(problems))
     compared = ", ".join(rows.compared)
@@ -243,6 +661,18 @@ def check_counts(rel: _Release) -> CheckResult:
         f"{len(rel.units_table)} units agree with the release; records.parquet and "
         f"records.csv row by row{by_row}",
     )
+
+
+def _synthetic_pooled(rel: _Release) -> int:
+    """Synthetic records in classes that are not ``unit``-level."""
+    classes = rel.classes
+    unit_ids = (
+        _ids(classes.loc[classes["level"].astype(str) == "unit", "class_id"], "class id")
+        if len(classes) and "level" in classes
+        else np.zeros(0, dtype=np.int64)
+    )
+    syn_c = rel.syn_cid
+    return int(((syn_c >= 0) & ~np.isin(syn_c, unit_ids)).sum())
 
 
 def _csv_rows(path: Path) -> int:
@@ -348,31 +778,11 @@ def _input_filter_problems(rel: _Release) -> list[str]:
     return problems
 
 
-def _unit_count_problems(rel: _Release) -> list[str]:
-    k = rel.k
-    problems: list[str] = []
-    rows = _unit_rows(rel)
+def _unit_tally(rel: _Release) -> UnitTally:
+    """The :class:`UnitTally` of a single-file release (one partition)."""
     ucode, unames = rel.unit_codes
     nu = unames.size
     subj = rel.subjects
-    classes = rel.classes
-    unit_class: dict[int, str] = {}
-    if len(classes) and "level" in classes and "unit" in classes:
-        for cid, lvl, u in zip(
-            _ids(classes["class_id"], "class id").tolist(),
-            classes["level"].astype(str),
-            classes["unit"].astype(str),
-            strict=True,
-        ):
-            if lvl == "unit":
-                unit_class[cid] = u
-    at_group = rel.gid >= 0
-    # records per unit code (the last slot: a unit id the audit does not know)
-    released = np.zeros(nu + 1, dtype=np.int64)
-
-    def add_codes(codes: NDArray[np.int64]) -> None:
-        released[:] += np.bincount(np.where(codes >= 0, codes, nu), minlength=nu + 1)
-
     syn = rel.synthetic
     syn_code = (
         _text_codes(syn["unit"].astype(str), unames)
@@ -380,113 +790,19 @@ def _unit_count_problems(rel: _Release) -> list[str]:
         else np.full(len(syn), -1, dtype=np.int64)
     )
     syn_known = not len(syn) or "unit" in syn
-    if "unit" in rel.groups.columns:
-        # every group counts whole in the unit holding most of its members (ties: the
-        # first unit id in sort order; unit codes are numbered in that order)
-        gcode, m = _dense(np.concatenate([rel.gid[at_group], rel.syn_gid[rel.syn_gid >= 0]]))
-        n_members = int(np.count_nonzero(at_group))
-        g_members = gcode[:n_members]
-        key = np.sort(g_members * np.int64(nu) + ucode[at_group])
-        first = np.ones(key.size, dtype=bool)
-        first[1:] = key[1:] != key[:-1]
-        starts = np.flatnonzero(first)
-        tally = np.diff(np.append(starts, key.size))
-        pair = key[starts]
-        pg, pu = pair // nu, pair % nu
-        major = np.full(m, -1, dtype=np.int64)
-        if pg.size:
-            # the pairs are in (group, unit) order: per group, its first pair of the most
-            # members
-            g_first = np.flatnonzero(np.concatenate(([True], pg[1:] != pg[:-1])))
-            most = np.maximum.reduceat(tally, g_first)
-            top = np.flatnonzero(tally == np.repeat(most, np.diff(np.append(g_first, pg.size))))
-            lead = top[np.concatenate(([True], pg[top][1:] != pg[top][:-1]))]
-            major[pg[lead]] = pu[lead]
-        gid_of = np.zeros(m, dtype=np.int64)
-        gid_of[gcode] = np.concatenate([rel.gid[at_group], rel.syn_gid[rel.syn_gid >= 0]])
-        pub_g = _ids(rel.groups["group_id"], "groups group_id")
-        pub_u = _text_codes(rel.groups["unit"].astype(str), unames)
-        has_members = np.zeros(m, dtype=bool)
-        has_members[g_members] = True
-        at = _positions(pub_g, gid_of[has_members])
-        named = at >= 0
-        wrong_unit = int(np.count_nonzero(pub_u[at[named]] != major[has_members][named]))
-        if wrong_unit:
-            problems.append(f"{wrong_unit} groups name a unit other than their members' majority")
-        add_codes(major[g_members])
-        add_codes(major[gcode[n_members:]])
-    else:
-        add_codes(np.where(at_group, ucode, -1)[at_group])
-        add_codes(syn_code[rel.syn_gid >= 0])
-    # records of the unit-level classes, in the class's unit
-    cls_known = np.array(list(unit_class), dtype=np.int64)
-    cls_unit_code = _text_codes(list(unit_class.values()), unames)
-    # unknown: dropped (the last entry: no unit-level class)
-    cls_unit_code = np.append(np.where(cls_unit_code >= 0, cls_unit_code, nu), nu)
-    at_c = np.full(rel.cid.size, -1, dtype=np.int64)
-    in_class = np.flatnonzero(rel.cid >= 0)
-    if cls_known.size:
-        at_c[in_class] = _positions(cls_known, rel.cid[in_class])
-    add_codes(cls_unit_code[at_c[at_c >= 0]])
-    syn_at = _positions(cls_known, rel.syn_cid) if cls_known.size else np.full(rel.syn_cid.size, -1)
-    syn_at = np.where(rel.syn_cid >= 0, syn_at, -1)
-    add_codes(cls_unit_code[syn_at[syn_at >= 0]])
-    up = (rel.cid >= 0) & (at_c < 0)
+    wrong, by_groups = group_unit_tally(rel)
+    cls_released, up = class_units(rel.cid, rel.syn_cid, rel.classes, unames)
     up_subj_c = _distinct_counts(np.where(up, ucode, -1), subj, nu, rel.subject_codes)
     sup = rel.is_disposal("suppressed")
     sup_subj_c = _distinct_counts(np.where(sup, ucode, -1), subj, nu, rel.subject_codes)
     totals_c = np.bincount(ucode, minlength=nu)
     syn_per_c = np.bincount(np.where(syn_code >= 0, syn_code, nu), minlength=nu + 1)
     names_l = [str(u) for u in unames.tolist()]
-    expected_released = {names_l[i]: int(released[i]) for i in range(nu)}
-    up_subj = {names_l[i]: int(up_subj_c[i]) for i in range(nu)}
-    sup_subj = {names_l[i]: int(sup_subj_c[i]) for i in range(nu)}
-    totals = {names_l[i]: int(totals_c[i]) for i in range(nu) if totals_c[i]}
-    syn_per_unit = {names_l[i]: int(syn_per_c[i]) for i in range(nu)} if syn_known else {}
-    published = {str(r["unit"]): r for r in rows}
-    audit_units = set(totals)
-    if len(published) != len(rows):
-        problems.append("units.csv repeats a unit")
-    missing = audit_units - set(published)
-    extra = set(published) - audit_units
-    if missing:
-        problems.append(f"{len(missing)} units of the audit are absent from units.csv")
-    if extra:
-        problems.append(f"{len(extra)} units in units.csv have no audit records")
-    bad_rel = bad_sup = bad_tot = bad_up = bad_syn = 0
-    syn_m = rel.manifest.get("synthetic")
-    per_unit_m = syn_m.get("per_unit") if isinstance(syn_m, Mapping) else None
-    if "synthetic" in rel.units_table.columns and isinstance(per_unit_m, Mapping):
-        shown = {str(r["unit"]): r["synthetic"] for r in rows if r["synthetic"] != 0}
-        if shown != {str(u): _cell_value(v) for u, v in per_unit_m.items() if v != 0}:
-            problems.append("units.csv synthetic differs from the manifest's synthetic.per_unit")
-
-    def wrong(published_value: object, true: int) -> bool:
-        if published_value == LESS_THAN_K:
-            return not 0 < true < k
-        if published_value == WITHHELD:
-            # a sensitive figure reads '<k' ('withheld' owes nothing in `holes`)
-            return 0 < true < k
-        return published_value is not None and published_value != true
-
-    for u in sorted(audit_units & set(published)):
-        r = published[u]
-        if r["released"] != expected_released.get(u, 0):
-            bad_rel += 1
-        bad_sup += wrong(r["suppressed"], int(sup_subj.get(u, 0)))
-        bad_up += wrong(r["generalised_up"], int(up_subj.get(u, 0)))
-        bad_syn += wrong(r["synthetic"], int(syn_per_unit.get(u, 0)))
-        t_pub = r["source_total"]
-        if isinstance(t_pub, int) and t_pub != int(totals[u]):
-            bad_tot += 1
-    if bad_rel:
-        problems.append(f"{bad_rel} units publish a wrong released count")
-    if bad_sup:
-        problems.append(f"{bad_sup} units publish a wrong suppressed count")
-    if bad_up:
-        problems.append(f"{bad_up} units publish a wrong generalised_up count")
-    if bad_syn:
-        problems.append(f"{bad_syn} units publish a wrong synthetic count")
-    if bad_tot:
-        problems.append(f"{bad_tot} units publish a wrong source_total")
-    return problems
+    return UnitTally(
+        released={u: by_groups[u] + int(cls_released[i]) for i, u in enumerate(names_l)},
+        totals={names_l[i]: int(totals_c[i]) for i in range(nu) if totals_c[i]},
+        suppressed={names_l[i]: int(sup_subj_c[i]) for i in range(nu)},
+        up={names_l[i]: int(up_subj_c[i]) for i in range(nu)},
+        synthetic={names_l[i]: int(syn_per_c[i]) for i in range(nu)} if syn_known else {},
+        wrong_group_units=wrong,
+    )

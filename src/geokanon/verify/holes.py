@@ -673,7 +673,7 @@ def _undeclared_columns(name: str, frame: pd.DataFrame, declared: frozenset[str]
     return out
 
 
-def _holes_system(
+def holes_system_and_published(
     *,
     k: int,
     manifest: Mapping[str, Any],
@@ -775,7 +775,7 @@ def holes_system(
         Keyword arguments of :func:`hidden_ranges` (all but ``units``, ``k``,
         ``exact`` and ``integer``).
     """
-    system, _ = _holes_system(
+    system, _ = holes_system_and_published(
         k=k,
         manifest=manifest,
         rows=[],
@@ -812,7 +812,7 @@ def holes_check(
     if groups is not None:
         problems += _undeclared_columns("groups.parquet", groups, GROUP_FILE_COLUMNS)
     problems += _undeclared_columns("classes.parquet", classes, CLASS_FILE_COLUMNS)
-    system, pub = _holes_system(
+    system, pub = holes_system_and_published(
         k=k,
         manifest=manifest,
         rows=rows,
@@ -869,7 +869,7 @@ def holes_summary(ranges: Sequence[HiddenRange], k: int, n_rows: int) -> str:
 
 
 def release_system_inputs(rel: _Release) -> dict[str, Any]:
-    """The arguments of :func:`_holes_system` a written release gives (its tables, unit
+    """The arguments of :func:`holes_system_and_published` a written release gives (its tables, unit
     rows and records.parquet's row count), shared by ``holes`` and ``no_leak``."""
     path = rel.rel / "records.parquet"
     rows_n = None

@@ -125,7 +125,7 @@ from geokanon.verify._reader import (
     _wallclock_seconds,
 )
 from geokanon.verify._results import CheckResult, _Unreadable
-from geokanon.verify.holes import _holes_system, release_system_inputs
+from geokanon.verify.holes import holes_system_and_published, release_system_inputs
 
 # ---- no_leak ---------------------------------------------------------------------------
 #
@@ -587,7 +587,11 @@ _LEVELS = frozenset({"group", "unit", "parent", "area"})
 _STYLE_COLUMNS = ("styleqml", "stylesld")
 
 
-def _published_values(rel: _Release) -> tuple[NDArray[np.float64], frozenset[str]]:
+def _published_values(
+    rel: _Release,
+    system_inputs: Callable[[_Release], Mapping[str, Any]] = release_system_inputs,
+    units: frozenset[str] | None = None,
+) -> tuple[NDArray[np.float64], frozenset[str]]:
     """The numbers the release publishes (sorted) and its structural texts.
 
     The numbers are those ``holes`` holds (every figure and parameter of the manifest,
@@ -595,13 +599,24 @@ def _published_values(rel: _Release) -> tuple[NDArray[np.float64], frozenset[str
     and records, the group representatives' ``x`` and ``y`` (the GeoParquet bbox is made
     of them) and the unit ids that read as numbers. The texts are the unit ids (as the
     audit and the merges name them), ``area`` and the levels.
+
+    ``system_inputs(rel)`` gives the arguments of
+    :func:`~geokanon.verify.holes.holes_system_and_published` (default: a single-file
+    release's, :func:`~geokanon.verify.holes.release_system_inputs`); the representatives
+    and the number of groups are its ``groups`` (``None``: the partitioned driver, which
+    never reads all of ``groups.parquet``; each part task adds its part's
+    representatives). ``units``: the unit ids the release names (default: the audit's,
+    ``rel.unit_codes``).
     """
     known: set[float] = set()
     texts: set[str] = set(_LEVELS)
     parts: list[NDArray[np.float64]] = []
+    if units is not None:
+        texts |= units
     with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
-        _, names = rel.unit_codes
-        texts |= {str(u) for u in names.tolist()}
+        if units is None:
+            _, names = rel.unit_codes
+            texts |= {str(u) for u in names.tolist()}
     filt = _audit_filter(rel.audit)
     merges = filt.get("unit_merges") or rel.audit.get("unit_merges") or {}
     if isinstance(merges, Mapping):
@@ -611,18 +626,22 @@ def _published_values(rel: _Release) -> tuple[NDArray[np.float64], frozenset[str
         if "unit" in c and "level" in c:
             texts |= {str(u) for u in c["unit"][c["level"].astype(str) == "parent"].tolist()}
         known.add(float(len(c)))
+    inputs: Mapping[str, Any] | None = None
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError, OSError):
+        inputs = system_inputs(rel)
     with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
-        g = rel.groups
-        known.add(float(len(g)))
-        for col in ("x", "y"):
-            parts.append(pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=np.float64))
-    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
-        inputs = release_system_inputs(rel)
-        if inputs["records_rows"] is not None:
-            known.add(float(inputs["records_rows"]))
-        _, pub = _holes_system(**inputs)
-        known |= pub.known
-        known.add(float(rel.n_audit))
+        g = rel.groups if inputs is None else inputs["groups"]
+        if g is not None:
+            known.add(float(len(g)))
+            for col in ("x", "y"):
+                parts.append(pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=np.float64))
+    if inputs is not None:  # else nothing of holes is known
+        with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, AttributeError):
+            if inputs["records_rows"] is not None:
+                known.add(float(inputs["records_rows"]))
+            _, pub = holes_system_and_published(**inputs)
+            known |= pub.known
+            known.add(float(inputs["record_bound"]))
     for t in texts:
         if _WHOLE_NUMBER_RE.match(t):
             known.add(float(t))

@@ -34,11 +34,12 @@ of ``groups.parquet``/``classes.parquet`` and the routed source rows:
 ``k_subjects`` (distinct subjects per group and class), ``extent`` (every member
 within ``min(r_max_m, radius_m)`` of the published representative, inclusive, on
 the map and, for a named CRS, on its ellipsoid),
-``representation`` (the single-file rule), ``counts`` (group and class sizes,
-rows per group and class in the part, the part's representatives, each group's
-majority unit, every group and class of the id range present once, and the
-single-file records pass: each row against its group or class, each group's and
-class's kept values against its members' source values, routed with them) and
+``representation`` (the single-file rule), ``counts`` (the part's tallies of
+:mod:`geokanon.verify.counts`: group and class sizes, rows per group and class, each
+group's majority unit and the records it releases per unit; every group and class of the
+id range present once; and the single-file records pass: each row against its group or
+class, each group's and class's kept values against its members' source values, routed
+with them) and
 ``no_leak`` (the part file and its ``groups.parquet`` rows against the
 coordinates routed to it and its members' subject ids, by the single-file rules:
 :func:`_strict_secrets`).
@@ -50,8 +51,9 @@ distinct triples; the source's checksum) come from the tasks. ``tau``,
 ``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest`` are then the
 check modules' own functions, the same code as for a single-file release;
 ``holes`` is :func:`geokanon.verify.holes.holes_check` over the same unit rows
-(every figure of every release file); ``counts`` compares the manifest's and
-``units.csv``'s figures with the reduced counts.
+(every figure of every release file); ``counts`` merges the source partitions' and the
+parts' tallies and judges them with :mod:`geokanon.verify.counts`' functions, the same
+rules and messages as for a single file (which is one partition).
 
 What is narrower than :func:`geokanon.verify.verify_release` is stated in
 :data:`SCOPE` and written into the manifest (``verification_scope``).
@@ -60,6 +62,7 @@ What is narrower than :func:`geokanon.verify.verify_release` is stated in
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -78,12 +81,9 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import _distinct
+from geokanon.verify._arrays import _distinct, _factorize_text
 from geokanon.verify._derived import _unit_rows
 from geokanon.verify._reader import (
-    LESS_THAN_K,
-    WITHHELD,
-    _cell_value,
     _Release,
     _Source,
     _text_file,
@@ -92,10 +92,24 @@ from geokanon.verify._reader import (
 from geokanon.verify._records import RECORD_FORMAT_COLUMNS, _record_rows
 from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
 from geokanon.verify.caps import check_tau, check_unit_cap
-from geokanon.verify.counts import _DISPOSALS
+from geokanon.verify.counts import (
+    AuditTally,
+    IdTally,
+    UnitTally,
+    audit_problems,
+    audit_tally,
+    class_units,
+    group_unit_tally,
+    id_problems,
+    id_tallies,
+    manifest_count_problems,
+    records_total_problems,
+    subject_ids_merged_problems,
+    unit_problems,
+)
 from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
-from geokanon.verify.holes import _holes_system, holes_check
+from geokanon.verify.holes import holes_check
 from geokanon.verify.k_subjects import check_k_subjects
 from geokanon.verify.manifest import check_manifest
 from geokanon.verify.no_leak import (
@@ -105,6 +119,7 @@ from geokanon.verify.no_leak import (
     _TOKEN_SPLIT,
     _WHOLE_NUMBER_RE,
     _column_rules,
+    _published_values,
     _scan_csv,
     _scan_csv_raw,
     _scan_frame,
@@ -256,8 +271,15 @@ def _source_task(
     kept: Sequence[str],
     figures: Mapping[str, float],
     published: Mapping[str, Any],
+    unit_classes: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Check audit part ``i`` against source partition ``i``; count, route and scan.
+
+    The counts are this partition's tallies of :mod:`geokanon.verify.counts`
+    (:func:`~geokanon.verify.counts.audit_tally`; the records of ``unit``-level classes
+    per unit and the records generalised above their unit,
+    :func:`~geokanon.verify.counts.class_units`, with ``unit_classes``: the rows of
+    ``classes.parquet`` whose level is ``unit``), merged on the driver.
 
     ``figures`` and ``published`` (the numbers the release publishes, its unit ids, its
     CRS and directory: :func:`_published`) set what the small files may hold (``no_leak``, by the
@@ -313,38 +335,40 @@ def _source_task(
     problems = out["problems"]
     if not np.array_equal(a["source_row"].to_numpy(dtype=np.int64), offset + np.arange(n)):
         problems.append(f"audit part {i}: source_row is not the source order")
-    if not np.array_equal(_texts(a["unit"]), unit):
-        problems.append(f"audit part {i}: units differ from the source")
     xm = a["x_m"].to_numpy(dtype=np.float64)
     ym = a["y_m"].to_numpy(dtype=np.float64)
     if not (np.array_equal(xm, x) and np.array_equal(ym, y)):
         problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
     dcode, dnames = _text_codes(a["disposal"])
-    bad = ~np.isin(dnames, _DISPOSALS)[dcode] if dcode.size else np.zeros(0, dtype=bool)
-    if bad.any():
-        problems.append(f"audit part {i}: {int(bad.sum())} rows with an unknown disposal")
     gid, cid = _ids(a["group_id"]), _ids(a["class_id"])
 
     def is_disposal(*names: str) -> NDArray[np.bool_]:
         return np.isin(dnames, names)[dcode] if dcode.size else np.zeros(0, dtype=bool)
 
+    # the single-file rules' tally of this partition (counts.audit_tally), merged on the
+    # driver
+    tally = audit_tally(
+        is_disposal, gid, cid, wrong_unit=int(np.count_nonzero(_texts(a["unit"]) != unit))
+    )
+    out["audit"] = tally
     at_group = is_disposal("grouped", "merged")
     generalised = is_disposal("generalised")
-    if ((gid >= 0) != at_group).any() or ((cid >= 0) != generalised).any():
-        problems.append(
-            f"audit part {i}: a group id must be set exactly for grouped/merged rows and a "
-            "class id exactly for generalised rows"
-        )
     sup = is_disposal("suppressed")
-    per_code = np.bincount(dcode, minlength=dnames.size)
-    out["disposals"] = {d: int(per_code[dnames == d].sum()) for d in _DISPOSALS}
+    out["disposals"] = tally.disposals
     ucode, unames = pd.factorize(unit)
     unames = np.asarray(unames, dtype=object)
     out["unit_records"] = pd.Series(np.bincount(ucode, minlength=unames.size), index=unames)
     sup_u = np.bincount(ucode[sup], minlength=unames.size)
     out["unit_suppressed_records"] = pd.Series(sup_u[sup_u > 0], index=unames[sup_u > 0])
+    classes = unit_classes if unit_classes is not None else pd.DataFrame({"class_id": []})
+    cls_released, up = class_units(cid, np.zeros(0, dtype=np.int64), classes, unames)
+    out["class_released"] = pd.Series(cls_released[:-1], index=unames.astype(str))
+    up_u = np.bincount(ucode[up], minlength=unames.size)
+    out["unit_up_records"] = pd.Series(up_u[up_u > 0], index=unames[up_u > 0])
     if has_subject:
-        out["triples"] = pd.DataFrame({"unit": unit, "subject": skey, "sup": sup}).drop_duplicates()
+        out["triples"] = pd.DataFrame(
+            {"unit": unit, "subject": skey, "sup": sup, "up": up}
+        ).drop_duplicates()
     if route is None:
         return out
     # route members (with their kept values) and coordinates to the release parts
@@ -442,22 +466,6 @@ def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
     return pa.concat_tables(tables, promote_options="permissive").to_pandas()
 
 
-def _majority_unit(members: pd.DataFrame) -> pd.Series:
-    """Unit holding most members of every id; ties to the first unit id in sort order."""
-    codes, uniques = pd.factorize(members["unit"].astype(str))
-    texts = np.asarray(uniques, dtype=object).astype(str)
-    by_text = np.argsort(texts, kind="stable")
-    rank = np.empty(texts.size, dtype=np.int64)
-    rank[by_text] = np.arange(texts.size)  # a unit's place in text order
-    nu = max(1, texts.size)
-    ids = members["id"].to_numpy(dtype=np.int64)
-    pairs, n = np.unique(ids * nu + rank[codes], return_counts=True)
-    pid, prank = pairs // nu, pairs % nu
-    order = np.lexsort((prank, -n, pid))  # per id: most members, then first in text order
-    first = order[np.r_[True, pid[order][1:] != pid[order][:-1]]] if order.size else order
-    return pd.Series(texts[by_text][prank[first]], index=pd.Index(pid[first], name="id"))
-
-
 def _id_ranges(path: Path, id_col: str) -> list[tuple[int, int] | None]:
     """(smallest, largest) id of every row group of a Parquet file (``None``: no id).
 
@@ -516,8 +524,9 @@ def _part_checks(
     tolerance_m: float,
     crs: str | None,
     path: Path | None = None,
-) -> dict[str, CheckResult]:
-    """``k_subjects`` (and, for a group part, ``extent`` and ``representation``) of one part.
+) -> tuple[dict[str, CheckResult], dict[str, Any]]:
+    """``k_subjects`` (and, for a group part, ``extent`` and ``representation``) of one part,
+    and its ``counts`` tallies.
 
     With the part's file (``path``), the records pass reads it too
     (:mod:`~geokanon.verify._records`): ``k_subjects`` then checks the part's published
@@ -531,6 +540,11 @@ def _part_checks(
     source coordinates, which the source round found equal to the audit's, and
     subjects) as the audit; ``manifest.json`` and ``audit.json`` are the release's own.
     Working and published CRS are the release's one CRS.
+
+    The part's ``counts`` tallies are taken from that reader by the functions that take
+    a single-file release's (:func:`geokanon.verify.counts.id_tallies`,
+    :func:`~geokanon.verify.counts.group_unit_tally`): ``ids`` (per kind), ``records``
+    (the part's rows), ``wrong_units`` and ``released`` (records per unit id).
     """
     n = len(members)
     ids = members["id"].to_numpy(dtype=np.int64)
@@ -558,6 +572,9 @@ def _part_checks(
         gid=ids if kind == "group" else none, cid=ids if kind == "class" else none,
         xy_m=(members["x"].to_numpy(dtype=np.float64), members["y"].to_numpy(dtype=np.float64)),
         subjects=codes, syn_gid=np.zeros(0, dtype=np.int64),
+        syn_cid=np.zeros(0, dtype=np.int64),
+        synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
+        unit_codes=_factorize_text(members["unit"]),  # codes in sort order
     )  # fmt: skip
     if path is not None:
         view.__dict__["record_files"] = [path]
@@ -569,14 +586,19 @@ def _part_checks(
             out[name] = check(view)
         except _Unreadable as exc:
             out[name] = CheckResult(name, False, f"cannot check: {exc}")
+    tallies: dict[str, Any] = {}
     if path is not None:
         try:
             rows = _record_rows(view)
             found = [*([rows.unreadable] if rows.unreadable else []), *rows.problems]
+            tallies["ids"] = id_tallies(view, rows)
+            if rows.unreadable is None:
+                tallies["records"] = rows.rows
+            tallies["wrong_units"], tallies["released"] = group_unit_tally(view)
         except _Unreadable as exc:
             found = [f"cannot check: {exc}"]
         out["counts"] = CheckResult("counts", not found, "; ".join(found))
-    return out
+    return out, tallies
 
 
 def _part_task(
@@ -614,16 +636,15 @@ def _part_task(
     probs: dict[str, list[str]] = {
         "k_subjects": [], "extent": [], "representation": [], "counts": [], "no_leak": []
     }  # fmt: skip
-    out: dict[str, Any] = {"problems": probs, "released": pd.Series(dtype=np.int64), "rows": 0}
+    out: dict[str, Any] = {"problems": probs, "released": {}, "rows": 0}
     path = rel / str(part["file"])
     name = str(part["file"])
     try:
-        records = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
+        pq.ParquetFile(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
         probs["counts"].append(f"{name} is unreadable ({type(exc).__name__})")
         return out
     members = _read_pieces(d, "m", ["id", "x", "y", "subject", "raw_subject", "unit"])
-    mid = members["id"].to_numpy(dtype=np.int64)
     mx = members["x"].to_numpy(dtype=np.float64)
     my = members["y"].to_numpy(dtype=np.float64)
     first, end = int(part["first"]), int(part["end"])
@@ -641,39 +662,18 @@ def _part_task(
         probs["counts"].append(f"{table}: ids {first}..{end - 1} are not each present once")
     published = rows
     rows = rows.drop_duplicates(id_col).set_index(id_col)
-    uid, per_id = np.unique(mid, return_counts=True)
-    members_per_id = pd.Series(per_id, index=uid)
-    n_mem = members_per_id.reindex(rows.index, fill_value=0)
-    if not np.isin(uid, rows.index.to_numpy()).all():
-        probs["counts"].append(f"{name}: audit members of ids not in {table}")
     # k_subjects, and for groups extent and representation: the single-file checks, on
-    # a reader of this part (its rows of the table, its members)
-    out["checks"] = _part_checks(
+    # a reader of this part (its rows of the table, its members); the records pass
+    # gives the part's rows per group and class
+    # and this part's tallies of the single-file counts rules (geokanon.verify.counts),
+    # merged and judged on the driver
+    out["checks"], tallies = _part_checks(
         Path(root), kind, published, members, has_subject, k, r_max, tolerance_m, crs, path
     )
-    size = pd.to_numeric(rows["n_records"]).to_numpy(dtype=np.int64)
-    if not np.array_equal(size, n_mem.to_numpy()):
-        bad = int((size != n_mem.to_numpy()).sum())
-        probs["counts"].append(f"{bad} {kind} sizes in {table} differ from the audit ({name})")
-    rid = pd.to_numeric(records[id_col], errors="coerce") if id_col in records else None
-    if rid is None:
-        probs["counts"].append(f"{name} has no {id_col} column")
-    else:
-        per = rid.dropna().astype(np.int64).value_counts().reindex(rows.index, fill_value=0)
-        if rid.isna().any() or not np.array_equal(per.to_numpy(), n_mem.to_numpy()):
-            probs["counts"].append(f"rows per {kind} in {name} differ from the audit")
-        if len(records) != len(members):
-            probs["counts"].append(f"{name} has {len(records)} rows for {len(members)} members")
-    out["records"] = len(records)
+    out.update(tallies)
     if kind == "group":
         rx = pd.to_numeric(rows["x"]).to_numpy(dtype=np.float64)
         ry = pd.to_numeric(rows["y"]).to_numpy(dtype=np.float64)
-        if "unit" in rows.columns and len(members):
-            maj = _majority_unit(members).reindex(rows.index)
-            wrong = int((maj.astype(str) != rows["unit"].astype(str)).sum())
-            if wrong:
-                probs["counts"].append(f"{wrong} group units in {name} are not the majority unit")
-            out["released"] = pd.Series(size, index=rows["unit"].astype(str)).groupby(level=0).sum()
         key = _tile_key(rx, ry, tiling)
         if ((key < int(part["tile_lo"])) | (key > int(part["tile_hi"]))).any():
             probs["no_leak"].append(
@@ -687,15 +687,16 @@ def _part_task(
         sy = np.concatenate([my, coords["y"].to_numpy(dtype=np.float64)])
         ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
         kept = _members_kept(members)
-        texts = {str(u) for u in members["unit"].tolist()} | set(_LEVELS)
+        # the distinct texts only (str of each distinct value: the same set)
+        texts = {str(u) for u in pd.unique(members["unit"])} | set(_LEVELS)
         if "unit" in rows.columns:
-            texts |= {str(u) for u in rows["unit"].tolist()}
-        numbers = [float(v) for v in figures.values()]
+            texts |= {str(u) for u in pd.unique(rows["unit"])}
+        numbers = [np.array([float(v) for v in figures.values()], dtype=np.float64)]
         if kind == "group":
-            numbers += [*pd.to_numeric(rows["x"]).tolist(), *pd.to_numeric(rows["y"]).tolist()]
+            numbers += [pd.to_numeric(rows[c]).to_numpy(dtype=np.float64) for c in ("x", "y")]
         sec = _strict_secrets(
             Path(root), sx, sy, ids_, kept, k=k, bad_names=bad_names, figures=figures,
-            unit_texts=frozenset(texts), published=_distinct(np.asarray(numbers, np.float64)),
+            unit_texts=frozenset(texts), published=_distinct(np.concatenate(numbers)),
             crs=crs,
         )  # fmt: skip
         found = _scan_parquet(path, sec)
@@ -752,36 +753,50 @@ def _metadata_text(path: Path, meta: Mapping[bytes, bytes], crs: str | None) -> 
 def _published(
     root: Path, k: int, figures: Mapping[str, float], *, own_subjects: bool
 ) -> dict[str, Any]:
-    """What the small files publish as figures and structure: the numbers ``holes``
-    reads from them (as for a single file, :func:`geokanon.verify.holes._holes_system`)
-    and the release's own figures; the unit ids (``units.csv``, ``classes.parquet``,
-    the audit's merges) and levels. A number of the prose equal to one of them is that
-    figure, a text one of them no subject id."""
+    """What the small files publish as figures and structure: the single-file
+    :func:`geokanon.verify.no_leak._published_values` on the small files (the numbers
+    ``holes`` reads from them, with ``groups.parquet`` left to the part tasks, which add
+    their representatives), the release's own figures, and the unit ids of
+    ``units.csv`` and ``classes.parquet``. A number of the prose equal to one of them is
+    that figure, a text one of them no subject id."""
     view = _Release(root, None, 0.0)
-    known: set[float] = {float(v) for v in figures.values()}
-    texts: set[str] = set(_LEVELS)
+    units: set[str] = set()
     with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
-        texts |= {str(u) for u in view.units_table["unit"].tolist()}
-        known.add(float(len(view.units_table)))
+        units |= {str(u) for u in view.units_table["unit"].tolist()}
     with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
-        c = view.classes
-        if "unit" in c:
-            texts |= {str(u) for u in c["unit"].tolist()}
-    merges = view.audit.get("unit_merges") if isinstance(view.audit, Mapping) else None
-    if isinstance(merges, Mapping):
-        texts |= {str(u) for u in merges} | {str(u) for u in merges.values()}
-    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
-        _, pub = _holes_system(
-            k=k, manifest=view.manifest, rows=_unit_rows(view), groups=None,
-            classes=view.classes, own_subjects=own_subjects,
-            record_bound=int(figures["records"]), groups_by_majority_unit=True,
-            notes=_text_file(view.rel / "RELEASE_NOTES.md"),
-            report=_text_file(view.rel / "report.html"),
-        )  # fmt: skip
-        known |= {float(v) for v in pub.known}
-    known |= {float(t) for t in texts if _WHOLE_NUMBER_RE.match(t)}
-    numbers = _distinct(np.array(sorted(known), dtype=np.float64))
-    return {"numbers": numbers, "texts": frozenset(texts), "root": str(root)}
+        if "unit" in view.classes:
+            units |= {str(u) for u in view.classes["unit"].tolist()}
+
+    def system_inputs(rel: _Release) -> dict[str, Any]:
+        # as holes_check is called on the driver (_check_holes): groups are in the parts
+        return {
+            "k": k, "manifest": rel.manifest, "rows": _unit_rows(rel), "groups": None,
+            "classes": rel.classes, "own_subjects": own_subjects,
+            "record_bound": int(figures["records"]), "groups_by_majority_unit": True,
+            "records_rows": None, "notes": _text_file(rel.rel / "RELEASE_NOTES.md"),
+            "report": _text_file(rel.rel / "report.html"),
+        }  # fmt: skip
+
+    numbers, texts = _published_values(view, system_inputs, frozenset(units))
+    own = np.array([float(v) for v in figures.values()], dtype=np.float64)
+    return {
+        "numbers": _distinct(np.concatenate([numbers, own])),
+        "texts": texts,
+        "root": str(root),
+    }
+
+
+def _unit_classes(rel: Path) -> pd.DataFrame:
+    """The rows of ``classes.parquet`` whose level is ``unit`` (``class_id``, ``level``,
+    ``unit``): the source tasks count their records per unit (an unreadable table: none,
+    and the checks that read it fail)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, pa.ArrowException):
+        c = pd.read_parquet(rel / "classes.parquet")
+        if {"class_id", "level", "unit"} <= set(c.columns):
+            c = c.loc[c["level"].astype(str) == "unit", ["class_id", "level", "unit"]]
+            if pd.to_numeric(c["class_id"], errors="coerce").notna().all():
+                return c.reset_index(drop=True)
+    return pd.DataFrame({"class_id": pd.Series(dtype=np.int64)})
 
 
 def _kept_columns(rel: Path, parts: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -927,10 +942,11 @@ def verify_partitioned(
         kept = _kept_columns(rel, parts) if need_parts else []
         published = _published(root, k, figures, own_subjects=not roles.get("subject"))
         published["crs"] = working
+        unit_classes = _unit_classes(rel)
         r1 = _run_tasks(
             client, _source_task,
             [(source, i, int(offsets[i]), str(aud / "assignment" / f"part-{i:05d}.parquet"),
-              route, str(scratch), scan, k, bad_names, kept, figures, published)
+              route, str(scratch), scan, k, bad_names, kept, figures, published, unit_classes)
              for i in range(len(sizes))],
         )  # fmt: skip
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
@@ -1001,27 +1017,34 @@ class _PartitionedRelease(_Release):
             else pd.Series(dtype=np.int64)
         )
         if has_subject and full:
+            # distinct subjects per unit: counted on the merged (unit, subject) pairs
             t = pd.concat([r["triples"] for r in full], ignore_index=True)
-            per = t.groupby(["unit", "subject"], sort=True)["sup"].any().reset_index()
+            per = t.groupby(["unit", "subject"], sort=True)[["sup", "up"]].any().reset_index()
             unit_subjects = per.groupby("unit")["sup"].size()
             self.unit_sup = per.groupby("unit")["sup"].sum()
+            self.unit_up = per.groupby("unit")["up"].sum()
             subj = t.groupby("subject")["sup"].any()
             subjects, sup_subjects = int(subj.size), int(subj.sum())
             raw_ids = np.unique(np.concatenate([r["raw_ids"] for r in full]))
             self.subject_ids_merged = int(raw_ids.size) - subjects
         else:
-            sup = (
-                pd.concat([r["unit_suppressed_records"] for r in full]).groupby(level=0).sum()
+            sup, up = (
+                pd.concat([r[f] for r in full]).groupby(level=0).sum()
                 if full
                 else pd.Series(dtype=np.int64)
+                for f in ("unit_suppressed_records", "unit_up_records")
             )
             unit_subjects = self.unit_records
             self.unit_sup = sup.reindex(self.unit_records.index, fill_value=0)
+            self.unit_up = up.reindex(self.unit_records.index, fill_value=0)
             subjects = self.n
             sup_subjects = int(self.unit_sup.sum())
             self.subject_ids_merged = 0
         self.n_subjects, self.sup_subjects = subjects, sup_subjects
-        self.disposals = {d: int(sum(r["disposals"][d] for r in full)) for d in _DISPOSALS}
+        self.audit_tally = functools.reduce(
+            AuditTally.merge, [r["audit"] for r in full], AuditTally()
+        )
+        self.disposals = self.audit_tally.disposals
         names = np.asarray([str(u) for u in unit_subjects.index], dtype=object)
         n_sup = self.unit_sup.reindex(unit_subjects.index, fill_value=0)
         # the figures the shared checks read (see geokanon.verify._derived)
@@ -1110,35 +1133,49 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
     )  # fmt: skip
 
 
+def _unit_tally(rel: _PartitionedRelease) -> UnitTally:
+    """The parts' and source partitions' unit figures, merged (:class:`UnitTally`)."""
+    pieces = [pd.Series(r["released"], dtype=np.int64) for r in rel.r2 if r["released"]]
+    pieces += [r["class_released"] for r in rel.r1 if "class_released" in r]
+    released = pd.concat(pieces).groupby(level=0).sum() if pieces else pd.Series(dtype=np.int64)
+
+    def by_name(series: pd.Series) -> dict[str, int]:
+        return {str(u): int(v) for u, v in series.items()}
+
+    return UnitTally(
+        released=by_name(released),
+        totals={u: v for u, v in by_name(rel.unit_records).items() if v},
+        suppressed=by_name(rel.unit_sup),
+        up=by_name(rel.unit_up),
+        wrong_group_units=int(sum(r.get("wrong_units", 0) for r in rel.r2)),
+    )
+
+
+#: How the messages name a partitioned release's records files.
+_PART_FILES = "records/part-*.parquet"
+
+
 def _check_counts(rel: _PartitionedRelease) -> CheckResult:
-    problems = [p for r in rel.r1 for p in r["problems"]] + _part_problems(rel, "counts")
+    """``counts`` by the single-file rules (:mod:`geokanon.verify.counts`): every part's
+    and source partition's tallies merged, then judged by the same functions; plus what
+    the layout adds (the audit parts against the source partitions, each part's id range
+    present once, the parts covering ``groups.parquet`` and ``classes.parquet``)."""
+    problems = [p for r in rel.r1 for p in r["problems"]]
     m = rel.manifest
     k = rel.k
     if not rel.complete:
         return _result("counts", problems or ["the audit could not be read"], "")
-    counts = m.get("counts") or {}
-    for d in ("grouped", "merged", "generalised"):
-        if counts.get(d) != rel.disposals[d]:
-            problems.append(f"manifest counts.{d} differs from the audit")
-    sup_shown = counts.get("suppressed")
-    s_subj = rel.sup_subjects
-    if sup_shown == LESS_THAN_K:
-        if not 0 < s_subj < k:
-            problems.append("manifest counts.suppressed reads <k but is not 1..k-1 subjects")
-    elif sup_shown != WITHHELD and sup_shown != rel.disposals["suppressed"]:
-        problems.append("manifest counts.suppressed differs from the audit")
-    share = m.get("suppressed_share")
-    if isinstance(share, int | float) and not isinstance(share, bool):
-        target = s_subj / rel.n_subjects if rel.n_subjects else 0.0
-        if abs(float(share) - target) > 5e-7:
-            problems.append("manifest suppressed_share differs from the audit")
-    merged = m.get("subject_ids_merged")
-    if merged is not None and merged != rel.subject_ids_merged:
-        problems.append(
-            f"manifest subject_ids_merged is {merged!r}; the source's ids merge "
-            f"{rel.subject_ids_merged}"
-        )
+    problems += audit_problems(rel.audit_tally)
+    problems += subject_ids_merged_problems(m, rel.subject_ids_merged)
+    for kind in ("group", "class"):
+        # a class part's group tally is empty, and a group part's class tally
+        tallies = [r["ids"][kind] for r in rel.r2 if "ids" in r]
+        merged = functools.reduce(IdTally.merge, tallies, IdTally())
+        problems += id_problems(kind, merged, _PART_FILES)
     rows_total = int(sum(r.get("records", 0) for r in rel.r2))
+    released = rel.n - rel.disposals["suppressed"]
+    problems += records_total_problems(rows_total, released, _PART_FILES)
+    problems += _part_problems(rel, "counts")
     if m.get("records_published") != rows_total:
         problems.append("manifest records_published differs from the parts' rows")
     n_groups = sum(r["rows"] for j, r in enumerate(rel.r2) if rel.parts[j]["kind"] == "group")
@@ -1148,37 +1185,13 @@ def _check_counts(rel: _PartitionedRelease) -> CheckResult:
     class_rows = sum(r["rows"] for j, r in enumerate(rel.r2) if rel.parts[j]["kind"] == "class")
     if class_rows != len(rel.classes) or m.get("classes") != len(rel.classes):
         problems.append("classes.parquet rows are not all covered by the parts")
-    # units.csv
-    released = (
-        pd.concat([r["released"] for r in rel.r2 if len(r["released"])]).groupby(level=0).sum()
-        if any(len(r["released"]) for r in rel.r2)
-        else pd.Series(dtype=np.int64)
-    )
-    unit_level = rel.classes[rel.classes["level"].astype(str) == "unit"]
-    for u, size in zip(unit_level["unit"].astype(str), unit_level["n_records"], strict=True):
-        released.loc[u] = int(released.get(u, 0)) + int(size)
     t = rel.units_table
-    if set(t["unit"].astype(str)) != {str(u) for u in rel.unit_records.index}:
-        problems.append("units.csv units differ from the source's units")
-    wrong = 0
-    for _, r in t.iterrows():
-        u = str(r["unit"])
-        if _cell_value(r["released"]) != int(released.get(u, 0)):
-            wrong += 1
-        shown = _cell_value(r["suppressed"])
-        true = int(rel.unit_sup.get(u, 0))
-        if shown == LESS_THAN_K:
-            wrong += not 0 < true < k
-        elif shown == WITHHELD:
-            wrong += 0 < true < k  # a sensitive figure reads '<k'
-        elif shown != true:
-            wrong += 1
-        if "source_total" in t.columns:
-            tot = _cell_value(r["source_total"])
-            if tot not in (WITHHELD, LESS_THAN_K) and tot != int(rel.unit_records.get(u, 0)):
-                wrong += 1
-    if wrong:
-        problems.append(f"{wrong} figures in units.csv differ from the audit")
+    problems += unit_problems(k, _unit_rows(rel), t, m, _unit_tally(rel))
+    # the partitioned layout publishes no synthetic records (the writer refuses them)
+    problems += manifest_count_problems(
+        m, k, rel.disposals, n=rel.n, n_syn=0, s_subj=rel.sup_subjects,
+        n_subj=rel.n_subjects, syn_pooled=0,
+    )  # fmt: skip
     return _result(
         "counts", problems,
         f"{rows_total} published records, {group_rows} groups, {len(rel.classes)} classes "
