@@ -5,7 +5,10 @@ serves ``counts`` (each row's group or class, representative, level and unit; ea
 and class's multiset of time bins and kept values against its members'; ``records.csv``
 against ``records.parquet``) and ``k_subjects`` (the published (group or class, time bin)
 cells). It reads ``records.parquet``, or a partitioned release's parts in order, in
-batches, and keeps nothing per row beyond a batch.
+batches, and keeps nothing per row beyond a batch. ``records.csv`` is compared with
+``records.parquet`` when ``counts`` asks (:func:`_record_rows`), from ``no_leak``'s read
+of the file when that came first (:class:`_CsvTap`: the file is parsed once), else read
+here with the Parquet file's column types.
 """
 
 from __future__ import annotations
