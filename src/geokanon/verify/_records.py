@@ -5,7 +5,10 @@ serves ``counts`` (each row's group or class, representative, level and unit; ea
 and class's multiset of time bins and kept values against its members'; ``records.csv``
 against ``records.parquet``) and ``k_subjects`` (the published (group or class, time bin)
 cells). It reads ``records.parquet``, or a partitioned release's parts in order, in
-batches, and keeps nothing per row beyond a batch.
+batches, and keeps nothing per row beyond a batch. ``records.csv`` is compared with
+``records.parquet`` when ``counts`` asks (:func:`_record_rows`), from ``no_leak``'s read
+of the file when that came first (:class:`_CsvTap`: the file is parsed once), else read
+here with the Parquet file's column types.
 """
 
 from __future__ import annotations
@@ -141,6 +144,9 @@ class _RecordRows:
     compared: tuple[str, ...] = ()
     #: whether the records were read (see :func:`_rows_apply`)
     read: bool = True
+    #: ``records.csv`` against ``records.parquet``, still to compare (its findings go
+    #: to ``problems``; see :func:`_record_rows`)
+    csv: _CsvCompare | None = field(default=None, repr=False)
 
 
 def _record_paths(rel: _Release) -> list[Path]:
@@ -198,9 +204,14 @@ def _audit_keys(rel: _Release) -> NDArray[np.int64]:
     return keys
 
 
-def _record_rows(rel: _Release) -> _RecordRows:
+def _record_rows(rel: _Release, *, csv: bool = True) -> _RecordRows:
     """The records files read once, row by row, against the release's tables, the audit
-    and the source (see :class:`_RecordsPass`); cached on ``rel``."""
+    and the source (see :class:`_RecordsPass`); cached on ``rel``.
+
+    ``csv``: compare ``records.csv`` with ``records.parquet`` too (when not yet done).
+    Without it the comparison waits, so that ``no_leak``'s read of ``records.csv``, when
+    it comes first, serves it too (:func:`_csv_tap`).
+    """
     if "_record_rows" not in rel.__dict__:
         out = _RecordRows(read=_rows_apply(rel))
         try:
@@ -210,6 +221,9 @@ def _record_rows(rel: _Release) -> _RecordRows:
             out.unreadable = str(exc)
         rel.__dict__["_record_rows"] = out
     found: _RecordRows = rel.__dict__["_record_rows"]
+    if csv and found.csv is not None:
+        pending, found.csv = found.csv, None
+        pending.compare()
     return found
 
 
@@ -367,7 +381,9 @@ class _RecordsPass:
         if self.compared:
             self._members()
         if self.paths == [self.rel.rel / "records.parquet"]:
-            self._csv(start)
+            # compared when a check needs it (``counts``), from no_leak's read of the
+            # file when that came first (:func:`_csv_tap`)
+            out.csv = _CsvCompare(self, start)
 
     def _batch(self, batch: pa.RecordBatch, start: int) -> None:
         import pyarrow.compute as pc
@@ -503,29 +519,45 @@ class _RecordsPass:
                     "synthetic records are not their members' (a stand-in copies a member's)"
                 )
 
-    def _csv(self, n_rows: int) -> None:
-        """``records.csv`` against ``records.parquet``, column by column and row by row."""
-        out = self.out
-        path = self.rel.rel / "records.csv"
+
+class _CsvCompare:
+    """``records.csv`` against ``records.parquet``, column by column and row by row (see
+    :class:`_RecordsPass`): from a :class:`_CsvTap` that saw the whole file, else read
+    here with the Parquet file's column types."""
+
+    def __init__(self, rp: _RecordsPass, n_rows: int) -> None:
+        self.rel, self.out, self.hasher = rp.rel, rp.out, rp.hasher
+        self.path = rp.rel.rel / "records.csv"
+        self.names, self.schema, self.text_columns = rp.names, rp.schema, rp.text_columns
+        self.column_sums = rp.column_sums
+        self.n_rows = n_rows
+        #: the columns ``records.csv`` must have, in order
+        self.want = [n for n in self.names if n not in _PARQUET_ONLY]
+        #: (header, sums, rows) as :meth:`_csv_sums` has them, from a tap's read
+        self.tapped: tuple[list[str], dict[str, int], int] | None = None
+
+    def compare(self) -> None:
+        out, path, want = self.out, self.path, self.want
         if not path.is_file():
             out.problems.append("release/records.csv is missing")
             return
-        want = [n for n in self.names if n not in _PARQUET_ONLY]
-        types = {n: self.schema.field(n).type for n in want}
-        text = {n: pa.dictionary(pa.int32(), pa.string()) for n in self.text_columns}
-        ints = [n for n, t in types.items() if pa.types.is_integer(t)]
-        try:
+        read = self.tapped
+        if read is None:
+            types = {n: self.schema.field(n).type for n in want}
+            text = {n: pa.dictionary(pa.int32(), pa.string()) for n in self.text_columns}
+            ints = [n for n, t in types.items() if pa.types.is_integer(t)]
             try:
-                read = self._csv_sums(path, {**types, **text}, [])
-            except pa.ArrowInvalid:  # an integer written as a float (3.0): as text, then cast
-                as_text = dict.fromkeys(ints, pa.string())
-                read = self._csv_sums(path, {**types, **text, **as_text}, ints)
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            out.problems.append(
-                f"records.csv does not read with records.parquet's column types "
-                f"({type(exc).__name__})"
-            )
-            return
+                try:
+                    read = self._csv_sums(path, {**types, **text}, [])
+                except pa.ArrowInvalid:  # an integer written as a float (3.0): as text, cast
+                    as_text = dict.fromkeys(ints, pa.string())
+                    read = self._csv_sums(path, {**types, **text, **as_text}, ints)
+            except (OSError, pa.ArrowException, ValueError) as exc:
+                out.problems.append(
+                    f"records.csv does not read with records.parquet's column types "
+                    f"({type(exc).__name__})"
+                )
+                return
         header, sums, rows = read
         if header != want:
             extra = sorted(set(header) - set(want))
@@ -538,8 +570,8 @@ class _RecordsPass:
             )
             return
         self.rel.csv_rows.setdefault(path, rows)
-        if rows != n_rows:
-            out.problems.append(f"records.csv has {rows} rows, records.parquet {n_rows}")
+        if rows != self.n_rows:
+            out.problems.append(f"records.csv has {rows} rows, records.parquet {self.n_rows}")
             return
         mask = (1 << 64) - 1
         differ = [n for n in want if (sums[n] - self.column_sums[n]) & mask]
@@ -571,7 +603,7 @@ class _RecordsPass:
             header = [str(n) for n in reader.schema.names]
             sums = dict.fromkeys(header, 0)
             start = 0
-            if header != [n for n in self.names if n not in _PARQUET_ONLY]:
+            if header != self.want:
                 return header, sums, start
             parquet_types = {n: self.schema.field(n).type for n in header}
             for batch in reader:
@@ -581,6 +613,102 @@ class _RecordsPass:
                     sums[name] += _sum_u64(self.hasher.at(self.hasher.values(c), at))
                 start += batch.num_rows
         return header, sums, start
+
+
+#: What pyarrow's CSV reader reads as booleans (its default ``true_values``, ``false_values``).
+_CSV_TRUE = pa.array(["1", "True", "TRUE", "true"], type=pa.string())
+_CSV_FALSE = pa.array(["0", "False", "FALSE", "false"], type=pa.string())
+
+
+def _tap_reads(t: pa.DataType) -> bool:
+    """Whether :class:`_CsvTap` reads a column of Parquet type ``t`` as the typed read does."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_float32(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    )
+
+
+class _CsvTap:
+    """``records.csv`` as ``no_leak`` reads it (every column as dictionary text, an
+    unquoted empty cell null), hashed as :meth:`_CsvCompare._csv_sums` hashes the file
+    read with ``records.parquet``'s column types, so that the file is parsed once.
+
+    A text column is what the typed read has. A number column's distinct texts are
+    trimmed of spaces and tabs (as pyarrow's CSV reader trims a number) and cast to the
+    Parquet type; a boolean's are the reader's words. When a text does not cast (an
+    integer written as a float among them), the tap gives up and the typed read, which
+    says what it is, reads the file.
+    """
+
+    def __init__(self, cmp: _CsvCompare) -> None:
+        self.cmp = cmp
+        self.header: list[str] = []
+        self.sums: dict[str, int] = {}
+        self.rows = 0
+        self.ok = True
+        self.types = {n: cmp.schema.field(n).type for n in cmp.want}
+
+    def start(self, names: list[str]) -> None:
+        """The file's header (its columns are read only when it is ``cmp.want``)."""
+        self.header = list(names)
+        self.sums = dict.fromkeys(self.header, 0)
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """The next rows of the file."""
+        if not self.ok or self.header != self.cmp.want:
+            return
+        hasher = self.cmp.hasher
+        try:
+            at = hasher.positions(self.rows, batch.num_rows)
+            for name, col in zip(self.header, batch.columns, strict=True):
+                h = self._hashes(col, self.types[name])
+                self.sums[name] += _sum_u64(hasher.at(h, at))
+        except (pa.ArrowException, ValueError, TypeError):
+            self.ok = False
+            return
+        self.rows += batch.num_rows
+
+    def finish(self) -> None:
+        """The file was read to its end: its sums serve the comparison."""
+        if self.ok:
+            self.cmp.tapped = (self.header, self.sums, self.rows)
+
+    def _hashes(self, col: pa.Array, t: pa.DataType) -> NDArray[np.uint64]:
+        import pyarrow.compute as pc
+
+        hasher = self.cmp.hasher
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return hasher.values(col)
+        words = col.dictionary
+        if pa.types.is_boolean(t):
+            yes = np.asarray(pc.is_in(words, value_set=_CSV_TRUE).to_numpy(zero_copy_only=False))
+            no = np.asarray(pc.is_in(words, value_set=_CSV_FALSE).to_numpy(zero_copy_only=False))
+            if not (yes | no).all():
+                raise ValueError("a cell is no boolean")
+            typed = pa.array(yes, type=pa.bool_())
+        else:
+            typed = pc.cast(pc.utf8_trim(words, characters=" \t"), t)
+        # each cell's hash as the typed column's (a null's as a null of that type)
+        look = np.append(hasher.values(typed), hasher.values(pa.array([None], type=t)))
+        idx = _indices(col)
+        return look[np.where(idx < 0, look.size - 1, idx)]
+
+
+def _csv_tap(rel: _Release, path: Path) -> _CsvTap | None:
+    """A tap for ``no_leak``'s read of ``path`` when it is the ``records.csv`` whose
+    comparison with ``records.parquet`` waits (:func:`_record_rows`) and every column's
+    type is one the tap reads."""
+    rows: _RecordRows | None = rel.__dict__.get("_record_rows")
+    cmp = None if rows is None else rows.csv
+    if cmp is None or cmp.tapped is not None or path != cmp.path:
+        return None
+    if not all(_tap_reads(cmp.schema.field(n).type) for n in cmp.want):
+        return None
+    return _CsvTap(cmp)
 
 
 def _bbox_ok(

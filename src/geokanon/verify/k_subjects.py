@@ -90,7 +90,7 @@ def check_k_subjects(rel: _Release) -> CheckResult:
         said = ["; ".join(bad) + f" (smallest {worst})"] if bad else []
         return CheckResult("k_subjects", False, "; ".join([*said, *in_records]))
     ng, nc = n_ids["groups"], n_ids["classes"]
-    cells = _record_rows(rel)
+    cells = _record_rows(rel, csv=False)
     in_cells = (
         f"; the published records' {cells.cells.size} (group or class, time bin) cells too"
         if cells.stride > 1
@@ -108,7 +108,7 @@ def _published_cell_problems(rel: _Release, subj: NDArray[np.int64]) -> list[str
     the records files holds >= k rows, and the audit's records of that group or class
     and time bin hold >= k distinct subjects."""
     k = rel.k
-    rr = _record_rows(rel)
+    rr = _record_rows(rel, csv=False)
     if not rr.read:
         return []
     if rr.unreadable is not None:

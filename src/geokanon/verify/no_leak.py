@@ -103,7 +103,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -1952,14 +1952,28 @@ class _HashingFile(io.RawIOBase):
         super().close()
 
 
+class _BatchTap(Protocol):
+    """What else reads a CSV file's batches as :func:`_csv_batches` reads them (so that the
+    file is parsed once): the header, then every batch, then ``finish`` at the end."""
+
+    def start(self, names: list[str]) -> None: ...
+
+    def add(self, batch: pa.RecordBatch) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 def _csv_batches(
-    path: Path, digests: dict[Path, str] | None = None
+    path: Path, digests: dict[Path, str] | None = None, tap: _BatchTap | None = None
 ) -> tuple[list[str], Iterator[list[_TextColumn]]] | None:
     """A CSV file's header and its rows in batches, every column as text.
 
     None, or a batch of None, when it is not a regular CSV (read it raw instead).
     ``digests``: where to note the file's sha256, taken from the bytes as they are
-    read, when the batches are read to the end.
+    read, when the batches are read to the end. ``tap``: given every batch as read
+    (dictionary text; with a tap an unquoted empty cell is null, a quoted one ``""``,
+    which the scan reads alike: an empty cell holds no number and is a missing value),
+    and told when the file was read to its end.
     """
     import pyarrow.csv as pacsv
 
@@ -1976,8 +1990,8 @@ def _csv_batches(
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.dictionary(pa.int32(), pa.string()) for n in names},
-                null_values=[],
-                strings_can_be_null=False,
+                null_values=[""] if tap is not None else [],
+                strings_can_be_null=tap is not None,
                 quoted_strings_can_be_null=False,
             ),
         )
@@ -1986,6 +2000,8 @@ def _csv_batches(
             source.close()
         return None
     file = source
+    if tap is not None:
+        tap.start(names)
 
     def blocks() -> Iterator[pa.RecordBatch]:
         while True:
@@ -2003,12 +2019,29 @@ def _csv_batches(
                 except StopIteration:
                     if digests is not None and file.at_end:
                         digests[path] = file.hexdigest()
+                    if tap is not None:
+                        tap.finish()
                     return
                 except (OSError, pa.ArrowException, ValueError):
                     raise _NotRegular from None
-                yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
+                if tap is not None:
+                    tap.add(batch)
+                    yield [_empty_not_null(_text_column(c)) for c in batch.columns]
+                else:
+                    yield [_text_column(batch.column(i)) for i in range(batch.num_columns)]
 
     return names, batches()
+
+
+def _empty_not_null(col: _TextColumn) -> _TextColumn:
+    """A CSV column read with empty cells as nulls, as read without: an empty text."""
+    null = col.codes < 0
+    if not null.any():
+        return col
+    at = np.flatnonzero(col.texts == "")
+    texts = col.texts if at.size else np.append(col.texts, np.array([""], dtype=object))
+    empty = int(at[0]) if at.size else texts.size - 1
+    return _TextColumn(texts=texts, codes=np.where(null, empty, col.codes))
 
 
 class _NotRegular(Exception):
@@ -2030,6 +2063,7 @@ def _scan_csv(
     sec: _Secrets,
     rows: dict[Path, int] | None = None,
     digests: dict[Path, str] | None = None,
+    tap: _BatchTap | None = None,
 ) -> list[str] | None:
     """A CSV file, cell by cell: as text (pairs across the whole text) and as a table.
 
@@ -2038,13 +2072,13 @@ def _scan_csv(
     the header's then every row's, cell by cell. None: the file needs the raw scan.
     The file is read in batches of rows; the token stream runs on across them.
     ``rows``: where to note the file's number of data rows (when it is read to the end);
-    ``digests``: its sha256, likewise.
+    ``digests``: its sha256, likewise; ``tap``: see :func:`_csv_batches`.
     """
     import pyarrow.compute as pc
 
     if sec.spaced_ids:
         return None  # an id with separators may span cells: search the raw text
-    parsed = _csv_batches(path, digests)
+    parsed = _csv_batches(path, digests, tap)
     if parsed is None:
         return None
     names, batches = parsed
@@ -2156,7 +2190,11 @@ def check_no_leak(rel: _Release) -> CheckResult:
                 )
                 found += [f"{n} copies of the mask key"] if n else []
         elif suffix == ".csv":
-            found = _scan_csv(path, sec, rows=rel.csv_rows, digests=rel.read_digests)
+            from geokanon.verify._records import _csv_tap
+
+            # records.csv: the same read serves its comparison with records.parquet
+            tap = _csv_tap(rel, path)
+            found = _scan_csv(path, sec, rows=rel.csv_rows, digests=rel.read_digests, tap=tap)
             if found is None:
                 found = _scan_csv_raw(path, sec)
         elif suffix in (".html", ".htm") and sec.strict:
