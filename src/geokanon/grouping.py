@@ -2574,11 +2574,12 @@ def _near_atoms(
     the given side within ``reach[g]`` of its cell (g its group; at least the 3 x 3
     cells around it, at most 9 x 9), ties to the smaller index, -1 padding.
 
-    Cells are found through an open-addressing table of the occupied cells, so an
-    atom costs its 9 cells and the atoms in them. The atoms' positions, groups and
-    indices are copied into cell order once, so a cell's atoms are read from
-    consecutive memory rather than gathered from all over the arrays (at 1e7 atoms
-    the gathers, not the arithmetic, were the cost). Each atom's answer depends on the
+    The atoms' positions, groups and indices are copied into cell order once, and the
+    atoms are answered cell by cell: a cell's neighbouring cells are found once for all
+    its atoms, by pointers that only move forward as the cells are taken in key order
+    (no table look-up per atom), and are read nearest ring first, so that a cell whose
+    nearest point is farther than the q-th distance found is not read (its atoms would
+    all be refused: the answer is the same). Each atom's answer depends on the
     positions and groups only, so the threads' order does not matter. The answer is
     int32 (half the memory of int64: it is the local search's largest array).
     """
@@ -2588,106 +2589,144 @@ def _near_atoms(
         return out
     ox = ax.min()
     oy = ay.min()
-    cx = np.empty(n, np.int64)
+    key = np.empty(n, np.int64)
     cy = np.empty(n, np.int64)
     for i in range(n):
-        cx[i] = int((ax[i] - ox) / side) + 5
         cy[i] = int((ay[i] - oy) / side) + 5
     # a margin of 5 cells each side (rings reach 4), so a cell beyond the top or bottom
     # row never shares a key with one of the next column
     wy = cy.max() + 6
-    key = cx * wy + cy
+    for i in range(n):
+        key[i] = (int((ax[i] - ox) / side) + 5) * wy + cy[i]
     order = np.argsort(key, kind="mergesort")
-    skey = key[order]
     # the scanned data in cell order
     px = np.empty(n)
     py = np.empty(n)
     pg = np.empty(n, np.int64)
+    skey = np.empty(n, np.int64)
     for t in range(n):
         j = order[t]
         px[t] = ax[j]
         py[t] = ay[j]
         pg[t] = atom_group[j]
-    # table of occupied cells: key -> first position in order (run ends at a key change)
-    size = 1
-    while size < 2 * n:
-        size *= 2
-    tkey = np.full(size, -1, np.int64)
-    tpos = np.zeros(size, np.int64)
+        skey[t] = key[j]
+    # the occupied cells: key and first position (a cell's atoms end where the next starts)
+    n_cells = 1
+    for t in range(1, n):
+        if skey[t] != skey[t - 1]:
+            n_cells += 1
+    ukey = np.empty(n_cells, np.int64)
+    ustart = np.empty(n_cells + 1, np.int64)
+    c = 0
     for t in range(n):
-        if t > 0 and skey[t] == skey[t - 1]:
-            continue
-        h = (skey[t] * 0x9E3779B97F4A7C15) & (size - 1)
-        while tkey[h] >= 0:
-            h = (h + 1) & (size - 1)
-        tkey[h] = skey[t]
-        tpos[h] = t
-    # chunks of consecutive atoms (neighbours on the curve share cells); one pair of
-    # buffers per chunk instead of per atom
-    chunk = 4096
+        if t == 0 or skey[t] != skey[t - 1]:
+            ukey[c] = skey[t]
+            ustart[c] = t
+            c += 1
+    ustart[n_cells] = n
     slack = 1e-6 * side + 1e-9
-    n_chunks = (n + chunk - 1) // chunk
-    for c in nb.prange(n_chunks):
+    chunk = 2048
+    n_chunks = (n_cells + chunk - 1) // chunk
+    for ch in nb.prange(n_chunks):
         bd = np.empty(q)
         bj = np.empty(q, np.int64)
-        for a in range(c * chunk, min(n, (c + 1) * chunk)):
-            g = atom_group[a]
-            if g < 0:
+        # per column offset -4..4, the first cell at or after the column's lowest row
+        ptr = np.empty(9, np.int64)
+        c0 = ch * chunk
+        col0 = ukey[c0] // wy
+        row0 = ukey[c0] % wy
+        for dx in range(-4, 5):
+            ptr[dx + 4] = np.searchsorted(ukey, (col0 + dx) * wy + row0 - 4)
+        # the cells around one cell, nearest ring first
+        l_cell = np.empty(81, np.int64)
+        l_ring = np.empty(81, np.int64)
+        tmp_cell = np.empty(81, np.int64)
+        tmp_ring = np.empty(81, np.int64)
+        for c in range(c0, min(n_cells, c0 + chunk)):
+            col = ukey[c] // wy
+            row = ukey[c] % wy
+            big = 0
+            for t in range(ustart[c], ustart[c + 1]):
+                g = pg[t]
+                if g < 0:
+                    continue
+                span = reach[g] / side
+                rings = int(span)
+                if rings < span:
+                    rings += 1
+                big = max(big, min(max(1, rings), 4))
+            m = 0
+            for dx in range(-4, 5):
+                lo = (col + dx) * wy + row - 4
+                u = ptr[dx + 4]
+                while u < n_cells and ukey[u] < lo:
+                    u += 1
+                ptr[dx + 4] = u
+                if big == 0 or abs(dx) > big:
+                    continue
+                hi = (col + dx) * wy + row + big
+                lo_big = lo + 4 - big
+                while u < n_cells and ukey[u] < lo_big:
+                    u += 1
+                while u < n_cells and ukey[u] <= hi:
+                    dy = ukey[u] % wy - row
+                    tmp_cell[m] = u
+                    tmp_ring[m] = max(abs(dx), abs(dy))
+                    m += 1
+                    u += 1
+            if big == 0:
                 continue
-            xa = ax[a]
-            ya = ay[a]
-            for u in range(q):
-                bd[u] = np.inf
-                bj[u] = -1
-            span = reach[g] / side
-            rings = int(span)
-            if rings < span:
-                rings += 1
-            rings = min(max(1, rings), 4)
-            # rings of cells outward, so the q-th distance falls early; a cell whose
-            # nearest point is farther than the q-th distance found is not read (its
-            # atoms would all be refused: the answer is the same)
-            for ring in range(rings + 1):
-                for ddx in range(-ring, ring + 1):
-                    edge = ddx == -ring or ddx == ring
-                    ddy = -ring
-                    while ddy <= ring:
-                        if bd[q - 1] < np.inf:
-                            lo_x = ox + (cx[a] + ddx - 5) * side - slack
-                            lo_y = oy + (cy[a] + ddy - 5) * side - slack
-                            ex = max(0.0, lo_x - xa, xa - (lo_x + side + 2 * slack))
-                            ey = max(0.0, lo_y - ya, ya - (lo_y + side + 2 * slack))
-                            if ex * ex + ey * ey > bd[q - 1]:
-                                ddy += 1 if edge else 2 * ring
-                                continue
-                        kk = (cx[a] + ddx) * wy + cy[a] + ddy
-                        ddy += 1 if edge else max(1, 2 * ring)
-                        h = (kk * 0x9E3779B97F4A7C15) & (size - 1)
-                        while tkey[h] >= 0 and tkey[h] != kk:
-                            h = (h + 1) & (size - 1)
-                        if tkey[h] < 0:
+            # counting sort by ring (stable)
+            nl = 0
+            for ring in range(big + 1):
+                for e in range(m):
+                    if tmp_ring[e] == ring:
+                        l_cell[nl] = tmp_cell[e]
+                        l_ring[nl] = ring
+                        nl += 1
+            for t in range(ustart[c], ustart[c + 1]):
+                g = pg[t]
+                if g < 0:
+                    continue
+                a = order[t]
+                xa = px[t]
+                ya = py[t]
+                for u in range(q):
+                    bd[u] = np.inf
+                    bj[u] = -1
+                span = reach[g] / side
+                rings = int(span)
+                if rings < span:
+                    rings += 1
+                rings = min(max(1, rings), 4)
+                for e in range(nl):
+                    if l_ring[e] > rings:
+                        break
+                    cc = l_cell[e]
+                    if bd[q - 1] < np.inf:
+                        lo_x = ox + (ukey[cc] // wy - 5) * side - slack
+                        lo_y = oy + (ukey[cc] % wy - 5) * side - slack
+                        ex = max(0.0, lo_x - xa, xa - (lo_x + side + 2 * slack))
+                        ey = max(0.0, lo_y - ya, ya - (lo_y + side + 2 * slack))
+                        if ex * ex + ey * ey > bd[q - 1]:
                             continue
-                        t = tpos[h]
-                        while t < n and skey[t] == kk:
-                            hg = pg[t]
-                            if hg < 0 or hg == g:
-                                t += 1
-                                continue
-                            d = (px[t] - xa) ** 2 + (py[t] - ya) ** 2
-                            if d > bd[q - 1]:
-                                t += 1
-                                continue
-                            j = order[t]
-                            t += 1
-                            if d == bd[q - 1] and j > bj[q - 1]:
-                                continue
-                            u = q - 1
-                            while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
-                                bd[u] = bd[u - 1]
-                                bj[u] = bj[u - 1]
-                                u -= 1
-                            bd[u] = d
-                            bj[u] = j
-            for u in range(q):
-                out[a, u] = bj[u]
+                    for s in range(ustart[cc], ustart[cc + 1]):
+                        hg = pg[s]
+                        if hg < 0 or hg == g:
+                            continue
+                        d = (px[s] - xa) ** 2 + (py[s] - ya) ** 2
+                        if d > bd[q - 1]:
+                            continue
+                        j = order[s]
+                        if d == bd[q - 1] and j > bj[q - 1]:
+                            continue
+                        u = q - 1
+                        while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
+                            bd[u] = bd[u - 1]
+                            bj[u] = bj[u - 1]
+                            u -= 1
+                        bd[u] = d
+                        bj[u] = j
+                for u in range(q):
+                    out[a, u] = bj[u]
     return out
