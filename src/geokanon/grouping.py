@@ -34,6 +34,9 @@ records are always disposed of together:
 6. A local search (:func:`_improve`) moves an atom to a neighbouring group, or swaps
    two atoms of neighbouring groups, when that lowers the records' summed distance
    to their groups' centroids and both groups keep k subjects and a covering point.
+   It sweeps fixed pieces of the curve in parallel (the atoms whose groups all lie in
+   one piece), then the atoms between pieces, so the groups never depend on the
+   number of threads.
 7. Every group's representative is placed by the rule (:func:`settle_representatives`),
    from its final members.
 """
