@@ -34,6 +34,9 @@ records are always disposed of together:
 6. A local search (:func:`_improve`) moves an atom to a neighbouring group, or swaps
    two atoms of neighbouring groups, when that lowers the records' summed distance
    to their groups' centroids and both groups keep k subjects and a covering point.
+   It sweeps fixed pieces of the curve in parallel (the atoms whose groups all lie in
+   one piece), then the atoms between pieces, so the groups never depend on the
+   number of threads.
 7. Every group's representative is placed by the rule (:func:`settle_representatives`),
    from its final members.
 """
@@ -2098,6 +2101,9 @@ REACH_RADII = 2.0
 #: A change is costed exactly only when its gain with the centroids held is above
 #: ``-SCREEN`` times the distances involved.
 SCREEN = 0.3
+#: Atoms per piece of the sweep: the pieces' inner atoms are visited in parallel. Fixed,
+#: so that the groups never depend on the number of threads.
+IMPROVE_PIECE = 1 << 17
 
 
 @nb.njit(cache=True)
@@ -2140,7 +2146,6 @@ def _feasible(
     ay: NDArray[np.float64],
     aw: NDArray[np.float64],
     asub: NDArray[np.int64],
-    cnt: NDArray[np.int64],
     bx: NDArray[np.float64],
     by: NDArray[np.float64],
     bw: NDArray[np.float64],
@@ -2151,7 +2156,11 @@ def _feasible(
 ) -> bool:
     """Whether group g without atom ``drop`` and with atom ``extra`` (-1: none) holds k
     distinct subjects and a point of the coarsest lattice within r of everyone, as
-    every group must (``cnt`` is scratch, zero, left as found)."""
+    every group must (``bx``, ``by``, ``bw``, ``bs``: scratch of the group's size + 2).
+
+    The subjects are counted by comparing each with those before it: a group holds at
+    most ``cap + 1`` atoms, and no table indexed by subject is shared, so threads can
+    run this on groups of their own."""
     m = 0
     a = head[g]
     while a >= 0:
@@ -2170,18 +2179,200 @@ def _feasible(
         m += 1
     distinct = 0
     for t in range(m):
-        if cnt[bs[t]] == 0:
+        if distinct >= k:
+            break
+        new = True
+        for u in range(t):
+            if bs[u] == bs[t]:
+                new = False
+                break
+        if new:
             distinct += 1
-        cnt[bs[t]] += 1
-    for t in range(m):
-        cnt[bs[t]] = 0
     if distinct < k:
         return False
     ok, _, _ = _covering_rep_nb(bx[:m], by[:m], bw[:m], r, step, np.nan, np.nan)
     return ok
 
 
+@nb.njit(cache=True, inline="always")
+def _unchanged(
+    a: int,
+    atom_group: NDArray[np.int64],
+    changed: NDArray[np.int64],
+    seen_at: NDArray[np.int64],
+    nbr: NDArray[np.int32],
+) -> bool:
+    """Whether neither a's group nor any of its neighbours' groups changed since a's last
+    visit (``changed``: per group, the time it last changed; ``seen_at``: per atom, the
+    time of its last visit, -1 for none)."""
+    last = seen_at[a]
+    if last < 0 or changed[atom_group[a]] > last:
+        return False
+    for q in range(nbr.shape[1]):
+        b = nbr[a, q]
+        if b >= 0 and atom_group[b] >= 0 and changed[atom_group[b]] > last:
+            return False
+    return True
+
+
 @nb.njit(cache=True)
+def _sweep_piece(
+    p: int,
+    piece: int,
+    now: int,
+    rest: bool,
+    inner: NDArray[np.bool_],
+    home: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
+    prv: NDArray[np.int64],
+    size: NDArray[np.int64],
+    sw: NDArray[np.float64],
+    sx: NDArray[np.float64],
+    sy: NDArray[np.float64],
+    cost: NDArray[np.float64],
+    changed: NDArray[np.int64],
+    seen_at: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    nbr: NDArray[np.int32],
+    k: int,
+    r: float,
+    step: float,
+    cap: int,
+    screen: float,
+) -> int:
+    """One phase of a sweep of :func:`_improve` from time ``now``; returns the changes made.
+
+    ``rest`` False: piece p marks its inner atoms in ``inner`` and visits them in index
+    order, reading and writing only its own atoms and the groups whose ``home`` is p.
+    ``rest`` True: the atoms not marked inner are visited, in index order.
+
+    In a visit an atom takes its best change. What it decides depends only on the state
+    of its group and of its neighbours' groups: ``changed[g]`` is the time group g last
+    changed and ``seen_at[a]`` the time atom a was last visited (-1: never), and an atom
+    none of whose groups changed since its last visit (which made no change) is skipped.
+    """
+    na = atom_group.size
+    nq = nbr.shape[1]
+    bx = np.empty(cap + 2)
+    by = np.empty(cap + 2)
+    bw = np.empty(cap + 2)
+    bs = np.empty(cap + 2, np.int64)
+    c_gain = np.empty(2 * nq)
+    c_h = np.empty(2 * nq, np.int64)
+    c_b = np.empty(2 * nq, np.int64)
+    c_g = np.empty(2 * nq)
+    c_hh = np.empty(2 * nq)
+    t = now
+    lo = 0 if rest else p * piece
+    hi = na if rest else min(na, (p + 1) * piece)
+    for a in range(lo, hi):
+        g = atom_group[a]
+        if rest:
+            if inner[a]:
+                continue
+        else:
+            ok = g >= 0 and home[g] == p
+            if ok:
+                for q in range(nq):
+                    b = nbr[a, q]
+                    if b < 0:
+                        continue
+                    # b's piece first: another piece's atoms are not read
+                    if b // piece != p or (atom_group[b] >= 0 and home[atom_group[b]] != p):
+                        ok = False
+                        break
+            inner[a] = ok
+            if not ok:
+                continue
+        if g < 0 or size[g] > cap or _unchanged(a, atom_group, changed, seen_at, nbr):
+            continue
+        seen_at[a] = t
+        wa = aw[a]
+        nc = 0
+        cg_move = -1.0
+        for q in range(nq):
+            b = nbr[a, q]
+            if b < 0:
+                continue
+            h = atom_group[b]
+            if h < 0 or h == g or size[h] >= cap:
+                continue
+            base = cost[g] + cost[h]
+            eps = 1e-9 * (1.0 + base)
+            # first-order gains (centroids held): only promising changes are costed
+            dag = math.sqrt((ax[a] - sx[g] / sw[g]) ** 2 + (ay[a] - sy[g] / sw[g]) ** 2)
+            dah = math.sqrt((ax[a] - sx[h] / sw[h]) ** 2 + (ay[a] - sy[h] / sw[h]) ** 2)
+            dbg = math.sqrt((ax[b] - sx[g] / sw[g]) ** 2 + (ay[b] - sy[g] / sw[g]) ** 2)
+            dbh = math.sqrt((ax[b] - sx[h] / sw[h]) ** 2 + (ay[b] - sy[h] / sw[h]) ** 2)
+            move_hint = wa * (dag - dah) > -screen * (dag + dah) * wa
+            swap_hint = wa * (dag - dah) + aw[b] * (dbh - dbg) > -screen * (
+                wa * (dag + dah) + aw[b] * (dbg + dbh)
+            )
+            # move a to h (once per h; g must keep k atoms to keep k subjects)
+            seen = False
+            for q2 in range(q):
+                b2 = nbr[a, q2]
+                if b2 >= 0 and atom_group[b2] == h:
+                    seen = True
+                    break
+            if move_hint and not seen and size[g] - 1 >= k:
+                # g without a: the same for every h, costed once per atom
+                if cg_move < 0.0:
+                    cg_move = _cost_of(g, a, -1, head, nxt, ax, ay, aw, sw[g] - wa,
+                                       sx[g] - wa * ax[a], sy[g] - wa * ay[a])  # fmt: skip
+                cg = cg_move
+                ch = _cost_of(h, -1, a, head, nxt, ax, ay, aw, sw[h] + wa, sx[h] + wa * ax[a],
+                              sy[h] + wa * ay[a])  # fmt: skip
+                if base - cg - ch > eps:
+                    c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = base - cg - ch, h, -1, cg, ch
+                    nc += 1
+            # swap a and b
+            if not swap_hint:
+                continue
+            wb = aw[b]
+            cg = _cost_of(g, a, b, head, nxt, ax, ay, aw, sw[g] - wa + wb,
+                          sx[g] - wa * ax[a] + wb * ax[b],
+                          sy[g] - wa * ay[a] + wb * ay[b])  # fmt: skip
+            ch = _cost_of(h, b, a, head, nxt, ax, ay, aw, sw[h] - wb + wa,
+                          sx[h] - wb * ax[b] + wa * ax[a],
+                          sy[h] - wb * ay[b] + wa * ay[a])  # fmt: skip
+            if base - cg - ch > eps:
+                c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = base - cg - ch, h, b, cg, ch
+                nc += 1
+        if nc == 0:
+            continue
+        # the best valid change (ties: the first found)
+        pick = -1
+        for o in np.argsort(-c_gain[:nc], kind="mergesort"):
+            h = c_h[o]
+            b = c_b[o]
+            if _feasible(g, a, b, head, nxt, ax, ay, aw, asub, bx, by, bw, bs, k, r, step) and (
+                _feasible(h, b, a, head, nxt, ax, ay, aw, asub, bx, by, bw, bs, k, r, step)
+            ):
+                pick = o
+                break
+        if pick < 0:
+            continue
+        h = c_h[pick]
+        # a leaves g for h; b (if any) leaves h for g
+        _move_atom(a, g, h, head, nxt, prv, atom_group, aw, ax, ay, sw, sx, sy, size)
+        b = c_b[pick]
+        if b >= 0:
+            _move_atom(b, h, g, head, nxt, prv, atom_group, aw, ax, ay, sw, sx, sy, size)
+        cost[g] = c_g[pick]
+        cost[h] = c_hh[pick]
+        changed[g] = t + 1
+        changed[h] = t + 1
+        t += 1
+    return t - now
+
+
+@nb.njit(cache=True, parallel=True)
 def _improve(
     atom_group: NDArray[np.int64],
     n_groups: int,
@@ -2196,13 +2387,23 @@ def _improve(
     cap: int,
     sweeps: int,
     screen: float,
+    piece: int,
 ) -> int:
     """1-opt local search: move an atom to a neighbouring group, or swap two atoms of
     neighbouring groups, when it lowers the sum of records' distances to their group's
     centroid and both groups stay valid (>= k distinct subjects, a lattice point within
-    r of every member). Atoms are visited in index
-    order, each taking its best change; groups of more than ``cap`` atoms are left
-    alone. Returns the number of changes made."""
+    r of every member). Each atom takes its best change; groups of more than ``cap``
+    atoms are left alone. Returns the number of changes made.
+
+    The atoms are cut into pieces of ``piece`` consecutive atoms (along the curve). In
+    each sweep, first every piece visits, in index order, its *inner* atoms: those whose
+    group and whose neighbours' groups lie wholly in the piece. A change an inner atom
+    makes touches only groups of its piece, and the groups of a piece are read only by
+    its own inner atoms, so the pieces run in parallel and each decides exactly as if it
+    ran alone. Then the other atoms are visited, in index order, one thread. The result
+    depends on ``piece``, never on the number of threads; with one piece it is the
+    plain sweep in index order.
+    """
     na = ax.size
     head = np.full(n_groups, -1, np.int64)
     nxt = np.full(na, -1, np.int64)
@@ -2227,164 +2428,38 @@ def _improve(
             sx[g] += aw[a] * ax[a]
             sy[g] += aw[a] * ay[a]
     cost = np.zeros(n_groups)
-    for g in range(n_groups):
-        if head[g] >= 0:
-            cost[g] = _cost_of(g, -1, -1, head, nxt, ax, ay, aw, sw[g], sx[g], sy[g])
-    n_sub = asub.max() + 1 if na else 1
-    cnt = np.zeros(n_sub, np.int64)
-    bx = np.empty(cap + 2)
-    by = np.empty(cap + 2)
-    bw = np.empty(cap + 2)
-    bs = np.empty(cap + 2, np.int64)
+    for gi in nb.prange(n_groups):
+        if head[gi] >= 0:
+            cost[gi] = _cost_of(gi, -1, -1, head, nxt, ax, ay, aw, sw[gi], sx[gi], sy[gi])
+    changed = np.zeros(n_groups, np.int64)
+    seen_at = np.full(na, -1, np.int64)
+    n_pieces = max(1, (na + piece - 1) // piece)
+    inner = np.zeros(na, np.bool_)
+    home = np.empty(n_groups, np.int64)  # the piece holding all of a group, else -1
+    made_in = np.zeros(n_pieces, np.int64)
     changes = 0
-    nq = nbr.shape[1]
-    c_gain = np.empty(2 * nq)
-    c_h = np.empty(2 * nq, np.int64)
-    c_b = np.empty(2 * nq, np.int64)
-    c_g = np.empty(2 * nq)
-    c_hh = np.empty(2 * nq)
-    # the sweep in which each group last changed: later sweeps visit only atoms near one
-    stamp = np.zeros(n_groups, np.int64)
-    for sweep in range(1, sweeps + 1):
-        made = 0
+    now = 1
+    for _sweep in range(sweeps):
+        home[:] = -2
         for a in range(na):
             g = atom_group[a]
-            if g < 0 or size[g] > cap:
-                continue
-            if sweep > 1:
-                recent = stamp[g] >= sweep - 1
-                for q in range(nq):
-                    b = nbr[a, q]
-                    if b >= 0 and atom_group[b] >= 0 and stamp[atom_group[b]] >= sweep - 1:
-                        recent = True
-                        break
-                if not recent:
-                    continue
-            wa = aw[a]
-            nc = 0
-            cg_move = -1.0
-            for q in range(nq):
-                b = nbr[a, q]
-                if b < 0:
-                    continue
-                h = atom_group[b]
-                if h < 0 or h == g or size[h] >= cap:
-                    continue
-                base = cost[g] + cost[h]
-                eps = 1e-9 * (1.0 + base)
-                # first-order gains (centroids held): only promising changes are costed
-                dag = math.sqrt((ax[a] - sx[g] / sw[g]) ** 2 + (ay[a] - sy[g] / sw[g]) ** 2)
-                dah = math.sqrt((ax[a] - sx[h] / sw[h]) ** 2 + (ay[a] - sy[h] / sw[h]) ** 2)
-                dbg = math.sqrt((ax[b] - sx[g] / sw[g]) ** 2 + (ay[b] - sy[g] / sw[g]) ** 2)
-                dbh = math.sqrt((ax[b] - sx[h] / sw[h]) ** 2 + (ay[b] - sy[h] / sw[h]) ** 2)
-                move_hint = wa * (dag - dah) > -screen * (dag + dah) * wa
-                swap_hint = wa * (dag - dah) + aw[b] * (dbh - dbg) > -screen * (
-                    wa * (dag + dah) + aw[b] * (dbg + dbh)
-                )
-                # move a to h (once per h; g must keep k atoms to keep k subjects)
-                seen = False
-                for q2 in range(q):
-                    b2 = nbr[a, q2]
-                    if b2 >= 0 and atom_group[b2] == h:
-                        seen = True
-                        break
-                if move_hint and not seen and size[g] - 1 >= k:
-                    # g without a: the same for every h, costed once per atom
-                    if cg_move < 0.0:
-                        cg_move = _cost_of(
-                            g,
-                            a,
-                            -1,
-                            head,
-                            nxt,
-                            ax,
-                            ay,
-                            aw,
-                            sw[g] - wa,
-                            sx[g] - wa * ax[a],
-                            sy[g] - wa * ay[a],
-                        )
-                    cg = cg_move
-                    ch = _cost_of(
-                        h,
-                        -1,
-                        a,
-                        head,
-                        nxt,
-                        ax,
-                        ay,
-                        aw,
-                        sw[h] + wa,
-                        sx[h] + wa * ax[a],
-                        sy[h] + wa * ay[a],
-                    )
-                    if base - cg - ch > eps:
-                        c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = (
-                            base - cg - ch,
-                            h,
-                            -1,
-                            cg,
-                            ch,
-                        )
-                        nc += 1
-                # swap a and b
-                if not swap_hint:
-                    continue
-                wb = aw[b]
-                cg = _cost_of(
-                    g,
-                    a,
-                    b,
-                    head,
-                    nxt,
-                    ax,
-                    ay,
-                    aw,
-                    sw[g] - wa + wb,
-                    sx[g] - wa * ax[a] + wb * ax[b],
-                    sy[g] - wa * ay[a] + wb * ay[b],
-                )
-                ch = _cost_of(
-                    h,
-                    b,
-                    a,
-                    head,
-                    nxt,
-                    ax,
-                    ay,
-                    aw,
-                    sw[h] - wb + wa,
-                    sx[h] - wb * ax[b] + wa * ax[a],
-                    sy[h] - wb * ay[b] + wa * ay[a],
-                )
-                if base - cg - ch > eps:
-                    c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = base - cg - ch, h, b, cg, ch
-                    nc += 1
-            if nc == 0:
-                continue
-            # the best valid change (ties: the first found)
-            pick = -1
-            for o in np.argsort(-c_gain[:nc], kind="mergesort"):
-                h = c_h[o]
-                b = c_b[o]
-                if _feasible(g, a, b, head, nxt, ax, ay, aw, asub, cnt, bx, by, bw, bs, k, r,
-                             step) and _feasible(h, b, a, head, nxt, ax, ay, aw, asub, cnt, bx,
-                                                 by, bw, bs, k, r, step):  # fmt: skip
-                    pick = o
-                    break
-            if pick < 0:
-                continue
-            h = c_h[pick]
-            # a leaves g for h; b (if any) leaves h for g
-            _move_atom(a, g, h, head, nxt, prv, atom_group, aw, ax, ay, sw, sx, sy, size)
-            b = c_b[pick]
-            if b >= 0:
-                _move_atom(b, h, g, head, nxt, prv, atom_group, aw, ax, ay, sw, sx, sy, size)
-            cost[g] = c_g[pick]
-            cost[h] = c_hh[pick]
-            stamp[g] = sweep
-            stamp[h] = sweep
-            made += 1
+            if g >= 0:
+                pa = a // piece
+                if home[g] == -2:
+                    home[g] = pa
+                elif home[g] != pa:
+                    home[g] = -1
+        for pi in nb.prange(n_pieces):
+            made_in[pi] = _sweep_piece(pi, piece, now, False, inner, home, atom_group, head,
+                                       nxt, prv, size, sw, sx, sy, cost, changed, seen_at, ax,
+                                       ay, aw, asub, nbr, k, r, step, cap, screen)  # fmt: skip
+        made = int(made_in.sum())
+        now += int(made_in.max()) + 1
+        rest = _sweep_piece(0, piece, now, True, inner, home, atom_group, head, nxt, prv,
+                            size, sw, sx, sy, cost, changed, seen_at, ax, ay, aw, asub, nbr,
+                            k, r, step, cap, screen)  # fmt: skip
+        now += rest + 1
+        made += rest
         changes += made
         if made == 0:
             break
@@ -2484,7 +2559,7 @@ def _improve_groups(
         _improve(
             atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
             np.ascontiguousarray(ay, dtype=np.float64), np.ascontiguousarray(aw, dtype=np.float64),
-            sub, nbr, k, r_work, step, 4 * k, IMPROVE_SWEEPS, SCREEN,
+            sub, nbr, k, r_work, step, 4 * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE,
         )
     )  # fmt: skip
 
@@ -2502,11 +2577,12 @@ def _near_atoms(
     the given side within ``reach[g]`` of its cell (g its group; at least the 3 x 3
     cells around it, at most 9 x 9), ties to the smaller index, -1 padding.
 
-    Cells are found through an open-addressing table of the occupied cells, so an
-    atom costs its 9 cells and the atoms in them. The atoms' positions, groups and
-    indices are copied into cell order once, so a cell's atoms are read from
-    consecutive memory rather than gathered from all over the arrays (at 1e7 atoms
-    the gathers, not the arithmetic, were the cost). Each atom's answer depends on the
+    The atoms' positions, groups and indices are copied into cell order once, and the
+    atoms are answered cell by cell: a cell's neighbouring cells are found once for all
+    its atoms, by pointers that only move forward as the cells are taken in key order
+    (no table look-up per atom), and are read nearest ring first, so that a cell whose
+    nearest point is farther than the q-th distance found is not read (its atoms would
+    all be refused: the answer is the same). Each atom's answer depends on the
     positions and groups only, so the threads' order does not matter. The answer is
     int32 (half the memory of int64: it is the local search's largest array).
     """
@@ -2516,106 +2592,144 @@ def _near_atoms(
         return out
     ox = ax.min()
     oy = ay.min()
-    cx = np.empty(n, np.int64)
+    key = np.empty(n, np.int64)
     cy = np.empty(n, np.int64)
     for i in range(n):
-        cx[i] = int((ax[i] - ox) / side) + 5
         cy[i] = int((ay[i] - oy) / side) + 5
     # a margin of 5 cells each side (rings reach 4), so a cell beyond the top or bottom
     # row never shares a key with one of the next column
     wy = cy.max() + 6
-    key = cx * wy + cy
+    for i in range(n):
+        key[i] = (int((ax[i] - ox) / side) + 5) * wy + cy[i]
     order = np.argsort(key, kind="mergesort")
-    skey = key[order]
     # the scanned data in cell order
     px = np.empty(n)
     py = np.empty(n)
     pg = np.empty(n, np.int64)
+    skey = np.empty(n, np.int64)
     for t in range(n):
         j = order[t]
         px[t] = ax[j]
         py[t] = ay[j]
         pg[t] = atom_group[j]
-    # table of occupied cells: key -> first position in order (run ends at a key change)
-    size = 1
-    while size < 2 * n:
-        size *= 2
-    tkey = np.full(size, -1, np.int64)
-    tpos = np.zeros(size, np.int64)
+        skey[t] = key[j]
+    # the occupied cells: key and first position (a cell's atoms end where the next starts)
+    n_cells = 1
+    for t in range(1, n):
+        if skey[t] != skey[t - 1]:
+            n_cells += 1
+    ukey = np.empty(n_cells, np.int64)
+    ustart = np.empty(n_cells + 1, np.int64)
+    c = 0
     for t in range(n):
-        if t > 0 and skey[t] == skey[t - 1]:
-            continue
-        h = (skey[t] * 0x9E3779B97F4A7C15) & (size - 1)
-        while tkey[h] >= 0:
-            h = (h + 1) & (size - 1)
-        tkey[h] = skey[t]
-        tpos[h] = t
-    # chunks of consecutive atoms (neighbours on the curve share cells); one pair of
-    # buffers per chunk instead of per atom
-    chunk = 4096
+        if t == 0 or skey[t] != skey[t - 1]:
+            ukey[c] = skey[t]
+            ustart[c] = t
+            c += 1
+    ustart[n_cells] = n
     slack = 1e-6 * side + 1e-9
-    n_chunks = (n + chunk - 1) // chunk
-    for c in nb.prange(n_chunks):
+    chunk = 2048
+    n_chunks = (n_cells + chunk - 1) // chunk
+    for ch in nb.prange(n_chunks):
         bd = np.empty(q)
         bj = np.empty(q, np.int64)
-        for a in range(c * chunk, min(n, (c + 1) * chunk)):
-            g = atom_group[a]
-            if g < 0:
+        # per column offset -4..4, the first cell at or after the column's lowest row
+        ptr = np.empty(9, np.int64)
+        c0 = ch * chunk
+        col0 = ukey[c0] // wy
+        row0 = ukey[c0] % wy
+        for dx in range(-4, 5):
+            ptr[dx + 4] = np.searchsorted(ukey, (col0 + dx) * wy + row0 - 4)
+        # the cells around one cell, nearest ring first
+        l_cell = np.empty(81, np.int64)
+        l_ring = np.empty(81, np.int64)
+        tmp_cell = np.empty(81, np.int64)
+        tmp_ring = np.empty(81, np.int64)
+        for c in range(c0, min(n_cells, c0 + chunk)):
+            col = ukey[c] // wy
+            row = ukey[c] % wy
+            big = 0
+            for t in range(ustart[c], ustart[c + 1]):
+                g = pg[t]
+                if g < 0:
+                    continue
+                span = reach[g] / side
+                rings = int(span)
+                if rings < span:
+                    rings += 1
+                big = max(big, min(max(1, rings), 4))
+            m = 0
+            for dx in range(-4, 5):
+                lo = (col + dx) * wy + row - 4
+                u = ptr[dx + 4]
+                while u < n_cells and ukey[u] < lo:
+                    u += 1
+                ptr[dx + 4] = u
+                if big == 0 or abs(dx) > big:
+                    continue
+                hi = (col + dx) * wy + row + big
+                lo_big = lo + 4 - big
+                while u < n_cells and ukey[u] < lo_big:
+                    u += 1
+                while u < n_cells and ukey[u] <= hi:
+                    dy = ukey[u] % wy - row
+                    tmp_cell[m] = u
+                    tmp_ring[m] = max(abs(dx), abs(dy))
+                    m += 1
+                    u += 1
+            if big == 0:
                 continue
-            xa = ax[a]
-            ya = ay[a]
-            for u in range(q):
-                bd[u] = np.inf
-                bj[u] = -1
-            span = reach[g] / side
-            rings = int(span)
-            if rings < span:
-                rings += 1
-            rings = min(max(1, rings), 4)
-            # rings of cells outward, so the q-th distance falls early; a cell whose
-            # nearest point is farther than the q-th distance found is not read (its
-            # atoms would all be refused: the answer is the same)
-            for ring in range(rings + 1):
-                for ddx in range(-ring, ring + 1):
-                    edge = ddx == -ring or ddx == ring
-                    ddy = -ring
-                    while ddy <= ring:
-                        if bd[q - 1] < np.inf:
-                            lo_x = ox + (cx[a] + ddx - 5) * side - slack
-                            lo_y = oy + (cy[a] + ddy - 5) * side - slack
-                            ex = max(0.0, lo_x - xa, xa - (lo_x + side + 2 * slack))
-                            ey = max(0.0, lo_y - ya, ya - (lo_y + side + 2 * slack))
-                            if ex * ex + ey * ey > bd[q - 1]:
-                                ddy += 1 if edge else 2 * ring
-                                continue
-                        kk = (cx[a] + ddx) * wy + cy[a] + ddy
-                        ddy += 1 if edge else max(1, 2 * ring)
-                        h = (kk * 0x9E3779B97F4A7C15) & (size - 1)
-                        while tkey[h] >= 0 and tkey[h] != kk:
-                            h = (h + 1) & (size - 1)
-                        if tkey[h] < 0:
+            # counting sort by ring (stable)
+            nl = 0
+            for ring in range(big + 1):
+                for e in range(m):
+                    if tmp_ring[e] == ring:
+                        l_cell[nl] = tmp_cell[e]
+                        l_ring[nl] = ring
+                        nl += 1
+            for t in range(ustart[c], ustart[c + 1]):
+                g = pg[t]
+                if g < 0:
+                    continue
+                a = order[t]
+                xa = px[t]
+                ya = py[t]
+                for u in range(q):
+                    bd[u] = np.inf
+                    bj[u] = -1
+                span = reach[g] / side
+                rings = int(span)
+                if rings < span:
+                    rings += 1
+                rings = min(max(1, rings), 4)
+                for e in range(nl):
+                    if l_ring[e] > rings:
+                        break
+                    cc = l_cell[e]
+                    if bd[q - 1] < np.inf:
+                        lo_x = ox + (ukey[cc] // wy - 5) * side - slack
+                        lo_y = oy + (ukey[cc] % wy - 5) * side - slack
+                        ex = max(0.0, lo_x - xa, xa - (lo_x + side + 2 * slack))
+                        ey = max(0.0, lo_y - ya, ya - (lo_y + side + 2 * slack))
+                        if ex * ex + ey * ey > bd[q - 1]:
                             continue
-                        t = tpos[h]
-                        while t < n and skey[t] == kk:
-                            hg = pg[t]
-                            if hg < 0 or hg == g:
-                                t += 1
-                                continue
-                            d = (px[t] - xa) ** 2 + (py[t] - ya) ** 2
-                            if d > bd[q - 1]:
-                                t += 1
-                                continue
-                            j = order[t]
-                            t += 1
-                            if d == bd[q - 1] and j > bj[q - 1]:
-                                continue
-                            u = q - 1
-                            while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
-                                bd[u] = bd[u - 1]
-                                bj[u] = bj[u - 1]
-                                u -= 1
-                            bd[u] = d
-                            bj[u] = j
-            for u in range(q):
-                out[a, u] = bj[u]
+                    for s in range(ustart[cc], ustart[cc + 1]):
+                        hg = pg[s]
+                        if hg < 0 or hg == g:
+                            continue
+                        d = (px[s] - xa) ** 2 + (py[s] - ya) ** 2
+                        if d > bd[q - 1]:
+                            continue
+                        j = order[s]
+                        if d == bd[q - 1] and j > bj[q - 1]:
+                            continue
+                        u = q - 1
+                        while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
+                            bd[u] = bd[u - 1]
+                            bj[u] = bj[u - 1]
+                            u -= 1
+                        bd[u] = d
+                        bj[u] = j
+                for u in range(q):
+                    out[a, u] = bj[u]
     return out

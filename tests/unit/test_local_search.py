@@ -1,6 +1,7 @@
 """The local search's neighbour lists (``grouping._near_atoms``) against a brute force.
 
-The lists are read from a hashed grid, in rings of cells outward, skipping a cell
+The lists are read from a grid cell by cell (the occupied cells in key order, in
+chunks), in rings of cells outward, skipping a cell
 whose nearest point is farther than the q-th distance found so far; the answer must
 still be exactly the q nearest atoms of other groups (ties to the smaller index)
 among the cells within each atom's reach.
@@ -60,3 +61,16 @@ def test_near_atoms_sparse_cells_fill_from_outer_rings() -> None:
     reach = np.full(n, 30.0)
     got = _near_atoms(ax, ay, g, 10.0, 12, reach)
     np.testing.assert_array_equal(got.astype(np.int64), _brute(ax, ay, g, 10.0, 12, reach))
+
+
+def test_near_atoms_many_cells_across_chunks() -> None:
+    # more occupied cells than one chunk of cells: each chunk finds its first cells'
+    # neighbours on its own; groups of many sizes, reach of 1 to 4 rings
+    rng = np.random.default_rng(11)
+    n = 7000
+    ax = np.round(rng.random(n) * 1200.0, 1)
+    ay = np.round(rng.random(n) * 900.0, 1)
+    g = rng.integers(-1, 1500, n)
+    reach = rng.random(1500) * 20.0
+    got = _near_atoms(ax, ay, g, 5.0, 12, reach)
+    np.testing.assert_array_equal(got.astype(np.int64), _brute(ax, ay, g, 5.0, 12, reach))
