@@ -34,6 +34,8 @@ records are always disposed of together:
 6. A local search (:func:`_improve`) moves an atom to a neighbouring group, or swaps
    two atoms of neighbouring groups, when that lowers the records' summed distance
    to their groups' centroids and both groups keep k subjects and a covering point.
+   Then pairs of neighbouring groups are re-cut in two where that lowers the same sum,
+   under the same checks (:mod:`geokanon._recut`).
 7. Every group's representative is placed by the rule (:func:`settle_representatives`),
    from its final members.
 """
@@ -971,6 +973,9 @@ def group_records(
     ry = np.asarray(reps_y, dtype=np.float64)
     atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
     _improve_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step)
+    from geokanon._recut import recut_groups  # it uses this module's exact check
+
+    recut_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
