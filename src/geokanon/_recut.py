@@ -38,7 +38,7 @@ RECUT_SHIFTS = ((0.0, 0.0), (0.37, 0.29))
 #: Pairs whose centroids are at most this many times the sum of the two groups' radii
 #: (a group's radius: its farthest atom's distance to its centroid) apart are re-cut;
 #: pairs farther apart rarely gain (the groups' discs are disjoint).
-RECUT_REACH = 0.9
+RECUT_REACH = 0.8
 #: Directions a pair's union is cut along (evenly spaced over a half-turn from the axis
 #: through the two centroids).
 RECUT_DIRECTIONS = 4

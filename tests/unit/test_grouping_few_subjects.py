@@ -118,7 +118,7 @@ CASES = {
         (clusters, 3000, 300, 1),
         5,
         200.0,
-        "0ba8ba00436b7f9ff6c01140b57aa5c722d7754b503e0d158b80fa57bfa586f1",
+        "a2b4f19bfcad3717ea17ef5985ded704aee7ca3760e477ff14a5e539066eddf8",
     ),
     "clusters-1000": (
         (clusters, 2000, 1000, 2),
