@@ -37,6 +37,8 @@ records are always disposed of together:
    It sweeps fixed pieces of the curve in parallel (the atoms whose groups all lie in
    one piece), then the atoms between pieces, so the groups never depend on the
    number of threads.
+   Then pairs of neighbouring groups are re-cut in two where that lowers the same sum,
+   under the same checks (:mod:`geokanon._recut`).
 7. Every group's representative is placed by the rule (:func:`settle_representatives`),
    from its final members.
 """
@@ -974,6 +976,9 @@ def group_records(
     ry = np.asarray(reps_y, dtype=np.float64)
     atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
     _improve_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step)
+    from geokanon._recut import recut_groups  # it uses this module's exact check
+
+    recut_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
