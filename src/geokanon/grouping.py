@@ -2141,6 +2141,74 @@ def _cost_of(
 
 
 @nb.njit(cache=True)
+def _slope_of(
+    g: int,
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    cx: float,
+    cy: float,
+) -> tuple[float, float, float]:
+    """Sum of weighted distances of group g's atoms to the point ``(cx, cy)``, and its
+    gradient there (a subgradient: an atom at the point adds nothing)."""
+    d = 0.0
+    gx = 0.0
+    gy = 0.0
+    a = head[g]
+    while a >= 0:
+        e = math.sqrt((ax[a] - cx) ** 2 + (ay[a] - cy) ** 2)
+        d += aw[a] * e
+        if e > 0.0:
+            gx += aw[a] * (cx - ax[a]) / e
+            gy += aw[a] * (cy - ay[a]) / e
+        a = nxt[a]
+    return d, gx, gy
+
+
+@nb.njit(cache=True, inline="always")
+def _below(
+    f: float,
+    gx: float,
+    gy: float,
+    cx: float,
+    cy: float,
+    out_w: float,
+    out_x: float,
+    out_y: float,
+    out_d: float,
+    in_w: float,
+    in_x: float,
+    in_y: float,
+    in_d: float,
+    nx: float,
+    ny: float,
+) -> tuple[float, float]:
+    """A lower bound on a group's cost after one atom leaves (weight ``out_w``, at
+    ``(out_x, out_y)``, ``out_d`` from the centroid; weight 0: none) and one joins
+    (``in_*``), measured to its new centroid ``(nx, ny)``, and the magnitude of the
+    terms summed (for the rounding slack).
+
+    ``f`` and ``(gx, gy)`` are the group's summed distance to its centroid ``(cx, cy)``
+    and its gradient there (:func:`_slope_of`). The summed distance is convex in the
+    point, so the new members' sum at the old centroid plus its gradient times the
+    centroid's shift is below their sum at the new centroid (exact in real arithmetic;
+    the caller allows for rounding)."""
+    f2 = f - out_w * out_d + in_w * in_d
+    hx = gx
+    hy = gy
+    if out_d > 0.0:
+        hx -= out_w * (cx - out_x) / out_d
+        hy -= out_w * (cy - out_y) / out_d
+    if in_d > 0.0:
+        hx += in_w * (cx - in_x) / in_d
+        hy += in_w * (cy - in_y) / in_d
+    lin = hx * (nx - cx) + hy * (ny - cy)
+    return f2 + lin, abs(f) + out_w * out_d + in_w * in_d + abs(lin)
+
+
+@nb.njit(cache=True)
 def _feasible(
     g: int,
     drop: int,
@@ -2237,6 +2305,7 @@ def _sweep_piece(
     sx: NDArray[np.float64],
     sy: NDArray[np.float64],
     cost: NDArray[np.float64],
+    slope: NDArray[np.float64],
     changed: NDArray[np.int64],
     seen_at: NDArray[np.int64],
     ax: NDArray[np.float64],
@@ -2249,6 +2318,7 @@ def _sweep_piece(
     step: float,
     cap: int,
     screen: float,
+    bound: bool,
 ) -> int:
     """One phase of a sweep of :func:`_improve` from time ``now``; returns the changes made.
 
@@ -2260,6 +2330,15 @@ def _sweep_piece(
     of its group and of its neighbours' groups: ``changed[g]`` is the time group g last
     changed and ``seen_at[a]`` the time atom a was last visited (-1: never), and an atom
     none of whose groups changed since its last visit (which made no change) is skipped.
+
+    A change's gain is the groups' summed distance before (``cost``) less their summed
+    distances after, each a walk over a group (:func:`_cost_of`). With ``bound``, a
+    change is first bounded in O(1): ``slope[g]`` holds group g's summed distance to its
+    centroid and its gradient there (:func:`_slope_of`), from which :func:`_below` gives
+    a lower bound on each group's summed distance after the change. A change whose gain
+    cannot exceed the threshold even so (with a margin for rounding far above it) is
+    not costed: the walk would have refused it, so the decisions are those without
+    ``bound``, only cheaper.
     """
     na = atom_group.size
     nq = nbr.shape[1]
@@ -2318,6 +2397,14 @@ def _sweep_piece(
             swap_hint = wa * (dag - dah) + aw[b] * (dbh - dbg) > -screen * (
                 wa * (dag + dah) + aw[b] * (dbg + dbh)
             )
+            cxg = sx[g] / sw[g]
+            cyg = sy[g] / sw[g]
+            cxh = sx[h] / sw[h]
+            cyh = sy[h] / sw[h]
+            # the bounds' margins for rounding: of the walks (per atom) and of the
+            # centroids (per coordinate)
+            rel = 1e-12 * (size[g] + size[h] + 16)
+            off = 1e-14 * (sw[g] + sw[h] + wa + aw[b]) * (abs(cxg) + abs(cyg) + abs(cxh) + abs(cyh))
             # move a to h (once per h; g must keep k atoms to keep k subjects)
             seen = False
             for q2 in range(q):
@@ -2325,6 +2412,15 @@ def _sweep_piece(
                 if b2 >= 0 and atom_group[b2] == h:
                     seen = True
                     break
+            if move_hint and not seen and size[g] - 1 >= k and bound:
+                lg, mg = _below(slope[g, 0], slope[g, 1], slope[g, 2], cxg, cyg, wa, ax[a],
+                                ay[a], dag, 0.0, 0.0, 0.0, 0.0, (sx[g] - wa * ax[a]) / (sw[g] - wa),
+                                (sy[g] - wa * ay[a]) / (sw[g] - wa))  # fmt: skip
+                lh, mh = _below(slope[h, 0], slope[h, 1], slope[h, 2], cxh, cyh, 0.0, 0.0, 0.0,
+                                0.0, wa, ax[a], ay[a], dah, (sx[h] + wa * ax[a]) / (sw[h] + wa),
+                                (sy[h] + wa * ay[a]) / (sw[h] + wa))  # fmt: skip
+                if base - lg - lh + rel * (1.0 + base + mg + mh) + off <= eps:
+                    move_hint = False
             if move_hint and not seen and size[g] - 1 >= k:
                 # g without a: the same for every h, costed once per atom
                 if cg_move < 0.0:
@@ -2340,6 +2436,17 @@ def _sweep_piece(
             if not swap_hint:
                 continue
             wb = aw[b]
+            if bound:
+                lg, mg = _below(slope[g, 0], slope[g, 1], slope[g, 2], cxg, cyg, wa, ax[a],
+                                ay[a], dag, wb, ax[b], ay[b], dbg,
+                                (sx[g] - wa * ax[a] + wb * ax[b]) / (sw[g] - wa + wb),
+                                (sy[g] - wa * ay[a] + wb * ay[b]) / (sw[g] - wa + wb))  # fmt: skip
+                lh, mh = _below(slope[h, 0], slope[h, 1], slope[h, 2], cxh, cyh, wb, ax[b],
+                                ay[b], dbh, wa, ax[a], ay[a], dah,
+                                (sx[h] - wb * ax[b] + wa * ax[a]) / (sw[h] - wb + wa),
+                                (sy[h] - wb * ay[b] + wa * ay[a]) / (sw[h] - wb + wa))  # fmt: skip
+                if base - lg - lh + rel * (1.0 + base + mg + mh) + off <= eps:
+                    continue
             cg = _cost_of(g, a, b, head, nxt, ax, ay, aw, sw[g] - wa + wb,
                           sx[g] - wa * ax[a] + wb * ax[b],
                           sy[g] - wa * ay[a] + wb * ay[b])  # fmt: skip
@@ -2371,6 +2478,10 @@ def _sweep_piece(
             _move_atom(b, h, g, head, nxt, prv, atom_group, aw, ax, ay, sw, sx, sy, size)
         cost[g] = c_g[pick]
         cost[h] = c_hh[pick]
+        for e in (g, h):
+            slope[e, 0], slope[e, 1], slope[e, 2] = _slope_of(
+                e, head, nxt, ax, ay, aw, sx[e] / sw[e], sy[e] / sw[e]
+            )
         changed[g] = t + 1
         changed[h] = t + 1
         t += 1
@@ -2393,6 +2504,7 @@ def _improve(
     sweeps: int,
     screen: float,
     piece: int,
+    bound: bool = True,
 ) -> int:
     """1-opt local search: move an atom to a neighbouring group, or swap two atoms of
     neighbouring groups, when it lowers the sum of records' distances to their group's
@@ -2408,6 +2520,10 @@ def _improve(
     ran alone. Then the other atoms are visited, in index order, one thread. The result
     depends on ``piece``, never on the number of threads; with one piece it is the
     plain sweep in index order.
+
+    ``bound`` (the default) skips, without costing them, the changes an O(1) lower
+    bound on their cost shows cannot gain (see :func:`_sweep_piece`); the groups are
+    those of ``bound`` False.
     """
     na = ax.size
     head = np.full(n_groups, -1, np.int64)
@@ -2433,9 +2549,13 @@ def _improve(
             sx[g] += aw[a] * ax[a]
             sy[g] += aw[a] * ay[a]
     cost = np.zeros(n_groups)
+    slope = np.zeros((n_groups, 3))
     for gi in nb.prange(n_groups):
         if head[gi] >= 0:
             cost[gi] = _cost_of(gi, -1, -1, head, nxt, ax, ay, aw, sw[gi], sx[gi], sy[gi])
+            slope[gi, 0], slope[gi, 1], slope[gi, 2] = _slope_of(
+                gi, head, nxt, ax, ay, aw, sx[gi] / sw[gi], sy[gi] / sw[gi]
+            )
     changed = np.zeros(n_groups, np.int64)
     seen_at = np.full(na, -1, np.int64)
     n_pieces = max(1, (na + piece - 1) // piece)
@@ -2456,13 +2576,14 @@ def _improve(
                     home[g] = -1
         for pi in nb.prange(n_pieces):
             made_in[pi] = _sweep_piece(pi, piece, now, False, inner, home, atom_group, head,
-                                       nxt, prv, size, sw, sx, sy, cost, changed, seen_at, ax,
-                                       ay, aw, asub, nbr, k, r, step, cap, screen)  # fmt: skip
+                                       nxt, prv, size, sw, sx, sy, cost, slope, changed, seen_at,
+                                       ax, ay, aw, asub, nbr, k, r, step, cap, screen,
+                                       bound)  # fmt: skip
         made = int(made_in.sum())
         now += int(made_in.max()) + 1
         rest = _sweep_piece(0, piece, now, True, inner, home, atom_group, head, nxt, prv,
-                            size, sw, sx, sy, cost, changed, seen_at, ax, ay, aw, asub, nbr,
-                            k, r, step, cap, screen)  # fmt: skip
+                            size, sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub,
+                            nbr, k, r, step, cap, screen, bound)  # fmt: skip
         now += rest + 1
         made += rest
         changes += made

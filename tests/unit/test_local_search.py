@@ -1,4 +1,5 @@
-"""The local search's neighbour lists (``grouping._near_atoms``) against a brute force.
+"""The local search's neighbour lists (``grouping._near_atoms``) against a brute force,
+and its bounded costing of moves and swaps against the full walk.
 
 The lists are read from a grid cell by cell (the occupied cells in key order, in
 chunks), in rings of cells outward, skipping a cell
@@ -12,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import geokanon.grouping as grouping
 from geokanon.grouping import _near_atoms
+from geokanon.policy import OutlierPolicy
 
 
 def _brute(
@@ -74,3 +77,56 @@ def test_near_atoms_many_cells_across_chunks() -> None:
     reach = rng.random(1500) * 20.0
     got = _near_atoms(ax, ay, g, 5.0, 12, reach)
     np.testing.assert_array_equal(got.astype(np.int64), _brute(ax, ay, g, 5.0, 12, reach))
+
+
+def _search_input(seed: int, n: int = 5000) -> dict[str, object]:
+    """Points on a coarse lattice (many tied distances, atoms of several records), and
+    the groups the construction gives them before the local search."""
+    rng = np.random.default_rng(seed)
+    centres = rng.random((30, 2)) * 2000.0
+    pts = centres[rng.integers(0, 30, n)] + rng.normal(0.0, 35.0, (n, 2))
+    x = np.round(pts[:, 0] / 2.5) * 2.5
+    y = np.round(pts[:, 1] / 2.5) * 2.5
+    subjects = rng.integers(0, int(n * 0.7), n)
+    seen: dict[str, object] = {}
+
+    def capture(atom_group, n_groups, ax, ay, aw, asub, k, r_work, step):  # type: ignore[no-untyped-def]
+        seen.update(atom_group=atom_group.copy(), n_groups=n_groups, ax=ax, ay=ay, aw=aw,
+                    asub=asub, k=k, r_work=r_work, step=step)  # fmt: skip
+        return 0
+
+    orig = grouping._improve_groups
+    grouping._improve_groups = capture
+    try:
+        grouping.group_records(x, y, subjects, OutlierPolicy(k=4, r_max_m=50.0))
+    finally:
+        grouping._improve_groups = orig
+    return seen
+
+
+def _search(s: dict[str, object], bound: bool) -> tuple[np.ndarray, int]:
+    ag = np.asarray(s["atom_group"]).copy()
+    orig = grouping._improve
+
+    def forced(*args: object) -> int:
+        return int(orig(*args, bound))  # type: ignore[arg-type]
+
+    grouping._improve = forced  # type: ignore[assignment]
+    try:
+        made = grouping._improve_groups(ag, s["n_groups"], s["ax"], s["ay"], s["aw"], s["asub"],  # type: ignore[arg-type]
+                                        s["k"], s["r_work"], s["step"])  # type: ignore[arg-type]  # fmt: skip
+    finally:
+        grouping._improve = orig
+    return ag, made
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bounded_costing_decides_as_the_full_walk(seed: int) -> None:
+    # The sweep skips, without walking the groups, the moves and swaps an O(1) lower
+    # bound on their cost shows cannot gain; every decision must be the walk's.
+    s = _search_input(seed)
+    full, made_full = _search(s, bound=False)
+    fast, made_fast = _search(s, bound=True)
+    assert made_full > 0
+    assert made_fast == made_full
+    np.testing.assert_array_equal(fast, full)
