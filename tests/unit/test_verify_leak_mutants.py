@@ -260,3 +260,19 @@ def test_a_kept_column_that_copies_short_subject_ids_fails_no_leak(short_ids, tm
     assert code == 4, out
     assert _failed(out) == {"no_leak"}, out
     assert "'owner'" in _detail(out, "no_leak") and "subject ids" in _detail(out, "no_leak")
+
+
+# ---- the report's sample size: a declared count, never a hiding place -----------------
+
+
+def test_a_source_coordinate_stated_as_a_sample_size_fails_no_leak(short_ids, tmp_path, capsys):
+    """The report's "a deterministic sample of N records" is a count no_leak accepts only
+    up to the records the release publishes (a sample size can coincide with a
+    whole-metre coordinate); a source coordinate written into the phrase is still found."""
+    src, _, frame = short_ids
+    root = _mutant(short_ids, tmp_path)
+    x = int(frame["x"].iloc[7])
+    _append_text(root, "RELEASE_NOTES.md", f"Drawn from a deterministic sample of {x:,} records.")
+    code, out = _verify(root, src, capsys)
+    assert code == 4, out
+    assert "no_leak" in _failed(out), out

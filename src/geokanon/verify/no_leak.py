@@ -645,8 +645,33 @@ def _published_values(
     for t in texts:
         if _WHOLE_NUMBER_RE.match(t):
             known.add(float(t))
+    known |= _sample_sizes(rel)
     parts.append(np.array(sorted(known), dtype=np.float64))
     return _distinct(np.concatenate(parts)), frozenset(texts)
+
+
+def _sample_sizes(rel: _Release) -> set[float]:
+    """The sizes of the records samples the report states ("a deterministic sample of N
+    records", :data:`geokanon.published.SAMPLE_SIZE_PHRASE`), each at most the records the
+    manifest says the release publishes: a count of records chosen by a hash, which
+    ``holes`` holds as a declared phrase, not a source value. A number in that phrase
+    larger than the published records is no sample size and stays a number to judge.
+    """
+    from geokanon.published import SAMPLE_SIZE_PHRASE
+
+    sizes: set[float] = set()
+    with contextlib.suppress(_Unreadable, ValueError, KeyError, TypeError, OSError):
+        bound = float(rel.manifest["records_published"])
+        for name in ("report.html", "RELEASE_NOTES.md"):
+            path = rel.rel / name
+            if not path.is_file():
+                continue
+            text = html.unescape(path.read_text(encoding="utf-8", errors="replace"))
+            for hit in re.finditer(SAMPLE_SIZE_PHRASE, text):
+                v = float(re.sub(r"[^\d]", "", hit.group(0)))
+                if v <= bound:
+                    sizes.add(v)
+    return sizes
 
 
 def _column_rules(rel: _Release, src: _Source, unit_texts: frozenset[str]) -> dict[str, _Legit]:
