@@ -24,7 +24,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon.grouping import _covering_rep_nb, hilbert_keys
+from geokanon.grouping import CAP_K, _covering_rep_nb, has_k_distinct, hilbert_keys
 from geokanon.neighbours import sorted_unique, stable_argsort
 
 __all__ = ["recut_groups"]
@@ -86,7 +86,7 @@ def recut_groups(
     ax = np.ascontiguousarray(ax, dtype=np.float64)
     ay = np.ascontiguousarray(ay, dtype=np.float64)
     aw = np.ascontiguousarray(aw, dtype=np.float64)
-    cap = 4 * k  # as the local search: larger groups are left alone
+    cap = CAP_K * k  # as the local search: larger groups are left alone
     mx, my, rad, ok = _group_stats(atom_group, n_groups, ax, ay, aw, k, cap)
     ids = np.flatnonzero(ok)
     if ids.size < 2:
@@ -144,20 +144,9 @@ def _pool_cost(
 def _distinct_at_least(us: NDArray[np.int64], order: NDArray[np.int64], lo: int, hi: int,
                        k: int, tmp: NDArray[np.int64]) -> bool:  # fmt: skip
     """Whether the pooled atoms ``order[lo:hi]`` hold at least k distinct subjects."""
-    m = 0
     for i in range(lo, hi):
-        s = us[order[i]]
-        u = m
-        while u > 0 and tmp[u - 1] > s:
-            tmp[u] = tmp[u - 1]
-            u -= 1
-        tmp[u] = s
-        m += 1
-    distinct = 0
-    for i in range(m):
-        if i == 0 or tmp[i] != tmp[i - 1]:
-            distinct += 1
-    return distinct >= k
+        tmp[i - lo] = us[order[i]]
+    return has_k_distinct(tmp, hi - lo, k)
 
 
 @nb.njit(cache=True)

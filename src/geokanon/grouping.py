@@ -2097,6 +2097,9 @@ def _settled(
 
 #: Sweeps of :func:`_improve` over the atoms at most.
 IMPROVE_SWEEPS = 3
+#: Groups of more than this many times k atoms are left alone by the local search and
+#: the re-cuts (their changes cost the most and gain the least).
+CAP_K = 4
 #: Nearest atoms of other groups, per atom, whose groups :func:`_improve` tries.
 IMPROVE_NEIGHBOURS = 12
 #: Side of the grid the neighbours are found on, in median group RMS radii.
@@ -2250,21 +2253,29 @@ def _feasible(
         bw[m] = aw[extra]
         bs[m] = asub[extra]
         m += 1
+    if not has_k_distinct(bs, m, k):
+        return False
+    ok, _, _ = _covering_rep_nb(bx[:m], by[:m], bw[:m], r, step, np.nan, np.nan)
+    return ok
+
+
+@nb.njit(cache=True, inline="always")
+def has_k_distinct(values: NDArray[np.int64], m: int, k: int) -> bool:
+    """Whether ``values[:m]`` hold at least k distinct values, each compared with those
+    before it (for the few atoms of a group; no table indexed by value, so threads can
+    run it side by side)."""
     distinct = 0
     for t in range(m):
         if distinct >= k:
-            break
+            return True
         new = True
         for u in range(t):
-            if bs[u] == bs[t]:
+            if values[u] == values[t]:
                 new = False
                 break
         if new:
             distinct += 1
-    if distinct < k:
-        return False
-    ok, _, _ = _covering_rep_nb(bx[:m], by[:m], bw[:m], r, step, np.nan, np.nan)
-    return ok
+    return distinct >= k
 
 
 @nb.njit(cache=True, inline="always")
@@ -2675,17 +2686,12 @@ def _improve_groups(
     nbr = _near_atoms(np.ascontiguousarray(ax, dtype=np.float64),
                       np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
                       IMPROVE_NEIGHBOURS, reach)  # fmt: skip
-    # _improve counts distinct subjects in a table indexed by code: codes that are
-    # already small non-negative integers are used as they are (a sort of every atom
-    # saved), others are renumbered first
-    sub = np.ascontiguousarray(asub, dtype=np.int64).ravel()
-    if sub.size and (sub.min() < 0 or sub.max() >= 4 * sub.size):
-        sub = np.unique(sub, return_inverse=True)[1].astype(np.int64).ravel()
+    sub = np.ascontiguousarray(asub, dtype=np.int64).ravel()  # compared by value only
     return int(
         _improve(
             atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
             np.ascontiguousarray(ay, dtype=np.float64), np.ascontiguousarray(aw, dtype=np.float64),
-            sub, nbr, k, r_work, step, 4 * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE,
+            sub, nbr, k, r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE,
         )
     )  # fmt: skip
 

@@ -16,6 +16,7 @@ import pytest
 import geokanon.grouping as grouping
 from geokanon.grouping import _near_atoms
 from geokanon.policy import OutlierPolicy
+from tests.local_search_inputs import local_search_input
 
 
 def _brute(
@@ -88,20 +89,7 @@ def _search_input(seed: int, n: int = 5000) -> dict[str, object]:
     x = np.round(pts[:, 0] / 2.5) * 2.5
     y = np.round(pts[:, 1] / 2.5) * 2.5
     subjects = rng.integers(0, int(n * 0.7), n)
-    seen: dict[str, object] = {}
-
-    def capture(atom_group, n_groups, ax, ay, aw, asub, k, r_work, step):  # type: ignore[no-untyped-def]
-        seen.update(atom_group=atom_group.copy(), n_groups=n_groups, ax=ax, ay=ay, aw=aw,
-                    asub=asub, k=k, r_work=r_work, step=step)  # fmt: skip
-        return 0
-
-    orig = grouping._improve_groups
-    grouping._improve_groups = capture
-    try:
-        grouping.group_records(x, y, subjects, OutlierPolicy(k=4, r_max_m=50.0))
-    finally:
-        grouping._improve_groups = orig
-    return seen
+    return local_search_input(x, y, subjects, OutlierPolicy(k=4, r_max_m=50.0))
 
 
 def _search(s: dict[str, object], bound: bool) -> tuple[np.ndarray, int]:

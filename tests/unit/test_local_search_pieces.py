@@ -18,6 +18,7 @@ import pytest
 
 import geokanon.grouping as grouping
 from geokanon.policy import OutlierPolicy
+from tests.local_search_inputs import local_search_input
 
 K = 5
 R_MAX = 60.0
@@ -32,20 +33,7 @@ def _start(seed: int, n: int = 6000) -> dict[str, object]:
     x = np.round(pts[:, 0], 1)
     y = np.round(pts[:, 1], 1)
     subjects = rng.integers(0, int(n * 0.8), n)
-    seen: dict[str, object] = {}
-
-    def capture(atom_group, n_groups, ax, ay, aw, asub, k, r_work, step):  # type: ignore[no-untyped-def]
-        seen.update(atom_group=atom_group.copy(), n_groups=n_groups, ax=ax, ay=ay, aw=aw,
-                    asub=asub, k=k, r_work=r_work, step=step)  # fmt: skip
-        return 0
-
-    orig = grouping._improve_groups
-    grouping._improve_groups = capture
-    try:
-        grouping.group_records(x, y, subjects, OutlierPolicy(k=K, r_max_m=R_MAX))
-    finally:
-        grouping._improve_groups = orig
-    return seen
+    return local_search_input(x, y, subjects, OutlierPolicy(k=K, r_max_m=R_MAX))
 
 
 def _run(s: dict[str, object], piece: int) -> np.ndarray:
