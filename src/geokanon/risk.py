@@ -547,8 +547,8 @@ def release_risk(
     >>> risk.min_count >= risk.k, f"{risk.share_below_k:.1%}"  # doctest: +SKIP
     (True, '0.0%')
     """
-    from geokanon.verify._reader import _Release
-    from geokanon.verify._results import _Unreadable
+    from geokanon.verify._reader import ReleaseReader
+    from geokanon.verify._results import Unreadable
 
     root = Path(directory)
     if root.name == "release" and (root.parent / "audit").is_dir():
@@ -565,7 +565,7 @@ def release_risk(
         src = Path(source)
         if not src.is_file():
             raise InputError(f"source file {str(src)!r} does not exist")
-    rel = _Release(root, src, 0.0)
+    rel = ReleaseReader(root, src, 0.0)
     try:
         k = rel.k
         subjects = rel.subjects
@@ -593,7 +593,7 @@ def release_risk(
             level[(gid < 0) & (cid >= 0)] = "unit"
         units = rel.units
         mask_spec = rel.audit.get("mask")
-    except _Unreadable as exc:
+    except Unreadable as exc:
         raise InputError(f"release {str(root)!r} cannot be read: {exc}") from None
     count = risk_counts(gid, cid, subjects)
     mask: MaskAnonymity | None = None

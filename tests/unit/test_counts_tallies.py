@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geokanon.verify._arrays import _value_counts
-from geokanon.verify._reader import _Release
+from geokanon.verify._arrays import value_counts
+from geokanon.verify._reader import ReleaseReader
 from geokanon.verify.counts import (
     AuditTally,
     IdTally,
@@ -29,7 +29,7 @@ from geokanon.verify.counts import (
     unit_problems,
 )
 from geokanon.verify.holes import release_system_inputs
-from geokanon.verify.no_leak import _published_values
+from geokanon.verify.leak_rules import published_values
 from tests.release_fixtures import minimal_scene, write_release
 
 
@@ -89,7 +89,7 @@ def test_group_units_per_partition_merged_is_the_whole():
 def test_id_tally_per_partition_merged_is_the_whole_with_the_single_file_messages():
     rng = np.random.default_rng(11)
     ids = rng.integers(0, 500, 4_000).astype(np.int64)
-    expected = _value_counts(ids)
+    expected = value_counts(ids)
     pub_ids = expected.index.to_numpy(dtype=np.int64).copy()
     sizes = expected.to_numpy().copy()
     sizes[[3, 50]] += 1  # two wrong n_records
@@ -184,16 +184,16 @@ def test_unit_problems_judge_the_merged_figures():
 
 def test_published_values_leaves_the_representatives_to_the_parts(tmp_path: Path) -> None:
     w = write_release(tmp_path / "out", minimal_scene())
-    rel = _Release(w.root, None, 0.0)
+    rel = ReleaseReader(w.root, None, 0.0)
     reps = pd.read_parquet(w.root / "release" / "groups.parquet")[["x", "y"]].to_numpy()
-    whole, texts = _published_values(rel)
+    whole, texts = published_values(rel)
     assert np.isin(reps.ravel(), whole).all()
     assert {"north", "south", "group"} <= texts
 
-    def without_groups(r: _Release) -> dict:
+    def without_groups(r: ReleaseReader) -> dict:
         return {**release_system_inputs(r), "groups": None}
 
-    parted, parted_texts = _published_values(rel, without_groups, frozenset({"north", "south"}))
+    parted, parted_texts = published_values(rel, without_groups, frozenset({"north", "south"}))
     assert not np.isin(reps.ravel(), parted).any()  # each part task adds its own
     assert parted_texts == texts
     # every other number is the same

@@ -220,9 +220,9 @@ def test_named_projected_crs_is_measured_on_its_ellipsoid(code: str, tmp_path: P
 
 def test_ground_prefilter_finds_every_pair_beyond_the_limit_on_the_ellipsoid() -> None:
     """Planar distances settle most pairs; those left are exactly the ones over on the ground."""
-    from geokanon.verify.extent import _Ground
+    from geokanon.verify.extent import Ground
 
-    ground = _Ground.of("EPSG:32630", "EPSG:4326")
+    ground = Ground.of("EPSG:32630", "EPSG:4326")
     assert ground is not None
     fwd, back = _utm(32630)
     rng = np.random.default_rng(5)

@@ -23,36 +23,36 @@ import pyarrow.parquet as pq
 import pytest
 import shapely
 
-import geokanon.verify.no_leak as no_leak_module
+import geokanon.verify.leak_rules as leak_rules_module
 from geokanon import OutlierPolicy, __version__
 from geokanon.io.read import read_points
 from geokanon.pipeline import run_core_on
 from geokanon.release import ReleaseOptions, write_release
 from geokanon.verify import _reader, format_report, verify_release
 from geokanon.verify._arrays import (
-    _argsort_stable,
-    _distinct_counts,
-    _nunique,
-    _positions,
-    _text_codes,
-    _value_counts,
+    argsort_stable,
+    distinct_counts,
+    nunique,
+    positions_in,
+    text_codes,
+    value_counts,
 )
-from geokanon.verify._reader import _Release
+from geokanon.verify._reader import ReleaseReader
 from geokanon.verify.counts import _csv_rows, check_counts
-from geokanon.verify.manifest import _sha256, check_manifest
-from geokanon.verify.no_leak import (
-    _CSV_NA,
+from geokanon.verify.leak_rules import (
+    CSV_NA,
+    Secrets,
+    TableScan,
     _cell_counts,
     _Numbers,
-    _scan_csv,
-    _Secrets,
     _sig_counts,
     _sig_digits,
-    _TableScan,
-    _text_column,
     _TextColumn,
-    check_no_leak,
+    scan_csv,
+    text_column,
 )
+from geokanon.verify.manifest import _sha256, check_manifest
+from geokanon.verify.no_leak import check_no_leak
 
 N = 6_000
 
@@ -197,8 +197,8 @@ def test_small_batches_give_the_report_of_one_batch(
     _plant(kind, rel, src)
     reports = []
     for rows, block in ((1 << 30, 1 << 30), (700, 1 << 14), (97, 5_000)):
-        monkeypatch.setattr(_reader, "_SCAN_ROWS", rows)
-        monkeypatch.setattr(_reader, "_CSV_BLOCK", block)
+        monkeypatch.setattr(_reader, "SCAN_ROWS", rows)
+        monkeypatch.setattr(_reader, "CSV_BLOCK", block)
         reports.append(format_report(verify_release(rel, source=source)))
     assert reports[1] == reports[0]
     assert reports[2] == reports[0]
@@ -213,7 +213,7 @@ def test_the_planted_leaks_are_found_with_their_counts(
     rel = tmp_path / "rel"
     shutil.copytree(root, rel)
     _plant("representatives on source pairs, geometry too", rel, src)
-    monkeypatch.setattr(_reader, "_SCAN_ROWS", 500)
+    monkeypatch.setattr(_reader, "SCAN_ROWS", 500)
     detail = verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail
     # x, y and the geometry that repeats them: each row once, not three times
     assert "records.parquet: 15 rows hold a source coordinate pair" in detail
@@ -233,7 +233,7 @@ def test_records_csv_rows_noted_by_no_leak_are_counted_as_counts_counts_them(
     shutil.copytree(root, rel)
     path = rel / "release" / "records.csv"
     _records_csv(rel, lambda f: f.iloc[:-1])  # one row short of records.parquet
-    reader = _Release(rel, source, 0.0)
+    reader = ReleaseReader(rel, source, 0.0)
     assert check_no_leak(reader).passed
     assert reader.csv_rows[path] == _csv_rows(path)
     counts = check_counts(reader)
@@ -254,21 +254,21 @@ def test_argsort_stable_is_numpys() -> None:
             rng.integers(0, 10**6, n).astype(np.int32),
             rng.integers(0, 2**40, n),
         )[trial % 4]
-        assert (_argsort_stable(v) == np.argsort(v, kind="stable")).all()
+        assert (argsort_stable(v) == np.argsort(v, kind="stable")).all()
 
 
 def test_value_counts_is_uniques() -> None:
     rng = np.random.default_rng(4)
     for v in (rng.integers(-1, 50, 1_000), rng.integers(0, 2**50, 1_000), np.zeros(0, np.int64)):
         uniq, counts = np.unique(v, return_counts=True)
-        got = _value_counts(v)
+        got = value_counts(v)
         assert got.index.tolist() == uniq.tolist()
         assert got.tolist() == counts.tolist()
 
 
-def _secrets(sources: tuple[tuple[np.ndarray, np.ndarray], ...]) -> _Secrets:
+def _secrets(sources: tuple[tuple[np.ndarray, np.ndarray], ...]) -> Secrets:
     values = np.concatenate([np.r_[x, y] for x, y in sources])
-    return _Secrets(
+    return Secrets(
         px=np.empty(0), py=np.empty(0), coords=np.sort(values[np.isfinite(values)]),
         subject_ids=frozenset(), spaced_ids=(), epoch=np.empty(0), wall=np.empty(0),
         bad_names=frozenset(), n_k=5, pair_sources=sources,
@@ -279,7 +279,7 @@ def _secrets(sources: tuple[tuple[np.ndarray, np.ndarray], ...]) -> _Secrets:
 def test_known_pairs_are_exact(collide: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if collide:  # every pair in one of three buckets: the exact comparison decides
         monkeypatch.setattr(
-            no_leak_module,
+            leak_rules_module,
             "_pair_hash",
             lambda x, y: (np.floor(np.abs(x)) % 3).astype(np.uint64) << 60,
         )
@@ -350,7 +350,7 @@ def test_pairs_across_rows_and_blocks_are_counted_whatever_the_blocks(
     rel = tmp_path / "rel"
     shutil.copytree(root, rel)
     planted = _cross_row_pairs(rel, src, range(40, 4_000, 61))
-    monkeypatch.setattr(_reader, "_CSV_BLOCK", block)
+    monkeypatch.setattr(_reader, "CSV_BLOCK", block)
     detail = verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail
     assert f"records.csv: {planted} coordinate pairs" in detail
 
@@ -378,8 +378,8 @@ def test_one_pair_in_one_row_of_many_batches_is_found(
 
     _records_csv(rel, csv)
     _records_parquet(rel, parquet)
-    monkeypatch.setattr(_reader, "_CSV_BLOCK", 1 << 12)
-    monkeypatch.setattr(_reader, "_SCAN_ROWS", 300)
+    monkeypatch.setattr(_reader, "CSV_BLOCK", 1 << 12)
+    monkeypatch.setattr(_reader, "SCAN_ROWS", 300)
     detail = verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail
     assert "records.csv: 1 coordinate pairs, 1 rows hold a source coordinate pair" in detail
     # x, y and the geometry that repeats them: the row once
@@ -393,18 +393,18 @@ def test_missing_value_cells_are_dropped_as_rewriting_the_rows_would(
     # text scan still reads them
     _, _, src = built
     ids = src["patient"].to_numpy()
-    texts = np.array([*sorted(_CSV_NA), ids[0], ids[1], "12.5", "x 3"], dtype=object)
+    texts = np.array([*sorted(CSV_NA), ids[0], ids[1], "12.5", "x 3"], dtype=object)
     rng = np.random.default_rng(8)
     codes = rng.integers(-1, texts.size, 5_000)
     col = _TextColumn(texts=texts, codes=codes)
-    na = np.isin(texts, sorted(_CSV_NA))
+    na = np.isin(texts, sorted(CSV_NA))
     dropped = col.without(na)
     rewritten = _TextColumn(
         texts=texts, codes=np.where((codes >= 0) & ~na[np.maximum(codes, 0)], codes, -1)
     )
-    sec = _Secrets(
+    sec = Secrets(
         px=np.empty(0), py=np.empty(0), coords=np.array([12.5]),
-        subject_ids=frozenset([ids[0], ids[1], *_CSV_NA]), spaced_ids=(),
+        subject_ids=frozenset([ids[0], ids[1], *CSV_NA]), spaced_ids=(),
         epoch=np.empty(0), wall=np.empty(0), bad_names=frozenset(), n_k=5,
     )  # fmt: skip
     assert dropped.counts.tolist() == rewritten.counts.tolist()
@@ -413,12 +413,12 @@ def test_missing_value_cells_are_dropped_as_rewriting_the_rows_would(
     assert _cell_counts(dropped, sec) == _cell_counts(rewritten, sec)
     scans = []
     for c in (dropped, rewritten):
-        scan = _TableScan(["a", "b"], sec)
+        scan = TableScan(["a", "b"], sec)
         scan.add([("a", pa.array([], type=pa.string())), ("b", pa.array([]))], {"a": c, "b": c})
         scans.append(scan.findings())
     assert scans[0] == scans[1]
     # no missing-value marker reads as a finite number (so dropping one drops no number)
-    assert not np.isfinite(_text_column(pa.array(sorted(_CSV_NA))).numeric).any()
+    assert not np.isfinite(text_column(pa.array(sorted(CSV_NA))).numeric).any()
 
 
 def test_rows_are_members_exactly_when_their_value_is_a_coordinate() -> None:
@@ -430,7 +430,7 @@ def test_rows_are_members_exactly_when_their_value_is_a_coordinate() -> None:
     nums = _Numbers(rows=vals, arrow=pa.array(vals))
     assert nums.found(coords) == bool(want.any())
     assert nums.member(coords).tolist() == want.tolist()
-    text = _text_column(pa.array([repr(float(v)) if v == v else "" for v in vals]))
+    text = text_column(pa.array([repr(float(v)) if v == v else "" for v in vals]))
     tnums = _Numbers(text=text)
     assert tnums.found(coords) == bool(want.any())
     assert tnums.member(coords).tolist() == want.tolist()
@@ -446,7 +446,7 @@ def test_records_csv_checksum_is_taken_while_no_leak_reads_it(
     rel = tmp_path / "rel"
     shutil.copytree(root, rel)
     path = rel / "release" / "records.csv"
-    reader = _Release(rel, source, 0.0)
+    reader = ReleaseReader(rel, source, 0.0)
     assert check_no_leak(reader).passed
     assert reader.read_digests[path] == _sha256(path)
     # a changed byte is a mismatch, whether no_leak or manifest reads the file
@@ -469,9 +469,9 @@ def test_distinct_subjects_per_id_and_distinct_values() -> None:
             trial % 2
         ]
         want = [len({s for i, s in zip(ids, subj, strict=True) if i == g}) for g in range(12)]
-        assert _distinct_counts(ids, subj, 12).tolist() == want
-        assert _nunique(subj) == np.unique(subj).size
-        assert _nunique(subj.astype(np.float64)) == np.unique(subj).size
+        assert distinct_counts(ids, subj, 12).tolist() == want
+        assert nunique(subj) == np.unique(subj).size
+        assert nunique(subj.astype(np.float64)) == np.unique(subj).size
 
 
 def test_positions_are_the_first_row_of_each_id() -> None:
@@ -488,7 +488,7 @@ def test_positions_are_the_first_row_of_each_id() -> None:
         for i, t in enumerate(table.tolist()):
             first.setdefault(t, i)
         want = [first.get(v, -1) for v in values.tolist()]
-        assert _positions(table, values).tolist() == want
+        assert positions_in(table, values).tolist() == want
 
 
 def test_significant_digits_counted_as_the_text_would() -> None:
@@ -508,7 +508,7 @@ def test_text_codes_look_each_text_up() -> None:
     for names in (np.array(["a", "b"], dtype=object), np.array(["1", "None", "a"], dtype=object)):
         look = pd.Index([str(n) for n in names])
         want = look.get_indexer(pd.Index(texts.astype(str))).tolist()
-        assert _text_codes(texts, names).tolist() == want
+        assert text_codes(texts, names).tolist() == want
 
 
 def test_a_block_without_coordinates_breaks_the_token_stream(
@@ -531,7 +531,7 @@ def test_a_block_without_coordinates_breaks_the_token_stream(
     _records_csv(rel, csv)
     details = []
     for block in (1 << 30, 1 << 12, 900):
-        monkeypatch.setattr(_reader, "_CSV_BLOCK", block)
+        monkeypatch.setattr(_reader, "CSV_BLOCK", block)
         details.append(verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail)
     assert "coordinate pairs" not in details[0]
     assert "records.csv: column 'group_id'" in details[0]
@@ -563,7 +563,7 @@ def test_geometry_pairs_count_when_another_batch_has_its_own_geometry(
     _records_parquet(rel, parquet)
     details = []
     for rows in (1 << 30, 1_000, 97):
-        monkeypatch.setattr(_reader, "_SCAN_ROWS", rows)
+        monkeypatch.setattr(_reader, "SCAN_ROWS", rows)
         details.append(verify_release(rel, source=source, checks=["no_leak"])["no_leak"].detail)
     # rows 17, 18: (x, y), (x, geometry.y), (geometry.x, y), (geometry.x, geometry.y)
     assert f"records.parquet: {2 * 4 + 11} rows hold a source coordinate pair" in details[0]
@@ -578,7 +578,7 @@ def test_a_csv_read_raw_is_hashed_by_manifest(
     rel = tmp_path / "rel"
     shutil.copytree(root, rel)
     _records_csv(rel, lambda f: f.assign(note=["a 1 2"] * len(f)))  # cells of two numbers
-    reader = _Release(rel, source, 0.0)
+    reader = ReleaseReader(rel, source, 0.0)
     check_no_leak(reader)
     assert rel / "release" / "records.csv" not in reader.read_digests  # read raw, not in batches
     detail = check_manifest(reader).detail
@@ -593,22 +593,22 @@ def test_a_block_without_coordinates_ends_the_pair_of_the_block_before(
     # (some end exactly where the runs do, with blocks of other numbers between).
     a, b = 1234.5, 6789.5
     x, y = np.array([a, 1.0]), np.array([b, 2.0])
-    sec = _Secrets(
+    sec = Secrets(
         px=np.empty(0), py=np.empty(0), coords=np.sort(np.r_[x, y]), subject_ids=frozenset(),
         spaced_ids=(), epoch=np.empty(0), wall=np.empty(0), bad_names=frozenset(), n_k=5,
         pair_sources=((x, y),),
     )  # fmt: skip
-    monkeypatch.setattr(_reader, "_CSV_BLOCK", 64)
+    monkeypatch.setattr(_reader, "CSV_BLOCK", 64)
     path = tmp_path / "v.csv"
     for first in range(5, 30):
         for gap in range(9, 30, 2):
             path.write_text("v\n" + f"{a}\n" * first + "1111.5\n" * gap + f"{b}\n" * 20)
-            found = _scan_csv(path, sec)
+            found = scan_csv(path, sec)
             assert found is not None
             assert not [f for f in found if "coordinate pairs" in f], (first, gap)
         # cells without a number between the runs: the runs' ends are neighbours
         for gap in range(0, 30, 3):
             path.write_text("v\n" + f"{a}\n" * first + "abcdef\n" * gap + f"{b}\n" * 20)
-            found = _scan_csv(path, sec)
+            found = scan_csv(path, sec)
             assert found is not None
             assert "1 coordinate pairs" in found, (first, gap)

@@ -172,7 +172,7 @@ def test_records_csv_read_once_reports_as_the_typed_read(
     monkeypatch.setattr(records_module._CsvCompare, "_csv_sums", counted)
     shared = verify_release(rel, source=source, checks=CHECKS)
     assert bool(typed_reads) is not tapped  # the typed read only when the shared one gave up
-    monkeypatch.setattr(records_module, "_csv_tap", lambda rel, path: None)
+    monkeypatch.setattr(records_module, "csv_tap", lambda rel, path: None)
     typed_reads.clear()
     alone = verify_release(rel, source=source, checks=CHECKS)
     assert typed_reads

@@ -99,21 +99,21 @@ class Release:
     def __init__(
         self, root: Path, source: PointTable | Path | None = None, *, has_audit: bool
     ) -> None:
-        from geokanon.verify._reader import _Release
+        from geokanon.verify._reader import ReleaseReader
 
         self.root = root
         self.has_audit = has_audit
-        self._reader = _Release(root, source, 0.0)
+        self._reader = ReleaseReader(root, source, 0.0)
 
     def __repr__(self) -> str:
         return f"Release({str(self.root)!r}, has_audit={self.has_audit})"
 
     def _read(self, what: str) -> Any:
-        from geokanon.verify._results import _Unreadable
+        from geokanon.verify._results import Unreadable
 
         try:
             return getattr(self._reader, what)
-        except _Unreadable as exc:
+        except Unreadable as exc:
             raise InputError(f"release {str(self.root)!r} cannot be read: {exc}") from None
 
     def _need_audit(self, purpose: str) -> None:
@@ -175,19 +175,19 @@ class Release:
         PublishedTables
         """
         from geokanon.verify import LESS_THAN_K, WITHHELD
-        from geokanon.verify._derived import _unit_rows
-        from geokanon.verify._reader import _cell_value
-        from geokanon.verify._results import _Unreadable
-        from geokanon.verify.holes import _published_input_size
+        from geokanon.verify._derived import unit_rows
+        from geokanon.verify._reader import cell_value
+        from geokanon.verify._results import Unreadable
+        from geokanon.verify.holes import published_input_size
 
         rel = self._reader
         try:
-            rows = _unit_rows(rel)
+            rows = unit_rows(rel)
             counts = rel.manifest.get("counts") or {}
-            g = _cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
+            g = cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
             classes = rel.classes
             groups = rel.groups
-        except _Unreadable as exc:
+        except Unreadable as exc:
             raise InputError(f"release {str(self.root)!r} cannot be read: {exc}") from None
         pooled = 0
         if len(classes) and "level" in classes:
@@ -195,7 +195,7 @@ class Release:
             pooled = int(pd.to_numeric(classes.loc[up, "n_records"]).sum())
         syn = rel.manifest.get("synthetic") or {}
         syn_total = int(syn.get("total", 0) or 0) if isinstance(syn, Mapping) else 0
-        total, released = _published_input_size(rel.manifest)
+        total, released = published_input_size(rel.manifest)
         own = rel.own_subjects if self.has_audit else False
         return PublishedTables(
             units=tuple(rows),
@@ -273,9 +273,9 @@ def load_release(
 
 
 def _distinct(ids: np.ndarray, subjects: np.ndarray) -> dict[int, int]:
-    from geokanon.verify.k_subjects import _distinct_per
+    from geokanon.verify.k_subjects import distinct_per
 
-    return _distinct_per(np.asarray(ids, dtype=np.int64), subjects)
+    return distinct_per(np.asarray(ids, dtype=np.int64), subjects)
 
 
 def _published_ids(frame: pd.DataFrame, column: str) -> list[int]:
@@ -378,8 +378,8 @@ def assert_group_extents(
     >>> assert_group_extents(load_release("out/dwellings"), 300.0)  # doctest: +SKIP
     """
     __tracebackhide__ = True
-    from geokanon.verify._derived import _members, _rep_arrays
-    from geokanon.verify._results import _Unreadable
+    from geokanon.verify._derived import group_members, rep_arrays
+    from geokanon.verify._results import Unreadable
 
     rel = load_release(release)
     limit = rel.r_max_m if r_max_m is None else float(r_max_m)
@@ -390,13 +390,13 @@ def assert_group_extents(
     if rel.has_audit and len(groups):
         reader = rel._reader
         try:
-            gid_arr, gx, gy = _rep_arrays(reader)
+            gid_arr, gx, gy = rep_arrays(reader)
             ox, oy = gx, gy  # as published (output CRS)
             if reader.to_working is not None:
                 gx, gy = reader.to_working(gx, gy)
-            rows, mg = _members(reader)
+            rows, mg = group_members(reader)
             xs, ys = reader.xy_m
-        except _Unreadable as exc:
+        except Unreadable as exc:
             raise InputError(f"release {str(rel.root)!r} cannot be read: {exc}") from None
         pos = pd.Series(np.arange(gid_arr.size), index=gid_arr)
         gi_f = pos.reindex(mg).to_numpy(dtype=np.float64)

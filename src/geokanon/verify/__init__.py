@@ -36,7 +36,7 @@ from geokanon.io.read import DatabaseInput, PointTable
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
-    _Release,
+    ReleaseReader,
     subject_codes_of_ids,
     subject_id_text,
 )
@@ -44,8 +44,8 @@ from geokanon.verify._results import (
     CHECKS,
     NOT_CHECKED_HERE,
     CheckResult,
+    Unreadable,
     VerificationReport,
-    _Unreadable,
     format_report,
 )
 from geokanon.verify.caps import check_tau, check_unit_cap
@@ -87,7 +87,7 @@ __all__ = [
 ]
 
 
-_CHECK_FUNCS: dict[str, Callable[[_Release], CheckResult]] = {
+_CHECK_FUNCS: dict[str, Callable[[ReleaseReader], CheckResult]] = {
     "k_subjects": check_k_subjects,
     "extent": check_extent,
     "tau": check_tau,
@@ -117,7 +117,7 @@ def _return_free_memory() -> None:
 _CHURNING = frozenset({"no_leak"})
 
 
-def _run(name: str, rel: _Release) -> CheckResult:
+def _run(name: str, rel: ReleaseReader) -> CheckResult:
     try:
         if name in _CHURNING:
             try:
@@ -125,7 +125,7 @@ def _run(name: str, rel: _Release) -> CheckResult:
             finally:
                 _return_free_memory()
         return _CHECK_FUNCS[name](rel)
-    except _Unreadable as exc:
+    except Unreadable as exc:
         return CheckResult(name, False, f"cannot check: {exc}")
     except InputError:
         raise
@@ -251,7 +251,7 @@ def verify_release(
     raw = None if source_file is None else _existing_file(source_file)
     if raw is not None and src is None:
         src, raw = raw, None
-    rel = _Release(root, src, tolerance_m, raw)
+    rel = ReleaseReader(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
     rel.before_report = None if before_report is None else bool(before_report)
     if reuse is not None:
@@ -261,7 +261,7 @@ def verify_release(
             progress("source")
         try:
             _ = rel.source  # a bad source file is an input error, raised here
-        except _Unreadable:
+        except Unreadable:
             pass
     todo = [n for n in CHECKS if n in names]
     done = []

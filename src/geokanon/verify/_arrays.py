@@ -11,14 +11,14 @@ import pandas as pd
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from geokanon.verify._results import _Unreadable
+from geokanon.verify._results import Unreadable
 
 
-def _is_text_type(t: pa.DataType) -> bool:
+def is_text_type(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
 
 
-def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+def factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
     """(code per row, text per code sorted): the column as ``astype(str)`` reads it."""
     codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)
     names = pd.Index(uniques).astype(str).to_numpy(dtype=object)
@@ -33,7 +33,7 @@ def _factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.ob
     return remap[rank[codes]].astype(np.int64), names
 
 
-def _indices(arr: pa.DictionaryArray) -> NDArray[np.int64]:
+def dict_indices(arr: pa.DictionaryArray) -> NDArray[np.int64]:
     """The codes of a dictionary array as int64, -1 for a null."""
     ind = arr.indices
     if ind.null_count:
@@ -41,12 +41,12 @@ def _indices(arr: pa.DictionaryArray) -> NDArray[np.int64]:
     return np.asarray(ind.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _arrow_text_codes(arr: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
+def arrow_text_codes(arr: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
     """Dictionary codes of a text array and the text of every code (a null reads as
     pandas' ``astype(str)`` reads it: ``"None"``)."""
     if not pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_encode()
-    idx = _indices(arr)
+    idx = dict_indices(arr)
     texts = [str(v) for v in arr.dictionary.to_pylist()]
     if (idx < 0).any():
         idx = np.where(idx < 0, len(texts), idx)
@@ -54,33 +54,33 @@ def _arrow_text_codes(arr: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
     return idx, texts
 
 
-def _factorize_arrow(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
-    """As :func:`_factorize_text`, for an Arrow column (dictionary-encoded, no Python rows)."""
+def factorize_arrow(col: pa.ChunkedArray) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+    """As :func:`factorize_text`, for an Arrow column (dictionary-encoded, no Python rows)."""
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
             or pa.types.is_dictionary(col.type)):  # fmt: skip
-        return _factorize_text(col.to_pandas())
+        return factorize_text(col.to_pandas())
     arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    idx, texts = _arrow_text_codes(arr)
+    idx, texts = arrow_text_codes(arr)
     names = np.array(texts, dtype=object)
     # one code per distinct text, numbered in sorted order
     uniq, inverse = np.unique(names.astype(str), return_inverse=True)
     return inverse.reshape(-1)[idx].astype(np.int64), uniq.astype(object)
 
 
-def _arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
-    """An id column as int64, nulls as -1 (as :func:`_ids`, without pandas)."""
+def arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
+    """An id column as int64, nulls as -1 (as :func:`int_ids`, without pandas)."""
     import pyarrow.compute as pc
 
     if not pa.types.is_integer(col.type):
-        return _ids(col.to_pandas(), what)
+        return int_ids(col.to_pandas(), what)
     out = np.asarray(col.fill_null(-1).to_numpy(), dtype=np.int64)
     smallest = pc.min(col).as_py()  # of the values that are not null
     if smallest is not None and smallest < 0:
-        raise _Unreadable(f"{what} has negative ids")
+        raise Unreadable(f"{what} has negative ids")
     return out
 
 
-def _nunique(values: NDArray[Any]) -> int:
+def nunique(values: NDArray[Any]) -> int:
     """Distinct values of an array (by counting integers that span a short range, else by
     sorting: numpy's hashing unique is slow)."""
     if values.size == 0:
@@ -95,7 +95,7 @@ def _nunique(values: NDArray[Any]) -> int:
     return int(np.count_nonzero(v[1:] != v[:-1])) + 1
 
 
-def _sorted_distinct(values: NDArray[Any]) -> NDArray[Any]:
+def sorted_distinct(values: NDArray[Any]) -> NDArray[Any]:
     """``np.unique(values)`` of an integer array, by sorting (numpy's hashing unique is far
     slower on large integer arrays)."""
     v = np.sort(values)
@@ -104,7 +104,7 @@ def _sorted_distinct(values: NDArray[Any]) -> NDArray[Any]:
     return v
 
 
-def _dense(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
+def dense_codes(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
     """(code per value in 0..m-1, m): values numbered in sorted order."""
     if values.size == 0:
         return np.zeros(0, dtype=np.int64), 0
@@ -120,7 +120,7 @@ def _dense(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
     return inverse.reshape(-1).astype(np.int64), int(uniq.size)
 
 
-def _distinct_counts(
+def distinct_counts(
     ids: NDArray[np.int64],
     subjects: NDArray[np.int64],
     size: int,
@@ -128,14 +128,14 @@ def _distinct_counts(
 ) -> NDArray[np.int64]:
     """Distinct subjects per id in ``0..size-1`` (ids < 0 ignored).
 
-    ``dense``: ``_dense(subjects)`` when it is at hand (any one-to-one numbering will do).
+    ``dense``: ``dense_codes(subjects)`` when it is at hand (any one-to-one numbering will do).
     """
     ok = ids >= 0
     i = ids[ok]
     if i.size == 0:
         return np.zeros(size, dtype=np.int64)
     if dense is None:
-        s, span = _dense(subjects[ok])
+        s, span = dense_codes(subjects[ok])
     else:
         s, span = dense[0][ok], dense[1]
     # a subject with one row counts once where that row is; only the (id, subject)
@@ -151,7 +151,7 @@ def _distinct_counts(
     return out
 
 
-def _argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
+def argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
     """``np.argsort(values, kind="stable")`` of integers, by one sort of int64 keys that
     hold each value (less the smallest) in the high bits and its position in the low bits.
     """
@@ -188,7 +188,7 @@ def _counting_order(v: NDArray[np.int64], lo: int, span: int) -> NDArray[np.int6
     return out
 
 
-def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
+def positions_in(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
     """Position of each value in ``table`` (unique ids), -1 where it is absent."""
     if table.size == 0:
         return np.full(values.size, -1, dtype=np.int64)
@@ -203,13 +203,13 @@ def _positions(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[n
                 look[table - lo] = np.arange(table.size, dtype=np.int64)
                 inside = (values >= lo) & (values <= hi)
                 return np.where(inside, look[np.where(inside, values - lo, 0)], -1)
-    order = _argsort_stable(table)
+    order = argsort_stable(table)
     st = table[order]
     at = np.minimum(np.searchsorted(st, values), st.size - 1)
     return np.where(st[at] == values, order[at], -1).astype(np.int64)
 
 
-def _text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[np.int64]:
+def text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[np.int64]:
     """Code of each text in the sorted ``names`` (-1: not there)."""
     arr = pd.Series(texts if isinstance(texts, pd.Series) else list(texts), dtype=object)
     if arr.size == 0 or names.size == 0:
@@ -220,26 +220,26 @@ def _text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[
     return np.asarray(look.get_indexer(pd.Index(uniq)), dtype=np.int64)[codes]
 
 
-def _ids(series: pd.Series, what: str) -> NDArray[np.int64]:
+def int_ids(series: pd.Series, what: str) -> NDArray[np.int64]:
     try:
         v = pd.to_numeric(series, errors="raise").astype("Float64")
     except (ValueError, TypeError):
-        raise _Unreadable(f"{what} is not an integer column") from None
+        raise Unreadable(f"{what} is not an integer column") from None
     arr = v.to_numpy(dtype=np.float64, na_value=np.nan)
     out = np.full(arr.size, -1, dtype=np.int64)
     ok = ~np.isnan(arr)
     out[ok] = arr[ok].astype(np.int64)
     if (out[ok] < 0).any():
-        raise _Unreadable(f"{what} has negative ids")
+        raise Unreadable(f"{what} has negative ids")
     return out
 
 
-def _sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
+def sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
     v = np.asarray(values, dtype=np.float64)
     return np.sort(v[np.isfinite(v)])
 
 
-def _in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
+def in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
     """Exact membership of ``values`` in the sorted array ``table``."""
     if table.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
@@ -248,15 +248,15 @@ def _in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
     return np.asarray(table[i] == values, dtype=bool)
 
 
-def _distinct(values: NDArray[np.float64]) -> NDArray[np.float64]:
+def distinct_values(values: NDArray[np.float64]) -> NDArray[np.float64]:
     """Sorted distinct finite values."""
-    v = _sorted_finite(values)
+    v = sorted_finite(values)
     if v.size > 1:
         v = v[np.concatenate(([True], v[1:] != v[:-1]))]
     return v
 
 
-def _isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
+def isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
     """Membership of every value in the sorted array ``table`` (NaN is never a member).
 
     The distinct values are looked up (a sort, then a merge-like search), and only
@@ -266,19 +266,19 @@ def _isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
     if table.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
     if values.size <= 4096:
-        return _in_sorted(table, values)
-    uq = _distinct(values)
-    found = uq[_in_sorted(table, uq)]
+        return in_sorted(table, values)
+    uq = distinct_values(values)
+    found = uq[in_sorted(table, uq)]
     if found.size == 0:
         return np.zeros(values.size, dtype=bool)
-    return _in_sorted(found, values)
+    return in_sorted(found, values)
 
 
-def _np_bool(arr: Any) -> NDArray[np.bool_]:
+def np_bool(arr: Any) -> NDArray[np.bool_]:
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _value_counts(ids: NDArray[np.int64]) -> pd.Series:
+def value_counts(ids: NDArray[np.int64]) -> pd.Series:
     """Rows per id (int64 index, sorted): by counting when the ids are dense, else by sorting."""
     ids = ids.astype(np.int64, copy=False)
     lo = int(ids.min()) if ids.size else 0
@@ -308,7 +308,7 @@ def _mix(v: NDArray[np.uint64]) -> NDArray[np.uint64]:
     return v
 
 
-class _RowHasher:
+class RowHasher:
     """Keyed 64-bit hashes of values, drawn afresh for every verification, so a release
     cannot be made to collide with them.
 
@@ -333,7 +333,7 @@ class _RowHasher:
         null = self.salt[0]
         if pa.types.is_dictionary(t):
             look = np.append(self.values(arr.dictionary), null)
-            idx = _indices(arr)
+            idx = dict_indices(arr)
             return look[np.where(idx < 0, look.size - 1, idx)]
         if pa.types.is_floating(t):
             f = np.array(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
@@ -359,7 +359,7 @@ class _RowHasher:
         words = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
         look = np.asarray(pd.util.hash_array(words, hash_key=self.key, categorize=False))
         look = np.append(look.astype(np.uint64) ^ self.salt[3], null)
-        idx = _indices(enc)
+        idx = dict_indices(enc)
         return look[np.where(idx < 0, look.size - 1, idx)]
 
     def rows(self, columns: Sequence[NDArray[np.uint64]], n: int) -> NDArray[np.uint64]:
@@ -383,12 +383,12 @@ class _RowHasher:
         return _mix(values ^ _mix(keys.astype(np.uint64) ^ self.salt[2]))
 
 
-def _sum_u64(values: NDArray[np.uint64]) -> int:
+def sum_u64(values: NDArray[np.uint64]) -> int:
     """The sum of ``values`` modulo 2**64."""
     return int(np.sum(values, dtype=np.uint64)) if values.size else 0
 
 
-def _sums_per(keys: NDArray[np.int64], values: NDArray[np.uint64], size: int) -> NDArray[np.uint64]:
+def sums_per(keys: NDArray[np.int64], values: NDArray[np.uint64], size: int) -> NDArray[np.uint64]:
     """Per key in ``0..size-1``, the sum of ``values`` modulo 2**64 (keys < 0 left out): an
     order-free hash of each key's multiset of values (``np.add.at`` wraps uint64 sums)."""
     ok = keys >= 0
@@ -398,7 +398,7 @@ def _sums_per(keys: NDArray[np.int64], values: NDArray[np.uint64], size: int) ->
     return out
 
 
-def _runs(values: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.int64]]:
+def value_runs(values: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.int64]]:
     """(distinct values, how often each occurs) of a sorted array."""
     if values.size == 0:
         return values, np.zeros(0, dtype=np.int64)

@@ -9,34 +9,34 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _argsort_stable, _distinct_counts, _ids, _nunique
-from geokanon.verify._reader import WITHHELD, _cell_value, _Release
-from geokanon.verify._results import _Unreadable
+from geokanon.verify._arrays import argsort_stable, distinct_counts, int_ids, nunique
+from geokanon.verify._reader import WITHHELD, ReleaseReader, cell_value
+from geokanon.verify._results import Unreadable
 
 
-def _members(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def group_members(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(row indices of group members sorted by group, their group ids)."""
     cached = rel.__dict__.get("_members")
     if cached is None:
         idx = np.flatnonzero(rel.gid >= 0)
-        order = idx[_argsort_stable(rel.gid[idx])]
+        order = idx[argsort_stable(rel.gid[idx])]
         cached = rel.__dict__["_members"] = (order, rel.gid[order])
     return cached
 
 
-def _rep_arrays(
-    rel: _Release,
+def rep_arrays(
+    rel: ReleaseReader,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
     g = rel.groups
-    gids = _ids(g["group_id"], "groups group_id")
-    if (gids < 0).any() or _nunique(gids) != gids.size:
-        raise _Unreadable("groups.parquet group_id has nulls or duplicates")
+    gids = int_ids(g["group_id"], "groups group_id")
+    if (gids < 0).any() or nunique(gids) != gids.size:
+        raise Unreadable("groups.parquet group_id has nulls or duplicates")
     gx = pd.to_numeric(g["x"]).to_numpy(dtype=np.float64)
     gy = pd.to_numeric(g["y"]).to_numpy(dtype=np.float64)
     return gids, gx, gy
 
 
-def _audit_holds(rel: _Release, xs: NDArray[np.float64], ys: NDArray[np.float64]) -> bool:
+def audit_holds(rel: ReleaseReader, xs: NDArray[np.float64], ys: NDArray[np.float64]) -> bool:
     """Whether the audit's working coordinates are exactly ``xs``, ``ys`` (source rows)
     row by row: then every check of one is a check of the other."""
     memo: dict[tuple[int, int], tuple[Any, Any, bool]] = rel.__dict__.setdefault("_audit_holds", {})
@@ -51,23 +51,23 @@ def _audit_holds(rel: _Release, xs: NDArray[np.float64], ys: NDArray[np.float64]
     return memo[key][2]
 
 
-def _suppressed_subjects(rel: _Release) -> tuple[int, int]:
+def suppressed_subjects(rel: ReleaseReader) -> tuple[int, int]:
     """(distinct subjects suppressed, distinct subjects), worked out once per release."""
     cached = rel.__dict__.get("_suppressed_subjects")
     if cached is None:
         subj = rel.subjects
         sup = rel.is_disposal("suppressed")
-        cached = rel.__dict__["_suppressed_subjects"] = (_nunique(subj[sup]), _nunique(subj))
+        cached = rel.__dict__["_suppressed_subjects"] = (nunique(subj[sup]), nunique(subj))
     return cached
 
 
-def _unit_subjects(
-    rel: _Release,
+def unit_subjects(
+    rel: ReleaseReader,
 ) -> tuple[NDArray[np.object_], NDArray[np.int64], NDArray[np.int64]]:
     """(unit ids, distinct subjects per unit, distinct suppressed subjects per unit), once.
 
     A subject counts in every unit it has records in. The partitioned verifier fills
-    this (and :func:`_suppressed_subjects`) from its tasks' distinct triples, so the
+    this (and :func:`suppressed_subjects`) from its tasks' distinct triples, so the
     checks that read only these figures are the same code for both layouts.
     """
     cached = rel.__dict__.get("_unit_subjects")
@@ -75,13 +75,13 @@ def _unit_subjects(
         ucode, names = rel.unit_codes
         sup = rel.is_disposal("suppressed")
         subj = rel.subjects
-        size = _distinct_counts(ucode, subj, names.size, rel.subject_codes)
-        n_sup = _distinct_counts(ucode[sup], subj[sup], names.size)
+        size = distinct_counts(ucode, subj, names.size, rel.subject_codes)
+        n_sup = distinct_counts(ucode[sup], subj[sup], names.size)
         cached = rel.__dict__["_unit_subjects"] = (names, size, n_sup)
     return cached
 
 
-def _unit_class_records(rel: _Release) -> dict[str, int]:
+def _unit_class_records(rel: ReleaseReader) -> dict[str, int]:
     """Records of each unit's own (``unit``-level) class, by unit id."""
     classes = rel.classes
     out: dict[str, int] = {}
@@ -99,15 +99,15 @@ def _unit_class_records(rel: _Release) -> dict[str, int]:
 def _synthetic_cell(row: pd.Series, per_unit: Mapping[str, Any]) -> int | str:
     """A unit's published synthetic count (units.csv ``synthetic``, else the manifest)."""
     raw = row["synthetic"] if "synthetic" in row.index else per_unit.get(str(row["unit"]), 0)
-    value = _cell_value(raw)
+    value = cell_value(raw)
     if value is None:
         return 0
     if value == WITHHELD:
-        raise _Unreadable("a unit's synthetic count must be an integer or '<k'")
+        raise Unreadable("a unit's synthetic count must be an integer or '<k'")
     return value
 
 
-def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
+def unit_rows(rel: ReleaseReader) -> list[dict[str, Any]]:
     t = rel.units_table
     syn = rel.manifest.get("synthetic") or {}
     per_unit = syn.get("per_unit") if isinstance(syn, Mapping) else None
@@ -115,14 +115,14 @@ def _unit_rows(rel: _Release) -> list[dict[str, Any]]:
     class_records = _unit_class_records(rel)
     rows: list[dict[str, Any]] = []
     for _, r in t.iterrows():
-        released = _cell_value(r["released"])
+        released = cell_value(r["released"])
         if not isinstance(released, int):
-            raise _Unreadable("units.csv released must be an integer in every row")
-        sup = _cell_value(r["suppressed"])
+            raise Unreadable("units.csv released must be an integer in every row")
+        sup = cell_value(r["suppressed"])
         if sup is None:
-            raise _Unreadable("units.csv suppressed is empty in some row")
-        total = _cell_value(r["source_total"]) if "source_total" in t.columns else None
-        up = _cell_value(r["generalised_up"]) if "generalised_up" in t.columns else None
+            raise Unreadable("units.csv suppressed is empty in some row")
+        total = cell_value(r["source_total"]) if "source_total" in t.columns else None
+        up = cell_value(r["generalised_up"]) if "generalised_up" in t.columns else None
         rows.append(
             {
                 "unit": str(r["unit"]),

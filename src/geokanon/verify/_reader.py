@@ -1,4 +1,4 @@
-"""The verifier's reader of a release directory, its audit and its source (:class:`_Release`)."""
+"""The verifier's reader of a release directory, its audit and its source."""
 
 from __future__ import annotations
 
@@ -30,17 +30,17 @@ from geokanon.io.read import (
     sha256_file,
 )
 from geokanon.verify._arrays import (
-    _arrow_ids,
-    _arrow_text_codes,
-    _dense,
-    _factorize_arrow,
-    _ids,
-    _is_text_type,
+    arrow_ids,
+    arrow_text_codes,
+    dense_codes,
+    factorize_arrow,
+    int_ids,
+    is_text_type,
 )
-from geokanon.verify._results import _Unreadable
+from geokanon.verify._results import Unreadable
 
 if TYPE_CHECKING:
-    from geokanon.verify.extent import _Ground
+    from geokanon.verify.extent import Ground
 
 
 LESS_THAN_K = "<k"
@@ -49,12 +49,12 @@ LESS_THAN_K = "<k"
 WITHHELD = "withheld"
 
 
-def _cell_value(raw: object) -> int | str | None:
+def cell_value(raw: object) -> int | str | None:
     """Parse a published figure: an int, ``"<k"``, ``"withheld"``, or None (absent)."""
     if raw is None:
         return None
     if isinstance(raw, bool):
-        raise _Unreadable("a published count is a boolean")
+        raise Unreadable("a published count is a boolean")
     if isinstance(raw, int | np.integer):
         return int(raw)
     if isinstance(raw, float | np.floating):
@@ -62,7 +62,7 @@ def _cell_value(raw: object) -> int | str | None:
             return None
         if float(raw).is_integer():
             return int(raw)
-        raise _Unreadable("a published count is not an integer")
+        raise Unreadable("a published count is not an integer")
     text = str(raw).strip()
     if text == "":
         return None
@@ -74,20 +74,20 @@ def _cell_value(raw: object) -> int | str | None:
         try:
             f = float(text)
         except ValueError:
-            raise _Unreadable(f"a published count reads {text[:12]!r}") from None
+            raise Unreadable(f"a published count reads {text[:12]!r}") from None
         if f.is_integer():
             return int(f)
-        raise _Unreadable("a published count is not an integer") from None
+        raise Unreadable("a published count is not an integer") from None
 
 
-def _decimal_fraction(value: object, name: str) -> Fraction:
+def decimal_fraction(value: object, name: str) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Unreadable(f"manifest {name} is not a number")
+        raise Unreadable(f"manifest {name} is not a number")
     return Fraction(repr(float(value))) if isinstance(value, float) else Fraction(value)
 
 
 @dataclass
-class _Source:
+class Source:
     """What the verifier knows about the source, all aligned with the input rows."""
 
     x: NDArray[np.float64] | None = None  # in the output CRS (raw file) when known
@@ -126,22 +126,22 @@ class _Source:
     attributes_text: bool = False
 
 
-def _wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(wall-clock seconds ignoring any offset, UTC seconds where an offset is given)."""
     s = pd.Series(list(texts), dtype="string").str.strip().str.replace("/", "-", regex=False)
     tz = re.compile(r"(?:Z|[+-]\d{2}:?\d{2})$")
     naive = s.str.replace(tz.pattern, "", regex=True)
     wall = pd.to_datetime(naive, errors="coerce", format="ISO8601")
-    wall_s = _ns_to_s(wall)
+    wall_s = ns_to_s(wall)
     has_tz = s.str.contains(tz.pattern, regex=True).fillna(False).to_numpy(dtype=bool)
     utc_s = np.full(len(s), np.nan)
     if has_tz.any():
         utc = pd.to_datetime(s[has_tz], errors="coerce", utc=True, format="ISO8601")
-        utc_s[has_tz] = _ns_to_s(utc)
+        utc_s[has_tz] = ns_to_s(utc)
     return wall_s, utc_s
 
 
-def _ns_to_s(stamps: pd.Series) -> NDArray[np.float64]:
+def ns_to_s(stamps: pd.Series) -> NDArray[np.float64]:
     if getattr(stamps.dt, "tz", None) is not None:
         stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
     ns = stamps.astype("datetime64[ns]").to_numpy()
@@ -153,7 +153,7 @@ def _ns_to_s(stamps: pd.Series) -> NDArray[np.float64]:
 _T = TypeVar("_T")
 
 
-def _read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
+def read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
     """The items of ``items``, the next one fetched in a thread while this one is used.
 
     Arrow reads, decompresses and parses without holding the GIL, so the next batch
@@ -175,7 +175,7 @@ def _read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
             yield item  # type: ignore[misc]
 
 
-class _Release:
+class ReleaseReader:
     """Lazy, cached reader of one release directory."""
 
     def __init__(
@@ -262,24 +262,24 @@ class _Release:
         (WKB geometry, GeoParquet's ``bbox``) stay Arrow-backed (``pd.ArrowDtype``), not a
         Python object per row; their values read the same (``bytes``, ``dict``)."""
         if not path.is_file():
-            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+            raise Unreadable(f"{path.parent.name}/{path.name} is missing")
         try:
             table = pq.read_table(path)
             if arrow_objects:
                 return table.to_pandas(types_mapper=_arrow_backed)
             return table.to_pandas()
         except (OSError, pa.ArrowException) as exc:
-            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+            raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
     def _json(self, path: Path) -> dict[str, Any]:
         if not path.is_file():
-            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+            raise Unreadable(f"{path.parent.name}/{path.name} is missing")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+            raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
         if not isinstance(data, dict):
-            raise _Unreadable(f"{path.name} is not a JSON object")
+            raise Unreadable(f"{path.name} is not a JSON object")
         return data
 
     @cached_property
@@ -294,20 +294,20 @@ class _Release:
     def k(self) -> int:
         k = self.manifest.get("k")
         if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-            raise _Unreadable("manifest k is not an integer >= 2")
+            raise Unreadable("manifest k is not an integer >= 2")
         return k
 
     @cached_property
     def r_max_m(self) -> float:
         r = self.manifest.get("r_max_m")
         if isinstance(r, bool) or not isinstance(r, int | float) or not r > 0:
-            raise _Unreadable("manifest r_max_m is not a positive number")
+            raise Unreadable("manifest r_max_m is not a positive number")
         return float(r)
 
     @cached_property
     def assignment(self) -> pd.DataFrame:
         """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
-        self._audit_arrays  # noqa: B018  (raises _Unreadable as the checks would)
+        self._audit_arrays  # noqa: B018  (raises Unreadable as the checks would)
         return self._parquet(self.aud / "assignment.parquet")
 
     @cached_property
@@ -319,14 +319,14 @@ class _Release:
         """
         path = self.aud / "assignment.parquet"
         if not path.is_file():
-            raise _Unreadable(f"{path.parent.name}/{path.name} is missing")
+            raise Unreadable(f"{path.parent.name}/{path.name} is missing")
         need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
         try:
             pf = pq.ParquetFile(path)
             names = pf.schema_arrow.names
             missing = [c for c in need if c not in names]
             if missing:
-                raise _Unreadable(f"assignment.parquet lacks columns {missing}")
+                raise Unreadable(f"assignment.parquet lacks columns {missing}")
             cols = need + (["time_bin"] if "time_bin" in names else [])
             n = int(pf.metadata.num_rows)
             keep = {c: _AuditColumn(c, n) for c in cols}
@@ -341,13 +341,13 @@ class _Release:
             ]  # fmt: skip
             if as_dict:
                 pf = pq.ParquetFile(path, read_dictionary=as_dict)
-            batches = pf.iter_batches(batch_size=_SCAN_ROWS, columns=cols, use_threads=True)
-            with contextlib.closing(_read_ahead(batches)) as ahead:
+            batches = pf.iter_batches(batch_size=SCAN_ROWS, columns=cols, use_threads=True)
+            with contextlib.closing(read_ahead(batches)) as ahead:
                 for batch in ahead:
                     for i, c in enumerate(cols):
                         keep[c].add(batch.column(i))
         except (OSError, pa.ArrowException) as exc:
-            raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+            raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
         out: dict[str, Any] = {"": n}
         out.update({c: keep[c].result() for c in cols})
         return out
@@ -400,14 +400,14 @@ class _Release:
         return self._audit("x_m"), self._audit("y_m")
 
     @cached_property
-    def source(self) -> _Source:
+    def source(self) -> Source:
         out, work = self.output_crs, self.working_crs
         src = _load_source(self._source_arg, self.audit, out, work)
         if self._source_file is None:
             return src
         raw = _load_source(self._source_file, self.audit, out, work)
         if raw.n_rows != src.n_rows:
-            raise _Unreadable("source_file and source hold different numbers of records")
+            raise Unreadable("source_file and source hold different numbers of records")
         # the table's decisions (subjects, units, working coordinates) with the file's
         # own values (raw coordinates, subject ids, timestamps, id columns, checksum)
         return dataclasses.replace(
@@ -440,8 +440,8 @@ class _Release:
 
     @cached_property
     def subject_codes(self) -> tuple[NDArray[np.int64], int]:
-        """:attr:`subjects` numbered densely (``_dense``), worked out once."""
-        return _dense(self.subjects)
+        """:attr:`subjects` numbered densely (``dense_codes``), worked out once."""
+        return dense_codes(self.subjects)
 
     @cached_property
     def audit_subjects(self) -> NDArray[np.int64]:
@@ -481,12 +481,16 @@ class _Release:
     @cached_property
     def syn_gid(self) -> NDArray[np.int64]:
         s = self.synthetic
-        return _ids(s["group_id"], "synthetic group_id") if "group_id" in s else np.array([], int)
+        return (
+            int_ids(s["group_id"], "synthetic group_id") if "group_id" in s else np.array([], int)
+        )
 
     @cached_property
     def syn_cid(self) -> NDArray[np.int64]:
         s = self.synthetic
-        return _ids(s["class_id"], "synthetic class_id") if "class_id" in s else np.array([], int)
+        return (
+            int_ids(s["class_id"], "synthetic class_id") if "class_id" in s else np.array([], int)
+        )
 
     @cached_property
     def groups(self) -> pd.DataFrame:
@@ -496,7 +500,7 @@ class _Release:
         g = self._parquet(self.rel / "groups.parquet", arrow_objects=True)
         for c in ("group_id", "n_records", "x", "y"):
             if c not in g.columns:
-                raise _Unreadable(f"groups.parquet lacks column {c!r}")
+                raise Unreadable(f"groups.parquet lacks column {c!r}")
         return g
 
     @cached_property
@@ -504,26 +508,26 @@ class _Release:
         path = self.rel / "classes.parquet"
         if not path.is_file():
             if (self.cid >= 0).any():
-                raise _Unreadable("release/classes.parquet is missing")
+                raise Unreadable("release/classes.parquet is missing")
             return pd.DataFrame({"class_id": [], "level": [], "unit": [], "n_records": []})
         c = self._parquet(path)
         for col in ("class_id", "n_records"):
             if col not in c.columns:
-                raise _Unreadable(f"classes.parquet lacks column {col!r}")
+                raise Unreadable(f"classes.parquet lacks column {col!r}")
         return c
 
     @cached_property
     def units_table(self) -> pd.DataFrame:
         path = self.rel / "units.csv"
         if not path.is_file():
-            raise _Unreadable("release/units.csv is missing")
+            raise Unreadable("release/units.csv is missing")
         try:
             t = pd.read_csv(path, dtype=str, keep_default_na=False)
         except (OSError, ValueError, pd.errors.ParserError) as exc:
-            raise _Unreadable(f"units.csv is unreadable ({type(exc).__name__})") from None
+            raise Unreadable(f"units.csv is unreadable ({type(exc).__name__})") from None
         for col in ("unit", "released", "suppressed"):
             if col not in t.columns:
-                raise _Unreadable(f"units.csv lacks column {col!r}")
+                raise Unreadable(f"units.csv lacks column {col!r}")
         return t
 
     @cached_property
@@ -546,17 +550,17 @@ class _Release:
         return _transformer(self.working_crs, self.output_crs)
 
     @cached_property
-    def ground(self) -> _Ground | None:
+    def ground(self) -> Ground | None:
         """Ellipsoidal distances in the working CRS's datum (``None``: unnamed metric CRS)."""
-        from geokanon.verify.extent import _Ground  # the extent check's measure
+        from geokanon.verify.extent import Ground  # the extent check's measure
 
-        return _Ground.of(self.working_crs, self.output_crs)
+        return Ground.of(self.working_crs, self.output_crs)
 
     @cached_property
     def own_subjects(self) -> bool:
         col = self.audit.get("subject_column")
         if col is None:
-            col = _read_options(self.audit).get("subject")
+            col = read_options(self.audit).get("subject")
         return col in (None, "")
 
     def release_files(self) -> list[Path]:
@@ -584,7 +588,7 @@ def _audit_numbers(col: pa.ChunkedArray, name: str, dtype: Any) -> NDArray[Any]:
     """A numeric audit column as a numpy array (nulls: an error)."""
     try:
         if col.null_count:
-            raise _Unreadable(f"assignment {name} has nulls")
+            raise Unreadable(f"assignment {name} has nulls")
         return np.asarray(col.to_numpy(), dtype=dtype)
     except (pa.ArrowException, TypeError, ValueError):
         return pd.to_numeric(col.to_pandas()).to_numpy(dtype=dtype)
@@ -608,7 +612,7 @@ class _AuditColumn:
     """One audit column, filled batch by batch into a numpy array.
 
     The result is what the whole column would give: :func:`_audit_numbers`,
-    :func:`_arrow_ids` and :func:`_factorize_arrow` work value by value, and text is
+    :func:`arrow_ids` and :func:`factorize_arrow` work value by value, and text is
     numbered in sorted order once every batch is in.
     """
 
@@ -626,7 +630,7 @@ class _AuditColumn:
         start, self.at = self.at, self.at + len(arr)
         if self.kind == "numbers" and arr.null_count:
             # nulls anywhere are the error, whatever else went wrong
-            self.failed = _Unreadable(f"assignment {self.name} has nulls")
+            self.failed = Unreadable(f"assignment {self.name} has nulls")
         if self.failed is not None:
             return
         try:
@@ -635,9 +639,9 @@ class _AuditColumn:
                     pa.chunked_array([arr]), self.name, self.arg
                 )
             elif self.kind == "ids":
-                self.values[start : self.at] = _arrow_ids(pa.chunked_array([arr]), self.arg)
-            elif self.kind == "codes" and _is_text_type(arr.type) and not self.chunks:
-                idx, texts = _arrow_text_codes(arr)
+                self.values[start : self.at] = arrow_ids(pa.chunked_array([arr]), self.arg)
+            elif self.kind == "codes" and is_text_type(arr.type) and not self.chunks:
+                idx, texts = arrow_text_codes(arr)
                 local = np.array([self.texts.setdefault(t, len(self.texts)) for t in texts])
                 self.values[start : self.at] = local[idx] if idx.size else idx
             else:
@@ -656,7 +660,7 @@ class _AuditColumn:
             if self.kind != "codes":
                 return self.values
             if self.chunks:  # not text as Arrow reads it: the whole column at once
-                return _factorize_arrow(pa.chunked_array(self.chunks))
+                return factorize_arrow(pa.chunked_array(self.chunks))
             # number the texts in sorted order
             names = np.array(list(self.texts), dtype=object)
             uniq, inverse = np.unique(names.astype(str), return_inverse=True)
@@ -676,7 +680,7 @@ def _arrow_backed(t: pa.DataType) -> pd.ArrowDtype | None:
     return pd.ArrowDtype(t) if binary or pa.types.is_struct(t) else None
 
 
-def _same_crs(a: str | None, b: str | None) -> bool:
+def same_crs(a: str | None, b: str | None) -> bool:
     if a is None or b is None or a == b:
         return True
     from pyproj import CRS
@@ -688,7 +692,7 @@ def _same_crs(a: str | None, b: str | None) -> bool:
 
 
 def _transformer(src: str | None, dst: str | None) -> Callable[[Any, Any], tuple[Any, Any]] | None:
-    if _same_crs(src, dst):
+    if same_crs(src, dst):
         return None
     from pyproj import Transformer
 
@@ -736,7 +740,7 @@ def subject_codes_of_ids(ids: pd.Series) -> tuple[NDArray[np.int64], int]:
     return np.asarray(dense, dtype=np.int64), int(len(uniq) - len(names))
 
 
-def _read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
+def read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
     """Column names the source was read with: ``audit["read_options"]`` or top-level keys."""
     opts = audit.get("read_options")
     out: dict[str, Any] = dict(opts) if isinstance(opts, Mapping) else {}
@@ -754,8 +758,8 @@ def _load_source(
     audit: Mapping[str, Any],
     output_crs: str | None,
     working_crs: str | None,
-) -> _Source:
-    src = _Source()
+) -> Source:
+    src = Source()
     if arg is None:
         return src
     if isinstance(arg, PointTable):
@@ -763,11 +767,11 @@ def _load_source(
         src.n_rows = n
         src.sha256 = arg.source_sha256
         table_working = getattr(arg, "working_crs", None) or arg.crs
-        if _same_crs(table_working, working_crs):
+        if same_crs(table_working, working_crs):
             src.x_work, src.y_work = arg.x, arg.y
             # x, y are the input's own values when nothing projected or scaled them
-            raw = _same_crs(arg.crs, table_working) and getattr(arg, "coord_scale", 1.0) == 1.0
-            if raw and _same_crs(working_crs, output_crs):
+            raw = same_crs(arg.crs, table_working) and getattr(arg, "coord_scale", 1.0) == 1.0
+            if raw and same_crs(working_crs, output_crs):
                 src.x, src.y = arg.x, arg.y
         src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
         src.subject_ids_merged = int(getattr(arg, "subject_ids_merged", 0))
@@ -781,7 +785,7 @@ def _load_source(
         src.attributes = arg.attributes
         return src
     path = arg if isinstance(arg, DatabaseInput) else Path(arg)
-    opts = _read_options(audit)
+    opts = read_options(audit)
     # every format the release reads (CSV as text, .csv.gz, GeoParquet, GeoPackage, ...,
     # a database table or query: its checksum is taken in the same read)
     source_frame = read_source_frame(path)
@@ -817,7 +821,7 @@ def _load_source(
         ys = pd.to_numeric(raw[ycol], errors="coerce").to_numpy(dtype=np.float64)
         in_crs = source_frame.crs or opts.get("crs")
         in_crs = None if in_crs in (None, "") else str(in_crs)
-        if _same_crs(in_crs, output_crs):
+        if same_crs(in_crs, output_crs):
             src.x, src.y = xs, ys
             if len(left_out):
                 src.left_out_x = pd.to_numeric(left_out[xcol], errors="coerce").to_numpy(
@@ -826,7 +830,7 @@ def _load_source(
                 src.left_out_y = pd.to_numeric(left_out[ycol], errors="coerce").to_numpy(
                     dtype=np.float64
                 )
-        if _same_crs(in_crs, working_crs) and not {xcol.lower(), ycol.lower()} & {"lon", "lat"}:
+        if same_crs(in_crs, working_crs) and not {xcol.lower(), ycol.lower()} & {"lon", "lat"}:
             src.x_work, src.y_work = xs, ys
     else:
         src.notes.append("source coordinate columns not found")
@@ -845,7 +849,7 @@ def _load_source(
     src.dropped = dropped
     if ucol and ucol in raw:
         src.units = raw[ucol].astype(str).to_numpy(dtype=object)
-        merges = _audit_filter(audit).get("unit_merges") or {}
+        merges = audit_filter(audit).get("unit_merges") or {}
         if opts.get("merge_small_units") is not None or merges:
             # the audit's mapping, applied to the file's own units (and checked in counts)
             src.source_units = src.units
@@ -861,7 +865,7 @@ def _load_source(
         if num.notna().all():
             src.epoch_s = num.to_numpy(dtype=np.float64)
         else:
-            wall, utc = _wallclock_seconds(t.astype(str))
+            wall, utc = wallclock_seconds(t.astype(str))
             src.wall_s = wall
             src.epoch_s = np.where(np.isnan(utc), wall, utc)
     used = {xcol, ycol, scol, ucol, tcol}
@@ -870,7 +874,7 @@ def _load_source(
     return src
 
 
-def _audit_filter(audit: Mapping[str, Any]) -> dict[str, Any]:
+def audit_filter(audit: Mapping[str, Any]) -> dict[str, Any]:
     entry = audit.get("input_filter")
     return dict(entry) if isinstance(entry, Mapping) else {}
 
@@ -888,7 +892,7 @@ def _filtered_rows(
     rows (and excluded rows of polygon units) are the audit's rows of the file. Returns
     the records each rule removed beyond the ones already in ``drop``.
     """
-    filt = _audit_filter(audit)
+    filt = audit_filter(audit)
     out: dict[str, int] = {}
     n = len(raw)
 
@@ -933,18 +937,18 @@ def _is_id(col: pd.Series) -> bool:
     return bool((v == np.floor(v)).all() and v.max() - v.min() == n - 1)
 
 
-def _text_file(path: Path) -> str | None:
+def text_file(path: Path) -> str | None:
     if not path.is_file():
         return None
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        raise _Unreadable(f"{path.name} is unreadable") from None
+        raise Unreadable(f"{path.name} is unreadable") from None
 
 
 # Batch sizes of the readers (tests set them small to cut files into many batches).
 
 #: Rows per batch when the audit or (``no_leak``) a Parquet file is read.
-_SCAN_ROWS = 1 << 20
+SCAN_ROWS = 1 << 20
 #: Bytes per block (one batch of rows) when ``no_leak`` reads a CSV file.
-_CSV_BLOCK = 1 << 24
+CSV_BLOCK = 1 << 24

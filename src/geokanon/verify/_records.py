@@ -1,12 +1,12 @@
 """The records files read row by row against the release's tables, the audit and the source.
 
-One streaming pass (:class:`_RecordsPass`, cached per release by :func:`_record_rows`)
+One streaming pass (:class:`_RecordsPass`, cached per release by :func:`record_rows`)
 serves ``counts`` (each row's group or class, representative, level and unit; each group's
 and class's multiset of time bins and kept values against its members'; ``records.csv``
 against ``records.parquet``) and ``k_subjects`` (the published (group or class, time bin)
 cells). It reads ``records.parquet``, or a partitioned release's parts in order, in
 batches, and keeps nothing per row beyond a batch. ``records.csv`` is compared with
-``records.parquet`` when ``counts`` asks (:func:`_record_rows`), from ``no_leak``'s read
+``records.parquet`` when ``counts`` asks (:func:`record_rows`), from ``no_leak``'s read
 of the file when that came first (:class:`_CsvTap`: the file is parsed once), else read
 here with the Parquet file's column types.
 """
@@ -25,22 +25,22 @@ from numpy.typing import NDArray
 
 from geokanon.verify import _reader
 from geokanon.verify._arrays import (
-    _arrow_ids,
-    _factorize_arrow,
-    _ids,
-    _in_sorted,
-    _indices,
-    _positions,
-    _RowHasher,
-    _runs,
-    _sum_u64,
-    _sums_per,
-    _value_counts,
+    RowHasher,
+    arrow_ids,
+    dict_indices,
+    factorize_arrow,
+    in_sorted,
+    int_ids,
+    positions_in,
+    sum_u64,
+    sums_per,
+    value_counts,
+    value_runs,
 )
-from geokanon.verify._derived import _rep_arrays
-from geokanon.verify._reader import _read_ahead, _Release
-from geokanon.verify._results import _Unreadable
-from geokanon.verify.no_leak import _CSV_NA, _wkb_xy
+from geokanon.verify._derived import rep_arrays
+from geokanon.verify._reader import ReleaseReader, read_ahead
+from geokanon.verify._results import Unreadable
+from geokanon.verify.leak_rules import CSV_NA, wkb_xy
 
 #: Columns of the records files that the format defines; any other is a kept column.
 RECORD_FORMAT_COLUMNS = (
@@ -59,7 +59,7 @@ def _text_positions(arr: pa.Array, look: pd.Index) -> NDArray[np.int64]:
         arr = arr.dictionary_encode()
     words = [str(w) for w in arr.dictionary.to_pylist()]
     pos = np.append(np.asarray(look.get_indexer(pd.Index(words)), dtype=np.int64), -2)
-    idx = _indices(arr)
+    idx = dict_indices(arr)
     return pos[np.where(idx < 0, pos.size - 1, idx)]
 
 
@@ -84,7 +84,7 @@ def _as_type(values: pd.Series, t: pa.DataType, *, text: bool) -> pa.Array | Non
     import pyarrow.compute as pc
 
     if text:
-        cells = values.astype(object).where(~values.isin(_CSV_NA), None)
+        cells = values.astype(object).where(~values.isin(CSV_NA), None)
         if pa.types.is_integer(t) or pa.types.is_floating(t):
             num = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=np.float64)
             try:
@@ -122,8 +122,8 @@ def _csv_column(col: pa.Array, t: pa.DataType) -> pa.Array:
 
 
 @dataclass
-class _RecordRows:
-    """What one pass over the records files found (:func:`_record_rows`)."""
+class RecordRows:
+    """What one pass over the records files found (:func:`record_rows`)."""
 
     #: ``counts``' findings
     problems: list[str] = field(default_factory=list)
@@ -145,11 +145,11 @@ class _RecordRows:
     #: whether the records were read (see :func:`_rows_apply`)
     read: bool = True
     #: ``records.csv`` against ``records.parquet``, still to compare (its findings go
-    #: to ``problems``; see :func:`_record_rows`)
+    #: to ``problems``; see :func:`record_rows`)
     csv: _CsvCompare | None = field(default=None, repr=False)
 
 
-def _record_paths(rel: _Release) -> list[Path]:
+def record_paths(rel: ReleaseReader) -> list[Path]:
     """The records files of ``rel``: ``record_files`` when a reader of one part of a
     partitioned release names its own, else ``records.parquet``, else every part."""
     given: list[Path] | None = rel.__dict__.get("record_files")
@@ -161,7 +161,7 @@ def _record_paths(rel: _Release) -> list[Path]:
     return sorted((rel.rel / "records").glob("part-*.parquet"))
 
 
-def _rows_apply(rel: _Release) -> bool:
+def _rows_apply(rel: ReleaseReader) -> bool:
     """Whether the records pass reads ``rel``'s records: a single-file release, or a
     reader that names its part (``record_files``). A partitioned release's driver
     holds no audit rows to compare its parts with."""
@@ -170,33 +170,33 @@ def _rows_apply(rel: _Release) -> bool:
     )
 
 
-def _audit_time_bins(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
+def audit_time_bins(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
     """(code per audit row, label per code, sorted) when the audit has time bins."""
     if "_audit_time_bins" not in rel.__dict__:
         tb = rel.time_bins
         rel.__dict__["_audit_time_bins"] = (
-            None if tb is None else _factorize_arrow(tb.cast(pa.string()).fill_null(""))
+            None if tb is None else factorize_arrow(tb.cast(pa.string()).fill_null(""))
         )
     found: tuple[NDArray[np.int64], NDArray[np.object_]] | None = rel.__dict__["_audit_time_bins"]
     return found
 
 
-def _published_ids(rel: _Release) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def _published_ids(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(ids of ``groups.parquet``, ids of ``classes.parquet``): a group's key is its
     position, a class's the number of groups plus its position."""
     return (
-        _ids(rel.groups["group_id"], "groups group_id"),
-        _ids(rel.classes["class_id"], "classes class_id"),
+        int_ids(rel.groups["group_id"], "groups group_id"),
+        int_ids(rel.classes["class_id"], "classes class_id"),
     )
 
 
-def _audit_keys(rel: _Release) -> NDArray[np.int64]:
+def audit_keys(rel: ReleaseReader) -> NDArray[np.int64]:
     """Each audit row's key (numbered as :func:`_published_ids` says; -1: in no group
     or class, or in one that is not published)."""
     if "_audit_keys" not in rel.__dict__:
         gids, cids = _published_ids(rel)
-        key = np.where(rel.gid >= 0, _positions(gids, rel.gid), -1)
-        cpos = _positions(cids, rel.cid)
+        key = np.where(rel.gid >= 0, positions_in(gids, rel.gid), -1)
+        cpos = positions_in(cids, rel.cid)
         at_class = (rel.gid < 0) & (rel.cid >= 0) & (cpos >= 0)
         key[at_class] = gids.size + cpos[at_class]
         rel.__dict__["_audit_keys"] = key
@@ -204,23 +204,23 @@ def _audit_keys(rel: _Release) -> NDArray[np.int64]:
     return keys
 
 
-def _record_rows(rel: _Release, *, csv: bool = True) -> _RecordRows:
+def record_rows(rel: ReleaseReader, *, csv: bool = True) -> RecordRows:
     """The records files read once, row by row, against the release's tables, the audit
     and the source (see :class:`_RecordsPass`); cached on ``rel``.
 
     ``csv``: compare ``records.csv`` with ``records.parquet`` too (when not yet done).
     Without it the comparison waits, so that ``no_leak``'s read of ``records.csv``, when
-    it comes first, serves it too (:func:`_csv_tap`).
+    it comes first, serves it too (:func:`csv_tap`).
     """
     if "_record_rows" not in rel.__dict__:
-        out = _RecordRows(read=_rows_apply(rel))
+        out = RecordRows(read=_rows_apply(rel))
         try:
             if out.read:
                 _RecordsPass(rel, out).run()
-        except _Unreadable as exc:
+        except Unreadable as exc:
             out.unreadable = str(exc)
         rel.__dict__["_record_rows"] = out
-    found: _RecordRows = rel.__dict__["_record_rows"]
+    found: RecordRows = rel.__dict__["_record_rows"]
     if csv and found.csv is not None:
         pending, found.csv = found.csv, None
         pending.compare()
@@ -248,16 +248,16 @@ class _RecordsPass:
     a batch but the rows of groups and classes that hold synthetic records.
     """
 
-    def __init__(self, rel: _Release, out: _RecordRows) -> None:
+    def __init__(self, rel: ReleaseReader, out: RecordRows) -> None:
         self.rel = rel
         self.out = out
-        self.paths = _record_paths(rel)
+        self.paths = record_paths(rel)
         if not self.paths[0].is_file():
-            raise _Unreadable("release/records.parquet is missing")
+            raise Unreadable("release/records.parquet is missing")
         self.gids, self.cids = _published_ids(rel)
         self.n_groups = self.gids.size
         self.n_keys = self.gids.size + self.cids.size
-        _, self.gx, self.gy = _rep_arrays(rel)
+        _, self.gx, self.gy = rep_arrays(rel)
         classes = rel.classes
         n_c = self.cids.size
         lv = classes["level"].astype(str).tolist() if "level" in classes else [None] * n_c
@@ -272,18 +272,16 @@ class _RecordsPass:
         try:
             self.schema = pq.read_schema(self.paths[0])
         except (OSError, pa.ArrowException) as exc:
-            raise _Unreadable(
-                f"{self.paths[0].name} is unreadable ({type(exc).__name__})"
-            ) from None
+            raise Unreadable(f"{self.paths[0].name} is unreadable ({type(exc).__name__})") from None
         self.names = [str(n) for n in self.schema.names]
         #: text columns, read as dictionaries (each distinct text handled once)
         text = (pa.types.is_string, pa.types.is_large_string)
         self.text_columns = [f.name for f in self.schema if any(t(f.type) for t in text)]
         lacking = [c for c in RECORD_FORMAT_COLUMNS[:6] if c not in self.names]
         if lacking:
-            raise _Unreadable(f"records.parquet lacks columns {lacking}")
-        self.hasher = _RowHasher()
-        self.bins = _audit_time_bins(rel)
+            raise Unreadable(f"records.parquet lacks columns {lacking}")
+        self.hasher = RowHasher()
+        self.bins = audit_time_bins(rel)
         has_bins = "time_bin" in self.names
         if has_bins and self.bins is None:
             out.problems.append("records.parquet has time bins; the audit assigns none")
@@ -301,8 +299,8 @@ class _RecordsPass:
         # per key, the multiset hash of each compared column, then of whole tuples
         self.sums = np.zeros((len(self.compared) + 1, self.n_keys), dtype=np.uint64)
         self.synthetic = np.zeros(self.n_keys, dtype=bool)
-        sg = _positions(self.gids, rel.syn_gid[rel.syn_gid >= 0])
-        sc = _positions(self.cids, rel.syn_cid[rel.syn_cid >= 0])
+        sg = positions_in(self.gids, rel.syn_gid[rel.syn_gid >= 0])
+        sc = positions_in(self.cids, rel.syn_cid[rel.syn_cid >= 0])
         self.synthetic[sg[sg >= 0]] = True
         self.synthetic[self.n_groups + sc[sc >= 0]] = True
         self.syn_rows: list[NDArray[np.uint64]] = []
@@ -341,13 +339,13 @@ class _RecordsPass:
                 if [str(n) for n in pf.schema_arrow.names] != self.names:
                     self.out.problems.append(f"{path.name} has other columns than the first part")
                     continue
-                batches = pf.iter_batches(batch_size=_reader._SCAN_ROWS, use_threads=True)
-                with contextlib.closing(_read_ahead(batches)) as ahead:
+                batches = pf.iter_batches(batch_size=_reader.SCAN_ROWS, use_threads=True)
+                with contextlib.closing(read_ahead(batches)) as ahead:
                     for batch in ahead:
                         self._batch(batch, start)
                         start += batch.num_rows
             except (OSError, pa.ArrowException) as exc:
-                raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+                raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
         out = self.out
         out.rows = start
         out.per_group = _summed(self.per_group)
@@ -382,7 +380,7 @@ class _RecordsPass:
             self._members()
         if self.paths == [self.rel.rel / "records.parquet"]:
             # compared when a check needs it (``counts``), from no_leak's read of the
-            # file when that came first (:func:`_csv_tap`)
+            # file when that came first (:func:`csv_tap`)
             out.csv = _CsvCompare(self, start)
 
     def _batch(self, batch: pa.RecordBatch, start: int) -> None:
@@ -391,14 +389,14 @@ class _RecordsPass:
         out = self.out
         n = batch.num_rows
         col = dict(zip(self.names, batch.columns, strict=True))
-        g = _arrow_ids(col["group_id"], "records group_id")
-        c = _arrow_ids(col["class_id"], "records class_id")
-        self.per_group.append(_value_counts(g[g >= 0]))
-        self.per_class.append(_value_counts(c[c >= 0]))
+        g = arrow_ids(col["group_id"], "records group_id")
+        c = arrow_ids(col["class_id"], "records class_id")
+        self.per_group.append(value_counts(g[g >= 0]))
+        self.per_class.append(value_counts(c[c >= 0]))
         both = (g >= 0) & (c >= 0)
-        key = np.where(g >= 0, _positions(self.gids, g), -1)
+        key = np.where(g >= 0, positions_in(self.gids, g), -1)
         at_c = (g < 0) & (c >= 0)
-        cpos = _positions(self.cids, c)
+        cpos = positions_in(self.cids, c)
         key[at_c] = np.where(cpos[at_c] >= 0, self.n_groups + cpos[at_c], -1)
         key[both] = -1
         self.bad["both"] += int(np.count_nonzero(both))
@@ -428,7 +426,7 @@ class _RecordsPass:
         if "bbox" in col:
             self.bad["bbox"] += int(np.count_nonzero(known & ~_bbox_ok(col["bbox"], is_g, rx, ry)))
         if "geometry" in col:
-            wx, wy = _wkb_xy(col["geometry"])
+            wx, wy = wkb_xy(col["geometry"])
             if wx.size != n:
                 self.bad["geometry"] += int(np.count_nonzero(known))
             else:
@@ -439,13 +437,13 @@ class _RecordsPass:
         at = self.hasher.positions(start, n)
         for name in self.column_sums:
             h = hashes[name] = self.hasher.values(col[name])
-            self.column_sums[name] += _sum_u64(self.hasher.at(h, at))
+            self.column_sums[name] += sum_u64(self.hasher.at(h, at))
         # per group and class: the multisets of the compared columns and tuples
         if self.compared:
             parts = [hashes[name] for name in self.compared]
             whole = self.hasher.rows(parts, n)
             for j, h in enumerate([*parts, whole]):
-                self.sums[j] += _sums_per(key, h, self.n_keys)
+                self.sums[j] += sums_per(key, h, self.n_keys)
             syn = known & self.synthetic[np.where(known, key, 0)]
             if syn.any():
                 self.syn_rows.append(self.hasher.keyed(whole[syn], key[syn]))
@@ -458,12 +456,12 @@ class _RecordsPass:
         if cell.size:
             if not (cell[1:] >= cell[:-1]).all():  # rows come sorted: runs, unless not
                 cell = np.sort(cell)
-            self.cells.append(_runs(cell))
+            self.cells.append(value_runs(cell))
 
     def _members(self) -> None:
         """The members' tuples, from the audit and the source, against the published ones."""
         rel, out, hasher = self.rel, self.out, self.hasher
-        keys = _audit_keys(rel)
+        keys = audit_keys(rel)
         rows = rel.source_rows
         bin_hash = codes = None
         if self.with_bins and self.bins is not None:
@@ -482,7 +480,7 @@ class _RecordsPass:
                     parts.append(hasher.values(self.source_columns[name].take(at)))
             whole = hasher.rows(parts, kk.size)
             for j, h in enumerate([*parts, whole]):
-                sums[j] += _sums_per(kk, h, self.n_keys)
+                sums[j] += sums_per(kk, h, self.n_keys)
             syn = (kk >= 0) & self.synthetic[np.where(kk >= 0, kk, 0)]
             if syn.any():
                 syn_members.append(hasher.keyed(whole[syn], kk[syn]))
@@ -506,13 +504,13 @@ class _RecordsPass:
         if syn_members or self.syn_rows:
             published = np.sort(np.concatenate(self.syn_rows or [np.zeros(0, np.uint64)]))
             members = np.sort(np.concatenate(syn_members or [np.zeros(0, np.uint64)]))
-            pv, p_count = _runs(published)
-            mv, m_count = _runs(members)
+            pv, p_count = value_runs(published)
+            mv, m_count = value_runs(members)
             short = np.ones(mv.size, dtype=bool)
             if mv.size and pv.size:
                 at = np.minimum(np.searchsorted(pv, mv), pv.size - 1)
                 short = (pv[at] != mv) | (p_count[at] < m_count)
-            n_bad = int(np.count_nonzero(short)) + int(np.count_nonzero(~_in_sorted(mv, pv)))
+            n_bad = int(np.count_nonzero(short)) + int(np.count_nonzero(~in_sorted(mv, pv)))
             if n_bad:
                 out.problems.append(
                     f"{n_bad} (time bin, kept values) tuples of groups or classes with "
@@ -590,7 +588,7 @@ class _CsvCompare:
 
         reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(use_threads=True, block_size=_reader._CSV_BLOCK),
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=_reader.CSV_BLOCK),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
                 column_types=types,
@@ -610,7 +608,7 @@ class _CsvCompare:
                 at = self.hasher.positions(start, batch.num_rows)
                 for name, c in zip(header, batch.columns, strict=True):
                     c = _csv_column(c, parquet_types[name]) if name in cast else c
-                    sums[name] += _sum_u64(self.hasher.at(self.hasher.values(c), at))
+                    sums[name] += sum_u64(self.hasher.at(self.hasher.values(c), at))
                 start += batch.num_rows
         return header, sums, start
 
@@ -666,7 +664,7 @@ class _CsvTap:
             at = hasher.positions(self.rows, batch.num_rows)
             for name, col in zip(self.header, batch.columns, strict=True):
                 h = self._hashes(col, self.types[name])
-                self.sums[name] += _sum_u64(hasher.at(h, at))
+                self.sums[name] += sum_u64(hasher.at(h, at))
         except (pa.ArrowException, ValueError, TypeError):
             self.ok = False
             return
@@ -694,15 +692,15 @@ class _CsvTap:
             typed = pc.cast(pc.utf8_trim(words, characters=" \t"), t)
         # each cell's hash as the typed column's (a null's as a null of that type)
         look = np.append(hasher.values(typed), hasher.values(pa.array([None], type=t)))
-        idx = _indices(col)
+        idx = dict_indices(col)
         return look[np.where(idx < 0, look.size - 1, idx)]
 
 
-def _csv_tap(rel: _Release, path: Path) -> _CsvTap | None:
+def csv_tap(rel: ReleaseReader, path: Path) -> _CsvTap | None:
     """A tap for ``no_leak``'s read of ``path`` when it is the ``records.csv`` whose
-    comparison with ``records.parquet`` waits (:func:`_record_rows`) and every column's
+    comparison with ``records.parquet`` waits (:func:`record_rows`) and every column's
     type is one the tap reads."""
-    rows: _RecordRows | None = rel.__dict__.get("_record_rows")
+    rows: RecordRows | None = rel.__dict__.get("_record_rows")
     cmp = None if rows is None else rows.csv
     if cmp is None or cmp.tapped is not None or path != cmp.path:
         return None

@@ -125,5 +125,5 @@ def format_report(report: VerificationReport) -> str:
     return "\n".join(lines)
 
 
-class _Unreadable(Exception):
+class Unreadable(Exception):
     """A release file is missing or malformed; the message is safe to show."""

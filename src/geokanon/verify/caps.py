@@ -16,14 +16,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from geokanon.verify._derived import _suppressed_subjects, _unit_subjects
-from geokanon.verify._reader import _decimal_fraction, _Release
+from geokanon.verify._derived import suppressed_subjects, unit_subjects
+from geokanon.verify._reader import ReleaseReader, decimal_fraction
 from geokanon.verify._results import CheckResult
 
 
-def check_tau(rel: _Release) -> CheckResult:
-    tau = _decimal_fraction(rel.manifest.get("tau"), "tau")
-    s, n = _suppressed_subjects(rel)
+def check_tau(rel: ReleaseReader) -> CheckResult:
+    tau = decimal_fraction(rel.manifest.get("tau"), "tau")
+    s, n = suppressed_subjects(rel)
     if n == 0:
         return CheckResult("tau", False, "the audit holds no subjects")
     share = Fraction(s, n)
@@ -39,9 +39,9 @@ def _share_text(s: int, n: int, k: int) -> str:
     return f"{s} of {n} subjects ({s / n:.4%})"
 
 
-def check_unit_cap(rel: _Release) -> CheckResult:
-    cap = _decimal_fraction(rel.manifest.get("unit_cap"), "unit_cap")
-    names, size, n_sup = _unit_subjects(rel)
+def check_unit_cap(rel: ReleaseReader) -> CheckResult:
+    cap = decimal_fraction(rel.manifest.get("unit_cap"), "unit_cap")
+    names, size, n_sup = unit_subjects(rel)
     present = np.flatnonzero(size > 0)
     breaches = [
         str(names[u]) for u in present.tolist() if Fraction(int(n_sup[u]), int(size[u])) > cap

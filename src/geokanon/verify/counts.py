@@ -67,26 +67,26 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from geokanon.verify._arrays import (
-    _dense,
-    _distinct_counts,
-    _ids,
-    _in_sorted,
-    _nunique,
-    _positions,
-    _sorted_distinct,
-    _text_codes,
-    _value_counts,
+    dense_codes,
+    distinct_counts,
+    in_sorted,
+    int_ids,
+    nunique,
+    positions_in,
+    sorted_distinct,
+    text_codes,
+    value_counts,
 )
-from geokanon.verify._derived import _suppressed_subjects, _unit_rows
+from geokanon.verify._derived import suppressed_subjects, unit_rows
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
-    _audit_filter,
-    _cell_value,
-    _read_options,
-    _Release,
+    ReleaseReader,
+    audit_filter,
+    cell_value,
+    read_options,
 )
-from geokanon.verify._records import _record_rows, _RecordRows
+from geokanon.verify._records import RecordRows, record_rows
 from geokanon.verify._results import CheckResult
 from geokanon.verify.gpkg import geoparquet_bbox_problems, gpkg_count_problems
 
@@ -222,9 +222,9 @@ def id_tally(
 ) -> IdTally:
     """The :class:`IdTally` of one partition.
 
-    ``expected``: records per id (audit and synthetic; :func:`_value_counts`);
+    ``expected``: records per id (audit and synthetic; :func:`value_counts`);
     ``pub_ids``/``pub_sizes``: the published table's ids and ``n_records``;
-    ``rows_per_id``: the records files' rows per id, as :func:`_value_counts` counts
+    ``rows_per_id``: the records files' rows per id, as :func:`value_counts` counts
     them (``None``: not read).
     """
     published = pd.Series(pub_sizes, index=pub_ids)
@@ -232,12 +232,12 @@ def id_tally(
     published = published[~published.index.duplicated()]
     # the distinct ids of either side missing from the other (sorted, not hashed)
     exp_ids = expected.index.to_numpy(dtype=np.int64)
-    pub_set = _sorted_distinct(pub_ids)
+    pub_set = sorted_distinct(pub_ids)
     common = expected.index.intersection(published.index)
     return IdTally(
-        repeated=int(pub_ids.size - _nunique(pub_ids)),
-        missing=int(np.count_nonzero(~_in_sorted(pub_set, exp_ids))),
-        extra=int(np.count_nonzero(~_in_sorted(exp_ids, pub_set))),
+        repeated=int(pub_ids.size - nunique(pub_ids)),
+        missing=int(np.count_nonzero(~in_sorted(pub_set, exp_ids))),
+        extra=int(np.count_nonzero(~in_sorted(exp_ids, pub_set))),
         wrong_size=int((expected[common].to_numpy() != published[common].to_numpy()).sum()),
         rows_differ=int(rows_per_id is not None and not rows_per_id.equals(expected)),
     )
@@ -313,7 +313,7 @@ def group_units(
         add_codes(ucode)
         add_codes(syn_ucode)
         return 0, released
-    gcode, m = _dense(np.concatenate([gid, syn_gid]))
+    gcode, m = dense_codes(np.concatenate([gid, syn_gid]))
     n_members = gid.size
     g_members = gcode[:n_members]
     key = np.sort(g_members * np.int64(nu) + ucode)
@@ -336,7 +336,7 @@ def group_units(
     gid_of[gcode] = np.concatenate([gid, syn_gid])
     has_members = np.zeros(m, dtype=bool)
     has_members[g_members] = True
-    at = _positions(pub_gid, gid_of[has_members])
+    at = positions_in(pub_gid, gid_of[has_members])
     named = at >= 0
     wrong = int(np.count_nonzero(pub_ucode[at[named]] != major[has_members][named]))
     add_codes(major[g_members])
@@ -366,7 +366,7 @@ def class_units(
     unit_class: dict[int, str] = {}
     if len(classes) and "level" in classes and "unit" in classes:
         for c, lvl, u in zip(
-            _ids(classes["class_id"], "class id").tolist(),
+            int_ids(classes["class_id"], "class id").tolist(),
             classes["level"].astype(str),
             classes["unit"].astype(str),
             strict=True,
@@ -380,15 +380,15 @@ def class_units(
 
     # records of the unit-level classes, in the class's unit
     cls_known = np.array(list(unit_class), dtype=np.int64)
-    cls_unit_code = _text_codes(list(unit_class.values()), unames)
+    cls_unit_code = text_codes(list(unit_class.values()), unames)
     # unknown: dropped (the last entry: no unit-level class)
     cls_unit_code = np.append(np.where(cls_unit_code >= 0, cls_unit_code, nu), nu)
     at_c = np.full(cid.size, -1, dtype=np.int64)
     in_class = np.flatnonzero(cid >= 0)
     if cls_known.size:
-        at_c[in_class] = _positions(cls_known, cid[in_class])
+        at_c[in_class] = positions_in(cls_known, cid[in_class])
     add_codes(cls_unit_code[at_c[at_c >= 0]])
-    syn_at = _positions(cls_known, syn_cid) if cls_known.size else np.full(syn_cid.size, -1)
+    syn_at = positions_in(cls_known, syn_cid) if cls_known.size else np.full(syn_cid.size, -1)
     syn_at = np.where(syn_cid >= 0, syn_at, -1)
     add_codes(cls_unit_code[syn_at[syn_at >= 0]])
     return released, (cid >= 0) & (at_c < 0)
@@ -451,7 +451,7 @@ def unit_problems(
     per_unit_m = syn_m.get("per_unit") if isinstance(syn_m, Mapping) else None
     if "synthetic" in units_table.columns and isinstance(per_unit_m, Mapping):
         shown = {str(r["unit"]): r["synthetic"] for r in rows if r["synthetic"] != 0}
-        if shown != {str(u): _cell_value(v) for u, v in per_unit_m.items() if v != 0}:
+        if shown != {str(u): cell_value(v) for u, v in per_unit_m.items() if v != 0}:
             problems.append("units.csv synthetic differs from the manifest's synthetic.per_unit")
 
     def wrong(published_value: object, true: int) -> bool:
@@ -545,7 +545,7 @@ def manifest_count_problems(
     return problems
 
 
-def id_tallies(rel: _Release, rows: _RecordRows) -> dict[str, IdTally]:
+def id_tallies(rel: ReleaseReader, rows: RecordRows) -> dict[str, IdTally]:
     """The groups' and the classes' :class:`IdTally` of one partition's reader.
 
     ``rel`` reads a single-file release (one partition: the whole release) or one part
@@ -559,14 +559,14 @@ def id_tallies(rel: _Release, rows: _RecordRows) -> dict[str, IdTally]:
         ("group", rel.gid, rel.syn_gid, rel.groups, "group_id", rows.per_group),
         ("class", rel.cid, rel.syn_cid, rel.classes, "class_id", rows.per_class),
     ):
-        expected = _value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
-        pub_ids = _ids(table[col], f"{what} id")
+        expected = value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
+        pub_ids = int_ids(table[col], f"{what} id")
         sizes = pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64)
         out[what] = id_tally(expected, pub_ids, sizes, got if read else None)
     return out
 
 
-def group_unit_tally(rel: _Release) -> tuple[int, dict[str, int]]:
+def group_unit_tally(rel: ReleaseReader) -> tuple[int, dict[str, int]]:
     """(groups naming a unit other than their members' majority, records its groups
     release per unit id) of one partition's reader (as :func:`id_tallies`), by
     :func:`group_units`."""
@@ -575,25 +575,25 @@ def group_unit_tally(rel: _Release) -> tuple[int, dict[str, int]]:
     at_group = rel.gid >= 0
     syn = rel.synthetic
     syn_code = (
-        _text_codes(syn["unit"].astype(str), unames)
+        text_codes(syn["unit"].astype(str), unames)
         if len(syn) and "unit" in syn
         else np.full(len(syn), -1, dtype=np.int64)
     )
     syn_g = rel.syn_gid >= 0
     pub_ucode = (
-        _text_codes(rel.groups["unit"].astype(str), unames) if "unit" in rel.groups.columns
+        text_codes(rel.groups["unit"].astype(str), unames) if "unit" in rel.groups.columns
         else None
     )  # fmt: skip
     wrong, released = group_units(
         rel.gid[at_group], ucode[at_group], rel.syn_gid[syn_g], syn_code[syn_g], nu,
-        _ids(rel.groups["group_id"], "groups group_id") if pub_ucode is not None
+        int_ids(rel.groups["group_id"], "groups group_id") if pub_ucode is not None
         else np.zeros(0, dtype=np.int64),
         pub_ucode,
     )  # fmt: skip
     return wrong, {str(u): int(released[i]) for i, u in enumerate(unames.tolist())}
 
 
-def check_counts(rel: _Release) -> CheckResult:
+def check_counts(rel: ReleaseReader) -> CheckResult:
     """The ``counts`` check of a single-file release: one partition's tallies, judged."""
     k = rel.k
     problems: list[str] = []
@@ -611,7 +611,7 @@ def check_counts(rel: _Release) -> CheckResult:
         else:
             audit_subj = rel.audit_subjects
             if src.subjects is not None:
-                ca, na = _dense(audit_subj)
+                ca, na = dense_codes(audit_subj)
                 cs, ns = rel.subject_codes
                 # one to one: each audit code meets one source subject, and as many of them
                 one = np.zeros(na, dtype=np.int64)
@@ -623,14 +623,14 @@ def check_counts(rel: _Release) -> CheckResult:
             source_problems += subject_ids_merged_problems(rel.manifest, src.subject_ids_merged)
             if src.unit_codes is not None and src.unit_names is not None:
                 ucode, unames = rel.unit_codes
-                as_audit = _text_codes(src.unit_names, unames)
+                as_audit = text_codes(src.unit_names, unames)
                 src_code = as_audit[src.unit_codes[rel.source_rows]]
                 wrong_unit = int(np.count_nonzero(src_code != ucode))
     audit = audit_tally(rel.is_disposal, rel.gid, rel.cid, wrong_unit)
     problems += audit_problems(audit)
     problems += source_problems
     # groups and classes, and the records files row by row
-    rows = _record_rows(rel)
+    rows = record_rows(rel)
     for what, tally in id_tallies(rel, rows).items():
         problems += id_problems(what, tally)
     n_syn = len(rel.synthetic)
@@ -640,12 +640,12 @@ def check_counts(rel: _Release) -> CheckResult:
         problems += records_total_problems(rows.rows, n - audit.disposals["suppressed"] + n_syn)
         problems += rows.problems
     # units
-    problems += unit_problems(k, _unit_rows(rel), rel.units_table, rel.manifest, _unit_tally(rel))
+    problems += unit_problems(k, unit_rows(rel), rel.units_table, rel.manifest, _unit_tally(rel))
     problems += _input_filter_problems(rel)
     problems += gpkg_count_problems(rel)
     problems += geoparquet_bbox_problems(rel)
     # manifest counts
-    s_subj, n_subj = _suppressed_subjects(rel)
+    s_subj, n_subj = suppressed_subjects(rel)
     problems += manifest_count_problems(
         rel.manifest, k, audit.disposals, n=n, n_syn=n_syn, s_subj=s_subj, n_subj=n_subj,
         syn_pooled=_synthetic_pooled(rel),
@@ -663,11 +663,11 @@ def check_counts(rel: _Release) -> CheckResult:
     )
 
 
-def _synthetic_pooled(rel: _Release) -> int:
+def _synthetic_pooled(rel: ReleaseReader) -> int:
     """Synthetic records in classes that are not ``unit``-level."""
     classes = rel.classes
     unit_ids = (
-        _ids(classes.loc[classes["level"].astype(str) == "unit", "class_id"], "class id")
+        int_ids(classes.loc[classes["level"].astype(str) == "unit", "class_id"], "class id")
         if len(classes) and "level" in classes
         else np.zeros(0, dtype=np.int64)
     )
@@ -694,7 +694,7 @@ def _csv_rows(path: Path) -> int:
         return len(pd.read_csv(path, dtype=str, keep_default_na=False))
 
 
-def _input_filter_problems(rel: _Release) -> list[str]:
+def _input_filter_problems(rel: ReleaseReader) -> list[str]:
     """Units left out, records clipped and units merged: audit, manifest and source agree.
 
     The manifest publishes what the audit records (counts of 1..k-1 as ``<k``); the
@@ -704,8 +704,8 @@ def _input_filter_problems(rel: _Release) -> list[str]:
     distinct subjects was merged (or is listed as having no neighbour), and every unit
     after merging holds N (or is listed).
     """
-    audit = _audit_filter(rel.audit)
-    opts = _read_options(rel.audit)
+    audit = audit_filter(rel.audit)
+    opts = read_options(rel.audit)
     raw_pub = rel.manifest.get("input_filter")
     if (
         not audit
@@ -778,23 +778,23 @@ def _input_filter_problems(rel: _Release) -> list[str]:
     return problems
 
 
-def _unit_tally(rel: _Release) -> UnitTally:
+def _unit_tally(rel: ReleaseReader) -> UnitTally:
     """The :class:`UnitTally` of a single-file release (one partition)."""
     ucode, unames = rel.unit_codes
     nu = unames.size
     subj = rel.subjects
     syn = rel.synthetic
     syn_code = (
-        _text_codes(syn["unit"].astype(str), unames)
+        text_codes(syn["unit"].astype(str), unames)
         if len(syn) and "unit" in syn
         else np.full(len(syn), -1, dtype=np.int64)
     )
     syn_known = not len(syn) or "unit" in syn
     wrong, by_groups = group_unit_tally(rel)
     cls_released, up = class_units(rel.cid, rel.syn_cid, rel.classes, unames)
-    up_subj_c = _distinct_counts(np.where(up, ucode, -1), subj, nu, rel.subject_codes)
+    up_subj_c = distinct_counts(np.where(up, ucode, -1), subj, nu, rel.subject_codes)
     sup = rel.is_disposal("suppressed")
-    sup_subj_c = _distinct_counts(np.where(sup, ucode, -1), subj, nu, rel.subject_codes)
+    sup_subj_c = distinct_counts(np.where(sup, ucode, -1), subj, nu, rel.subject_codes)
     totals_c = np.bincount(ucode, minlength=nu)
     syn_per_c = np.bincount(np.where(syn_code >= 0, syn_code, nu), minlength=nu + 1)
     names_l = [str(u) for u in unames.tolist()]

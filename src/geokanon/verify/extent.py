@@ -17,7 +17,7 @@ The rule, exactly as implemented
     the source's own for a lon/lat source file, to the published
     representative), unless its planar distance is at most the limit times a
     lower bound of the CRS's scale factor over the pairs' box, which the check
-    finds itself (see ``_Ground``); an unnamed metric CRS is planar only.
+    finds itself (see ``Ground``); an unnamed metric CRS is planar only.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _positions
-from geokanon.verify._derived import _audit_holds, _members, _rep_arrays
-from geokanon.verify._reader import _Release, _same_crs
+from geokanon.verify._arrays import positions_in
+from geokanon.verify._derived import audit_holds, group_members, rep_arrays
+from geokanon.verify._reader import ReleaseReader, same_crs
 from geokanon.verify._results import CheckResult
 
-#: Nodes a side of the grid on which :meth:`_Ground.scale_floor` evaluates the scale.
+#: Nodes a side of the grid on which :meth:`Ground.scale_floor` evaluates the scale.
 _GROUND_NODES = 33
 
 #: Relative width kept, at least, of the band of planar distances re-measured on the
@@ -44,7 +44,7 @@ _GROUND_BAND = 1e-4
 
 
 @dataclass(frozen=True)
-class _Ground:
+class Ground:
     """Geodesic distances on the ellipsoid of a named working CRS.
 
     ``extent`` holds every member within the limit on the ground, not only on the map.
@@ -67,7 +67,7 @@ class _Ground:
     out_to_lonlat: Any  # pyproj.Transformer, output -> that geographic CRS, or None (same)
 
     @classmethod
-    def of(cls, working: str | None, output: str | None) -> _Ground | None:
+    def of(cls, working: str | None, output: str | None) -> Ground | None:
         if working is None:
             return None
         from pyproj import CRS, Transformer
@@ -80,7 +80,7 @@ class _Ground:
         if geo is None or not crs.is_projected:
             return None
         out_tr = None
-        if output is not None and not _same_crs(output, geo.to_string()):
+        if output is not None and not same_crs(output, geo.to_string()):
             out_tr = Transformer.from_crs(CRS.from_user_input(output), geo, always_xy=True)
         return cls(
             crs=crs,
@@ -189,9 +189,9 @@ class _Ground:
         return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
 
 
-def check_extent(rel: _Release) -> CheckResult:
+def check_extent(rel: ReleaseReader) -> CheckResult:
     r_max = rel.r_max_m
-    gids, gx, gy = _rep_arrays(rel)
+    gids, gx, gy = rep_arrays(rel)
     problems: list[str] = []
     if not (np.isfinite(gx).all() and np.isfinite(gy).all()):
         problems.append(f"{int((~(np.isfinite(gx) & np.isfinite(gy))).sum())} groups lack x, y")
@@ -205,8 +205,8 @@ def check_extent(rel: _Release) -> CheckResult:
     wx, wy = gx, gy
     if rel.to_working is not None:
         wx, wy = rel.to_working(gx, gy)
-    rows, mg = _members(rel)
-    gi = _positions(gids, mg)
+    rows, mg = group_members(rel)
+    gi = positions_in(gids, mg)
     orphans = gi < 0
     if orphans.any():
         problems.append(f"{int(orphans.sum())} members belong to no published group")
@@ -220,7 +220,7 @@ def check_extent(rel: _Release) -> CheckResult:
         src.x_work is not None
         and src.y_work is not None
         and unmasked
-        and not _audit_holds(rel, src.x_work, src.y_work)  # else: the same distances again
+        and not audit_holds(rel, src.x_work, src.y_work)  # else: the same distances again
     ):
         coords.append(("source", src.x_work, src.y_work, None))
     elif (

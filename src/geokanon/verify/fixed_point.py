@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from geokanon.policy import MAX_PASSES
-from geokanon.verify._reader import _Release
+from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._results import CheckResult
 
 
-def check_fixed_point(rel: _Release) -> CheckResult:
+def check_fixed_point(rel: ReleaseReader) -> CheckResult:
     passes = rel.manifest.get("passes")
     if not isinstance(passes, list) or not passes:
         return CheckResult("fixed_point", False, "manifest passes is missing or empty")

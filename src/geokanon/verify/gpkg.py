@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -26,18 +26,18 @@ from geokanon.published import (
     GPKG_SIZED_LAYERS,
     GPKG_STYLES,
 )
-from geokanon.verify._arrays import _is_text_type
-from geokanon.verify._reader import _T, _Release, _same_crs
-from geokanon.verify._results import _Unreadable
-from geokanon.verify.no_leak import (
-    _add_counts,
-    _merge_counts,
-    _ordered_counts,
-    _Secrets,
-    _TableScan,
-    _text_column,
-    _text_counts,
-    _wkb_xy,
+from geokanon.verify._arrays import is_text_type
+from geokanon.verify._reader import ReleaseReader, same_crs
+from geokanon.verify._results import Unreadable
+from geokanon.verify.leak_rules import (
+    Secrets,
+    TableScan,
+    add_counts,
+    merge_counts,
+    ordered_counts,
+    text_column,
+    text_counts,
+    wkb_xy,
 )
 
 #
@@ -50,11 +50,13 @@ from geokanon.verify.no_leak import (
 # geography (the ``--units`` file's, or the grid's cells), made from no record; only its
 # attributes are scanned.
 
+_T = TypeVar("_T")
+
 #: Rows per batch when the records layer is read.
 _GPKG_ROWS = 1 << 18
 
 
-def gpkg_path(rel: _Release) -> Path | None:
+def gpkg_path(rel: ReleaseReader) -> Path | None:
     path = rel.rel / GPKG_FILE
     return path if path.is_file() else None
 
@@ -63,7 +65,7 @@ def _gpkg_geometry_name(meta: Mapping[str, Any]) -> str:
     return str(meta.get("geometry_name") or "wkb_geometry")
 
 
-def _cache(rel: _Release | None) -> dict[Any, Any]:
+def _cache(rel: ReleaseReader | None) -> dict[Any, Any]:
     """What the checks of one verification have read of release.gpkg (its layer list, its
     small layers), so that each is read once: keyed by the file's path, size and mtime."""
     if rel is None:
@@ -85,7 +87,7 @@ _KEPT_LAYERS = frozenset({"units", "classes"})
 
 
 def _gpkg_layer(
-    path: Path, layer: str, rel: _Release | None = None, geometry: bool = True
+    path: Path, layer: str, rel: ReleaseReader | None = None, geometry: bool = True
 ) -> tuple[dict[str, Any], pa.Table]:
     """One layer whole: (pyogrio's metadata, the table; geometry as WKB named ``geometry``,
     left out when ``geometry`` is false). The units and classes layers are read once per
@@ -104,7 +106,7 @@ def _gpkg_layer(
     try:
         meta, table = pyogrio.read_arrow(path, layer=layer, read_geometry=geometry)
     except Exception as exc:  # pyogrio's DataSourceError, DataLayerError, ...
-        raise _Unreadable(
+        raise Unreadable(
             f"{path.name} layer {layer!r} is unreadable ({type(exc).__name__})"
         ) from None
     out = (dict(meta), _gpkg_geometry_renamed(table, meta))
@@ -139,15 +141,15 @@ def _gpkg_batches(path: Path, layer: str) -> Iterator[pa.Table]:
         ):
             for batch in reader:
                 yield _gpkg_geometry_renamed(batch, meta)
-    except _Unreadable:
+    except Unreadable:
         raise
     except Exception as exc:
-        raise _Unreadable(
+        raise Unreadable(
             f"{path.name} layer {layer!r} is unreadable ({type(exc).__name__})"
         ) from None
 
 
-def _gpkg_layer_names(path: Path, rel: _Release | None = None) -> dict[str, str | None]:
+def _gpkg_layer_names(path: Path, rel: ReleaseReader | None = None) -> dict[str, str | None]:
     held = _cache(rel)
     key = ("names", _stamp(path))
     if key in held:
@@ -157,7 +159,7 @@ def _gpkg_layer_names(path: Path, rel: _Release | None = None) -> dict[str, str 
     try:
         names = {str(n): (None if t is None else str(t)) for n, t in pyogrio.list_layers(path)}
     except Exception as exc:
-        raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+        raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
     held[key] = dict(names)
     return names
 
@@ -173,7 +175,7 @@ def _same_values(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -
             a = a.cast(a.type.value_type)
         if pa.types.is_dictionary(b.type):
             b = b.cast(b.type.value_type)
-        if _is_text_type(a.type) or _is_text_type(b.type):
+        if is_text_type(a.type) or is_text_type(b.type):
             a, b = a.cast(pa.large_string()), b.cast(pa.large_string())
         elif a.type != b.type:
             b = b.cast(a.type)
@@ -190,7 +192,7 @@ def _same_values(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -
 def _same_points(
     geometry: pa.ChunkedArray | pa.Array, x: NDArray[np.float64], y: NDArray[np.float64]
 ) -> bool:
-    gx, gy = _wkb_xy(geometry)
+    gx, gy = wkb_xy(geometry)
     return (
         gx.size == x.size
         and np.array_equal(gx, x, equal_nan=True)
@@ -224,7 +226,7 @@ def _parquet_slices(path: Path, columns: list[str]) -> Callable[[int], pa.Table]
     return take
 
 
-def _gpkg_records_problems(rel: _Release, path: Path) -> list[str]:
+def _gpkg_records_problems(rel: ReleaseReader, path: Path) -> list[str]:
     """The records layer is ``records.parquet`` row by row (x, y as its points).
 
     ``no_leak`` reads the layer first and compares it on the way (:func:`_records_read`);
@@ -239,7 +241,7 @@ def _gpkg_records_problems(rel: _Release, path: Path) -> list[str]:
     return problems
 
 
-def _records_read(rel: _Release | None, path: Path) -> Iterator[pa.Table]:
+def _records_read(rel: ReleaseReader | None, path: Path) -> Iterator[pa.Table]:
     """The records layer's batches, compared with ``records.parquet`` as they pass (for
     ``counts``, kept once every batch has been read)."""
     if rel is None:
@@ -250,7 +252,7 @@ def _records_read(rel: _Release | None, path: Path) -> Iterator[pa.Table]:
     _cache(rel)[("records compared", _stamp(path))] = problems
 
 
-def _compared_records(rel: _Release, path: Path, problems: list[str]) -> Iterator[pa.Table]:
+def _compared_records(rel: ReleaseReader, path: Path, problems: list[str]) -> Iterator[pa.Table]:
     """Every batch of the records layer; ``problems`` receives how it differs from
     ``records.parquet`` (compared up to the first difference)."""
     rec_path = rel.rel / "records.parquet"
@@ -374,7 +376,7 @@ _RING_BLOCK = 1 << 15
 
 
 def _gpkg_extent_problems(
-    rel: _Release,
+    rel: ReleaseReader,
     table: pa.Table,
     gx: NDArray[np.float64],
     gy: NDArray[np.float64],
@@ -419,7 +421,7 @@ def _gpkg_extent_problems(
     return []
 
 
-def gpkg_count_problems(rel: _Release) -> list[str]:
+def gpkg_count_problems(rel: ReleaseReader) -> list[str]:
     """``counts`` over release.gpkg: its layers, their CRS, and each layer against its file."""
     path = gpkg_path(rel)
     if path is None:
@@ -453,7 +455,7 @@ def gpkg_count_problems(rel: _Release) -> list[str]:
             problems += _gpkg_layer_problems(rel, name, table)
             del table
         got = meta.get("crs")
-        if (crs is None) != (got is None) or not _same_crs(got, crs):
+        if (crs is None) != (got is None) or not same_crs(got, crs):
             problems.append(f"{path.name} {name} layer is in {got}, the manifest's crs is {crs}")
     return problems
 
@@ -464,12 +466,12 @@ def _gpkg_layer_meta(path: Path, layer: str) -> tuple[dict[str, Any], None]:
     try:
         return dict(pyogrio.read_info(path, layer=layer)), None
     except Exception as exc:
-        raise _Unreadable(
+        raise Unreadable(
             f"{path.name} layer {layer!r} is unreadable ({type(exc).__name__})"
         ) from None
 
 
-def _gpkg_layer_problems(rel: _Release, name: str, table: pa.Table) -> list[str]:
+def _gpkg_layer_problems(rel: ReleaseReader, name: str, table: pa.Table) -> list[str]:
     if name in ("groups", "group_extents"):
         g = rel.groups
         cols = [c for c in g.columns if c not in ("x", "y", "geometry", "bbox")]
@@ -536,27 +538,27 @@ def _gpkg_units_problems(table: pa.Table, units: pd.DataFrame) -> list[str]:
 def _scan_arrow_batches(
     names: Sequence[str],
     batches: Iterable[Sequence[tuple[str, pa.ChunkedArray | pa.Array]]],
-    sec: _Secrets,
+    sec: Secrets,
 ) -> list[str]:
     """Table-level checks and the text of every text column, batch by batch (as Parquet)."""
-    scan = _TableScan(list(names), sec)
+    scan = TableScan(list(names), sec)
     text: dict[str, dict[str, int]] = {}
     for cols in batches:
         cells = {
-            n: _text_column(arr)
+            n: text_column(arr)
             for n, arr in cols
-            if n != "geometry" and (pa.types.is_dictionary(arr.type) or _is_text_type(arr.type))
+            if n != "geometry" and (pa.types.is_dictionary(arr.type) or is_text_type(arr.type))
         }
         scan.add(cols, text_cells=cells)
         for n, col in cells.items():
             legit = sec.legit_for(n) if sec.strict else None  # what the column holds by right
-            _add_counts(text.setdefault(n, {}), _text_counts(col, sec, True, legit))
+            add_counts(text.setdefault(n, {}), text_counts(col, sec, True, legit))
     found = scan.findings()
-    text_found = [f for counts in text.values() for f in _ordered_counts(counts)]
-    return found + [f"text: {f}" for f in _merge_counts(text_found)]
+    text_found = [f for counts in text.values() for f in ordered_counts(counts)]
+    return found + [f"text: {f}" for f in merge_counts(text_found)]
 
 
-def gpkg_leaks(path: Path, sec: _Secrets, rel: _Release | None = None) -> list[str]:
+def gpkg_leaks(path: Path, sec: Secrets, rel: ReleaseReader | None = None) -> list[str]:
     """``no_leak`` over release.gpkg: every layer's columns and text, points decoded.
 
     Polygons are not searched: an extent's vertices are fixed by its published
@@ -599,7 +601,7 @@ def _chain_first(first: _T, rest: Iterator[_T]) -> Iterator[_T]:
     yield from rest
 
 
-def gpkg_holes_problems(rel: _Release) -> list[str]:
+def gpkg_holes_problems(rel: ReleaseReader) -> list[str]:
     """Every layer's columns are its file's (no figure of its own); units cells as units.csv."""
     path = gpkg_path(rel)
     if path is None:
@@ -639,9 +641,9 @@ def gpkg_holes_problems(rel: _Release) -> list[str]:
     return problems
 
 
-def gpkg_safety_problems(rel: _Release) -> list[str]:
+def gpkg_safety_problems(rel: ReleaseReader) -> list[str]:
     """The units layer shows no figure of 1..k-1 (as units.csv)."""
-    from geokanon.verify.report_safety import _small_int
+    from geokanon.verify.report_safety import small_int
 
     path = gpkg_path(rel)
     if path is None or "units" not in _gpkg_layer_names(path, rel):
@@ -651,12 +653,12 @@ def gpkg_safety_problems(rel: _Release) -> list[str]:
     for col in ("suppressed", "generalised_up", "synthetic", "source_total"):
         if col in table.column_names:
             n += sum(
-                _small_int(str(v), rel.k) for v in table.column(col).to_pylist() if v is not None
+                small_int(str(v), rel.k) for v in table.column(col).to_pylist() if v is not None
             )
     return [f"release.gpkg units layer: {n} figures of 1..k-1"] if n else []
 
 
-def geoparquet_bbox_problems(rel: _Release) -> list[str]:
+def geoparquet_bbox_problems(rel: ReleaseReader) -> list[str]:
     """``counts`` over the GeoParquet boxes of the polygon file (``classes.parquet``): each
     row's ``bbox`` is its geometry's bounds, and the file's ``bbox`` their extent, so the
     boxes (which ``no_leak`` does not search: unit geography) hold nothing of their own."""

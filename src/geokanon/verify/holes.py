@@ -44,9 +44,9 @@ from numpy.typing import NDArray
 
 from geokanon.policy import MAX_PASSES
 from geokanon.published import Figure, Published
-from geokanon.verify._derived import _unit_rows
-from geokanon.verify._reader import LESS_THAN_K, WITHHELD, _cell_value, _Release, _text_file
-from geokanon.verify._results import CheckResult, _Unreadable
+from geokanon.verify._derived import unit_rows
+from geokanon.verify._reader import LESS_THAN_K, WITHHELD, ReleaseReader, cell_value, text_file
+from geokanon.verify._results import CheckResult, Unreadable
 
 _EPS = 1e-6
 
@@ -625,7 +625,7 @@ def _add(row: dict[int, float], j: int, v: float) -> None:
     row[j] = row.get(j, 0.0) + v
 
 
-def _published_input_size(manifest: Mapping[str, Any]) -> tuple[int | None, int | None]:
+def published_input_size(manifest: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """(input records from the first pass's ``records``, grouped + merged + generalised)."""
     passes = manifest.get("passes")
     total = None
@@ -714,14 +714,14 @@ def holes_system_and_published(
         extra_known=[MAX_PASSES, len(rows)],
     )  # fmt: skip
     counts = manifest.get("counts") or {}
-    g = _cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
+    g = cell_value(counts.get("suppressed")) if isinstance(counts, Mapping) else None
     if g == WITHHELD or isinstance(g, int):
         g = LESS_THAN_K if pub.global_less_than_k else None  # an int is one of the figures
     syn = manifest.get("synthetic") or {}
     syn = syn if isinstance(syn, Mapping) else {}
-    raw_total = _cell_value(syn.get("total", 0))
+    raw_total = cell_value(syn.get("total", 0))
     syn_total = raw_total if isinstance(raw_total, int) else None
-    raw_pooled = _cell_value(syn.get("pooled"))
+    raw_pooled = cell_value(syn.get("pooled"))
     # Synthetic records above unit level: as published, else at most all of them.
     pooled_syn = (
         raw_pooled if isinstance(raw_pooled, int) else (pooled if syn_total is None else syn_total)
@@ -868,7 +868,7 @@ def holes_summary(ranges: Sequence[HiddenRange], k: int, n_rows: int) -> str:
     )
 
 
-def release_system_inputs(rel: _Release) -> dict[str, Any]:
+def release_system_inputs(rel: ReleaseReader) -> dict[str, Any]:
     """The arguments of :func:`holes_system_and_published` a written release gives (its tables, unit
     rows and records.parquet's row count), shared by ``holes`` and ``no_leak``."""
     path = rel.rel / "records.parquet"
@@ -877,11 +877,11 @@ def release_system_inputs(rel: _Release) -> dict[str, Any]:
         try:
             rows_n = int(pq.ParquetFile(path).metadata.num_rows)
         except (OSError, pa.ArrowException):
-            raise _Unreadable("records.parquet is unreadable") from None
+            raise Unreadable("records.parquet is unreadable") from None
     return {
         "k": rel.k,
         "manifest": rel.manifest,
-        "rows": _unit_rows(rel),
+        "rows": unit_rows(rel),
         "groups": rel.groups,
         "classes": rel.classes,
         "own_subjects": rel.own_subjects,
@@ -891,12 +891,12 @@ def release_system_inputs(rel: _Release) -> dict[str, Any]:
     }
 
 
-def check_holes(rel: _Release) -> CheckResult:
+def check_holes(rel: ReleaseReader) -> CheckResult:
     result = holes_check(
         **release_system_inputs(rel),
         units_table=rel.units_table,
-        notes=_text_file(rel.rel / "RELEASE_NOTES.md"),
-        report=_text_file(rel.rel / "report.html"),
+        notes=text_file(rel.rel / "RELEASE_NOTES.md"),
+        report=text_file(rel.rel / "report.html"),
     )
     from geokanon.verify.gpkg import gpkg_holes_problems
 

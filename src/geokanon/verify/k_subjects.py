@@ -26,25 +26,31 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _dense, _distinct_counts, _factorize_arrow, _ids, _positions
-from geokanon.verify._reader import _Release
-from geokanon.verify._records import _audit_keys, _audit_time_bins, _record_rows
+from geokanon.verify._arrays import (
+    dense_codes,
+    distinct_counts,
+    factorize_arrow,
+    int_ids,
+    positions_in,
+)
+from geokanon.verify._reader import ReleaseReader
+from geokanon.verify._records import audit_keys, audit_time_bins, record_rows
 from geokanon.verify._results import CheckResult
 
 
-def _distinct_per(ids: NDArray[np.int64], subjects: NDArray[np.int64]) -> dict[int, int]:
+def distinct_per(ids: NDArray[np.int64], subjects: NDArray[np.int64]) -> dict[int, int]:
     """Distinct subjects per id (ids < 0 ignored), as a dict (for :mod:`geokanon.testing`)."""
     ok = ids >= 0
-    code, m = _dense(ids[ok])
+    code, m = dense_codes(ids[ok])
     full = np.full(ids.size, -1, dtype=np.int64)
     full[ok] = code
-    counts = _distinct_counts(full, subjects, m)
+    counts = distinct_counts(full, subjects, m)
     uniq = np.zeros(m, dtype=np.int64)
     uniq[code] = ids[ok]
     return dict(zip(uniq.tolist(), counts.tolist(), strict=True))
 
 
-def check_k_subjects(rel: _Release) -> CheckResult:
+def check_k_subjects(rel: ReleaseReader) -> CheckResult:
     k = rel.k
     subj = rel.subjects
     bad: list[str] = []
@@ -54,13 +60,13 @@ def check_k_subjects(rel: _Release) -> CheckResult:
         ("groups", rel.gid, rel.groups["group_id"]),
         ("classes", rel.cid, rel.classes["class_id"]),
     ):
-        pub = _ids(published, f"{what} id")
+        pub = int_ids(published, f"{what} id")
         pub = pub[pub >= 0]
         # every published id and every id the audit names, numbered densely
-        code, m = _dense(np.concatenate([ids[ids >= 0], pub]))
+        code, m = dense_codes(np.concatenate([ids[ids >= 0], pub]))
         member_code = np.full(ids.size, -1, dtype=np.int64)
         member_code[ids >= 0] = code[: int(np.count_nonzero(ids >= 0))]
-        distinct = _distinct_counts(member_code, subj, m, rel.subject_codes)
+        distinct = distinct_counts(member_code, subj, m, rel.subject_codes)
         n_ids[what] = int(np.count_nonzero(np.bincount(member_code[member_code >= 0], minlength=m)))
         small = distinct < k
         if small.any():
@@ -69,17 +75,17 @@ def check_k_subjects(rel: _Release) -> CheckResult:
             bad.append(f"{int(small.sum())} of {m} {what} have < k={k} distinct subjects")
     time_bins = rel.time_bins
     if time_bins is not None:
-        tb_codes, _ = _factorize_arrow(time_bins.cast(pa.string()).fill_null(""))
+        tb_codes, _ = factorize_arrow(time_bins.cast(pa.string()).fill_null(""))
         n_tb = int(tb_codes.max()) + 1 if tb_codes.size else 1
         for what, ids in (
             ("group x time bin classes", rel.gid),
             ("class x time bin classes", rel.cid),
         ):
             sel = ids >= 0
-            code, m = _dense(ids[sel] * np.int64(n_tb) + tb_codes[sel])
+            code, m = dense_codes(ids[sel] * np.int64(n_tb) + tb_codes[sel])
             cell = np.full(ids.size, -1, dtype=np.int64)
             cell[sel] = code
-            distinct_tb = _distinct_counts(cell, subj, m, rel.subject_codes)
+            distinct_tb = distinct_counts(cell, subj, m, rel.subject_codes)
             small_tb = distinct_tb[distinct_tb < k]
             if small_tb.size:
                 m_tb = int(small_tb.min())
@@ -90,7 +96,7 @@ def check_k_subjects(rel: _Release) -> CheckResult:
         said = ["; ".join(bad) + f" (smallest {worst})"] if bad else []
         return CheckResult("k_subjects", False, "; ".join([*said, *in_records]))
     ng, nc = n_ids["groups"], n_ids["classes"]
-    cells = _record_rows(rel, csv=False)
+    cells = record_rows(rel, csv=False)
     in_cells = (
         f"; the published records' {cells.cells.size} (group or class, time bin) cells too"
         if cells.stride > 1
@@ -103,12 +109,12 @@ def check_k_subjects(rel: _Release) -> CheckResult:
     )
 
 
-def _published_cell_problems(rel: _Release, subj: NDArray[np.int64]) -> list[str]:
+def _published_cell_problems(rel: ReleaseReader, subj: NDArray[np.int64]) -> list[str]:
     """``k_subjects`` over the published records: each (group or class, time bin) cell of
     the records files holds >= k rows, and the audit's records of that group or class
     and time bin hold >= k distinct subjects."""
     k = rel.k
-    rr = _record_rows(rel, csv=False)
+    rr = record_rows(rel, csv=False)
     if not rr.read:
         return []
     if rr.unreadable is not None:
@@ -118,18 +124,18 @@ def _published_cell_problems(rel: _Release, subj: NDArray[np.int64]) -> list[str
         problems.append(f"{rr.orphans} published records are in no published group or class")
     if rr.cells.size == 0:
         return problems
-    keys = _audit_keys(rel)
-    bins = _audit_time_bins(rel)
+    keys = audit_keys(rel)
+    bins = audit_time_bins(rel)
     codes = bins[0] if bins is not None and rr.stride > 1 else np.zeros(keys.size, np.int64)
     sel = keys >= 0
     cell_a = keys[sel] * np.int64(rr.stride) + codes[sel]
-    code, m = _dense(cell_a)
+    code, m = dense_codes(cell_a)
     full = np.full(keys.size, -1, dtype=np.int64)
     full[sel] = code
-    distinct = _distinct_counts(full, subj, m, rel.subject_codes)
+    distinct = distinct_counts(full, subj, m, rel.subject_codes)
     table = np.zeros(m, dtype=np.int64)
     table[code] = cell_a
-    at = _positions(table, rr.cells)
+    at = positions_in(table, rr.cells)
     held = np.where(at >= 0, distinct[np.maximum(at, 0)], 0)
     what = "(group or class, time bin) cells" if rr.stride > 1 else "groups and classes"
     few = held < k

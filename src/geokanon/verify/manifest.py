@@ -31,12 +31,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from geokanon.verify._reader import _Release
-from geokanon.verify._records import _record_paths
+from geokanon.verify._reader import ReleaseReader
+from geokanon.verify._records import record_paths
 from geokanon.verify._results import CheckResult
 
 
-def check_manifest(rel: _Release) -> CheckResult:
+def check_manifest(rel: ReleaseReader) -> CheckResult:
     files = rel.manifest.get("files")
     if not isinstance(files, Mapping):
         return CheckResult("manifest", False, "manifest files is missing")
@@ -86,7 +86,7 @@ PROMISED_FILES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-def _promised_file_problems(rel: _Release, present: set[str]) -> list[str]:
+def _promised_file_problems(rel: ReleaseReader, present: set[str]) -> list[str]:
     """Every file the format promises is in ``release/`` (``report.html`` only once the
     report is written: the writer's first run, ``before_report``, comes before it)."""
     layout = "partitioned" if rel.manifest.get("layout") == "partitioned" else "single"
@@ -120,7 +120,7 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def _parameter_problems(rel: _Release) -> list[str]:
+def _parameter_problems(rel: ReleaseReader) -> list[str]:
     """The manifest's parameters agree with its ``policy``, ``groups.parquet``, the audit and
     the records' GeoParquet metadata: ``k``, ``r_max_m``, ``tau``, ``unit_cap`` and ``seed``
     equal the policy's; no ``radius_m`` is below ``r_max_m`` (above it fails ``extent``;
@@ -156,7 +156,7 @@ def _parameter_problems(rel: _Release) -> list[str]:
         out = rel.audit.get("output_crs")
         if "output_crs" in rel.audit and not _crs_agree(crs, None if out in (None, "") else out):
             problems.append("manifest crs is not the audit's output_crs")
-        for path in _record_paths(rel):
+        for path in record_paths(rel):
             if not path.is_file():
                 continue
             try:

@@ -45,7 +45,7 @@ coordinates routed to it and its members' subject ids, by the single-file rules:
 :func:`_strict_secrets`).
 
 *Driver* (the reduce): the tasks' results fill a :class:`_PartitionedRelease`, a
-:class:`~geokanon.verify._reader._Release` of the partitioned layout whose derived
+:class:`~geokanon.verify._reader.ReleaseReader` of the partitioned layout whose derived
 figures (distinct subjects and suppressed subjects, overall and per unit, from the
 distinct triples; the source's checksum) come from the tasks. ``tau``,
 ``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest`` are then the
@@ -81,16 +81,16 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import _distinct, _factorize_text
-from geokanon.verify._derived import _unit_rows
+from geokanon.verify._arrays import distinct_values, factorize_text
+from geokanon.verify._derived import unit_rows
 from geokanon.verify._reader import (
-    _Release,
-    _Source,
-    _text_file,
+    ReleaseReader,
+    Source,
     subject_id_text,
+    text_file,
 )
-from geokanon.verify._records import RECORD_FORMAT_COLUMNS, _record_rows
-from geokanon.verify._results import CHECKS, CheckResult, VerificationReport, _Unreadable
+from geokanon.verify._records import RECORD_FORMAT_COLUMNS, record_rows
+from geokanon.verify._results import CHECKS, CheckResult, Unreadable, VerificationReport
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import (
     AuditTally,
@@ -111,25 +111,25 @@ from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
 from geokanon.verify.holes import holes_check
 from geokanon.verify.k_subjects import check_k_subjects
-from geokanon.verify.manifest import check_manifest
-from geokanon.verify.no_leak import (
-    _LEVELS,
-    _ROW_NAMES,
-    _STRUCTURAL,
-    _TOKEN_SPLIT,
-    _WHOLE_NUMBER_RE,
-    _column_rules,
-    _published_values,
-    _scan_csv,
-    _scan_csv_raw,
-    _scan_frame,
-    _scan_html,
-    _scan_parquet,
-    _scan_text,
-    _Secrets,
-    _without_declared_crs,
-    _without_geography,
+from geokanon.verify.leak_rules import (
+    LEVELS,
+    ROW_NAMES,
+    STRUCTURAL,
+    TOKEN_SPLIT,
+    WHOLE_NUMBER_RE,
+    Secrets,
+    column_rules,
+    published_values,
+    scan_csv,
+    scan_csv_raw,
+    scan_frame,
+    scan_html,
+    scan_parquet,
+    scan_text,
+    without_declared_crs,
+    without_geography,
 )
+from geokanon.verify.manifest import check_manifest
 from geokanon.verify.report_safety import check_report_safety
 from geokanon.verify.representation import check_representation
 
@@ -176,11 +176,11 @@ def _strict_secrets(
     unit_texts: frozenset[str],
     published: NDArray[np.float64],
     crs: str | None,
-) -> _Secrets:
+) -> Secrets:
     """What a part task looks for, judged by the single-file rules (``strict``): every
     source coordinate routed to it (whole metres included) and every subject id of its
     members (any length), wherever it appears outside the columns that legitimately hold
-    it; what each column holds is :func:`geokanon.verify.no_leak._column_rules`' rule,
+    it; what each column holds is :func:`geokanon.verify.leak_rules.column_rules`' rule,
     worked out on the release's own figures (``figures``: its ``groups``, ``classes``
     and ``records``, the count columns' bound; ``r_max_m``) and the members' kept values.
 
@@ -192,27 +192,27 @@ def _strict_secrets(
     if raw_ids is not None and raw_ids.size:
         ids = frozenset(str(s).strip() for s in pd.unique(raw_ids))
     n_mem = len(next(iter(kept.values()))) if kept else 0
-    src = _Source(
+    src = Source(
         x=x[:n_mem] if kept else None, y=y[:n_mem] if kept else None,
         subject_raw=pd.Series(raw_ids[:n_mem]) if raw_ids is not None and kept else None,
         columns={c: v.reset_index(drop=True) for c, v in kept.items()},
     )  # fmt: skip
-    view = _Release(root, None, 0.0)
+    view = ReleaseReader(root, None, 0.0)
     view.__dict__.update(
         groups=pd.DataFrame(index=pd.RangeIndex(int(figures["groups"]))),
         classes=pd.DataFrame(index=pd.RangeIndex(int(figures["classes"]))),
         n_audit=int(figures["records"]), r_max_m=float(figures["r_max_m"]),
         synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
     )  # fmt: skip
-    id_numbers = _distinct(
-        np.array([float(t) for t in ids if _WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
+    id_numbers = distinct_values(
+        np.array([float(t) for t in ids if WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
     )
-    return _Secrets(
+    return Secrets(
         px=np.empty(0), py=np.empty(0), coords=coords, pair_sources=((x[ok], y[ok]),),
-        subject_ids=ids, spaced_ids=tuple(t for t in ids if _TOKEN_SPLIT.search(t)),
+        subject_ids=ids, spaced_ids=tuple(t for t in ids if TOKEN_SPLIT.search(t)),
         epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k, strict=True,
         id_numbers=id_numbers, published=published, published_texts=unit_texts,
-        legit=_column_rules(view, src, unit_texts), know_columns=True, crs=crs,
+        legit=column_rules(view, src, unit_texts), know_columns=True, crs=crs,
     )  # fmt: skip
 
 
@@ -220,18 +220,18 @@ def _scan_file(path: Path, sec: Any, label: str) -> list[str]:
     suffix = path.suffix.lower()
     found: list[str] = []
     if label.endswith("(metadata)"):
-        found = _scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
+        found = scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
     elif suffix in (".parquet", ".pq"):
-        found = _scan_parquet(path, sec)
+        found = scan_parquet(path, sec)
     else:
         if suffix == ".csv":
             # as the single-machine verifier: the parsed table, else the raw text
-            parsed = _scan_csv(path, sec)
-            found = parsed if parsed is not None else _scan_csv_raw(path, sec)
+            parsed = scan_csv(path, sec)
+            found = parsed if parsed is not None else scan_csv_raw(path, sec)
         elif suffix in (".html", ".htm") and sec.strict:
-            found = _scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
+            found = scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
         else:
-            found = _scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
+            found = scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
     return found
 
 
@@ -506,7 +506,7 @@ def _id_range(
 
 
 #: The single-file checks a part task runs on a reader of its part (see _part_checks).
-_PART_CHECKS: dict[str, Callable[[_Release], CheckResult]] = {
+_PART_CHECKS: dict[str, Callable[[ReleaseReader], CheckResult]] = {
     "k_subjects": check_k_subjects,
     "extent": check_extent,
     "representation": check_representation,
@@ -534,7 +534,7 @@ def _part_checks(
     representative, geometry and bbox against this part's rows of the table.
 
     A single file is one partition: the checks are the single-file ones
-    (:mod:`~geokanon.verify.k_subjects`, ...), run on a :class:`_Release` that holds
+    (:mod:`~geokanon.verify.k_subjects`, ...), run on a :class:`ReleaseReader` that holds
     this part only: its rows of ``groups.parquet`` (or ``classes.parquet``) as the
     published table, and its members (routed from every source partition: their
     source coordinates, which the source round found equal to the audit's, and
@@ -554,10 +554,10 @@ def _part_checks(
         codes = pd.factorize(subjects, use_na_sentinel=False)[0].astype(np.int64)
     else:  # every record is its own subject: its source row stands for it
         codes = subjects.to_numpy(dtype=np.int64)
-    view = _Release(root, None, tolerance_m)
+    view = ReleaseReader(root, None, tolerance_m)
     kept = _members_kept(members)
     # the members' kept values: row i is member i (its "source row")
-    source = _Source(n_rows=n, attributes=pd.DataFrame(kept, index=pd.RangeIndex(n)))
+    source = Source(n_rows=n, attributes=pd.DataFrame(kept, index=pd.RangeIndex(n)))
     no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
     no_groups.insert(0, "group_id", pd.Series(dtype=np.int64))
     no_classes = pd.DataFrame(
@@ -574,7 +574,7 @@ def _part_checks(
         subjects=codes, syn_gid=np.zeros(0, dtype=np.int64),
         syn_cid=np.zeros(0, dtype=np.int64),
         synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
-        unit_codes=_factorize_text(members["unit"]),  # codes in sort order
+        unit_codes=factorize_text(members["unit"]),  # codes in sort order
     )  # fmt: skip
     if path is not None:
         view.__dict__["record_files"] = [path]
@@ -584,18 +584,18 @@ def _part_checks(
             continue
         try:
             out[name] = check(view)
-        except _Unreadable as exc:
+        except Unreadable as exc:
             out[name] = CheckResult(name, False, f"cannot check: {exc}")
     tallies: dict[str, Any] = {}
     if path is not None:
         try:
-            rows = _record_rows(view)
+            rows = record_rows(view)
             found = [*([rows.unreadable] if rows.unreadable else []), *rows.problems]
             tallies["ids"] = id_tallies(view, rows)
             if rows.unreadable is None:
                 tallies["records"] = rows.rows
             tallies["wrong_units"], tallies["released"] = group_unit_tally(view)
-        except _Unreadable as exc:
+        except Unreadable as exc:
             found = [f"cannot check: {exc}"]
         out["counts"] = CheckResult("counts", not found, "; ".join(found))
     return out, tallies
@@ -688,7 +688,7 @@ def _part_task(
         ids_ = members["raw_subject"].to_numpy(dtype=object) if has_subject else None
         kept = _members_kept(members)
         # the distinct texts only (str of each distinct value: the same set)
-        texts = {str(u) for u in pd.unique(members["unit"])} | set(_LEVELS)
+        texts = {str(u) for u in pd.unique(members["unit"])} | set(LEVELS)
         if "unit" in rows.columns:
             texts |= {str(u) for u in pd.unique(rows["unit"])}
         numbers = [np.array([float(v) for v in figures.values()], dtype=np.float64)]
@@ -696,12 +696,12 @@ def _part_task(
             numbers += [pd.to_numeric(rows[c]).to_numpy(dtype=np.float64) for c in ("x", "y")]
         sec = _strict_secrets(
             Path(root), sx, sy, ids_, kept, k=k, bad_names=bad_names, figures=figures,
-            unit_texts=frozenset(texts), published=_distinct(np.concatenate(numbers)),
+            unit_texts=frozenset(texts), published=distinct_values(np.concatenate(numbers)),
             crs=crs,
         )  # fmt: skip
-        found = _scan_parquet(path, sec)
+        found = scan_parquet(path, sec)
         if kind == "group":
-            found += [f"groups.parquet rows: {f}" for f in _scan_frame(rows.reset_index(), sec)]
+            found += [f"groups.parquet rows: {f}" for f in scan_frame(rows.reset_index(), sec)]
         if found:
             probs["no_leak"].append(f"{name}: " + ", ".join(dict.fromkeys(found)))
     return out
@@ -744,8 +744,8 @@ def _metadata_text(path: Path, meta: Mapping[bytes, bytes], crs: str | None) -> 
                             lo[j], hi[j] = min(lo[j], mm["min"]), max(hi[j], mm["max"])
                 extent = [lo[0], lo[1], hi[0], hi[1]]
             if extent is not None and math.isfinite(extent[0]):
-                decoded = _without_geography(decoded, extent)
-            decoded = _without_declared_crs(decoded, crs)
+                decoded = without_geography(decoded, extent)
+            decoded = without_declared_crs(decoded, crs)
         texts.append(decoded)
     return "\n".join(texts)
 
@@ -754,33 +754,33 @@ def _published(
     root: Path, k: int, figures: Mapping[str, float], *, own_subjects: bool
 ) -> dict[str, Any]:
     """What the small files publish as figures and structure: the single-file
-    :func:`geokanon.verify.no_leak._published_values` on the small files (the numbers
+    :func:`geokanon.verify.leak_rules.published_values` on the small files (the numbers
     ``holes`` reads from them, with ``groups.parquet`` left to the part tasks, which add
     their representatives), the release's own figures, and the unit ids of
     ``units.csv`` and ``classes.parquet``. A number of the prose equal to one of them is
     that figure, a text one of them no subject id."""
-    view = _Release(root, None, 0.0)
+    view = ReleaseReader(root, None, 0.0)
     units: set[str] = set()
-    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+    with contextlib.suppress(Unreadable, OSError, ValueError, KeyError, TypeError):
         units |= {str(u) for u in view.units_table["unit"].tolist()}
-    with contextlib.suppress(_Unreadable, OSError, ValueError, KeyError, TypeError):
+    with contextlib.suppress(Unreadable, OSError, ValueError, KeyError, TypeError):
         if "unit" in view.classes:
             units |= {str(u) for u in view.classes["unit"].tolist()}
 
-    def system_inputs(rel: _Release) -> dict[str, Any]:
+    def system_inputs(rel: ReleaseReader) -> dict[str, Any]:
         # as holes_check is called on the driver (_check_holes): groups are in the parts
         return {
-            "k": k, "manifest": rel.manifest, "rows": _unit_rows(rel), "groups": None,
+            "k": k, "manifest": rel.manifest, "rows": unit_rows(rel), "groups": None,
             "classes": rel.classes, "own_subjects": own_subjects,
             "record_bound": int(figures["records"]), "groups_by_majority_unit": True,
-            "records_rows": None, "notes": _text_file(rel.rel / "RELEASE_NOTES.md"),
-            "report": _text_file(rel.rel / "report.html"),
+            "records_rows": None, "notes": text_file(rel.rel / "RELEASE_NOTES.md"),
+            "report": text_file(rel.rel / "report.html"),
         }  # fmt: skip
 
-    numbers, texts = _published_values(view, system_inputs, frozenset(units))
+    numbers, texts = published_values(view, system_inputs, frozenset(units))
     own = np.array([float(v) for v in figures.values()], dtype=np.float64)
     return {
-        "numbers": _distinct(np.concatenate([numbers, own])),
+        "numbers": distinct_values(np.concatenate([numbers, own])),
         "texts": texts,
         "root": str(root),
     }
@@ -906,8 +906,8 @@ def verify_partitioned(
     parts: list[dict[str, Any]] = [dict(p) for p in info.get("parts", [])]
     tiling = dict(info.get("tiling", {}))
     roles = dict(audit.get("read_options", {}))
-    bad = set(_ROW_NAMES) | {str(roles[c]) for c in ("subject", "time") if roles.get(c)}
-    bad_names = frozenset({b.lower() for b in bad} - _STRUCTURAL)
+    bad = set(ROW_NAMES) | {str(roles[c]) for c in ("subject", "time") if roles.get(c)}
+    bad_names = frozenset({b.lower() for b in bad} - STRUCTURAL)
     leak_all = leak_files is None
     need_parts = leak_all and any(
         c in names for c in ("k_subjects", "extent", "representation", "counts", "no_leak")
@@ -978,16 +978,16 @@ def verify_partitioned(
             continue
         try:
             results.append(_CHECK_FUNCS[name](reader))
-        except (_Unreadable, KeyError, ValueError, TypeError) as exc:
+        except (Unreadable, KeyError, ValueError, TypeError) as exc:
             results.append(CheckResult(name, False, f"cannot check: {exc}"))
     return VerificationReport(tuple(results), digests=dict(reader.digests))
 
 
-class _PartitionedRelease(_Release):
+class _PartitionedRelease(ReleaseReader):
     """A partitioned release as the driver's checks read it.
 
     The small files (``manifest.json``, ``audit.json``, ``units.csv``,
-    ``classes.parquet``, the notes and the report) are read as :class:`_Release` reads
+    ``classes.parquet``, the notes and the report) are read as :class:`ReleaseReader` reads
     them. What a single-file release derives from its audit's per-record arrays is
     reduced here from the tasks' results: distinct subjects and suppressed subjects
     (overall and per unit, from the distinct ``(unit, subject, suppressed)`` triples),
@@ -1059,7 +1059,7 @@ class _PartitionedRelease(_Release):
         combined = ""
         if shas and all(shas):
             combined = hashlib.sha256("\n".join(str(x) for x in shas).encode()).hexdigest()
-        self.__dict__["source"] = _Source(sha256=combined)
+        self.__dict__["source"] = Source(sha256=combined)
 
 
 def _part_problems(rel: _PartitionedRelease, name: str) -> list[str]:
@@ -1081,12 +1081,12 @@ def _check_holes(rel: _PartitionedRelease) -> CheckResult:
     # the same system as the single-machine verifier: every figure of every release file
     # (the groups are in the parts: their sizes enter through the manifest's counts)
     return holes_check(
-        k=rel.k, manifest=rel.manifest, rows=_unit_rows(rel),
+        k=rel.k, manifest=rel.manifest, rows=unit_rows(rel),
         units_table=rel.units_table, groups=None, classes=rel.classes,
         own_subjects=rel.own_subjects, record_bound=rel.n,
         groups_by_majority_unit=True, records_rows=None,
-        notes=_text_file(rel.rel / "RELEASE_NOTES.md"),
-        report=_text_file(rel.rel / "report.html"),
+        notes=text_file(rel.rel / "RELEASE_NOTES.md"),
+        report=text_file(rel.rel / "report.html"),
     )  # fmt: skip
 
 
@@ -1186,7 +1186,7 @@ def _check_counts(rel: _PartitionedRelease) -> CheckResult:
     if class_rows != len(rel.classes) or m.get("classes") != len(rel.classes):
         problems.append("classes.parquet rows are not all covered by the parts")
     t = rel.units_table
-    problems += unit_problems(k, _unit_rows(rel), t, m, _unit_tally(rel))
+    problems += unit_problems(k, unit_rows(rel), t, m, _unit_tally(rel))
     # the partitioned layout publishes no synthetic records (the writer refuses them)
     problems += manifest_count_problems(
         m, k, rel.disposals, n=rel.n, n_syn=0, s_subj=rel.sup_subjects,

@@ -29,8 +29,8 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from geokanon.published import words_as_digits
-from geokanon.verify._derived import _suppressed_subjects, _unit_subjects
-from geokanon.verify._reader import LESS_THAN_K, WITHHELD, _cell_value, _Release
+from geokanon.verify._derived import suppressed_subjects, unit_subjects
+from geokanon.verify._reader import LESS_THAN_K, WITHHELD, ReleaseReader, cell_value
 from geokanon.verify._results import CheckResult
 
 _SUPPRESSED_PHRASES = (
@@ -81,7 +81,7 @@ class _TableParser(html.parser.HTMLParser):
             self._cell.append(data)
 
 
-def _small_int(cell: str, k: int) -> bool:
+def small_int(cell: str, k: int) -> bool:
     """Whether a cell reads as an integer 1..k-1 (in digits or in words: "two")."""
     text = re.sub(r"[*_`\s]", "", words_as_digits(cell)).replace(",", "")
     return text.isdigit() and 1 <= int(text) <= k - 1
@@ -89,7 +89,7 @@ def _small_int(cell: str, k: int) -> bool:
 
 def _table_problems(rows: list[list[str]], header: list[str], k: int) -> int:
     cols = [i for i, h in enumerate(header) if _HIDDEN_HEADER.search(h)]
-    return sum(1 for r in rows for i in cols if i < len(r) and _small_int(r[i], k))
+    return sum(1 for r in rows for i in cols if i < len(r) and small_int(r[i], k))
 
 
 def _markdown_tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
@@ -113,12 +113,12 @@ def _phrase_problems(text: str, k: int) -> int:
     text = words_as_digits(html.unescape(text))
     for pat in _SUPPRESSED_PHRASES:
         for m in pat.finditer(text):
-            if _small_int(m.group(1), k):
+            if small_int(m.group(1), k):
                 n += 1
     return n
 
 
-def check_report_safety(rel: _Release) -> CheckResult:
+def check_report_safety(rel: ReleaseReader) -> CheckResult:
     k = rel.k
     problems: list[str] = []
     scanned: list[str] = []
@@ -157,14 +157,14 @@ def check_report_safety(rel: _Release) -> CheckResult:
     units = rel.units_table
     for col in ("suppressed", "generalised_up"):
         if col in units.columns:
-            n_units = int(sum(_small_int(str(v), k) for v in units[col]))
+            n_units = int(sum(small_int(str(v), k) for v in units[col]))
             if n_units:
                 problems.append(f"units.csv: {n_units} units publish 1..k-1 {col} subjects")
     if "source_total" in units.columns:
-        unames, subjects, _ = _unit_subjects(rel)
+        unames, subjects, _ = unit_subjects(rel)
         small_units = {str(unames[i]) for i in np.flatnonzero((subjects > 0) & (subjects < k))}
         shown = [
-            (u, _cell_value(t))
+            (u, cell_value(t))
             for u, t in zip(units["unit"].astype(str), units["source_total"], strict=True)
         ]
         # A unit of 1..k-1 subjects is itself a sensitive figure: its total reads '<k'
@@ -190,11 +190,11 @@ def check_report_safety(rel: _Release) -> CheckResult:
             for p in passes
             if isinstance(p, Mapping)
             and isinstance(p.get("labels"), Mapping)
-            and _small_int(str(p["labels"].get("suppress", "")), k)
+            and small_int(str(p["labels"].get("suppress", "")), k)
         )
         if small:
             problems.append(f"manifest passes: {small} 'suppress' label counts of 1..k-1")
-    s_subj, _ = _suppressed_subjects(rel)
+    s_subj, _ = suppressed_subjects(rel)
     if 0 < s_subj < k:
         counts = rel.manifest.get("counts") or {}
         hidden = (LESS_THAN_K, WITHHELD)

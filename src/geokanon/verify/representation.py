@@ -22,16 +22,16 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import _argsort_stable, _nunique, _positions
-from geokanon.verify._derived import _audit_holds, _members, _rep_arrays
-from geokanon.verify._reader import _Release
+from geokanon.verify._arrays import argsort_stable, nunique, positions_in
+from geokanon.verify._derived import audit_holds, group_members, rep_arrays
+from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._results import CheckResult
 
 
-def check_representation(rel: _Release) -> CheckResult:
-    gids, gx, gy = _rep_arrays(rel)
-    rows, mg = _members(rel)
-    gi = _positions(gids, mg)
+def check_representation(rel: ReleaseReader) -> CheckResult:
+    gids, gx, gy = rep_arrays(rel)
+    rows, mg = group_members(rel)
+    gi = positions_in(gids, mg)
     rows, gi = rows[gi >= 0], gi[gi >= 0]
     xm, ym = rel.xy_m
     equal = np.zeros(rows.size, dtype=bool)
@@ -48,7 +48,7 @@ def check_representation(rel: _Release) -> CheckResult:
         srows is not None
         and src.x is not None
         and src.y is not None
-        and not (rel.to_output is None and _audit_holds(rel, src.x, src.y))
+        and not (rel.to_output is None and audit_holds(rel, src.x, src.y))
     ):
         candidates.append((src.x[srows[rows]], src.y[srows[rows]]))
     for cx, cy in candidates:
@@ -60,7 +60,7 @@ def check_representation(rel: _Release) -> CheckResult:
         equal |= np.sqrt(dx * dx + dy * dy) <= rel.tolerance_m
     problems: list[str] = []
     if equal.any():
-        problems.append(f"{_nunique(gi[equal])} group representatives equal a member's coordinate")
+        problems.append(f"{nunique(gi[equal])} group representatives equal a member's coordinate")
     # the exact centroid of the members (groups without synthetic records)
     n_centroid = 0
     if rows.size:
@@ -73,7 +73,7 @@ def check_representation(rel: _Release) -> CheckResult:
         my = np.where(has, my / np.maximum(cnt, 1), np.nan)
         scale = np.maximum(1.0, np.maximum(np.abs(wx + mx), np.abs(wy + my)))
         at_mean = has & (np.abs(mx) <= 1e-9 * scale) & (np.abs(my) <= 1e-9 * scale)
-        syn_g = _positions(gids, rel.syn_gid[rel.syn_gid >= 0])
+        syn_g = positions_in(gids, rel.syn_gid[rel.syn_gid >= 0])
         at_mean[syn_g[syn_g >= 0]] = False
         n_centroid = int(np.count_nonzero(at_mean))
     if n_centroid:
@@ -253,7 +253,7 @@ def _group_moments(
     return cnt, cx, cy, sigma, wmax
 
 
-def _rule_step_of(rel: _Release) -> tuple[float, float]:
+def _rule_step_of(rel: ReleaseReader) -> tuple[float, float]:
     """(snap step S, radius held in working metres) of the release."""
     r_max = rel.r_max_m
     pol = rel.manifest.get("policy")
@@ -298,7 +298,7 @@ def rule_violations(
     if gi.size == 0:
         return np.zeros(ng, dtype=bool)
     if (gi[1:] < gi[:-1]).any():  # members not yet in group order
-        by = _argsort_stable(gi)
+        by = argsort_stable(gi)
         px, py, subj, gi = px[by], py[by], subj[by], gi[by]
         del by
     starts = np.searchsorted(gi, np.arange(ng + 1)).astype(np.int64)
