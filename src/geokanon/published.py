@@ -341,6 +341,9 @@ def _manifest(m: Mapping[str, Any], k: int, out: Published) -> None:
             continue
         if key in TEXT_FIELDS:
             continue  # read by _manifest_text
+        if key == "report_sample":
+            add(_report_sample_figure(value))
+            continue
         if key in ("counts", "synthetic", "mask_risk") and isinstance(value, Mapping):
             for sub, v in value.items():
                 name = f"{key}.{sub}"
@@ -471,6 +474,26 @@ def _manifest_text(m: Mapping[str, Any], out: Published) -> list[str]:
                 text = re.sub(pattern, " ", text)
             rest.append(_samples(text, f"manifest {key}", out))
     return rest
+
+
+def _report_sample_figure(entry: object) -> Figure | str | None:
+    """The manifest's ``report_sample`` (the partitioned report's sample: ``records``,
+    1 in ``every``, ``divisor``): ``every`` and ``divisor`` bound the input records as the
+    report's :data:`SAMPLE_PHRASE` does (a sample only above ``divisor`` records,
+    ``every = max(2, N // divisor)``); ``records`` is the sample's size, a count over
+    records chosen by a hash tied to no other count (as :data:`SAMPLE_SIZE_PHRASE`).
+    ``None``: no sample."""
+    if entry is None:
+        return None
+    fields = ("records", "every", "divisor")
+    if not isinstance(entry, Mapping) or set(entry) != set(fields):
+        return "manifest report_sample: a figure the release format does not declare"
+    every, divisor = entry["every"], entry["divisor"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (every, divisor)):
+        return "manifest report_sample: a figure the release format does not declare"
+    lo = divisor + 1 if every <= 2 else every * divisor
+    return Figure("manifest report_sample", (("records", 1.0),), float(lo),
+                  float((every + 1) * divisor - 1))  # fmt: skip
 
 
 def _samples(text: str, where: str, out: Published) -> str:

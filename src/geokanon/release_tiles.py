@@ -678,6 +678,8 @@ class _ReportSample:
     frame: pd.DataFrame  # the assignment rows the report is drawn from
     picked: NDArray[np.int64] | None  # the sampled groups (None: every group)
     note: str
+    #: the manifest's ``report_sample`` (None: the report is drawn from every record)
+    entry: dict[str, int] | None = None
 
 
 def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
@@ -729,7 +731,11 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
         }
     )
     frame.loc[gid < 0, "group_id"] = pd.NA
-    return _ReportSample(frame, picked, note.format(size=len(frame)))
+    entry = None
+    if picked is not None:
+        # what the verifier recomputes from the audit (docs/release-format.md)
+        entry = {"records": len(frame), "every": m, "divisor": REPORT_SAMPLE_MAX}
+    return _ReportSample(frame, picked, note.format(size=len(frame)), entry)
 
 
 def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch: Path) -> None:
@@ -910,6 +916,9 @@ def _release_held(
                     tmp, c, source, g, core, counts_exact, state, layout, policy, options,
                     tiling, scratch, crs=crs, version=__version__, say=say, notes=release_notes,
                 )  # fmt: skip
+                if sample.entry is not None:
+                    manifest["report_sample"] = sample.entry
+                    finish_manifest(tmp, manifest)
                 _return_free_memory()
                 say("verify the parts against the source partitions")
                 report = verify_partitioned(tmp, source=source, client=c, scratch_dir=scratch)

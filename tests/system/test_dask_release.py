@@ -266,6 +266,32 @@ def test_records_part_geometry_moved_fails_counts(client, towns_release, tmp_pat
     assert "rows publish a geometry other than their group's representative point" in detail
 
 
+def test_manifest_streams_groups_same_verdicts(client, towns_release, tmp_path, monkeypatch):
+    """The driver's ``manifest`` reads groups.parquet a batch at a time: on tampered
+    manifests (r_max_m raised, one group's radius_m lowered) its verdict and message are
+    the same with 7 rows per batch as with the default."""
+    from geokanon.verify import _reader
+
+    src, out = _mutable_copy(towns_release, tmp_path)
+    path = out / "release" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["r_max_m"] = 3000.0
+    path.write_text(json.dumps(manifest))
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    groups.loc[groups.index[-1], "radius_m"] = 1.0
+    groups.to_parquet(gpath, index=False)
+    _refresh(out)
+    details = []
+    for rows in (7, 1 << 20):
+        monkeypatch.setattr(_reader, "SCAN_ROWS", rows)
+        report = verify_partitioned(out, source=src, client=client, checks=("manifest",))
+        assert report.failed == ("manifest",), format_report(report)
+        details.append(report["manifest"].detail)
+    assert details[0] == details[1]
+    assert f"{len(groups)} groups publish a radius_m below r_max_m" in details[0]
+
+
 def test_representative_one_millimetre_off_fails_representation(client, towns_release, tmp_path):
     # the rule of docs/release-format.md, checked part by part: 1 mm off its lattice point
     src, out = _mutable_copy(towns_release, tmp_path)
@@ -434,6 +460,26 @@ def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_
     assert "sample" in result.manifest["bias_sample"]
     page = (tmp_path / "out" / "release" / "report.html").read_text()
     assert "deterministic sample of" in page
+    # the manifest records the sample, and the report states its size, exactly
+    entry = result.manifest["report_sample"]
+    assert entry["divisor"] == 3_000 and entry["every"] >= 2
+    sizes = re.findall(r"a deterministic sample of ([\d,]+) records", page)
+    assert sizes and {int(s.replace(",", "")) for s in sizes} == {entry["records"]}
+    # a manifest figure off the rule (and the report agreeing with it) fails manifest
+    out = tmp_path / "out"
+    path = out / "release" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["report_sample"] = {**entry, "records": entry["records"] - 1}
+    path.write_text(json.dumps(manifest))
+    report_path = out / "release" / "report.html"
+    report_path.write_text(
+        page.replace(f"sample of {entry['records']:,} records",
+                     f"sample of {entry['records'] - 1:,} records")
+    )  # fmt: skip
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert report.failed == ("manifest",), format_report(report)
+    assert "report_sample's records" in report["manifest"].detail
 
 
 def test_a_sampled_raster_map_and_many_parts_pass_holes(client, towns_dir, tmp_path, monkeypatch):

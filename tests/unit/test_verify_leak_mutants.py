@@ -9,6 +9,7 @@ three characters, a number written as a word.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import warnings
@@ -24,7 +25,7 @@ import pytest
 from geokanon.cli import main
 from geokanon.verify import verify_release
 from tests.conftest import data_file
-from tests.release_fixtures import refresh_manifest
+from tests.release_fixtures import edit_manifest, refresh_manifest
 
 RELEASE_ARGS = [
     "--k", "5", "--r-max", "300", "--unit", "gm_code", "--crs", "EPSG:28992",
@@ -276,3 +277,74 @@ def test_a_source_coordinate_stated_as_a_sample_size_fails_no_leak(short_ids, tm
     code, out = _verify(root, src, capsys)
     assert code == 4, out
     assert "no_leak" in _failed(out), out
+
+
+# ---- the report sample: the manifest's figure, recomputed from the audit -------------
+
+
+def test_a_sample_size_the_manifest_does_not_declare_fails_no_leak(short_ids, tmp_path, capsys):
+    """Any number in "a deterministic sample of N records" was accepted up to the records
+    published (fb89b06); the phrase now states the manifest's report_sample records only,
+    and a release that declares no sample (a single-file one) may not state one at all."""
+    src, out, _ = short_ids
+    root = _mutant(short_ids, tmp_path)
+    published = json.loads((out / "release" / "manifest.json").read_text())["records_published"]
+    _append_text(root, "report.html", f"a deterministic sample of {published - 1:,} records")
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    assert _failed(text) == {"no_leak"}, text
+    assert "declares no report_sample" in _detail(text, "no_leak")
+
+
+def _audit_sample(out: Path, every: int) -> int:
+    """The records the writer's sample rule draws from this release's audit, computed with
+    the writer's own hash (geokanon.release_tiles), not the verifier's."""
+    from geokanon.release_tiles import _mix
+
+    a = pd.read_parquet(out / "audit" / "assignment.parquet", columns=["group_id", "x_m", "y_m"])
+    gid = pd.to_numeric(a["group_id"]).fillna(-1).to_numpy(dtype=np.int64)
+    h = _mix(a["x_m"].to_numpy(dtype=np.float64), a["y_m"].to_numpy(dtype=np.float64))
+    chosen = ((gid >= 0) & (gid % every == 0)) | ((gid < 0) & (h % np.uint64(every) == 0))
+    return int(np.count_nonzero(chosen))
+
+
+def _declare_sample(root: Path, entry: dict[str, int], phrase: int | None) -> None:
+    edit_manifest(root, lambda m: m.__setitem__("report_sample", entry))
+    if phrase is not None:
+        _append_text(root, "report.html", f"a deterministic sample of {phrase:,} records")
+    refresh_manifest(root)
+
+
+def test_a_declared_report_sample_verifies_and_any_other_figure_fails(short_ids, tmp_path, capsys):
+    src, out, _ = short_ids
+    n = len(pd.read_parquet(out / "audit" / "assignment.parquet", columns=["group_id"]))
+    divisor = n // 12  # every = max(2, n // divisor) = 12
+    every = max(2, n // divisor)
+    drawn = _audit_sample(out, every)
+    assert 0 < drawn < n
+    good = {"records": drawn, "every": every, "divisor": divisor}
+    # the exact figure, stated in the report: verifies
+    root = _mutant(short_ids, tmp_path / "good")
+    _declare_sample(root, good, drawn)
+    code, text = _verify(root, src, capsys)
+    assert code == 0, text
+    # the report states another number than the manifest's: no_leak
+    root = _mutant(short_ids, tmp_path / "phrase")
+    _declare_sample(root, good, drawn + 1)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    assert _failed(text) == {"no_leak"}, text
+    assert "not the manifest's report_sample records" in _detail(text, "no_leak")
+    # the manifest's figure contradicts the rule (and the report agrees with it): manifest
+    for name, entry in (
+        ("records", {**good, "records": drawn + 1}),
+        ("every", {**good, "every": every + 1}),
+        ("divisor", {**good, "divisor": n}),  # no sample is drawn from n records or fewer
+        ("form", {**good, "records": float(drawn)}),
+    ):
+        root = _mutant(short_ids, tmp_path / name)
+        _declare_sample(root, entry, int(entry["records"]))
+        code, text = _verify(root, src, capsys)
+        assert code == 4, (name, text)
+        assert "manifest" in _failed(text), (name, text)
+        assert "report_sample" in _detail(text, "manifest"), (name, text)

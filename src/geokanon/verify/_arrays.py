@@ -404,3 +404,43 @@ def value_runs(values: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.int64]]:
         return values, np.zeros(0, dtype=np.int64)
     first = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
     return values[first], np.diff(np.r_[first, values.size]).astype(np.int64)
+
+
+#: Records per chunk when the report sample's hash is computed (bounded temporaries).
+_SAMPLE_CHUNK = 1 << 20
+
+
+def sample_hash(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.uint64]:
+    """The hash of each record's working coordinates that picks the report sample's
+    records outside the sampled groups (``docs/release-format.md``, "The report
+    sample"): ``h = a * 0x9E3779B97F4A7C15 ^ (b + 0x632BE59BD9B4E019)`` of the
+    coordinates' float64 bit patterns ``a``, ``b``, then ``h ^= h >> 31``,
+    ``h *= 0xBF58476D1CE4E5B9``, ``h ^= h >> 29`` (modulo 2**64). Written here from the
+    format's statement, not imported from the writer."""
+    with np.errstate(over="ignore"):
+        a = np.ascontiguousarray(x, dtype=np.float64).view(np.uint64)
+        b = np.ascontiguousarray(y, dtype=np.float64).view(np.uint64)
+        h = (a * np.uint64(0x9E3779B97F4A7C15)) ^ (b + np.uint64(0x632BE59BD9B4E019))
+        h ^= h >> np.uint64(31)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(29)
+    return h
+
+
+def sample_records(
+    gid: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], every: int
+) -> int:
+    """How many of these audit rows the report sample of 1 in ``every`` holds: the members
+    of groups whose id is a multiple of ``every``, and the records in no group (``gid``
+    < 0) whose :func:`sample_hash` is a multiple of ``every``."""
+    n = 0
+    m = np.uint64(every)
+    for a in range(0, gid.size, _SAMPLE_CHUNK):
+        g = gid[a : a + _SAMPLE_CHUNK]
+        in_group = g >= 0
+        n += int(np.count_nonzero(in_group & (g % every == 0)))
+        out = ~in_group
+        if out.any():
+            h = sample_hash(x[a : a + _SAMPLE_CHUNK][out], y[a : a + _SAMPLE_CHUNK][out])
+            n += int(np.count_nonzero(h % m == 0))
+    return n

@@ -36,6 +36,7 @@ from geokanon.verify._arrays import (
     factorize_arrow,
     int_ids,
     is_text_type,
+    sample_records,
 )
 from geokanon.verify._results import Unreadable
 
@@ -399,6 +400,12 @@ class ReleaseReader:
     def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         return self._audit("x_m"), self._audit("y_m")
 
+    def report_sample_basis(self, every: int) -> tuple[int, int]:
+        """(the audit's records, how many of them the report sample of 1 in ``every``
+        draws: :func:`~geokanon.verify._arrays.sample_records` of the audit's group ids
+        and working coordinates)."""
+        return self.n_audit, sample_records(self.gid, *self.xy_m, every)
+
     @cached_property
     def source(self) -> Source:
         out, work = self.output_crs, self.working_crs
@@ -502,6 +509,33 @@ class ReleaseReader:
             if c not in g.columns:
                 raise Unreadable(f"groups.parquet lacks column {c!r}")
         return g
+
+    def groups_column(self, column: str) -> Iterator[pd.Series]:
+        """``groups.parquet``'s ``column``, :data:`SCAN_ROWS` rows at a time (nothing when
+        the file has no such column), read as :attr:`groups` reads it and refused as it
+        refuses the file (missing, unreadable, lacking a column it requires); from
+        :attr:`groups` when that is loaded already, else streamed (the partitioned driver
+        never holds the whole file)."""
+        if "groups" in self.__dict__:
+            if column in self.groups:
+                yield self.groups[column]
+            return
+        path = self.rel / "groups.parquet"
+        if not path.is_file():
+            raise Unreadable(f"{path.parent.name}/{path.name} is missing")
+        try:
+            pf = pq.ParquetFile(path)
+            names = pf.schema_arrow.names
+            for c in ("group_id", "n_records", "x", "y"):
+                if c not in names:
+                    raise Unreadable(f"groups.parquet lacks column {c!r}")
+            if column not in names:
+                return
+            for batch in pf.iter_batches(batch_size=SCAN_ROWS, columns=[column]):
+                table = pa.Table.from_batches([batch])
+                yield table.to_pandas(types_mapper=_arrow_backed)[column]
+        except (OSError, pa.ArrowException) as exc:
+            raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
     @cached_property
     def classes(self) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import html
 import io
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -455,28 +455,65 @@ def published_values(
     return distinct_values(np.concatenate(parts)), frozenset(texts)
 
 
+def _declared_sample(manifest: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """The manifest's ``report_sample`` as ``(records, every, divisor)`` when it has that
+    form (``manifest`` checks that it follows the writer's rule), else None."""
+    entry = manifest.get("report_sample")
+    if not isinstance(entry, Mapping):
+        return None
+    values = [entry.get(f) for f in ("records", "every", "divisor")]
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if len(ints) != 3:
+        return None
+    return ints[0], ints[1], ints[2]
+
+
 def _sample_sizes(rel: ReleaseReader) -> set[float]:
-    """The sizes of the records samples the report states ("a deterministic sample of N
-    records", :data:`geokanon.published.SAMPLE_SIZE_PHRASE`), each at most the records the
-    manifest says the release publishes: a count of records chosen by a hash, which
-    ``holes`` holds as a declared phrase, not a source value. A number in that phrase
-    larger than the published records is no sample size and stays a number to judge.
-    """
+    """The figures of the manifest's ``report_sample`` (the records of the report's
+    sample, 1 in ``every``, ``divisor``): published counts and parameters, which
+    ``manifest`` checks against the writer's rule and the audit, not source values."""
+    with contextlib.suppress(Unreadable, ValueError, KeyError, TypeError, OSError):
+        declared = _declared_sample(rel.manifest)
+        if declared is not None:
+            return {float(v) for v in declared}
+    return set()
+
+
+#: The files whose prose may state the report sample's size.
+_SAMPLE_FILES = ("report.html", "RELEASE_NOTES.md")
+
+
+def sample_phrase_findings(rel: ReleaseReader, names: Iterable[str]) -> list[str]:
+    """The sample-size phrases ("a deterministic sample of N records",
+    :data:`geokanon.published.SAMPLE_SIZE_PHRASE`) of ``report.html`` and
+    ``RELEASE_NOTES.md`` (those of them in ``names``: the files scanned) whose N is not
+    the manifest's ``report_sample.records``: the phrase states that figure and no
+    other, and only when the manifest declares a sample (``holes`` leaves the phrase
+    out, so nothing else judges its number)."""
     from geokanon.published import SAMPLE_SIZE_PHRASE
 
-    sizes: set[float] = set()
+    wanted = set(names)
+    declared = None
     with contextlib.suppress(Unreadable, ValueError, KeyError, TypeError, OSError):
-        bound = float(rel.manifest["records_published"])
-        for name in ("report.html", "RELEASE_NOTES.md"):
-            path = rel.rel / name
-            if not path.is_file():
-                continue
-            text = html.unescape(path.read_text(encoding="utf-8", errors="replace"))
-            for hit in re.finditer(SAMPLE_SIZE_PHRASE, text):
-                v = float(re.sub(r"[^\d]", "", hit.group(0)))
-                if v <= bound:
-                    sizes.add(v)
-    return sizes
+        declared = _declared_sample(rel.manifest)
+    out = []
+    for name in _SAMPLE_FILES:
+        path = rel.rel / name
+        if name not in wanted or not path.is_file():
+            continue
+        text = html.unescape(path.read_text(encoding="utf-8", errors="replace"))
+        bad = sum(
+            1
+            for hit in re.finditer(SAMPLE_SIZE_PHRASE, text)
+            if declared is None or int(re.sub(r"[^\d]", "", hit.group(0))) != declared[0]
+        )
+        if bad and declared is None:
+            out.append(f"{name}: {bad} sample sizes ('a deterministic sample of N records') "
+                       "where the manifest declares no report_sample")  # fmt: skip
+        elif bad:
+            out.append(f"{name}: {bad} sample sizes ('a deterministic sample of N records') "
+                       "that are not the manifest's report_sample records")  # fmt: skip
+    return out
 
 
 def column_rules(rel: ReleaseReader, src: Source, unit_texts: frozenset[str]) -> dict[str, _Legit]:

@@ -16,7 +16,10 @@ The rule, exactly as implemented
     ``r_max_m`` (above fails ``extent``); the audit's ``r_work_m`` is ``r_max_m x
     min(1, policy.scale_factor_min)`` (within 1e-9 relative); ``crs`` is the audit's
     ``output_crs`` and every records file's GeoParquet CRS (compared with pyproj;
-    null agrees only with null).
+    null agrees only with null). A ``report_sample`` (the partitioned report's sample)
+    is ``records``, ``every``, ``divisor`` as integers, drawn only above ``divisor`` audit
+    records with ``every = max(2, records // divisor)``, and ``records`` is exactly what
+    the rule draws from the audit (:func:`_report_sample_problems`).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def check_manifest(rel: ReleaseReader) -> CheckResult:
         problems.append("input_sha256 differs from the source's checksum")
     problems += _promised_file_problems(rel, set(on_disk))
     problems += _parameter_problems(rel)
+    problems += _report_sample_problems(rel)
     if problems:
         return CheckResult("manifest", False, "; ".join(problems))
     extra = " and the input checksum" if src_sha else ""
@@ -135,13 +139,15 @@ def _parameter_problems(rel: ReleaseReader) -> list[str]:
         if name in policy and name in m and policy[name] != m[name]:
             problems.append(f"manifest {name} is {m[name]!r}, its policy's {policy[name]!r}")
     r_max = _number(m.get("r_max_m"))
-    groups = rel.groups
-    if r_max is not None and "radius_m" in groups and len(groups):
-        radius = pd.to_numeric(groups["radius_m"], errors="coerce").to_numpy(dtype=np.float64)
-        # above r_max_m fails extent; the format has them equal
-        off = int(np.count_nonzero(~(radius >= r_max)))
-        if off:
-            problems.append(f"{off} groups publish a radius_m below r_max_m (it equals r_max_m)")
+    off = 0
+    # a batch of rows at a time: the partitioned driver never reads all of groups.parquet
+    for column in rel.groups_column("radius_m"):
+        if r_max is not None:
+            radius = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+            # above r_max_m fails extent; the format has them equal
+            off += int(np.count_nonzero(~(radius >= r_max)))
+    if off:
+        problems.append(f"{off} groups publish a radius_m below r_max_m (it equals r_max_m)")
     r_work = _number(rel.audit.get("r_work_m"))
     scale = _number(policy.get("scale_factor_min"))
     if r_max is not None and r_work is not None:
@@ -175,6 +181,44 @@ def _parameter_problems(rel: ReleaseReader) -> list[str]:
             if not _crs_agree(crs, column.get("crs", "OGC:CRS84")):
                 problems.append(f"manifest crs is not {path.name}'s GeoParquet CRS")
                 break
+    return problems
+
+
+def _report_sample_problems(rel: ReleaseReader) -> list[str]:
+    """The manifest's ``report_sample`` (``records``, ``every``, ``divisor``: the report
+    is drawn from a sample) follows the writer's rule: a sample is drawn only from more
+    than ``divisor`` records, 1 in ``every = max(2, records // divisor)``, and holds
+    exactly the audit records that rule draws (the members of the groups whose id is a
+    multiple of ``every``, and the records in no group whose coordinates' hash is:
+    :func:`~geokanon.verify._arrays.sample_records`). Absent or null: no sample."""
+    entry = rel.manifest.get("report_sample")
+    if entry is None:
+        return []
+    fields = ("records", "every", "divisor")
+    if (
+        not isinstance(entry, Mapping)
+        or set(entry) != set(fields)
+        or not all(isinstance(entry[f], int) and not isinstance(entry[f], bool) for f in fields)
+    ):
+        return ["manifest report_sample is not {records, every, divisor} as integers"]
+    records, every, divisor = (int(entry[f]) for f in fields)
+    if every < 2 or divisor < 1 or records < 0:
+        return ["manifest report_sample's every is below 2, its divisor below 1 or its "
+                "records negative"]  # fmt: skip
+    n, drawn = rel.report_sample_basis(every)
+    problems = []
+    if n <= divisor or every != max(2, n // divisor):
+        problems.append(
+            "manifest report_sample's every does not follow from the audit's records and "
+            "its divisor (a sample is drawn only above divisor records, 1 in "
+            "max(2, records // divisor))"
+        )
+    if records != drawn:
+        problems.append(
+            "manifest report_sample's records is not the number of audit records its rule "
+            "draws (the members of the groups whose id is a multiple of every, and the "
+            "records in no group whose coordinates' hash is)"
+        )
     return problems
 
 

@@ -53,7 +53,10 @@ The rule, exactly as implemented
       or a numeric subject id is a leak unless the release publishes that number
       (a figure or parameter ``holes`` holds, the numbers of groups, classes,
       units and records, a representative's ``x`` or ``y``, a unit id): a count
-      of 155000 records is that count. Any other token of prose equal to a
+      of 155000 records is that count. The phrase "a deterministic sample of N
+      records" (``report.html``, ``RELEASE_NOTES.md``) fails unless N is exactly the
+      manifest's ``report_sample.records`` (none declared: no such phrase; ``manifest``
+      recomputes that figure from the audit). Any other token of prose equal to a
       subject id is a leak (``a7``, ``(a7).`` and ```a7``` alike). The GeoParquet
       ``geo`` metadata's CRS definition is left out when it defines the
       manifest's ``crs`` (RD New's false easting 155000 is the CRS's). HTML markup
@@ -108,6 +111,7 @@ from geokanon.verify.leak_rules import (
     key_count,
     mask_key_forms,
     published_values,
+    sample_phrase_findings,
     scan_csv,
     scan_csv_raw,
     scan_html,
@@ -243,6 +247,7 @@ def check_no_leak(rel: ReleaseReader) -> CheckResult:
     # ``manifest``): not scanned again
     files = [p for p in all_files if p.relative_to(rel.rel).as_posix() not in rel.unchanged]
     leaks: list[str] = [sec.key_missing] if sec.key_missing else []
+    leaks += sample_phrase_findings(rel, (p.relative_to(rel.rel).as_posix() for p in files))
     for path in files:
         rel_name = path.relative_to(rel.rel).as_posix()
         suffix = path.suffix.lower()

@@ -81,7 +81,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import distinct_values, factorize_text
+from geokanon.verify._arrays import distinct_values, factorize_text, sample_records
 from geokanon.verify._derived import unit_rows
 from geokanon.verify._reader import (
     ReleaseReader,
@@ -120,6 +120,7 @@ from geokanon.verify.leak_rules import (
     Secrets,
     column_rules,
     published_values,
+    sample_phrase_findings,
     scan_csv,
     scan_csv_raw,
     scan_frame,
@@ -272,6 +273,7 @@ def _source_task(
     figures: Mapping[str, float],
     published: Mapping[str, Any],
     unit_classes: pd.DataFrame | None = None,
+    sample_every: int = 0,
 ) -> dict[str, Any]:
     """Check audit part ``i`` against source partition ``i``; count, route and scan.
 
@@ -288,6 +290,10 @@ def _source_task(
     ``kept`` are the kept columns the release parts publish: every member's source
     values of them travel with it to its part (the part compares its groups' and
     classes' kept values with its members', as for a single file).
+
+    ``sample_every``: the manifest's ``report_sample.every`` (0: none); the partition's
+    records the report sample's rule draws (:func:`~geokanon.verify._arrays.sample_records`)
+    are counted, summed on the driver for ``manifest``.
     """
     f = source.load(i)
     n = len(f)
@@ -341,6 +347,8 @@ def _source_task(
         problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
     dcode, dnames = _text_codes(a["disposal"])
     gid, cid = _ids(a["group_id"]), _ids(a["class_id"])
+    if sample_every >= 2:
+        out["sample_records"] = sample_records(gid, xm, ym, sample_every)
 
     def is_disposal(*names: str) -> NDArray[np.bool_]:
         return np.isin(dnames, names)[dcode] if dcode.size else np.zeros(0, dtype=bool)
@@ -722,6 +730,16 @@ def _figures(rel: Path, records: int, r_max: float) -> dict[str, float]:
     return out
 
 
+def _sample_every(manifest: Mapping[str, Any]) -> int:
+    """The manifest's ``report_sample.every`` when it is an integer >= 2, else 0 (then
+    ``manifest`` says what is wrong with it)."""
+    entry = manifest.get("report_sample")
+    every = entry.get("every") if isinstance(entry, Mapping) else None
+    if isinstance(every, int) and not isinstance(every, bool) and every >= 2:
+        return every
+    return 0
+
+
 def _metadata_text(path: Path, meta: Mapping[bytes, bytes], crs: str | None) -> str:
     """``groups.parquet``'s key-value metadata as the single-file scan reads it: the
     GeoParquet CRS definition of the release's own CRS left out (its numbers are the
@@ -946,7 +964,8 @@ def verify_partitioned(
         r1 = _run_tasks(
             client, _source_task,
             [(source, i, int(offsets[i]), str(aud / "assignment" / f"part-{i:05d}.parquet"),
-              route, str(scratch), scan, k, bad_names, kept, figures, published, unit_classes)
+              route, str(scratch), scan, k, bad_names, kept, figures, published, unit_classes,
+              _sample_every(manifest))
              for i in range(len(sizes))],
         )  # fmt: skip
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
@@ -972,6 +991,7 @@ def verify_partitioned(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     reader = _PartitionedRelease(root, parts, r1, r2, has_subject, leak_all)
+    reader.scanned_names = tuple(scan_names)
     results = []
     for name in CHECKS:
         if name not in names:
@@ -1060,6 +1080,19 @@ class _PartitionedRelease(ReleaseReader):
         if shas and all(shas):
             combined = hashlib.sha256("\n".join(str(x) for x in shas).encode()).hexdigest()
         self.__dict__["source"] = Source(sha256=combined)
+        self.scanned_names: tuple[str, ...] = ()
+        self.sampled = (
+            int(sum(r["sample_records"] for r in r1))
+            if r1 and all("sample_records" in r for r in r1)
+            else None
+        )
+
+    def report_sample_basis(self, every: int) -> tuple[int, int]:
+        """(the source's records, the records the report sample of 1 in ``every``
+        draws: the source tasks' counts, summed; each counted the manifest's ``every``)."""
+        if self.sampled is None or every != _sample_every(self.manifest):
+            raise Unreadable("the audit parts' report sample could not be counted")
+        return self.n, self.sampled
 
 
 def _part_problems(rel: _PartitionedRelease, name: str) -> list[str]:
@@ -1118,6 +1151,7 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
     # the same finding from several partitions once
     problems = list(dict.fromkeys(problems))
     problems += _part_problems(rel, "no_leak")
+    problems += sample_phrase_findings(rel, rel.scanned_names)
     if rel.leak_all:
         listed = {str(p["file"]) for p in rel.parts}
         scanned_small = {"manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html",
