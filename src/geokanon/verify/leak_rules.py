@@ -2135,3 +2135,45 @@ def scan_csv_raw(path: Path, sec: Secrets) -> list[str]:
     if frame is not None:
         found += scan_frame(frame, sec)
     return found
+
+
+def scan_file(path: Path, sec: Secrets, rel: ReleaseReader | None = None) -> list[str]:
+    """One release file's findings, by its kind, for both layouts: Parquet column by
+    column; ``release.gpkg`` as tables and text (:mod:`.gpkg`; with ``rel``); CSV as text
+    and a table (with ``rel``: its rows and sha256 noted, and ``records.csv``'s read
+    serving the comparison with ``records.parquet``), else as raw text; HTML as page and
+    markup (``sec.strict``); JSON, Markdown, text, SVG and GeoJSON as text; any other
+    file's bytes for the mask key. The single-file check scans every release file with
+    it, the partitioned source tasks the small files (no ``rel``: a task holds none)."""
+    suffix = path.suffix.lower()
+    found: list[str] | None = []
+    if suffix in (".parquet", ".pq"):
+        found = scan_parquet(path, sec)
+    elif suffix == ".gpkg" and rel is not None:
+        from geokanon.verify.gpkg import gpkg_leaks
+
+        found = gpkg_leaks(path, sec, rel)
+        if sec.key_forms:  # and its bytes, for the mask key
+            data = path.read_bytes()
+            n = key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
+            found += [f"{n} copies of the mask key"] if n else []
+    elif suffix == ".csv":
+        from geokanon.verify._records import csv_tap
+
+        # records.csv: the same read serves its comparison with records.parquet
+        tap = csv_tap(rel, path) if rel is not None else None
+        rows = rel.csv_rows if rel is not None else None
+        digests = rel.read_digests if rel is not None else None
+        found = scan_csv(path, sec, rows=rows, digests=digests, tap=tap)
+        if found is None:
+            found = scan_csv_raw(path, sec)
+    elif suffix in (".html", ".htm") and sec.strict:
+        found = scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
+    elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found = scan_text(text, sec)
+    elif sec.key_forms:  # any other file: its bytes, for the mask key
+        data = path.read_bytes()
+        n = key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
+        found = [f"{n} copies of the mask key"] if n else []
+    return found or []

@@ -108,15 +108,10 @@ from geokanon.verify.leak_rules import (
     WHOLE_NUMBER_RE,
     Secrets,
     column_rules,
-    key_count,
     mask_key_forms,
     published_values,
     sample_phrase_findings,
-    scan_csv,
-    scan_csv_raw,
-    scan_html,
-    scan_parquet,
-    scan_text,
+    scan_file,
 )
 
 
@@ -250,35 +245,7 @@ def check_no_leak(rel: ReleaseReader) -> CheckResult:
     leaks += sample_phrase_findings(rel, (p.relative_to(rel.rel).as_posix() for p in files))
     for path in files:
         rel_name = path.relative_to(rel.rel).as_posix()
-        suffix = path.suffix.lower()
-        found: list[str] | None = []
-        if suffix in (".parquet", ".pq"):
-            found = scan_parquet(path, sec)
-        elif suffix == ".gpkg":
-            from geokanon.verify.gpkg import gpkg_leaks
-
-            found = gpkg_leaks(path, sec, rel)
-            if sec.key_forms:  # and its bytes, for the mask key
-                data = path.read_bytes()
-                n = key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
-                found += [f"{n} copies of the mask key"] if n else []
-        elif suffix == ".csv":
-            from geokanon.verify._records import csv_tap
-
-            # records.csv: the same read serves its comparison with records.parquet
-            tap = csv_tap(rel, path)
-            found = scan_csv(path, sec, rows=rel.csv_rows, digests=rel.read_digests, tap=tap)
-            if found is None:
-                found = scan_csv_raw(path, sec)
-        elif suffix in (".html", ".htm") and sec.strict:
-            found = scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
-        elif suffix in (".json", ".md", ".html", ".htm", ".txt", ".svg", ".geojson"):
-            text = path.read_text(encoding="utf-8", errors="replace")
-            found = scan_text(text, sec)
-        elif sec.key_forms:  # any other file: its bytes, for the mask key
-            data = path.read_bytes()
-            n = key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
-            found = [f"{n} copies of the mask key"] if n else []
+        found = scan_file(path, sec, rel)
         if found:
             leaks.append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
     if leaks:

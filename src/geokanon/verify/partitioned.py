@@ -121,12 +121,9 @@ from geokanon.verify.leak_rules import (
     column_rules,
     published_values,
     sample_phrase_findings,
-    scan_csv,
-    scan_csv_raw,
+    scan_file,
     scan_frame,
-    scan_html,
     scan_parquet,
-    scan_text,
     without_declared_crs,
     without_geography,
 )
@@ -217,25 +214,6 @@ def _strict_secrets(
     )  # fmt: skip
 
 
-def _scan_file(path: Path, sec: Any, label: str) -> list[str]:
-    suffix = path.suffix.lower()
-    found: list[str] = []
-    if label.endswith("(metadata)"):
-        found = scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
-    elif suffix in (".parquet", ".pq"):
-        found = scan_parquet(path, sec)
-    else:
-        if suffix == ".csv":
-            # as the single-machine verifier: the parsed table, else the raw text
-            parsed = scan_csv(path, sec)
-            found = parsed if parsed is not None else scan_csv_raw(path, sec)
-        elif suffix in (".html", ".htm") and sec.strict:
-            found = scan_html(path.read_text(encoding="utf-8", errors="replace"), sec)
-        else:
-            found = scan_text(path.read_text(encoding="utf-8", errors="replace"), sec)
-    return found
-
-
 # ----------------------------------------------------------------------------
 # Source round
 # ----------------------------------------------------------------------------
@@ -324,7 +302,7 @@ def _source_task(
         crs=published["crs"],
     )  # fmt: skip
     for rel_name, path in leak_files:
-        found = _scan_file(Path(path), sec, rel_name)
+        found = scan_file(Path(path), sec)
         if found:
             out["leaks"].append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
     try:
