@@ -16,7 +16,7 @@ def local_search_input(
     ``_improve_groups`` (the groups the construction made, before the local search)."""
     seen: dict[str, object] = {}
 
-    def capture(atom_group, n_groups, ax, ay, aw, asub, k, r_work, step):  # type: ignore[no-untyped-def]
+    def capture(atom_group, n_groups, ax, ay, aw, asub, k, r_work, step, **_):  # type: ignore[no-untyped-def]
         seen.update(atom_group=atom_group.copy(), n_groups=n_groups, ax=ax, ay=ay, aw=aw,
                     asub=asub, k=k, r_work=r_work, step=step)  # fmt: skip
         return 0

@@ -975,10 +975,13 @@ def group_records(
     rx = np.asarray(reps_x, dtype=np.float64)
     ry = np.asarray(reps_y, dtype=np.float64)
     atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
-    _improve_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step)
+    lists: list[NDArray[np.int32]] = []
+    _improve_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step, lists=lists)
     from geokanon._recut import recut_groups  # it uses this module's exact check
 
-    recut_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step)
+    before = atom_group.copy()
+    if recut_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step) and lists:
+        _polish_groups(before, atom_group, rx.size, ax, ay, aw, asub, k, r_max, step, lists[0])
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
@@ -2603,6 +2606,116 @@ def _improve(
     return changes
 
 
+#: Sweeps of :func:`_polish` (the local search again, after the re-cuts, over the atoms
+#: near a re-cut group).
+POLISH_SWEEPS = 1
+
+
+@nb.njit(cache=True)
+def _polish(
+    atom_group: NDArray[np.int64],
+    before: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    nbr: NDArray[np.int32],
+    k: int,
+    r: float,
+    step: float,
+    cap: int,
+    screen: float,
+) -> int:
+    """One sweep of the local search after the re-cuts, over the atoms they may have
+    given a new change: those of a group the re-cuts changed (``before``: the groups
+    before them) and those with one of their neighbours in such a group.
+
+    The moves, swaps, bounds and exact checks are :func:`_improve`'s
+    (:func:`_sweep_piece`, the atoms visited in index order on one thread, so the
+    result does not depend on the number of threads), with the neighbour lists the
+    local search used (``nbr``: atoms of other groups then; an atom of the same group
+    now is passed over). A visited atom takes a change only when it lowers the summed
+    distance to the centroids and both groups stay valid, so the guarantee holds and
+    the objective never rises. Returns the number of changes made.
+    """
+    na = ax.size
+    nq = nbr.shape[1]
+    dirty = np.zeros(n_groups, np.bool_)
+    n_dirty = 0
+    for a in range(na):
+        g = atom_group[a]
+        if g != before[a]:
+            for e in (g, before[a]):
+                if e >= 0 and not dirty[e]:
+                    dirty[e] = True
+                    n_dirty += 1
+    if n_dirty == 0:
+        return 0
+    # the atoms to visit (the others are marked "inner": the sweep passes them over),
+    # and the groups whose costs the visits read
+    skip = np.ones(na, np.bool_)
+    need = np.zeros(n_groups, np.bool_)
+    for a in range(na):
+        g = atom_group[a]
+        if g < 0:
+            continue
+        visit = dirty[g]
+        if not visit:
+            for q in range(nq):
+                b = nbr[a, q]
+                if b >= 0 and atom_group[b] >= 0 and dirty[atom_group[b]]:
+                    visit = True
+                    break
+        if visit:
+            skip[a] = False
+            need[g] = True
+            for q in range(nq):
+                b = nbr[a, q]
+                if b >= 0 and atom_group[b] >= 0:
+                    need[atom_group[b]] = True
+    head = np.full(n_groups, -1, np.int64)
+    nxt = np.full(na, -1, np.int64)
+    prv = np.full(na, -1, np.int64)
+    size = np.zeros(n_groups, np.int64)
+    sw = np.zeros(n_groups)
+    sx = np.zeros(n_groups)
+    sy = np.zeros(n_groups)
+    for a in range(na - 1, -1, -1):
+        g = atom_group[a]
+        if g < 0:
+            continue
+        if head[g] >= 0:
+            prv[head[g]] = a
+        nxt[a] = head[g]
+        head[g] = a
+        size[g] += 1
+    for a in range(na):
+        g = atom_group[a]
+        if g >= 0:
+            sw[g] += aw[a]
+            sx[g] += aw[a] * ax[a]
+            sy[g] += aw[a] * ay[a]
+    cost = np.zeros(n_groups)
+    slope = np.zeros((n_groups, 3))
+    for gi in range(n_groups):
+        if need[gi] and head[gi] >= 0:
+            cost[gi] = _cost_of(gi, -1, -1, head, nxt, ax, ay, aw, sw[gi], sx[gi], sy[gi])
+            slope[gi, 0], slope[gi, 1], slope[gi, 2] = _slope_of(
+                gi, head, nxt, ax, ay, aw, sx[gi] / sw[gi], sy[gi] / sw[gi]
+            )
+    # every atom as if visited at time 0, the re-cut groups changed at time 1
+    changed = np.zeros(n_groups, np.int64)
+    for gi in range(n_groups):
+        if dirty[gi]:
+            changed[gi] = 1
+    seen_at = np.zeros(na, np.int64)
+    home = np.full(n_groups, -1, np.int64)  # not read by the serial phase
+    return _sweep_piece(0, max(na, 1), 1, True, skip, home, atom_group, head, nxt, prv, size,
+                        sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub, nbr, k,
+                        r, step, cap, screen, True)  # fmt: skip
+
+
 @nb.njit(cache=True)
 def _move_atom(a: int, g: int, h: int, head: NDArray[np.int64], nxt: NDArray[np.int64],
                prv: NDArray[np.int64], atom_group: NDArray[np.int64], aw: NDArray[np.float64],
@@ -2668,8 +2781,13 @@ def _improve_groups(
     k: int,
     r_work: float,
     step: float,
+    *,
+    lists: list[NDArray[np.int32]] | None = None,
 ) -> int:
-    """Run :func:`_improve` over the placed atoms (in place on ``atom_group``)."""
+    """Run :func:`_improve` over the placed atoms (in place on ``atom_group``).
+
+    ``lists``, when given, receives the neighbour lists the search used (for
+    :func:`_polish_groups`; nothing when there was no search)."""
     placed = np.flatnonzero(atom_group >= 0)
     if placed.size <= k or n_groups < 2:
         return 0
@@ -2686,12 +2804,42 @@ def _improve_groups(
     nbr = _near_atoms(np.ascontiguousarray(ax, dtype=np.float64),
                       np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
                       IMPROVE_NEIGHBOURS, reach)  # fmt: skip
+    if lists is not None:
+        lists.append(nbr)
     sub = np.ascontiguousarray(asub, dtype=np.int64).ravel()  # compared by value only
     return int(
         _improve(
             atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
             np.ascontiguousarray(ay, dtype=np.float64), np.ascontiguousarray(aw, dtype=np.float64),
             sub, nbr, k, r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE,
+        )
+    )  # fmt: skip
+
+
+def _polish_groups(
+    before: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    k: int,
+    r_work: float,
+    step: float,
+    nbr: NDArray[np.int32],
+) -> int:
+    """Run :func:`_polish` (in place on ``atom_group``; ``before``: the groups before the
+    re-cuts, ``nbr``: the local search's neighbour lists)."""
+    if n_groups < 2:
+        return 0
+    return int(
+        _polish(
+            atom_group, np.ascontiguousarray(before, dtype=np.int64), n_groups,
+            np.ascontiguousarray(ax, dtype=np.float64), np.ascontiguousarray(ay, dtype=np.float64),
+            np.ascontiguousarray(aw, dtype=np.float64),
+            np.ascontiguousarray(asub, dtype=np.int64).ravel(), nbr, k, r_work, step, CAP_K * k,
+            SCREEN,
         )
     )  # fmt: skip
 
