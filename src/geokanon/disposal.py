@@ -50,7 +50,7 @@ from geokanon.classify import (
 )
 from geokanon.errors import InputError, PrivacyRiskWarning, ReleaseRefused, Unsatisfiable
 from geokanon.grouping import Grouping, group_records, repair_groups
-from geokanon.neighbours import cells_around, in_sorted, pack_key, subject_codes
+from geokanon.neighbours import cell_values, cells_around, in_sorted, pack_key, subject_codes
 from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
 
 __all__ = [
@@ -858,19 +858,12 @@ def _near_removed(
         oy = min(float(y[kept[a : a + _CHUNK]].min()) for a in range(0, kept.size, _CHUNK))
         ox, oy = min(ox, 0.0), min(oy, 0.0)
 
-    def cells(idx: NDArray[np.integer]) -> NDArray[np.int64]:
-        return pack_key(np.floor((x[idx] - ox) / side), np.floor((y[idx] - oy) / side))
-
-    seeds = cells(removed)
+    seeds = pack_key(np.floor((x[removed] - ox) / side), np.floor((y[removed] - oy) / side))
     near, ring = cells_around(seeds, 1), cells_around(seeds, 2)  # sorted, distinct
-    redo = np.empty(kept.size, dtype=bool)
-    context = np.empty(kept.size, dtype=bool)
-    # In chunks of the kept records: bounded temporaries whatever the size.
-    for a in range(0, kept.size, _CHUNK):
-        kk = cells(kept[a : a + _CHUNK])
-        redo[a : a + _CHUNK] = in_sorted(kk, near)
-        context[a : a + _CHUNK] = in_sorted(kk, ring)
-    return redo, context
+    # 2: a cell within one of a removed record's, 1: within two
+    level = cell_values(x, y, kept, (ox, oy), side, ring,
+                        (1 + in_sorted(ring, near)).astype(np.uint8))  # fmt: skip
+    return level == 2, level >= 1
 
 
 def _generalise_with_sensitivity(

@@ -54,7 +54,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
-from geokanon.neighbours import cells_around, in_sorted, pack_key, sorted_unique, stable_argsort
+from geokanon.neighbours import (
+    cell_values,
+    cells_around,
+    pack_key,
+    sorted_unique,
+    stable_argsort,
+)
 from geokanon.policy import OutlierPolicy
 
 __all__ = [
@@ -772,18 +778,37 @@ def _canonical_order(
     they are ordered by the remaining keys; the result is the lexicographic order.
     Coordinates come before the content key and the content key before the subject
     code (a row number when there is no subject column): only records equal in
-    every column are left in row order, and those are interchangeable.
+    every column are left in an order the integer sort chose (it need not be
+    stable: they are interchangeable, one atom).
     """
-    order = stable_argsort(h)
-    hs = h[order]
-    tie = np.r_[False, hs[1:] == hs[:-1]]
-    tie[:-1] |= tie[1:]
-    pos = np.flatnonzero(tie)
+    order = np.argsort(h)  # not stable: every tie is ordered below
+    pos = _tied(h, order)
     if pos.size:
         idx = order[pos]
-        sub = np.lexsort((subj[idx], tb[idx], y[idx], x[idx], hs[pos]))
+        sub = np.lexsort((subj[idx], tb[idx], y[idx], x[idx], h[idx]))
         order[pos] = idx[sub]
     return order
+
+
+@nb.njit(cache=True)
+def _tied(
+    h: NDArray[np.int64], order: NDArray[np.int64]
+) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """The places in ``order`` whose key ``h`` equals the one before or after it."""
+    n = order.size
+    m = 0
+    for i in range(1, n):
+        if h[order[i]] == h[order[i - 1]]:
+            m += 1
+    out = np.empty(2 * m, np.int64)
+    m = 0
+    for i in range(n):
+        if (i > 0 and h[order[i]] == h[order[i - 1]]) or (
+            i + 1 < n and h[order[i + 1]] == h[order[i]]
+        ):
+            out[m] = i
+            m += 1
+    return out[:m]
 
 
 class _LocalTree:
@@ -805,9 +830,17 @@ class _LocalTree:
         self._ox, self._oy = float(ax.min()), float(ay.min())
         seed_keys = self._cells(ax[seeds], ay[seeds])
         self._safe = cells_around(seed_keys, 2)
-        self._idx = np.flatnonzero(in_sorted(self._cells(ax, ay), cells_around(seed_keys, 3)))
+        around = cells_around(seed_keys, 3)
+        hit = cell_values(ax, ay, None, (self._ox, self._oy), self._side, around,
+                          np.ones(around.size, dtype=np.uint8))  # fmt: skip
+        self._idx = np.flatnonzero(hit)
         self._tree = cKDTree(np.c_[ax[self._idx], ay[self._idx]])
         self._full: cKDTree | None = None
+
+    @property
+    def atoms(self) -> NDArray[np.int64]:
+        """The atoms it holds (ascending): every atom within ``6 r_max`` of a seed."""
+        return self._idx
 
     def _cells(self, x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.int64]:
         return pack_key(
@@ -872,15 +905,53 @@ def _atoms(
     h = hilbert_keys(x, y)
     tb = np.zeros(x.size, dtype=np.uint64) if tiebreak is None else tiebreak
     order = _canonical_order(h, tb, subj, x, y)
-    hs, ss, xs, ys = h[order], subj[order], x[order], y[order]
-    new = np.r_[True, (ss[1:] != ss[:-1]) | (xs[1:] != xs[:-1]) | (ys[1:] != ys[:-1])]
-    atom_sorted = np.cumsum(new) - 1
-    atom_of = np.empty(x.size, dtype=np.int64)
-    atom_of[order] = atom_sorted
-    first = np.flatnonzero(new)
-    counts = np.diff(np.r_[first, x.size]).astype(np.float64)
-    del hs
-    return atom_of, xs[first], ys[first], ss[first], counts
+    del h, tb
+    return _collapse(order, np.ascontiguousarray(subj, dtype=np.int64), x, y)
+
+
+@nb.njit(cache=True)
+def _collapse(
+    order: NDArray[np.int64],
+    subj: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+) -> tuple[
+    NDArray[np.int64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.int64],
+    NDArray[np.float64],
+]:  # pragma: no cover - compiled
+    """Runs of ``order`` with the same subject and coordinates as atoms (one pass): each
+    record's atom, and per atom its x, y, subject and record count."""
+    n = order.size
+    atom_of = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    m = -1
+    for i in range(n):
+        j = order[i]
+        if i == 0:
+            m = 0
+            first[0] = j
+        else:
+            p = order[i - 1]
+            if subj[j] != subj[p] or x[j] != x[p] or y[j] != y[p]:
+                m += 1
+                first[m] = j
+        atom_of[j] = m
+    na = m + 1
+    axs = np.empty(na)
+    ays = np.empty(na)
+    asub = np.empty(na, np.int64)
+    counts = np.zeros(na)
+    for a in range(na):
+        j = first[a]
+        axs[a] = x[j]
+        ays[a] = y[j]
+        asub[a] = subj[j]
+    for j in range(n):
+        counts[atom_of[j]] += 1.0
+    return atom_of, axs, ays, asub, counts
 
 
 def group_records(
@@ -1328,7 +1399,8 @@ def _place_leftovers(
     if rest.size == 0 or not reps_x:
         return
     tree = _LocalTree(ax, ay, rest, r_max)
-    _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step)
+    _borrow(rest, ax, ay, aw, asub, atom_group, members, reps_x, reps_y, k, r_max, step,
+            tree.atoms)  # fmt: skip
     # 4. The rest: a group where the best disc through the atom lies, taking members
     # from groups only when everyone displaced finds another group.
     rest = rest[atom_group[rest] < 0]
@@ -1349,6 +1421,7 @@ def _borrow(
     k: int,
     r_max: float,
     step: float,
+    local: NDArray[np.int64] | None = None,
 ) -> None:
     """Form groups around leftover atoms with the nearest atoms that can be spared.
 
@@ -1356,22 +1429,33 @@ def _borrow(
     distinct subjects without it (taking members away never moves the rest farther
     from their representative). Groups that lose members keep their representative;
     exact-centroid coincidences are mended afterwards.
+
+    ``local``: the atoms (ascending indices) among which every atom within
+    ``2 r_max`` of a leftover is (default all): only they are numbered and put on
+    the grid, so the cost follows the leftovers' neighbourhoods, not every atom.
     """
     rest = leftovers[atom_group[leftovers] < 0]
+    if rest.size == 0:
+        return
+    loc = np.arange(ax.size, dtype=np.int64) if local is None else local
+    lx, ly = np.ascontiguousarray(ax[loc]), np.ascontiguousarray(ay[loc])
+    at = np.searchsorted(loc, rest)  # the leftovers' places in loc
+    assert bool((loc[np.minimum(at, loc.size - 1)] == rest).all())
     # Atoms per subject of every group touched, counted on first touch.
     subjects_of: dict[int, dict[int, int]] = {}
-    # Every atom's (group, subject) pair as a number, free atoms as group -1; a new
-    # group's atoms get new numbers (each is its subject's only atom there).
-    _, scode = np.unique(asub, return_inverse=True)
-    scode = scode.astype(np.int64)
-    _, pair_of = np.unique((atom_group + 1) * (int(scode.max()) + 1) + scode,
+    # Every local atom's (group, subject) pair as a number, free atoms as group -1; a
+    # new group's atoms get new numbers (each is its subject's only atom there). Only
+    # equality of the numbers matters, and of the subject codes.
+    _, scode = np.unique(asub[loc], return_inverse=True)
+    scode = scode.astype(np.int64).ravel()
+    _, pair_of = np.unique((atom_group[loc] + 1) * (int(scode.max()) + 1) + scode,
                            return_inverse=True)  # fmt: skip
-    pair_of = pair_of.astype(np.int64)
+    pair_of = pair_of.astype(np.int64).ravel()
     next_pair = int(pair_of.max()) + 1
-    grid = _Grid(ax, ay, 2.0 * r_max)
-    best_d = np.full(next_pair + ax.size, np.inf)
-    best_j = np.full(next_pair + ax.size, -1, dtype=np.int64)
-    touched = np.empty(next_pair + ax.size, dtype=np.int64)
+    grid = _Grid(lx, ly, 2.0 * r_max)
+    best_d = np.full(next_pair + loc.size, np.inf)
+    best_j = np.full(next_pair + loc.size, -1, dtype=np.int64)
+    touched = np.empty(next_pair + loc.size, dtype=np.int64)
     r2 = 4.0 * r_max * r_max
 
     def tally(g: int) -> dict[int, int]:
@@ -1383,15 +1467,18 @@ def _borrow(
             subjects_of[g] = c
         return c
 
-    for p in rest:
+    for p, pl in zip(rest.tolist(), at.tolist(), strict=True):
         if atom_group[p] >= 0:
             continue
-        near = _pairs_near(p, ax, ay, scode, pair_of, grid.order, grid.keys, grid.cx, grid.cy,
-                           grid.wy, r2, best_d, best_j, touched)  # fmt: skip
+        # local places, nearest first (ties by index: loc is ascending)
+        near_l = _pairs_near(pl, lx, ly, scode, pair_of, grid.order, grid.keys, grid.cx,
+                             grid.cy, grid.wy, r2, best_d, best_j, touched)  # fmt: skip
+        near = loc[near_l]
         chosen = [int(p)]
+        chosen_l = [int(pl)]
         seen = {int(asub[p])}
         taken: dict[int, int] = {}  # subjects taken so far from each group
-        for j in near.tolist():
+        for j, jl in zip(near.tolist(), near_l.tolist(), strict=True):
             if int(asub[j]) in seen:
                 continue
             g = int(atom_group[j])
@@ -1402,6 +1489,7 @@ def _borrow(
                     continue
                 taken[g] = lost + 1
             chosen.append(int(j))
+            chosen_l.append(int(jl))
             seen.add(int(asub[j]))
             if len(seen) >= k:
                 break
@@ -1414,7 +1502,7 @@ def _borrow(
         new = len(reps_x)
         reps_x.append(rep[0])
         reps_y.append(rep[1])
-        for j in chosen:
+        for j, jl in zip(chosen, chosen_l, strict=True):
             g = int(atom_group[j])
             if g >= 0:
                 members.remove(g, j)
@@ -1423,7 +1511,7 @@ def _borrow(
                 if counts[int(asub[j])] == 0:
                     del counts[int(asub[j])]
             atom_group[j] = new
-            pair_of[j] = next_pair
+            pair_of[jl] = next_pair
             next_pair += 1
         members.new(chosen)
         tally(new)
@@ -1942,7 +2030,7 @@ def _rule_point(
     return found, bx, by
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _settle(
     order: NDArray[np.int64],
     starts: NDArray[np.int64],
@@ -1956,9 +2044,10 @@ def _settle(
     ry: NDArray[np.float64],
     ok: NDArray[np.bool_],
 ) -> None:
-    """:func:`settle_representatives` over groups given as runs of ``order``."""
+    """:func:`settle_representatives` over groups given as runs of ``order`` (each group on
+    its own: in parallel, the same answer whatever the threads)."""
     o = (0.5 + OFFSET) * step
-    for g in range(starts.size - 1):
+    for g in nb.prange(starts.size - 1):
         a = starts[g]
         b = starts[g + 1]
         m = b - a
@@ -2053,9 +2142,8 @@ def settle_representatives(
     >>> bool(ok[0]), round(float(rx[0]), 6), round(float(ry[0]), 6)
     (True, 1.440983, 0.190983)
     """
-    placed = np.flatnonzero(group_of >= 0)
-    order = placed[stable_argsort(group_of[placed])]
-    starts = np.searchsorted(group_of[order], np.arange(n_groups + 1))
+    # the placed points by group, ascending within each (a counting sort)
+    order, starts = _by_group(np.ascontiguousarray(group_of, dtype=np.int64), n_groups)
     rx = np.zeros(n_groups)
     ry = np.zeros(n_groups)
     ok = np.zeros(n_groups, dtype=np.bool_)
@@ -2844,7 +2932,6 @@ def _polish_groups(
     )  # fmt: skip
 
 
-@nb.njit(cache=True, parallel=True)
 def _near_atoms(
     ax: NDArray[np.float64],
     ay: NDArray[np.float64],
@@ -2865,23 +2952,54 @@ def _near_atoms(
     all be refused: the answer is the same). Each atom's answer depends on the
     positions and groups only, so the threads' order does not matter. The answer is
     int32 (half the memory of int64: it is the local search's largest array).
+
+    The atoms are put in cell order (ties by index) by :func:`stable_argsort`, a
+    numpy sort of packed keys: it was a compiled merge sort, one thread, 4-6 s at 1e7.
     """
+    if ax.size == 0:
+        return np.full((0, q), -1, np.int32)
+    key, wy = _cell_keys(ax, ay, side)
+    order = stable_argsort(key)
+    return _near_atoms_sorted(ax, ay, atom_group, side, q, reach, key, wy, order)
+
+
+@nb.njit(cache=True, parallel=True)
+def _cell_keys(
+    ax: NDArray[np.float64], ay: NDArray[np.float64], side: float
+) -> tuple[NDArray[np.int64], int]:  # pragma: no cover - compiled
+    """Every atom's cell key on the grid of :func:`_near_atoms`, and the column width."""
     n = ax.size
-    out = np.full((n, q), -1, np.int32)
-    if n == 0:
-        return out
     ox = ax.min()
     oy = ay.min()
     key = np.empty(n, np.int64)
     cy = np.empty(n, np.int64)
-    for i in range(n):
+    for i in nb.prange(n):
         cy[i] = int((ay[i] - oy) / side) + 5
     # a margin of 5 cells each side (rings reach 4), so a cell beyond the top or bottom
     # row never shares a key with one of the next column
     wy = cy.max() + 6
-    for i in range(n):
+    for i in nb.prange(n):
         key[i] = (int((ax[i] - ox) / side) + 5) * wy + cy[i]
-    order = np.argsort(key, kind="mergesort")
+    return key, wy
+
+
+@nb.njit(cache=True, parallel=True)
+def _near_atoms_sorted(
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    atom_group: NDArray[np.int64],
+    side: float,
+    q: int,
+    reach: NDArray[np.float64],
+    key: NDArray[np.int64],
+    wy: int,
+    order: NDArray[np.int64],
+) -> NDArray[np.int32]:  # pragma: no cover - compiled
+    """:func:`_near_atoms` given the atoms' cell keys and their order by key, then index."""
+    n = ax.size
+    out = np.full((n, q), -1, np.int32)
+    ox = ax.min()
+    oy = ay.min()
     # the scanned data in cell order
     px = np.empty(n)
     py = np.empty(n)
