@@ -103,7 +103,13 @@ class SyntheticPartitions:
 
 
 class PeakMemory:
-    """Peak resident memory of this process and all its children, sampled in a thread."""
+    """Peak resident memory of this process and all its children, sampled in a thread.
+
+    With :meth:`stage` called as the work moves on, the peaks are also kept per stage:
+    the driver (this process), the workers (every child process, summed) and both
+    together, each the largest sample taken while that stage was the current one, and
+    the CPU seconds (user + system) the driver and the workers spent in the stage.
+    """
 
     def __init__(self, interval_s: float = 0.2) -> None:
         import psutil
@@ -111,32 +117,98 @@ class PeakMemory:
         self._proc = psutil.Process()
         self._interval = interval_s
         self.peak = 0
+        self._current = "start"
+        #: stage -> [driver peak, workers peak, total peak] in bytes, in stage order
+        self.stages: dict[str, list[int]] = {}
+        #: stage -> [driver CPU s, workers CPU s]
+        self.cpu: dict[str, list[float]] = {}
+        self._cpu_at = (0.0, 0.0)
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> int:
-        total = 0
+    def stage(self, name: str) -> None:
+        """Charge the samples from now on to stage ``name``."""
+        self._charge_cpu()
+        with self._lock:
+            self._current = name
+            self.stages.setdefault(name, [0, 0, 0])
+        self._record()
+
+    def _cpu_now(self) -> tuple[float, float]:
+        driver = workers = 0.0
         for p in [self._proc, *self._proc.children(recursive=True)]:
             try:
-                total += p.memory_info().rss
+                t = p.cpu_times()
             except Exception:  # a process that just ended
                 continue
-        return total
+            if p.pid == self._proc.pid:
+                driver = t.user + t.system
+            else:
+                workers += t.user + t.system
+        return driver, workers
+
+    def _charge_cpu(self) -> None:
+        now = self._cpu_now()
+        spent = self.cpu.setdefault(self._current, [0.0, 0.0])
+        spent[0] += max(0.0, now[0] - self._cpu_at[0])
+        spent[1] += max(0.0, now[1] - self._cpu_at[1])
+        self._cpu_at = now
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) of the driver and the workers so far."""
+        return sum(d + w for d, w in self.cpu.values())
+
+    def _sample(self) -> tuple[int, int]:
+        driver = workers = 0
+        for p in [self._proc, *self._proc.children(recursive=True)]:
+            try:
+                rss = p.memory_info().rss
+            except Exception:  # a process that just ended
+                continue
+            if p.pid == self._proc.pid:
+                driver = rss
+            else:
+                workers += rss
+        return driver, workers
+
+    def _record(self) -> None:
+        driver, workers = self._sample()
+        with self._lock:
+            self.peak = max(self.peak, driver + workers)
+            top = self.stages.setdefault(self._current, [0, 0, 0])
+            top[0] = max(top[0], driver)
+            top[1] = max(top[1], workers)
+            top[2] = max(top[2], driver + workers)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, self._sample())
+            self._record()
             self._stop.wait(self._interval)
 
     def __enter__(self) -> PeakMemory:
-        self.peak = self._sample()
+        self._cpu_at = self._cpu_now()
+        self._record()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, self._sample())
+        self._record()
+        self._charge_cpu()
+
+    def print_stages(self, title: str) -> None:
+        """Print the per-stage peaks (GB) recorded through :meth:`stage`."""
+        print(f"  peak memory by stage, {title} (GB; the largest sample while the stage ran)")
+        print(f"    {'driver':>7} {'workers':>8} {'total':>7} {'CPU s drv':>9} {'wrk':>7}  stage")
+        for name, (driver, workers, total) in self.stages.items():
+            c_d, c_w = self.cpu.get(name, [0.0, 0.0])
+            print(
+                f"    {driver / 2**30:7.2f} {workers / 2**30:8.2f} {total / 2**30:7.2f} "
+                f"{c_d:9.1f} {c_w:7.1f}  {name}"
+            )
 
 
 @dataclass
@@ -225,7 +297,15 @@ def _full_policy(policy: Any) -> Any:
     return dataclasses.replace(policy, tau=0.5, unit_cap=1.0)
 
 
-def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float, parts: int) -> Row:
+def run_dask_full(
+    n: int,
+    policy: Any,
+    client: Any,
+    workers: int,
+    tile_m: float,
+    parts: int,
+    stage_memory: bool = False,
+) -> Row:
     from geokanon.distributed import Tiling, release_partitions
     from geokanon.release import ReleaseOptions
 
@@ -235,17 +315,23 @@ def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float,
         with PeakMemory() as mem, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
+            last: list[str] = []
+
+            def progress(stage: str, step: str | None = None, **_: Any) -> None:
+                name = stage if step is None else f"{stage}: {step}"
+                if last and last[-1] == name:
+                    return  # a done/total update of the current step
+                last.append(name)
+                mem.stage(name)
+                print(f"    {time.perf_counter() - t0:7.1f} s  {name}", flush=True)
+
             res = release_partitions(
                 src, pol, os.path.join(tmp, "out"), ReleaseOptions(local_metres=True),
                 tiling=Tiling.for_policy(pol, tile_m=tile_m),
-                client=client, scratch_dir=tmp, check_determinism=False,
-                progress=lambda stage, step=None, **_: print(
-                    f"    {time.perf_counter() - t0:7.1f} s  {stage}"
-                    + ("" if step is None else f": {step}"),
-                    flush=True,
-                ),
+                client=client, scratch_dir=tmp, check_determinism=False, progress=progress,
             )  # fmt: skip
             dt = time.perf_counter() - t0
+            mem.stage("done")
         size = sum(
             os.path.getsize(os.path.join(d, f))
             for d, _, fs in os.walk(os.path.join(tmp, "out")) for f in fs
@@ -253,7 +339,10 @@ def run_dask_full(n: int, policy: Any, client: Any, workers: int, tile_m: float,
     m = res.manifest
     ok = all(m["verification"].values())
     note = (f"{m['groups']:,} groups, {m['record_parts']} parts, {parts} partitions, "
-            f"{size / 2**30:.2f} GB written, verified {'ok' if ok else 'FAILED'}")  # fmt: skip
+            f"{size / 2**30:.2f} GB written, verified {'ok' if ok else 'FAILED'}, "
+            f"{mem.cpu_seconds:,.0f} CPU s")  # fmt: skip
+    if stage_memory:
+        mem.print_stages(f"dask full release {n:,}")
     return Row(n, f"dask x{workers}", "full release", dt, mem.peak / 2**30, workers, note)
 
 
@@ -311,6 +400,11 @@ def main() -> None:
     ap.add_argument("--tile", type=float, default=20_000.0, help="tile side, m")
     ap.add_argument("--partition", type=int, default=2_000_000, help="records per partition")
     ap.add_argument("--quick", action="store_true", help="toy sizes (CI)")
+    ap.add_argument(
+        "--stage-memory",
+        action="store_true",
+        help="print the full Dask release's peak memory per stage (driver, workers, total)",
+    )
     args = ap.parse_args()
     from geokanon.policy import OutlierPolicy
 
@@ -350,7 +444,9 @@ def main() -> None:
             print(f"  dask {n:,}: {rows[-1].seconds:.1f} s", flush=True)
         for n in full:
             parts = max(args.workers, math.ceil(n / args.partition))
-            rows.append(run_dask_full(n, policy, client, args.workers, args.tile, parts))
+            rows.append(
+                run_dask_full(n, policy, client, args.workers, args.tile, parts, args.stage_memory)
+            )
             print(f"  dask full release {n:,}: {rows[-1].seconds:.1f} s", flush=True)
     order = {("single", "classify"): 0, ("single", "release core"): 1}
     rows.sort(key=lambda r: (order.get((r.backend, r.stage), 2), r.stage, r.n))

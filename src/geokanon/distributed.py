@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
@@ -93,6 +94,7 @@ from geokanon.disposal import (
 from geokanon.errors import GeokanonError, InputError, ReleaseRefused
 from geokanon.grouping import Grouping, group_records
 from geokanon.neighbours import (
+    _KEY_BIAS,
     cells_around,
     factorize_subject_ids,
     in_sorted,
@@ -262,6 +264,35 @@ class Tiling:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(rec), np.concatenate(keys)
 
+    def _all_halo_pairs(
+        self, xa: NDArray[np.float64], ya: NDArray[np.float64], extent: float
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """:meth:`halo_pairs` of every record with one ``extent`` (the same pairs, in
+        another order): compiled, no per-record temporaries, when every tile column
+        and row packs; else in chunks of :meth:`halo_pairs` (bounded temporaries)."""
+        ok = xa.size > 0 and _owner_codes_fit(self, xa, ya)
+        if ok:
+            margin = 1e-6 + 1e-9 * (abs(self.origin_x) + abs(self.origin_y) + self.tile_m)
+            margin += 1e-9 * extent
+            reach = self.halo_m + margin
+            args = (xa, ya, self.origin_x, self.origin_y, self.tile_m, reach)
+            m = _halo_count(*args)
+            rec = np.empty(m, dtype=np.int64)
+            key = np.empty(m, dtype=np.int64)
+            _halo_fill(*args, rec, key)
+            return rec, key
+        recs: list[NDArray[np.int64]] = []
+        hkeys: list[NDArray[np.int64]] = []
+        # In chunks: the temporaries of the halo test stay bounded whatever the size.
+        for a in range(0, xa.size, _CHUNK):
+            b = min(a + _CHUNK, xa.size)
+            r, k = self.halo_pairs(xa[a:b], ya[a:b], extent=extent)
+            recs.append(r + a)
+            hkeys.append(k)
+        hrec = np.concatenate(recs) if recs else np.zeros(0, np.int64)
+        hkey = np.concatenate(hkeys) if hkeys else np.zeros(0, np.int64)
+        return hrec, hkey
+
     def contexts(
         self, x: ArrayLike, y: ArrayLike
     ) -> list[tuple[int, NDArray[np.int64], NDArray[np.int64]]]:
@@ -283,18 +314,8 @@ class Tiling:
         xa = np.asarray(x, dtype=np.float64)
         ya = np.asarray(y, dtype=np.float64)
         keys, codes = _owner_codes(self, xa, ya)
-        recs: list[NDArray[np.int64]] = []
-        hkeys: list[NDArray[np.int64]] = []
         extent = _largest_abs(xa) + _largest_abs(ya) if xa.size else 0.0
-        # In chunks: the temporaries of the halo test stay bounded whatever the size.
-        for a in range(0, xa.size, _CHUNK):
-            b = min(a + _CHUNK, xa.size)
-            r, k = self.halo_pairs(xa[a:b], ya[a:b], extent=extent)
-            recs.append(r + a)
-            hkeys.append(k)
-        hrec = np.concatenate(recs) if recs else np.zeros(0, np.int64)
-        hkey = np.concatenate(hkeys) if hkeys else np.zeros(0, np.int64)
-        del recs, hkeys
+        hrec, hkey = self._all_halo_pairs(xa, ya, extent)
         horder = np.lexsort((hrec, hkey))
         hrec, hkey = hrec[horder], hkey[horder]
         del horder
@@ -305,17 +326,40 @@ class Tiling:
 
 
 def _owner_codes(
-    tiling: Tiling, x: Any, y: Any, at: NDArray[np.int64] | None = None
+    tiling: Tiling, x: Any, y: Any, at: NDArray[np.integer] | None = None
 ) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
     """Sorted distinct keys of the tiles owning the records (``at``: only those rows),
-    and each record's index into them as int32; in chunks (bounded temporaries)."""
-    n = x.size if at is None else at.size
+    and each record's index into them as int32.
+
+    Compiled passes over the records (tile ranges, then each record's cell on the
+    dense grid of the occupied range) when that grid is small; else in chunks of
+    :func:`Tiling.tile_keys` (bounded temporaries). Both give the same keys and codes:
+    the tile column and row are ``floor((v - origin) / tile_m)`` in either.
+    """
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    n = xa.size if at is None else at.size
+    if n and 0 < xa.size < 2**31:
+        sel = np.zeros(0, np.int64) if at is None else np.asarray(at)
+        ox, oy, side = tiling.origin_x, tiling.origin_y, tiling.tile_m
+        lo_x, hi_x, lo_y, hi_y, ok = _tile_range(xa, ya, sel, at is not None, ox, oy, side)
+        nx, ny = hi_x - lo_x + 1, hi_y - lo_y + 1
+        if ok and nx * ny <= _DENSE_TILES:
+            codes = np.empty(n, dtype=np.int32)
+            occupied = _dense_cells(
+                xa, ya, sel, at is not None, ox, oy, side, lo_x, lo_y, nx, ny, codes
+            )
+            cells = np.flatnonzero(occupied)
+            rank = np.cumsum(occupied, dtype=np.int32) - 1
+            _remap(codes, rank)
+            keys = pack_key(lo_x + cells // ny, lo_y + cells % ny)
+            return keys, codes
 
     def chunk(a: int) -> NDArray[np.int64]:
         if at is None:
-            return tiling.tile_keys(x[a : a + _CHUNK], y[a : a + _CHUNK])
+            return tiling.tile_keys(xa[a : a + _CHUNK], ya[a : a + _CHUNK])
         i = at[a : a + _CHUNK]
-        return tiling.tile_keys(x[i], y[i])
+        return tiling.tile_keys(xa[i], ya[i])
 
     distinct = [np.unique(chunk(a)) for a in range(0, n, _CHUNK)]
     keys = np.unique(np.concatenate(distinct)) if distinct else np.zeros(0, np.int64)
@@ -325,14 +369,154 @@ def _owner_codes(
     return keys, codes
 
 
+#: Largest dense grid of tiles (cells of the occupied range) :func:`_owner_codes` compiles
+#: over (one byte and one int32 a cell); wider ranges go through sorted keys.
+_DENSE_TILES = 1 << 22
+#: Tile columns and rows :func:`pack_key` packs (``[-2**30, 2**30)``).
+_KEY_LIMIT = 2**30
+
+
+@nb.njit(cache=True)
+def _tile_range(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    at: NDArray[np.integer],
+    use_at: bool,
+    ox: float,
+    oy: float,
+    side: float,
+) -> tuple[int, int, int, int, bool]:  # pragma: no cover - compiled
+    """Smallest and largest tile column and row of the records (``at``: those rows), and
+    whether every one is finite and packable."""
+    n = at.size if use_at else x.size
+    lo_x = lo_y = np.inf
+    hi_x = hi_y = -np.inf
+    for r in range(n):
+        i = at[r] if use_at else r
+        fx = np.floor((x[i] - ox) / side)
+        fy = np.floor((y[i] - oy) / side)
+        if np.isnan(fx) or np.isnan(fy):
+            return 0, 0, 0, 0, False
+        lo_x, hi_x = min(lo_x, fx), max(hi_x, fx)
+        lo_y, hi_y = min(lo_y, fy), max(hi_y, fy)
+    lim = float(_KEY_LIMIT)
+    ok = n > 0 and lo_x >= -lim and lo_y >= -lim and hi_x < lim and hi_y < lim
+    if not ok:
+        return 0, 0, 0, 0, False
+    return int(lo_x), int(hi_x), int(lo_y), int(hi_y), True
+
+
+@nb.njit(cache=True)
+def _dense_cells(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    at: NDArray[np.integer],
+    use_at: bool,
+    ox: float,
+    oy: float,
+    side: float,
+    lo_x: int,
+    lo_y: int,
+    nx: int,
+    ny: int,
+    out: NDArray[np.int32],
+) -> NDArray[np.bool_]:  # pragma: no cover - compiled
+    """Each record's cell ``(column - lo_x) * ny + row - lo_y`` into ``out``; which cells
+    hold a record."""
+    n = out.size
+    for r in range(n):
+        i = at[r] if use_at else r
+        cx = np.int64(np.floor((x[i] - ox) / side)) - lo_x
+        cy = np.int64(np.floor((y[i] - oy) / side)) - lo_y
+        out[r] = cx * ny + cy
+    occupied = np.zeros(nx * ny, dtype=np.bool_)
+    for r in range(n):
+        occupied[out[r]] = True
+    return occupied
+
+
+def _owner_codes_fit(tiling: Tiling, xa: NDArray[np.float64], ya: NDArray[np.float64]) -> bool:
+    """Whether every record's tile column and row (and its neighbours') is finite and
+    packs into a key: the condition of the compiled halo search."""
+    lo_x, hi_x, lo_y, hi_y, ok = _tile_range(
+        xa, ya, np.zeros(0, np.int64), False, tiling.origin_x, tiling.origin_y, tiling.tile_m
+    )
+    return bool(ok) and min(lo_x, lo_y) > -_KEY_LIMIT and max(hi_x, hi_y) < _KEY_LIMIT - 1
+
+
+@nb.njit(cache=True)
+def _halo_count(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    ox: float,
+    oy: float,
+    side: float,
+    reach: float,
+) -> int:  # pragma: no cover - compiled
+    """How many ``(record, neighbouring tile)`` pairs :func:`_halo_fill` writes."""
+    m = 0
+    for r in range(x.size):
+        ix = np.int64(np.floor((x[r] - ox) / side))
+        iy = np.int64(np.floor((y[r] - oy) / side))
+        fx = x[r] - (ox + ix * side)
+        fy = y[r] - (oy + iy * side)
+        for dx in (-1, 0, 1):
+            gx = max(fx if dx == -1 else (0.0 if dx == 0 else side - fx), 0.0)
+            for dy in (-1, 0, 1):
+                if dx == 0 and dy == 0:
+                    continue
+                gy = max(fy if dy == -1 else (0.0 if dy == 0 else side - fy), 0.0)
+                if np.sqrt(gx * gx + gy * gy) <= reach:
+                    m += 1
+    return m
+
+
+@nb.njit(cache=True)
+def _halo_fill(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    ox: float,
+    oy: float,
+    side: float,
+    reach: float,
+    rec: NDArray[np.int64],
+    key: NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled
+    """Every record within ``reach`` of a neighbouring tile's square, with that tile's key:
+    the test of :meth:`Tiling.halo_pairs`, term for term (the same floating-point steps)."""
+    m = 0
+    for r in range(x.size):
+        ix = np.int64(np.floor((x[r] - ox) / side))
+        iy = np.int64(np.floor((y[r] - oy) / side))
+        fx = x[r] - (ox + ix * side)
+        fy = y[r] - (oy + iy * side)
+        for dx in (-1, 0, 1):
+            gx = max(fx if dx == -1 else (0.0 if dx == 0 else side - fx), 0.0)
+            for dy in (-1, 0, 1):
+                if dx == 0 and dy == 0:
+                    continue
+                gy = max(fy if dy == -1 else (0.0 if dy == 0 else side - fy), 0.0)
+                if np.sqrt(gx * gx + gy * gy) <= reach:
+                    rec[m] = r
+                    key[m] = ((ix + dx + _KEY_BIAS) << 31) | (iy + dy + _KEY_BIAS)
+                    m += 1
+
+
+@nb.njit(cache=True)
+def _remap(codes: NDArray[np.int32], rank: NDArray[np.int32]) -> None:  # pragma: no cover
+    for r in range(codes.size):
+        codes[r] = rank[codes[r]]
+
+
 def _owned_by_tile(
     codes: NDArray[np.int32], n_tiles: int
 ) -> Iterator[tuple[int, NDArray[np.int64]]]:
     """``(tile, its record indices ascending)`` for every tile, in tile order.
 
     Tiles are taken in batches of about a sixteenth of the records (at least
-    ``_CHUNK``): one scan of the codes per batch, and only the batch's indices
-    exist at once (never a whole-array argsort).
+    ``_CHUNK``): one compiled scan of the codes per batch places each record of the
+    batch's tiles at its tile's next slot (a counting sort: indices stay ascending), and
+    only the batch's indices exist at once (never a whole-array argsort).
     """
     counts = np.bincount(codes, minlength=n_tiles)
     per_batch = max(_CHUNK, codes.size // 16)
@@ -340,12 +524,25 @@ def _owned_by_tile(
     while t < n_tiles:
         run = np.cumsum(counts[t:])
         u = t + max(1, int(np.searchsorted(run, per_batch, side="right")))
-        sel = np.flatnonzero((codes >= t) & (codes < u))
-        sel = sel[np.argsort(codes[sel], kind="stable")]
         bounds = np.r_[0, np.cumsum(counts[t:u])]
+        sel = np.empty(int(bounds[-1]), dtype=np.int64)
+        _fill_batch(codes, t, u, bounds[:-1].copy(), sel)
         for j in range(u - t):
             yield t + j, sel[bounds[j] : bounds[j + 1]]
         t = u
+
+
+@nb.njit(cache=True)
+def _fill_batch(
+    codes: NDArray[np.int32], t: int, u: int, slot: NDArray[np.int64], out: NDArray[np.int64]
+) -> None:  # pragma: no cover - compiled
+    """Every record ``r`` with ``t <= codes[r] < u`` at ``out[slot[codes[r] - t]]``, the
+    slot then moved on (records in ascending order within each tile)."""
+    for r in range(codes.size):
+        c = codes[r]
+        if c >= t and c < u:
+            out[slot[c - t]] = r
+            slot[c - t] += 1
 
 
 # ----------------------------------------------------------------------------
@@ -716,6 +913,9 @@ def group_tiled(
     Grouping
         Over the given records (or ``subset``), as :func:`geokanon.grouping.group_records`.
     """
+    # the arrays a tile's payload is read from, and the rows of the subset (one index
+    # per payload, composed once, not once per array)
+    base = (x, y, subjects, tiebreak)
     if subset is not None:
         n = subset.size
         keys, codes = _owner_codes(tiling, x, y, subset)
@@ -732,9 +932,11 @@ def group_tiled(
     owned_of: dict[int, NDArray[np.int64]] = {}
 
     def payloads(codes: NDArray[np.int32]) -> Iterator[tuple[Any, ...]]:
+        bx, by_, bs, bt = base
         for t, i in _owned_by_tile(codes, n_tiles):
             owned_of[t] = i  # until its result is back
-            yield x[i], y[i], subjects[i], policy, None if tiebreak is None else tiebreak[i]
+            j = i if subset is None else subset[i]
+            yield bx[j], by_[j], bs[j], policy, None if bt is None else bt[j]
 
     reps: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
 

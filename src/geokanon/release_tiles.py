@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon._outdir import Claim, claim
@@ -738,6 +739,22 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
     return _ReportSample(frame, picked, note.format(size=len(frame)), entry)
 
 
+def _rows_of(path: Path, rows: NDArray[np.int64]) -> pa.Table:
+    """Rows ``rows`` (ascending positions) of a Parquet file, read one row group at a time:
+    only one row group and the rows taken are held (not the whole file, whose ``bbox``
+    structs and WKB geometry would become a Python object per row in pandas)."""
+    pf = pq.ParquetFile(path)
+    pieces = []
+    start = 0
+    for i in range(pf.metadata.num_row_groups):
+        size = pf.metadata.row_group(i).num_rows
+        a, b = np.searchsorted(rows, [start, start + size])
+        if b > a:
+            pieces.append(pf.read_row_group(i).take(pa.array(rows[a:b] - start)))
+        start += size
+    return pa.concat_tables(pieces) if pieces else pf.schema_arrow.empty_table()
+
+
 def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch: Path) -> None:
     """``report.html`` from the sample taken by :func:`_take_report_sample`, with
     :func:`geokanon.report.html.build_report`."""
@@ -750,9 +767,10 @@ def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch:
         shutil.copyfile(root / "release" / name, work / "release" / name)
     shutil.copyfile(root / "audit" / "audit.json", work / "audit" / "audit.json")
     if sample.picked is not None:
-        groups = pd.read_parquet(root / "release" / "groups.parquet").iloc[sample.picked]
+        groups = _rows_of(root / "release" / "groups.parquet", sample.picked).to_pandas()
         groups = groups.assign(group_id=np.arange(sample.picked.size, dtype=np.int64))
-        _write_parquet(groups.reset_index(drop=True), work / "release" / "groups.parquet")
+        _write_parquet(groups, work / "release" / "groups.parquet")
+        del groups
     _write_parquet(sample.frame, work / "audit" / "assignment.parquet")
     path = build_report(work, verification=checks)
     text = path.read_text(encoding="utf-8")

@@ -70,6 +70,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -1071,6 +1072,27 @@ class _PartitionedRelease(ReleaseReader):
         if self.sampled is None or every != _sample_every(self.manifest):
             raise Unreadable("the audit parts' report sample could not be counted")
         return self.n, self.sampled
+
+    @cached_property
+    def groups(self) -> pd.DataFrame:
+        """``groups.parquet`` as the driver's checks read it: one row per group, with its
+        ``radius_m`` only (``manifest`` compares it with ``r_max_m``). Every other column
+        is checked by the part tasks, each on its own row groups; read whole here, its
+        geometry and ``bbox`` cost gigabytes at 1e8 records. A missing column that the
+        format requires fails as in :class:`~geokanon.verify._reader._Release`."""
+        path = self.rel / "groups.parquet"
+        if not path.is_file():
+            raise _Unreadable("release/groups.parquet is missing")
+        try:
+            schema = pq.read_schema(path)
+            for c in ("group_id", "n_records", "x", "y"):
+                if c not in schema.names:
+                    raise _Unreadable(f"groups.parquet lacks column {c!r}")
+            if "radius_m" in schema.names:
+                return pq.read_table(path, columns=["radius_m"]).to_pandas()
+            return pd.DataFrame(index=pd.RangeIndex(pq.ParquetFile(path).metadata.num_rows))
+        except (OSError, pa.ArrowException) as exc:
+            raise _Unreadable(f"groups.parquet is unreadable ({type(exc).__name__})") from None
 
 
 def _part_problems(rel: _PartitionedRelease, name: str) -> list[str]:
