@@ -1079,20 +1079,20 @@ class _PartitionedRelease(ReleaseReader):
         ``radius_m`` only (``manifest`` compares it with ``r_max_m``). Every other column
         is checked by the part tasks, each on its own row groups; read whole here, its
         geometry and ``bbox`` cost gigabytes at 1e8 records. A missing column that the
-        format requires fails as in :class:`~geokanon.verify._reader._Release`."""
+        format requires fails as in :class:`~geokanon.verify._reader.ReleaseReader`."""
         path = self.rel / "groups.parquet"
         if not path.is_file():
-            raise _Unreadable("release/groups.parquet is missing")
+            raise Unreadable("release/groups.parquet is missing")
         try:
             schema = pq.read_schema(path)
             for c in ("group_id", "n_records", "x", "y"):
                 if c not in schema.names:
-                    raise _Unreadable(f"groups.parquet lacks column {c!r}")
+                    raise Unreadable(f"groups.parquet lacks column {c!r}")
             if "radius_m" in schema.names:
                 return pq.read_table(path, columns=["radius_m"]).to_pandas()
             return pd.DataFrame(index=pd.RangeIndex(pq.ParquetFile(path).metadata.num_rows))
         except (OSError, pa.ArrowException) as exc:
-            raise _Unreadable(f"groups.parquet is unreadable ({type(exc).__name__})") from None
+            raise Unreadable(f"groups.parquet is unreadable ({type(exc).__name__})") from None
 
 
 def _part_problems(rel: _PartitionedRelease, name: str) -> list[str]:
