@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -120,6 +121,29 @@ def dense_codes(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
     return inverse.reshape(-1).astype(np.int64), int(uniq.size)
 
 
+#: ``id(codes)`` -> (weak reference to ``codes``, :func:`_single_rows` of it)
+_SINGLE: dict[int, tuple[weakref.ref[NDArray[np.int64]], NDArray[np.bool_], bool]] = {}
+
+
+def _single_rows(codes: NDArray[np.int64], span: int) -> tuple[NDArray[np.bool_], bool]:
+    """(per row, whether its code occurs in no other row; whether that holds for every
+    row) of codes ``0..span-1``, kept while ``codes`` lives (it must not be changed)."""
+    key = id(codes)
+    hit = _SINGLE.get(key)
+    if hit is not None and hit[0]() is codes and hit[1].size == codes.size:
+        return hit[1], hit[2]
+    tally = np.bincount(codes, minlength=span)
+    every = bool(tally.size == 0 or int(tally.max()) <= 1)
+    single = np.ones(codes.size, dtype=bool) if every else tally[codes] == 1
+
+    def _forget(_ref: object, k: int = key) -> None:
+        _SINGLE.pop(k, None)
+
+    ref = weakref.ref(codes, _forget)
+    _SINGLE[key] = (ref, single, every)
+    return single, every
+
+
 def distinct_counts(
     ids: NDArray[np.int64],
     subjects: NDArray[np.int64],
@@ -136,11 +160,18 @@ def distinct_counts(
         return np.zeros(size, dtype=np.int64)
     if dense is None:
         s, span = dense_codes(subjects[ok])
+        once = np.bincount(s, minlength=span)[s] == 1
     else:
+        # whether each row's subject has no other row at all is worked out once per
+        # numbering (several checks count over the same subjects); a subject with one
+        # row among the ids' rows but more elsewhere takes the sorted path below
+        single, every = _single_rows(dense[0], dense[1])
+        if every:  # one row per subject: each row counts once where it is
+            return np.bincount(i, minlength=size).astype(np.int64)
         s, span = dense[0][ok], dense[1]
+        once = single[ok]
     # a subject with one row counts once where that row is; only the (id, subject)
     # pairs of subjects with more rows need sorting
-    once = np.bincount(s, minlength=span)[s] == 1
     out = np.bincount(i[once], minlength=size).astype(np.int64)
     if not once.all():
         more = ~once
@@ -188,6 +219,17 @@ def _counting_order(v: NDArray[np.int64], lo: int, span: int) -> NDArray[np.int6
     return out
 
 
+@nb.njit(cache=True)
+def _looked_up(look: NDArray[np.int64], values: NDArray[np.int64], lo: int) -> NDArray[np.int64]:
+    """``look[v - lo]`` for each value ``v`` in ``lo .. lo + look.size - 1``, else -1."""
+    out = np.empty(values.size, dtype=np.int64)
+    span = look.size
+    for i in range(values.size):
+        d = values[i] - lo
+        out[i] = look[d] if 0 <= d < span else -1
+    return out
+
+
 def positions_in(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
     """Position of each value in ``table`` (unique ids), -1 where it is absent."""
     if table.size == 0:
@@ -201,6 +243,8 @@ def positions_in(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray
             if int(np.bincount(table - lo, minlength=span).max()) == 1:
                 look = np.full(span, -1, dtype=np.int64)
                 look[table - lo] = np.arange(table.size, dtype=np.int64)
+                if values.dtype == np.int64 and lo >= 0:
+                    return _looked_up(look, np.ascontiguousarray(values), lo)
                 inside = (values >= lo) & (values <= hi)
                 return np.where(inside, look[np.where(inside, values - lo, 0)], -1)
     order = argsort_stable(table)
@@ -211,6 +255,17 @@ def positions_in(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray
 
 def text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[np.int64]:
     """Code of each text in the sorted ``names`` (-1: not there)."""
+    if (
+        isinstance(texts, pd.Series)
+        and len(texts) > 4096
+        and texts.dtype != object
+        and pd.api.types.is_string_dtype(texts.dtype)
+    ):
+        # a text column: the rule below applied to its distinct texts (a text's code
+        # depends on it alone), then read back row by row
+        rows, uniq = pd.factorize(texts, use_na_sentinel=False)
+        per = text_codes(pd.Series(np.asarray(uniq, dtype=object), dtype=object), names)
+        return np.asarray(per, dtype=np.int64)[rows]
     arr = pd.Series(texts if isinstance(texts, pd.Series) else list(texts), dtype=object)
     if arr.size == 0 or names.size == 0:
         return np.full(arr.size, -1, dtype=np.int64)

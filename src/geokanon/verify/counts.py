@@ -61,6 +61,7 @@ from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -268,6 +269,58 @@ def records_total_problems(rows: int, released: int, records: str = "records.par
     return [f"{records} has {rows} rows, the audit releases {released}"]
 
 
+@nb.njit(cache=True)
+def _majority_units(
+    g: NDArray[np.int64], u: NDArray[np.int64], ids: NDArray[np.int64], m: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Per group code ``0..m-1`` of the rows (``g``: each row's group code, ``u``: its unit
+    code, ``ids``: its group id): the unit code most rows of the group hold, the smallest
+    of those tied (-1: no row), the group's rows, and its id (0: no row). The rows are
+    ordered by group by counting; a group's units are counted directly (a few rows) or
+    sorted and counted in runs."""
+    at = np.zeros(m + 1, dtype=np.int64)
+    gid_of = np.zeros(m, dtype=np.int64)
+    for i in range(g.size):
+        at[g[i] + 1] += 1
+        gid_of[g[i]] = ids[i]
+    for j in range(m):
+        at[j + 1] += at[j]
+    units = np.empty(g.size, dtype=np.int64)
+    fill = at[:m].copy()
+    for i in range(g.size):
+        units[fill[g[i]]] = u[i]
+        fill[g[i]] += 1
+    major = np.full(m, -1, dtype=np.int64)
+    size = np.zeros(m, dtype=np.int64)
+    for j in range(m):
+        a = at[j]
+        b = at[j + 1]
+        size[j] = b - a
+        if b <= a:
+            continue
+        best = units[a]
+        most = 0
+        if b - a <= 64:  # a few members: each unit counted directly
+            for i in range(a, b):
+                count = 0
+                for h in range(a, b):
+                    if units[h] == units[i]:
+                        count += 1
+                if count > most or (count == most and units[i] < best):
+                    most = count
+                    best = units[i]
+        else:
+            run = np.sort(units[a:b])
+            count = 0
+            for i in range(run.size):
+                count = count + 1 if i > 0 and run[i] == run[i - 1] else 1
+                if count > most:  # strictly more: the smallest unit of a tie stays
+                    most = count
+                    best = run[i]
+        major[j] = best
+    return major, size, gid_of
+
+
 def group_units(
     gid: NDArray[np.int64],
     ucode: NDArray[np.int64],
@@ -316,30 +369,22 @@ def group_units(
     gcode, m = dense_codes(np.concatenate([gid, syn_gid]))
     n_members = gid.size
     g_members = gcode[:n_members]
-    key = np.sort(g_members * np.int64(nu) + ucode)
-    first = np.ones(key.size, dtype=bool)
-    first[1:] = key[1:] != key[:-1]
-    starts = np.flatnonzero(first)
-    tally = np.diff(np.append(starts, key.size))
-    pair = key[starts]
-    pg, pu = pair // max(nu, 1), pair % max(nu, 1)
-    major = np.full(m, -1, dtype=np.int64)
-    if pg.size:
-        # the pairs are in (group, unit) order: per group, its first pair of the most
-        # members
-        g_first = np.flatnonzero(np.concatenate(([True], pg[1:] != pg[:-1])))
-        most = np.maximum.reduceat(tally, g_first)
-        top = np.flatnonzero(tally == np.repeat(most, np.diff(np.append(g_first, pg.size))))
-        lead = top[np.concatenate(([True], pg[top][1:] != pg[top][:-1]))]
-        major[pg[lead]] = pu[lead]
-    gid_of = np.zeros(m, dtype=np.int64)
-    gid_of[gcode] = np.concatenate([gid, syn_gid])
-    has_members = np.zeros(m, dtype=bool)
-    has_members[g_members] = True
+    # per group: the unit code of the most members (ties: the smallest; -1: no
+    # members), its members and its id
+    major, size, gid_of = _majority_units(
+        np.ascontiguousarray(g_members, dtype=np.int64),
+        np.ascontiguousarray(ucode, dtype=np.int64),
+        np.ascontiguousarray(gid, dtype=np.int64),
+        m,
+    )
+    has_members = size > 0
     at = positions_in(pub_gid, gid_of[has_members])
     named = at >= 0
     wrong = int(np.count_nonzero(pub_ucode[at[named]] != major[has_members][named]))
-    add_codes(major[g_members])
+    # every member counts in its group's unit (a group with members has one)
+    released[: max(nu, 0)] += np.bincount(
+        major[has_members], weights=size[has_members], minlength=nu
+    ).astype(np.int64)[:nu]
     add_codes(major[gcode[n_members:]])
     return wrong, released
 

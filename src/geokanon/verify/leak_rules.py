@@ -1237,6 +1237,28 @@ def _arrow_numeric(arr: pa.ChunkedArray | pa.Array) -> NDArray[np.float64]:
     )
 
 
+def _short_range_distinct(arr: pa.ChunkedArray | pa.Array) -> NDArray[np.float64] | None:
+    """``distinct_values(_arrow_numeric(pc.unique(arr)))`` of a signed integer column whose
+    values span a short range (ids, counts), by marking the values present instead of
+    hashing them; None: another column (then hash it)."""
+    t = arr.type
+    if not (pa.types.is_signed_integer(t) or t in (pa.uint8(), pa.uint16(), pa.uint32())):
+        return None
+    valid = arr.drop_null()
+    if len(valid) == 0:
+        return None
+    v = np.asarray(valid.to_numpy(), dtype=np.int64)
+    lo, hi = int(v.min()), int(v.max())
+    if hi - lo > 4 * v.size + 1024:
+        return None
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[v - lo] = True
+    # the distinct integers in order, as numbers (float64, as _arrow_numeric reads them:
+    # exact up to 2**53; beyond, neighbours the cast merges are merged again)
+    out = (np.flatnonzero(present) + lo).astype(np.float64)
+    return out if max(-lo, hi) <= 2**53 else distinct_values(out)
+
+
 class _Numbers:
     """One column of a batch read as numbers; the array of one value per row is made
     only when asked.
@@ -1296,6 +1318,9 @@ class _Numbers:
         import pyarrow.compute as pc
 
         try:
+            ints = _short_range_distinct(self.arrow)
+            if ints is not None:
+                return ints
             return distinct_values(_arrow_numeric(pc.unique(self.arrow)))
         except (pa.ArrowException, TypeError):
             return None

@@ -33,14 +33,15 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
     rows, mg = group_members(rel)
     gi = positions_in(gids, mg)
     rows, gi = rows[gi >= 0], gi[gi >= 0]
-    xm, ym = rel.xy_m
+    # the members' working coordinates, gathered once
+    xr, yr = (v[rows] for v in rel.xy_m)
     equal = np.zeros(rows.size, dtype=bool)
     # in the output CRS
     candidates: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
     if rel.to_output is None:
-        candidates.append((xm[rows], ym[rows]))
+        candidates.append((xr, yr))
     else:
-        ox, oy = rel.to_output(xm[rows], ym[rows])
+        ox, oy = rel.to_output(xr, yr)
         candidates.append((ox, oy))
     src = rel.source
     srows = rel.source_rows
@@ -51,12 +52,14 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
         and not (rel.to_output is None and audit_holds(rel, src.x, src.y))
     ):
         candidates.append((src.x[srows[rows]], src.y[srows[rows]]))
+    px, py = gx[gi], gy[gi]
     for cx, cy in candidates:
-        equal |= (cx == gx[gi]) & (cy == gy[gi])
+        equal |= (cx == px) & (cy == py)
+    del px, py
     # within the tolerance, in the working CRS
     wx, wy = (gx, gy) if rel.to_working is None else rel.to_working(gx, gy)
     if rel.tolerance_m > 0:
-        dx, dy = xm[rows] - wx[gi], ym[rows] - wy[gi]
+        dx, dy = xr - wx[gi], yr - wy[gi]
         equal |= np.sqrt(dx * dx + dy * dy) <= rel.tolerance_m
     problems: list[str] = []
     if equal.any():
@@ -66,8 +69,8 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
     if rows.size:
         # members' mean offset from the representative (exact mean: offset 0)
         cnt = np.bincount(gi, minlength=gids.size)
-        mx = np.bincount(gi, weights=xm[rows] - wx[gi], minlength=gids.size)
-        my = np.bincount(gi, weights=ym[rows] - wy[gi], minlength=gids.size)
+        mx = np.bincount(gi, weights=xr - wx[gi], minlength=gids.size)
+        my = np.bincount(gi, weights=yr - wy[gi], minlength=gids.size)
         has = cnt > 0
         mx = np.where(has, mx / np.maximum(cnt, 1), np.nan)
         my = np.where(has, my / np.maximum(cnt, 1), np.nan)
@@ -80,7 +83,7 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
         problems.append(f"{n_centroid} representatives are the exact centroid of their members")
     # the rule the writer follows (docs/release-format.md)
     step, r = _rule_step_of(rel)
-    off = rule_violations(xm[rows], ym[rows], np.asarray(rel.subjects, dtype=np.int64)[rows], gi,
+    off = rule_violations(xr, yr, np.asarray(rel.subjects, dtype=np.int64)[rows], gi,
                           np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64),
                           step, r, rel.to_output, (gx, gy))  # fmt: skip
     n_off = int(np.count_nonzero(off))
@@ -114,10 +117,21 @@ RULE_TOLERANCE_M = 1e-6
 def _ladder(need: NDArray[np.float64], step: float) -> NDArray[np.float64]:
     """Per group, the coarsest ``step / 2**m`` (m = 0..16) still >= ``need`` (``step``
     when ``need`` is larger)."""
-    s = np.full(need.size, float(step))
-    for _ in range(MAX_HALVINGS):
-        s = np.where(s * 0.5 >= need, s * 0.5, s)
-    return s
+    return _halvings(np.ascontiguousarray(need, dtype=np.float64), float(step), MAX_HALVINGS)
+
+
+@nb.njit(cache=True)
+def _halvings(need: NDArray[np.float64], step: float, times: int) -> NDArray[np.float64]:
+    """:func:`_ladder`, element by element: ``times`` rounds of halving ``s`` (from
+    ``step``) while the half is still >= ``need`` (a NaN need halves never)."""
+    out = np.empty(need.size)
+    for i in range(need.size):
+        s = step
+        for _ in range(times):
+            if s * 0.5 >= need[i]:
+                s = s * 0.5
+        out[i] = s
+    return out
 
 
 @nb.njit(cache=True)
