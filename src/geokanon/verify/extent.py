@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -189,6 +190,30 @@ class Ground:
         return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
 
 
+@nb.njit(cache=True)
+def _planar_distances(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    at: NDArray[np.int64],
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    gi: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """The planar distance ``sqrt(dx * dx + dy * dy)`` of member ``at[i]`` of ``xs, ys``
+    from representative ``gi[i]`` of ``wx, wy``, pair by pair in one pass (as numpy's
+    gathers and element-wise arithmetic give it)."""
+    d = np.empty(at.size)
+    for i in range(at.size):
+        a = at[i]
+        g = gi[i]
+        if not (0 <= a < xs.size and 0 <= g < wx.size and a < ys.size and g < wy.size):
+            raise IndexError("a member or representative index out of range")
+        dx = xs[a] - wx[g]
+        dy = ys[a] - wy[g]
+        d[i] = math.sqrt(dx * dx + dy * dy)
+    return d
+
+
 def check_extent(rel: ReleaseReader) -> CheckResult:
     r_max = rel.r_max_m
     gids, gx, gy = rep_arrays(rel)
@@ -243,9 +268,10 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
         if _name == "source":
             assert rel.source_rows is not None
             at = rel.source_rows[rows]
-        dx = xs[at] - wx[gi]
-        dy = ys[at] - wy[gi]
-        d = np.sqrt(dx * dx + dy * dy)
+        d = _planar_distances(
+            np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64), at,
+            np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64), gi,
+        )  # fmt: skip
         allowed = limit[gi] + rel.tolerance_m
         beyond = ~(d <= allowed)
         if ground is not None:
