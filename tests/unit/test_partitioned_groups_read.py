@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geokanon.verify._results import _Unreadable
+from geokanon.verify._results import Unreadable
 from geokanon.verify.manifest import _parameter_problems
 from geokanon.verify.partitioned import _PartitionedRelease
 
@@ -58,7 +58,7 @@ def test_short_radius_still_fails_manifest(tmp_path):
 
 def test_missing_required_column_is_unreadable(tmp_path):
     _groups(tmp_path, np.full(3, 300.0), drop=("x",))
-    with pytest.raises(_Unreadable, match="lacks column 'x'"):
+    with pytest.raises(Unreadable, match="lacks column 'x'"):
         _ = _reader(tmp_path).groups
 
 
