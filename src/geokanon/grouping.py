@@ -2590,6 +2590,51 @@ def _sweep_piece(
     return t - now
 
 
+@nb.njit(cache=True)
+def _group_lists(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+) -> tuple[
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+]:  # pragma: no cover - compiled
+    """The local search's group lists: per group its first atom (``head``, -1: empty),
+    per atom the next and previous atom of its group (in index order), per group its
+    atoms, weight and weighted coordinate sums (summed in index order)."""
+    na = ax.size
+    head = np.full(n_groups, -1, np.int64)
+    nxt = np.full(na, -1, np.int64)
+    prv = np.full(na, -1, np.int64)
+    size = np.zeros(n_groups, np.int64)
+    sw = np.zeros(n_groups)
+    sx = np.zeros(n_groups)
+    sy = np.zeros(n_groups)
+    for a in range(na - 1, -1, -1):
+        g = atom_group[a]
+        if g < 0:
+            continue
+        if head[g] >= 0:
+            prv[head[g]] = a
+        nxt[a] = head[g]
+        head[g] = a
+        size[g] += 1
+    for a in range(na):
+        g = atom_group[a]
+        if g >= 0:
+            sw[g] += aw[a]
+            sx[g] += aw[a] * ax[a]
+            sy[g] += aw[a] * ay[a]
+    return head, nxt, prv, size, sw, sx, sy
+
+
 @nb.njit(cache=True, parallel=True)
 def _improve(
     atom_group: NDArray[np.int64],
@@ -2628,28 +2673,7 @@ def _improve(
     those of ``bound`` False.
     """
     na = ax.size
-    head = np.full(n_groups, -1, np.int64)
-    nxt = np.full(na, -1, np.int64)
-    prv = np.full(na, -1, np.int64)
-    size = np.zeros(n_groups, np.int64)
-    sw = np.zeros(n_groups)
-    sx = np.zeros(n_groups)
-    sy = np.zeros(n_groups)
-    for a in range(na - 1, -1, -1):
-        g = atom_group[a]
-        if g < 0:
-            continue
-        if head[g] >= 0:
-            prv[head[g]] = a
-        nxt[a] = head[g]
-        head[g] = a
-        size[g] += 1
-    for a in range(na):
-        g = atom_group[a]
-        if g >= 0:
-            sw[g] += aw[a]
-            sx[g] += aw[a] * ax[a]
-            sy[g] += aw[a] * ay[a]
+    head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
     cost = np.zeros(n_groups)
     slope = np.zeros((n_groups, 3))
     for gi in nb.prange(n_groups):
@@ -2762,28 +2786,7 @@ def _polish(
                 b = nbr[a, q]
                 if b >= 0 and atom_group[b] >= 0:
                     need[atom_group[b]] = True
-    head = np.full(n_groups, -1, np.int64)
-    nxt = np.full(na, -1, np.int64)
-    prv = np.full(na, -1, np.int64)
-    size = np.zeros(n_groups, np.int64)
-    sw = np.zeros(n_groups)
-    sx = np.zeros(n_groups)
-    sy = np.zeros(n_groups)
-    for a in range(na - 1, -1, -1):
-        g = atom_group[a]
-        if g < 0:
-            continue
-        if head[g] >= 0:
-            prv[head[g]] = a
-        nxt[a] = head[g]
-        head[g] = a
-        size[g] += 1
-    for a in range(na):
-        g = atom_group[a]
-        if g >= 0:
-            sw[g] += aw[a]
-            sx[g] += aw[a] * ax[a]
-            sy[g] += aw[a] * ay[a]
+    head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
     cost = np.zeros(n_groups)
     slope = np.zeros((n_groups, 3))
     for gi in range(n_groups):
