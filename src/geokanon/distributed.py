@@ -276,10 +276,10 @@ class Tiling:
             margin += 1e-9 * extent
             reach = self.halo_m + margin
             args = (xa, ya, self.origin_x, self.origin_y, self.tile_m, reach)
-            m = _halo_count(*args)
+            m = _halo_pairs(*args, np.zeros(0, np.int64), np.zeros(0, np.int64))
             rec = np.empty(m, dtype=np.int64)
             key = np.empty(m, dtype=np.int64)
-            _halo_fill(*args, rec, key)
+            _halo_pairs(*args, rec, key)
             return rec, key
         recs: list[NDArray[np.int64]] = []
         hkeys: list[NDArray[np.int64]] = []
@@ -445,34 +445,7 @@ def _owner_codes_fit(tiling: Tiling, xa: NDArray[np.float64], ya: NDArray[np.flo
 
 
 @nb.njit(cache=True)
-def _halo_count(
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    ox: float,
-    oy: float,
-    side: float,
-    reach: float,
-) -> int:  # pragma: no cover - compiled
-    """How many ``(record, neighbouring tile)`` pairs :func:`_halo_fill` writes."""
-    m = 0
-    for r in range(x.size):
-        ix = np.int64(np.floor((x[r] - ox) / side))
-        iy = np.int64(np.floor((y[r] - oy) / side))
-        fx = x[r] - (ox + ix * side)
-        fy = y[r] - (oy + iy * side)
-        for dx in (-1, 0, 1):
-            gx = max(fx if dx == -1 else (0.0 if dx == 0 else side - fx), 0.0)
-            for dy in (-1, 0, 1):
-                if dx == 0 and dy == 0:
-                    continue
-                gy = max(fy if dy == -1 else (0.0 if dy == 0 else side - fy), 0.0)
-                if np.sqrt(gx * gx + gy * gy) <= reach:
-                    m += 1
-    return m
-
-
-@nb.njit(cache=True)
-def _halo_fill(
+def _halo_pairs(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
     ox: float,
@@ -481,9 +454,12 @@ def _halo_fill(
     reach: float,
     rec: NDArray[np.int64],
     key: NDArray[np.int64],
-) -> None:  # pragma: no cover - compiled
+) -> int:  # pragma: no cover - compiled
     """Every record within ``reach`` of a neighbouring tile's square, with that tile's key:
-    the test of :meth:`Tiling.halo_pairs`, term for term (the same floating-point steps)."""
+    the test of :meth:`Tiling.halo_pairs`, term for term (the same floating-point steps).
+    Returns how many pairs there are; writes them into ``rec``, ``key`` unless these are
+    empty (the counting pass, which sizes them)."""
+    fill = rec.size > 0
     m = 0
     for r in range(x.size):
         ix = np.int64(np.floor((x[r] - ox) / side))
@@ -497,9 +473,11 @@ def _halo_fill(
                     continue
                 gy = max(fy if dy == -1 else (0.0 if dy == 0 else side - fy), 0.0)
                 if np.sqrt(gx * gx + gy * gy) <= reach:
-                    rec[m] = r
-                    key[m] = ((ix + dx + _KEY_BIAS) << 31) | (iy + dy + _KEY_BIAS)
+                    if fill:
+                        rec[m] = r
+                        key[m] = ((ix + dx + _KEY_BIAS) << 31) | (iy + dy + _KEY_BIAS)
                     m += 1
+    return m
 
 
 @nb.njit(cache=True)

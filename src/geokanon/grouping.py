@@ -2636,6 +2636,33 @@ def _group_lists(
 
 
 @nb.njit(cache=True, parallel=True)
+def _group_costs(
+    need: NDArray[np.bool_],
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    sw: NDArray[np.float64],
+    sx: NDArray[np.float64],
+    sy: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # pragma: no cover - compiled
+    """Per group marked in ``need`` (and not empty), its cost (summed distance to its
+    centroid) and the slope bound of :func:`_slope_of`; 0 for the others. Each group on
+    its own, so the threads' order does not matter."""
+    n_groups = head.size
+    cost = np.zeros(n_groups)
+    slope = np.zeros((n_groups, 3))
+    for gi in nb.prange(n_groups):
+        if need[gi] and head[gi] >= 0:
+            cost[gi] = _cost_of(gi, -1, -1, head, nxt, ax, ay, aw, sw[gi], sx[gi], sy[gi])
+            slope[gi, 0], slope[gi, 1], slope[gi, 2] = _slope_of(
+                gi, head, nxt, ax, ay, aw, sx[gi] / sw[gi], sy[gi] / sw[gi]
+            )
+    return cost, slope
+
+
+@nb.njit(cache=True, parallel=True)
 def _improve(
     atom_group: NDArray[np.int64],
     n_groups: int,
@@ -2674,14 +2701,7 @@ def _improve(
     """
     na = ax.size
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
-    cost = np.zeros(n_groups)
-    slope = np.zeros((n_groups, 3))
-    for gi in nb.prange(n_groups):
-        if head[gi] >= 0:
-            cost[gi] = _cost_of(gi, -1, -1, head, nxt, ax, ay, aw, sw[gi], sx[gi], sy[gi])
-            slope[gi, 0], slope[gi, 1], slope[gi, 2] = _slope_of(
-                gi, head, nxt, ax, ay, aw, sx[gi] / sw[gi], sy[gi] / sw[gi]
-            )
+    cost, slope = _group_costs(np.ones(n_groups, np.bool_), head, nxt, ax, ay, aw, sw, sx, sy)
     changed = np.zeros(n_groups, np.int64)
     seen_at = np.full(na, -1, np.int64)
     n_pieces = max(1, (na + piece - 1) // piece)
@@ -2787,14 +2807,7 @@ def _polish(
                 if b >= 0 and atom_group[b] >= 0:
                     need[atom_group[b]] = True
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
-    cost = np.zeros(n_groups)
-    slope = np.zeros((n_groups, 3))
-    for gi in range(n_groups):
-        if need[gi] and head[gi] >= 0:
-            cost[gi] = _cost_of(gi, -1, -1, head, nxt, ax, ay, aw, sw[gi], sx[gi], sy[gi])
-            slope[gi, 0], slope[gi, 1], slope[gi, 2] = _slope_of(
-                gi, head, nxt, ax, ay, aw, sx[gi] / sw[gi], sy[gi] / sw[gi]
-            )
+    cost, slope = _group_costs(need, head, nxt, ax, ay, aw, sw, sx, sy)
     # every atom as if visited at time 0, the re-cut groups changed at time 1
     changed = np.zeros(n_groups, np.int64)
     for gi in range(n_groups):
