@@ -811,6 +811,48 @@ def _tied(
     return out[:m]
 
 
+def _nearest_reps(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    reps_x: list[float],
+    reps_y: list[float],
+    q: int,
+    within: float,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Per point, its ``q`` nearest representatives among those within ``within``,
+    nearest first, ties to the smaller index; ``inf`` and ``len(reps_x)`` pad the rows.
+
+    The k-d tree holds only the representatives in the cells (side ``within``) around
+    the points' cells, which hold every one within ``within`` of a point: the leftovers
+    are few and the groups many (a tree over all 1.8 million representatives at 1e7
+    cost about 0.7 s, twice per release, for a few thousand queries).
+    """
+    n_rep = len(reps_x)
+    nq = min(q, n_rep)
+    rx = np.asarray(reps_x, dtype=np.float64)
+    ry = np.asarray(reps_y, dtype=np.float64)
+    side = within * (1.0 + 1e-9) + 1e-9
+    ox, oy = float(min(px.min(), rx.min())), float(min(py.min(), ry.min()))
+    keys = pack_key(np.floor((px - ox) / side), np.floor((py - oy) / side))
+    around = cells_around(keys, 1)
+    near = np.flatnonzero(
+        cell_values(rx, ry, None, (ox, oy), side, around, np.ones(around.size, np.uint8))
+    )
+    dist = np.full((px.size, nq), np.inf)
+    idx = np.full((px.size, nq), n_rep, dtype=np.int64)
+    if near.size == 0:
+        return dist, idx
+    m = min(nq, near.size)
+    d, i = cKDTree(np.c_[rx[near], ry[near]]).query(np.c_[px, py], k=m)
+    d = np.asarray(d).reshape(px.size, m)
+    i = np.asarray(i).reshape(px.size, m)
+    g = np.where(i < near.size, near[np.minimum(i, near.size - 1)], n_rep)
+    order = np.lexsort((g, d), axis=1) if m > 1 else np.zeros((px.size, 1), np.int64)
+    dist[:, :m] = np.take_along_axis(d, order, axis=1)
+    idx[:, :m] = np.take_along_axis(g, order, axis=1)
+    return dist, idx
+
+
 class _LocalTree:
     """A k-d tree over the atoms near some points, answering in global atom indices.
 
@@ -1152,11 +1194,7 @@ def _join_groups(
     has moved members)."""
     if not reps_x or not atoms.size:
         return
-    tree = cKDTree(np.c_[reps_x, reps_y])
-    nq = min(8, len(reps_x))
-    dist, idx = tree.query(np.c_[ax[atoms], ay[atoms]], k=nq)
-    dist = dist.reshape(atoms.size, nq)
-    idx = idx.reshape(atoms.size, nq)
+    dist, idx = _nearest_reps(ax[atoms], ay[atoms], reps_x, reps_y, 8, 2 * r_max)
     # Joining only adds members: a group live (>= k subjects) stays live, and one that is
     # not gains no member here, so liveness is counted once per group.
     live: dict[int, bool] = {}
@@ -3021,7 +3059,7 @@ def _near_atoms_sorted(
     py = np.empty(n)
     pg = np.empty(n, np.int64)
     skey = np.empty(n, np.int64)
-    for t in range(n):
+    for t in nb.prange(n):  # a gather: 0.25 s at 1e7 on one thread
         j = order[t]
         px[t] = ax[j]
         py[t] = ay[j]

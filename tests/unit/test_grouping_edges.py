@@ -220,3 +220,31 @@ def test_hilbert_index_by_tables_is_the_classic_loop() -> None:
         got = G._hilbert_cells(ix, iy, bits, *tables)
         want = [_classic_hilbert(a, b, bits) for a, b in zip(ix.tolist(), iy.tolist(), strict=True)]
         assert got.tolist() == want, bits
+
+
+def test_nearest_reps_equals_a_tree_over_every_representative() -> None:
+    """``_nearest_reps`` (a tree over the representatives near the points) gives a tree
+    over all of them within the range, ties to the smaller index."""
+    import math
+
+    from scipy.spatial import cKDTree
+
+    from geokanon.grouping import _nearest_reps
+
+    rng = np.random.default_rng(3)
+    rx = rng.uniform(0, 50_000, 20_000)
+    ry = rng.uniform(0, 50_000, 20_000)
+    px = rng.uniform(0, 50_000, 300)
+    py = rng.uniform(0, 50_000, 300)
+    within = 600.0
+    d, i = _nearest_reps(px, py, rx.tolist(), ry.tolist(), 8, within)
+    full_d, full_i = cKDTree(np.c_[rx, ry]).query(np.c_[px, py], k=8)
+    for t in range(px.size):
+        keep = full_d[t] <= within
+        got = d[t] <= within
+        assert np.array_equal(full_i[t][keep], i[t][got])
+        assert np.allclose(full_d[t][keep], d[t][got])
+    # ties (two representatives at one distance) go to the smaller index
+    d, i = _nearest_reps(np.array([0.0]), np.array([0.0]), [5.0, -5.0, 3.0], [0.0, 0.0, 4.0], 3,
+                         10.0)  # fmt: skip
+    assert i[0].tolist() == [0, 1, 2] and all(math.isclose(v, 5.0) for v in d[0])
