@@ -847,7 +847,7 @@ def _nearest_reps(
     d = np.asarray(d).reshape(px.size, m)
     i = np.asarray(i).reshape(px.size, m)
     g = np.where(i < near.size, near[np.minimum(i, near.size - 1)], n_rep)
-    order = np.lexsort((g, d), axis=1) if m > 1 else np.zeros((px.size, 1), np.int64)
+    order = np.lexsort((g, d), axis=1)
     dist[:, :m] = np.take_along_axis(d, order, axis=1)
     idx[:, :m] = np.take_along_axis(g, order, axis=1)
     return dist, idx
