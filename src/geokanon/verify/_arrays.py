@@ -219,6 +219,70 @@ def _counting_order(v: NDArray[np.int64], lo: int, span: int) -> NDArray[np.int6
     return out
 
 
+#: The bits of the NaN a missing point reads as.
+_NAN_BITS = np.float64(np.nan).view(np.uint64)
+
+
+@nb.njit(cache=True)
+def _wkb_point_bits(
+    offsets: NDArray[np.int64],
+    data: NDArray[np.uint8],
+    valid: NDArray[np.bool_],
+    xs: NDArray[np.uint64],
+    ys: NDArray[np.uint64],
+    nan_bits: np.uint64,
+) -> bool:
+    """The x and y bits of every valid row of a WKB column whose values all are
+    little-endian 2-D points (21 bytes: byte order 1, type 1 as a little-endian uint32,
+    then x and y as little-endian float64); a row that is not valid reads as NaN. False
+    (the arrays half filled) as soon as a valid row is anything else."""
+    for i in range(xs.size):
+        if not valid[i]:
+            xs[i] = nan_bits
+            ys[i] = nan_bits
+            continue
+        s = offsets[i]
+        if offsets[i + 1] - s != 21 or s < 0 or s + 21 > data.size:
+            return False
+        if data[s] != 1 or data[s + 1] != 1 or data[s + 2] != 0 or data[s + 3] != 0:
+            return False
+        if data[s + 4] != 0:
+            return False
+        bx = np.uint64(0)
+        by = np.uint64(0)
+        for j in range(7, -1, -1):
+            bx = (bx << np.uint64(8)) | np.uint64(data[s + 5 + j])
+            by = (by << np.uint64(8)) | np.uint64(data[s + 13 + j])
+        xs[i] = bx
+        ys[i] = by
+    return True
+
+
+def wkb_points(
+    offsets: NDArray[Any], data: NDArray[np.uint8], valid: NDArray[np.bool_]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """(x, y) of each row of a WKB column given as its Arrow buffers (``offsets``: n + 1
+    byte offsets into ``data``; ``valid``: the rows that are not null), when every valid
+    row is a little-endian 2-D point; a null row reads as NaN. None: some valid row is
+    another geometry, another byte order, or cut short (read it another way)."""
+    n = valid.size
+    xs = np.empty(n, dtype=np.uint64)
+    ys = np.empty(n, dtype=np.uint64)
+    if offsets.size != n + 1:
+        return None
+    ok = _wkb_point_bits(
+        np.ascontiguousarray(offsets, dtype=np.int64),
+        np.ascontiguousarray(data, dtype=np.uint8),
+        np.ascontiguousarray(valid, dtype=np.bool_),
+        xs,
+        ys,
+        _NAN_BITS,
+    )
+    if not ok:
+        return None
+    return xs.view(np.float64), ys.view(np.float64)
+
+
 @nb.njit(cache=True)
 def _looked_up(look: NDArray[np.int64], values: NDArray[np.int64], lo: int) -> NDArray[np.int64]:
     """``look[v - lo]`` for each value ``v`` in ``lo .. lo + look.size - 1``, else -1."""
@@ -230,27 +294,53 @@ def _looked_up(look: NDArray[np.int64], values: NDArray[np.int64], lo: int) -> N
     return out
 
 
-def positions_in(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Position of each value in ``table`` (unique ids), -1 where it is absent."""
-    if table.size == 0:
-        return np.full(values.size, -1, dtype=np.int64)
-    if table.dtype.kind in "iu" and values.dtype.kind in "iu":
-        lo, hi = int(table.min()), int(table.max())
-        span = hi - lo + 1
-        if span <= 4 * table.size + 1024:
-            # ids in a short range: a lookup table, unless an id repeats (then the
-            # first of its rows is the answer, as below)
-            if int(np.bincount(table - lo, minlength=span).max()) == 1:
+class IdLookup:
+    """Positions in ``table`` (unique ids) of the values looked up, prepared once for many
+    lookups: a table of positions when the ids span a short range and none repeats, else
+    the ids sorted."""
+
+    def __init__(self, table: NDArray[np.int64]) -> None:
+        self.size = int(table.size)
+        self.table = table
+        self.look: NDArray[np.int64] | None = None
+        self.lo = self.hi = 0
+        self.order: NDArray[np.int64] | None = None
+        self.sorted: NDArray[np.int64] | None = None
+        if table.size == 0:
+            return
+        if table.dtype.kind in "iu":
+            lo, hi = int(table.min()), int(table.max())
+            span = hi - lo + 1
+            # ids in a short range: a lookup table, unless an id repeats (then the first
+            # of its rows is the answer, as below)
+            if (
+                span <= 4 * table.size + 1024
+                and int(np.bincount(table - lo, minlength=span).max()) == 1
+            ):
                 look = np.full(span, -1, dtype=np.int64)
                 look[table - lo] = np.arange(table.size, dtype=np.int64)
-                if values.dtype == np.int64 and lo >= 0:
-                    return _looked_up(look, np.ascontiguousarray(values), lo)
-                inside = (values >= lo) & (values <= hi)
-                return np.where(inside, look[np.where(inside, values - lo, 0)], -1)
-    order = argsort_stable(table)
-    st = table[order]
-    at = np.minimum(np.searchsorted(st, values), st.size - 1)
-    return np.where(st[at] == values, order[at], -1).astype(np.int64)
+                self.look, self.lo, self.hi = look, lo, hi
+
+    def __call__(self, values: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Position of each value, -1 where it is absent."""
+        if self.size == 0:
+            return np.full(values.size, -1, dtype=np.int64)
+        if self.look is not None and values.dtype.kind in "iu":
+            if values.dtype == np.int64 and self.lo >= 0:
+                return _looked_up(self.look, np.ascontiguousarray(values), self.lo)
+            inside = (values >= self.lo) & (values <= self.hi)
+            return np.where(inside, self.look[np.where(inside, values - self.lo, 0)], -1)
+        if self.order is None or self.sorted is None:
+            self.order = argsort_stable(self.table)
+            self.sorted = self.table[self.order]
+        st = self.sorted
+        at = np.minimum(np.searchsorted(st, values), st.size - 1)
+        return np.where(st[at] == values, self.order[at], -1).astype(np.int64)
+
+
+def positions_in(table: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Position of each value in ``table`` (unique ids), -1 where it is absent."""
+    return IdLookup(table)(values)
 
 
 def text_codes(texts: Iterable[object], names: NDArray[np.object_]) -> NDArray[np.int64]:
@@ -353,14 +443,41 @@ _MIX_A = _U64(0xBF58476D1CE4E5B9)
 _MIX_B = _U64(0x94D049BB133111EB)
 
 
-def _mix(v: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """splitmix64's finaliser, element-wise (uint64 arithmetic wraps)."""
-    v = v ^ (v >> _U64(30))
-    v = v * _MIX_A
-    v ^= v >> _U64(27)
-    v = v * _MIX_B
-    v ^= v >> _U64(31)
-    return v
+@nb.njit(cache=True)
+def _mix_kernel(
+    v: NDArray[np.uint64], salt: np.uint64, nan_bits: np.uint64, floats: bool
+) -> NDArray[np.uint64]:
+    """splitmix64's finaliser of ``v ^ salt``, element by element (uint64 arithmetic wraps);
+    ``floats``: ``v`` holds float64 bits, and every NaN is first the one NaN ``nan_bits``."""
+    out = np.empty(v.size, dtype=np.uint64)
+    exp = np.uint64(0x7FF0000000000000)
+    mant = np.uint64(0x000FFFFFFFFFFFFF)
+    for i in range(v.size):
+        x = v[i]
+        if floats and (x & exp) == exp and (x & mant) != np.uint64(0):
+            x = nan_bits
+        x ^= salt
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+        out[i] = x
+    return out
+
+
+_NO_SALT = _U64(0)
+
+
+def _mix(v: NDArray[np.uint64], salt: np.uint64 = _NO_SALT) -> NDArray[np.uint64]:
+    """splitmix64's finaliser of ``v ^ salt``, element-wise, in one compiled pass."""
+    return _mix_kernel(np.ascontiguousarray(v, dtype=np.uint64), _U64(salt), _NAN_BITS, False)
+
+
+def _mix_floats(f: NDArray[np.float64], salt: np.uint64) -> NDArray[np.uint64]:
+    """:func:`_mix` of the bits of ``f``, every NaN (and so every null) one NaN."""
+    bits = np.ascontiguousarray(f, dtype=np.float64).view(np.uint64)
+    return _mix_kernel(bits, _U64(salt), _NAN_BITS, True)
 
 
 class RowHasher:
@@ -391,14 +508,13 @@ class RowHasher:
             idx = dict_indices(arr)
             return look[np.where(idx < 0, look.size - 1, idx)]
         if pa.types.is_floating(t):
-            f = np.array(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
-            f[np.isnan(f)] = np.nan  # one NaN, and a null is a NaN
-            return _mix(f.view(np.uint64) ^ self.salt[1])
+            f = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+            return _mix_floats(f, self.salt[1])  # one NaN, and a null is a NaN
         if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
             wide = pa.uint64() if pa.types.is_uint64(t) else pa.int64()
             ints = pc.cast(arr, wide).fill_null(0)
             v = np.asarray(ints.to_numpy(zero_copy_only=False)).view(np.uint64)
-            h = _mix(v ^ self.salt[2])
+            h = _mix(v, self.salt[2])
             if arr.null_count:
                 h[~np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)] = null
             return h
@@ -426,7 +542,7 @@ class RowHasher:
 
     def positions(self, start: int, n: int) -> NDArray[np.uint64]:
         """Odd hashes of the row numbers ``start .. start + n - 1`` (for :meth:`at`)."""
-        return _mix(np.arange(start, start + n, dtype=np.uint64) ^ self.salt[1]) | _U64(1)
+        return _mix(np.arange(start, start + n, dtype=np.uint64), self.salt[1]) | _U64(1)
 
     def at(self, values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> NDArray[np.uint64]:
         """The hashes tied to their rows (``positions``: :meth:`positions` of them): times an
@@ -435,7 +551,7 @@ class RowHasher:
 
     def keyed(self, values: NDArray[np.uint64], keys: NDArray[np.int64]) -> NDArray[np.uint64]:
         """The hashes tied to their group or class keys."""
-        return _mix(values ^ _mix(keys.astype(np.uint64) ^ self.salt[2]))
+        return _mix(values ^ _mix(keys.astype(np.uint64), self.salt[2]))
 
 
 def sum_u64(values: NDArray[np.uint64]) -> int:

@@ -17,6 +17,7 @@ import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -25,6 +26,7 @@ from numpy.typing import NDArray
 
 from geokanon.verify import _reader
 from geokanon.verify._arrays import (
+    IdLookup,
     RowHasher,
     arrow_ids,
     dict_indices,
@@ -64,11 +66,11 @@ def _text_positions(arr: pa.Array, look: pd.Index) -> NDArray[np.int64]:
 
 
 def _float_column(col: pa.Array) -> NDArray[np.float64] | None:
-    """A numeric column as float64, NaN where null (None: not numbers)."""
+    """A numeric column as float64, NaN where null (None: not numbers); read-only."""
     import pyarrow.compute as pc
 
     try:
-        return np.array(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+        return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
 
@@ -255,6 +257,7 @@ class _RecordsPass:
         if not self.paths[0].is_file():
             raise Unreadable("release/records.parquet is missing")
         self.gids, self.cids = _published_ids(rel)
+        self.gid_at, self.cid_at = IdLookup(self.gids), IdLookup(self.cids)
         self.n_groups = self.gids.size
         self.n_keys = self.gids.size + self.cids.size
         _, self.gx, self.gy = rep_arrays(rel)
@@ -299,8 +302,8 @@ class _RecordsPass:
         # per key, the multiset hash of each compared column, then of whole tuples
         self.sums = np.zeros((len(self.compared) + 1, self.n_keys), dtype=np.uint64)
         self.synthetic = np.zeros(self.n_keys, dtype=bool)
-        sg = positions_in(self.gids, rel.syn_gid[rel.syn_gid >= 0])
-        sc = positions_in(self.cids, rel.syn_cid[rel.syn_cid >= 0])
+        sg = self.gid_at(rel.syn_gid[rel.syn_gid >= 0])
+        sc = self.cid_at(rel.syn_cid[rel.syn_cid >= 0])
         self.synthetic[sg[sg >= 0]] = True
         self.synthetic[self.n_groups + sc[sc >= 0]] = True
         self.syn_rows: list[NDArray[np.uint64]] = []
@@ -394,9 +397,9 @@ class _RecordsPass:
         self.per_group.append(value_counts(g[g >= 0]))
         self.per_class.append(value_counts(c[c >= 0]))
         both = (g >= 0) & (c >= 0)
-        key = np.where(g >= 0, positions_in(self.gids, g), -1)
+        key = np.where(g >= 0, self.gid_at(g), -1)
         at_c = (g < 0) & (c >= 0)
-        cpos = positions_in(self.cids, c)
+        cpos = self.cid_at(c)
         key[at_c] = np.where(cpos[at_c] >= 0, self.n_groups + cpos[at_c], -1)
         key[both] = -1
         self.bad["both"] += int(np.count_nonzero(both))
@@ -722,9 +725,37 @@ def _bbox_ok(
     if xmin is None or ymin is None or xmax is None or ymax is None:
         return np.zeros(n, dtype=bool)
     valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    point = valid & (xmin == rx) & (xmax == rx) & (ymin == ry) & (ymax == ry)
-    empty = ~valid | (np.isnan(xmin) & np.isnan(ymin) & np.isnan(xmax) & np.isnan(ymax))
-    return np.where(is_g, point, empty)
+    return _boxes_ok(is_g, valid, xmin, ymin, xmax, ymax, rx, ry)
+
+
+@nb.njit(cache=True)
+def _boxes_ok(
+    is_g: NDArray[np.bool_],
+    valid: NDArray[np.bool_],
+    xmin: NDArray[np.float64],
+    ymin: NDArray[np.float64],
+    xmax: NDArray[np.float64],
+    ymax: NDArray[np.float64],
+    rx: NDArray[np.float64],
+    ry: NDArray[np.float64],
+) -> NDArray[np.bool_]:
+    """Per row: a group row's box is valid and the point box of (``rx``, ``ry``); any
+    other row's is null or all NaN."""
+    out = np.empty(is_g.size, dtype=np.bool_)
+    for i in range(is_g.size):
+        if is_g[i]:
+            out[i] = (
+                valid[i]
+                and xmin[i] == rx[i]
+                and xmax[i] == rx[i]
+                and ymin[i] == ry[i]
+                and ymax[i] == ry[i]
+            )
+        else:
+            out[i] = not valid[i] or (
+                np.isnan(xmin[i]) and np.isnan(ymin[i]) and np.isnan(xmax[i]) and np.isnan(ymax[i])
+            )
+    return out
 
 
 def _summed(parts: list[pd.Series]) -> pd.Series:

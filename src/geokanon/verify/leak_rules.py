@@ -32,7 +32,14 @@ from numpy.typing import NDArray
 
 from geokanon.published import GPKG_OWN_COLUMNS, GPKG_STYLE_COLUMNS
 from geokanon.verify import _reader
-from geokanon.verify._arrays import dict_indices, distinct_values, in_sorted, isin, np_bool
+from geokanon.verify._arrays import (
+    dict_indices,
+    distinct_values,
+    in_sorted,
+    isin,
+    np_bool,
+    wkb_points,
+)
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -1357,6 +1364,10 @@ class _Numbers:
         return self._member
 
 
+#: A GeoParquet point's ``bbox`` fields and the coordinate column each repeats.
+_POINT_BOX = {"bbox.xmin": "x", "bbox.xmax": "x", "bbox.ymin": "y", "bbox.ymax": "y"}
+
+
 class TableScan:
     """Table-level checks of one file (columns as values), fed one batch of rows at a time.
 
@@ -1471,7 +1482,12 @@ class TableScan:
                 if n_key:
                     cell = self.cells[i]
                     cell["copies of the mask key"] = cell.get("copies of the mask key", 0) + n_key
-                nums = _Numbers(rows=_arrow_numeric(arr), arrow=arr)
+                rows = _arrow_numeric(arr)
+                twin = every.get(_POINT_BOX.get(name, ""))
+                if twin is not None and np.array_equal(rows, twin.rows(), equal_nan=True):
+                    nums = twin  # a point's box repeats its x or y: the same values, row by row
+                else:
+                    nums = _Numbers(rows=rows, arrow=arr)
                 has = nums.any_value()
             else:
                 col = text_cells.get(name)
@@ -1594,33 +1610,18 @@ def wkb_xy(
     n = len(arr)
     if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
         return np.array([]), np.array([])
-    xs = np.full(n, np.nan)
-    ys = np.full(n, np.nan)
     if n == 0:
-        return xs, ys
+        return np.full(0, np.nan), np.full(0, np.nan)
     valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
     offsets = np.frombuffer(arr.buffers()[1], dtype=off_type)[arr.offset : arr.offset + n + 1]
     data = arr.buffers()[2]
     data_np = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
-    lengths = np.diff(offsets)
-    starts = offsets[:-1].astype(np.int64)
-    fast = bool(((lengths == 21) | ~valid).all())
-    if fast and valid.any():
-        rows = np.flatnonzero(valid)
-        if (lengths[~valid] == 0).all():
-            # the points lie back to back: view them as rows of 21 bytes, no gather
-            first = int(starts[rows[0]])
-            raw = data_np[first : first + 21 * rows.size].reshape(rows.size, 21)
-        else:
-            raw = np.empty((rows.size, 21), dtype=np.uint8)
-            for j in range(21):
-                raw[:, j] = data_np[starts[rows] + j]
-        fast = bool((raw[:, :5] == np.frombuffer(_WKB_POINT_LE, dtype=np.uint8)).all())
-        if fast:
-            xy = np.ascontiguousarray(raw[:, 5:]).view("<f8").reshape(-1, 2)
-            xs[rows], ys[rows] = xy[:, 0], xy[:, 1]
-            return xs, ys
+    direct = wkb_points(offsets, data_np, valid)
+    if direct is not None:  # little-endian 2-D points (or nulls) only: read directly
+        return direct
+    xs = np.full(n, np.nan)
+    ys = np.full(n, np.nan)
     if not valid.any():
         return xs, ys
     import shapely
