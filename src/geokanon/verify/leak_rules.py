@@ -1101,6 +1101,14 @@ def text_column(arr: pa.ChunkedArray | pa.Array) -> _TextColumn:
     if binary:
         texts = [None if v is None else bytes(v).decode("utf-8", "replace")
                  for v in dictionary.to_pylist()]  # fmt: skip
+    elif dictionary.null_count == 0:
+        # the usual case (CSV and Parquet text): the entries as they are, and the Arrow
+        # array of them that the per-entry rules read (:attr:`_TextColumn.arrow`)
+        as_text = dictionary.cast(pa.string())
+        texts_arr = np.asarray(as_text.to_numpy(zero_copy_only=False), dtype=object)
+        col = _TextColumn(texts=texts_arr, codes=idx)
+        col.__dict__["arrow"] = as_text
+        return col
     else:
         texts = [None if v is None else str(v) for v in dictionary.cast(pa.string()).to_pylist()]
     null_entries = np.array([t is None for t in texts], dtype=bool)
