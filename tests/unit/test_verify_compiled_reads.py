@@ -201,3 +201,19 @@ def test_a_box_that_repeats_its_point_finds_what_its_own_values_find(
     want = scan_parquet(path, sec)
     assert got == want
     assert any("pair" in f for f in got), got
+
+
+def test_tied_sums_as_the_products_summed() -> None:
+    from geokanon.verify._arrays import sum_u64
+
+    h = RowHasher()
+    rng = np.random.default_rng(9)
+    values = h.values(pa.array(rng.integers(0, 1000, 5_000)))
+    at = h.positions(123, values.size)
+    assert h.tied_sum(values, at) == sum_u64(h.at(values, at))
+    look = h.values(pa.array(rng.normal(size=40)))
+    null = h.values(pa.array([None], type=pa.float64()))[0]
+    for codes in (rng.integers(-1, 40, 5_000), np.full(5_000, -1), rng.integers(0, 41, 5_000)):
+        full = np.append(look, null)
+        want = sum_u64(h.at(full[np.where(codes < 0, full.size - 1, codes)], at))
+        assert h.tied_sum_coded(look, codes, null, at) == want

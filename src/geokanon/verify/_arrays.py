@@ -549,9 +549,56 @@ class RowHasher:
         odd number, a bijection modulo 2**64, so a changed value always changes the sum."""
         return values * positions
 
+    def tied_sum(self, values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> int:
+        """``sum_u64(self.at(values, positions))`` in one compiled pass (no array of the
+        products)."""
+        return int(_tied_sum(np.ascontiguousarray(values), np.ascontiguousarray(positions)))
+
+    def tied_sum_coded(
+        self,
+        look: NDArray[np.uint64],
+        codes: NDArray[np.int64],
+        null: np.uint64,
+        positions: NDArray[np.uint64],
+    ) -> int:
+        """:meth:`tied_sum` of ``look[codes]`` (``null`` where a code is -1), not gathered."""
+        if look.size == 0 or codes.size == 0 or codes.max() >= look.size or codes.min() < -1:
+            full = np.append(look, null)
+            return self.tied_sum(full[np.where(codes < 0, full.size - 1, codes)], positions)
+        return int(
+            _tied_sum_coded(
+                np.ascontiguousarray(look),
+                np.ascontiguousarray(codes, dtype=np.int64),
+                _U64(null),
+                np.ascontiguousarray(positions),
+            )
+        )
+
     def keyed(self, values: NDArray[np.uint64], keys: NDArray[np.int64]) -> NDArray[np.uint64]:
         """The hashes tied to their group or class keys."""
         return _mix(values ^ _mix(keys.astype(np.uint64), self.salt[2]))
+
+
+@nb.njit(cache=True)
+def _tied_sum(values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> np.uint64:
+    total = np.uint64(0)
+    for i in range(values.size):
+        total += values[i] * positions[i]
+    return total
+
+
+@nb.njit(cache=True)
+def _tied_sum_coded(
+    look: NDArray[np.uint64],
+    codes: NDArray[np.int64],
+    null: np.uint64,
+    positions: NDArray[np.uint64],
+) -> np.uint64:
+    total = np.uint64(0)
+    for i in range(codes.size):
+        c = codes[i]
+        total += (null if c < 0 else look[c]) * positions[i]
+    return total
 
 
 def sum_u64(values: NDArray[np.uint64]) -> int:

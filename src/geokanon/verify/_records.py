@@ -34,7 +34,6 @@ from geokanon.verify._arrays import (
     in_sorted,
     int_ids,
     positions_in,
-    sum_u64,
     sums_per,
     value_counts,
     value_runs,
@@ -440,7 +439,7 @@ class _RecordsPass:
         at = self.hasher.positions(start, n)
         for name in self.column_sums:
             h = hashes[name] = self.hasher.values(col[name])
-            self.column_sums[name] += sum_u64(self.hasher.at(h, at))
+            self.column_sums[name] += self.hasher.tied_sum(h, at)
         # per group and class: the multisets of the compared columns and tuples
         if self.compared:
             parts = [hashes[name] for name in self.compared]
@@ -611,7 +610,7 @@ class _CsvCompare:
                 at = self.hasher.positions(start, batch.num_rows)
                 for name, c in zip(header, batch.columns, strict=True):
                     c = _csv_column(c, parquet_types[name]) if name in cast else c
-                    sums[name] += sum_u64(self.hasher.at(self.hasher.values(c), at))
+                    sums[name] += self.hasher.tied_sum(self.hasher.values(c), at)
                 start += batch.num_rows
         return header, sums, start
 
@@ -666,8 +665,7 @@ class _CsvTap:
         try:
             at = hasher.positions(self.rows, batch.num_rows)
             for name, col in zip(self.header, batch.columns, strict=True):
-                h = self._hashes(col, self.types[name])
-                self.sums[name] += sum_u64(hasher.at(h, at))
+                self.sums[name] += self._tied_sum(col, self.types[name], at)
         except (pa.ArrowException, ValueError, TypeError):
             self.ok = False
             return
@@ -678,12 +676,13 @@ class _CsvTap:
         if self.ok:
             self.cmp.tapped = (self.header, self.sums, self.rows)
 
-    def _hashes(self, col: pa.Array, t: pa.DataType) -> NDArray[np.uint64]:
+    def _tied_sum(self, col: pa.Array, t: pa.DataType, at: NDArray[np.uint64]) -> int:
+        """The column's hashes, as the typed column's, tied to their rows and summed."""
         import pyarrow.compute as pc
 
         hasher = self.cmp.hasher
         if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return hasher.values(col)
+            return hasher.tied_sum(hasher.values(col), at)
         words = col.dictionary
         if pa.types.is_boolean(t):
             yes = np.asarray(pc.is_in(words, value_set=_CSV_TRUE).to_numpy(zero_copy_only=False))
@@ -694,9 +693,8 @@ class _CsvTap:
         else:
             typed = pc.cast(pc.utf8_trim(words, characters=" \t"), t)
         # each cell's hash as the typed column's (a null's as a null of that type)
-        look = np.append(hasher.values(typed), hasher.values(pa.array([None], type=t)))
-        idx = dict_indices(col)
-        return look[np.where(idx < 0, look.size - 1, idx)]
+        null = hasher.values(pa.array([None], type=t))[0]
+        return hasher.tied_sum_coded(hasher.values(typed), dict_indices(col), null, at)
 
 
 def csv_tap(rel: ReleaseReader, path: Path) -> _CsvTap | None:
