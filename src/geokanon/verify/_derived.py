@@ -9,7 +9,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import argsort_stable, distinct_counts, int_ids, nunique
+from geokanon.verify._arrays import (
+    argsort_stable,
+    distinct_counts,
+    int_ids,
+    nunique,
+    positions_in,
+)
 from geokanon.verify._reader import WITHHELD, ReleaseReader, cell_value
 from geokanon.verify._results import Unreadable
 
@@ -24,7 +30,29 @@ def group_members(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int
     return cached
 
 
+def member_groups(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(:func:`group_members`' rows, each one's position in :func:`rep_arrays`' groups, -1
+    for a group that is not published), worked out once per reader."""
+    cached = rel.__dict__.get("_member_groups")
+    if cached is None:
+        gids, _, _ = rep_arrays(rel)
+        rows, mg = group_members(rel)
+        cached = rel.__dict__["_member_groups"] = (rows, positions_in(gids, mg))
+    return cached
+
+
 def rep_arrays(
+    rel: ReleaseReader,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """(group ids, x, y) of ``groups.parquet`` (read once per reader; a file that fails
+    is refused again at every call)."""
+    cached = rel.__dict__.get("_rep_arrays")
+    if cached is None:
+        cached = rel.__dict__["_rep_arrays"] = _rep_arrays(rel)
+    return cached
+
+
+def _rep_arrays(
     rel: ReleaseReader,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
     g = rel.groups

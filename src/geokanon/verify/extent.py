@@ -31,8 +31,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import positions_in
-from geokanon.verify._derived import audit_holds, group_members, rep_arrays
+from geokanon.verify._derived import audit_holds, member_groups, rep_arrays
 from geokanon.verify._reader import ReleaseReader, same_crs
 from geokanon.verify._results import CheckResult
 
@@ -230,8 +229,7 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
     wx, wy = gx, gy
     if rel.to_working is not None:
         wx, wy = rel.to_working(gx, gy)
-    rows, mg = group_members(rel)
-    gi = positions_in(gids, mg)
+    rows, gi = member_groups(rel)
     orphans = gi < 0
     if orphans.any():
         problems.append(f"{int(orphans.sum())} members belong to no published group")

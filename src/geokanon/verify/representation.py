@@ -23,16 +23,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geokanon.verify._arrays import argsort_stable, nunique, positions_in
-from geokanon.verify._derived import audit_holds, group_members, rep_arrays
+from geokanon.verify._derived import audit_holds, member_groups, rep_arrays
 from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._results import CheckResult
 
 
 def check_representation(rel: ReleaseReader) -> CheckResult:
     gids, gx, gy = rep_arrays(rel)
-    rows, mg = group_members(rel)
-    gi = positions_in(gids, mg)
-    rows, gi = rows[gi >= 0], gi[gi >= 0]
+    rows, gi = member_groups(rel)
+    if (gi < 0).any():  # members of no published group: extent says so
+        rows, gi = rows[gi >= 0], gi[gi >= 0]
     # the members' working coordinates, gathered once
     xr, yr = (v[rows] for v in rel.xy_m)
     equal = np.zeros(rows.size, dtype=bool)
