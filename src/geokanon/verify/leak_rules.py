@@ -523,6 +523,69 @@ def sample_phrase_findings(rel: ReleaseReader, names: Iterable[str]) -> list[str
     return out
 
 
+def strict_secrets(
+    pairs: Sequence[tuple[NDArray[np.float64], NDArray[np.float64]]],
+    subject_ids: frozenset[str],
+    *,
+    k: int,
+    bad_names: frozenset[str],
+    published: NDArray[np.float64],
+    published_texts: frozenset[str],
+    legit: Mapping[str, _Legit],
+    know_columns: bool,
+    crs: str | None,
+    epoch: NDArray[np.float64] | None = None,
+    wall: NDArray[np.float64] | None = None,
+    near: Any = None,
+    near_tol: float = 0.0,
+    key: tuple[tuple[str, ...], tuple[int, ...], tuple[bytes, ...]] = ((), (), ()),
+    key_missing: str | None = None,
+) -> Secrets:
+    """What ``no_leak`` looks for, by the single-file rules (``strict``), in either layout.
+
+    ``pairs``: the source coordinate pairs as (x, y) arrays (kept, not copied); every x
+    and y of a finite pair is looked for on its own (:attr:`Secrets.coords`, sorted
+    here). ``subject_ids``: every id as the source spells it (trimmed); those that read
+    as numbers and those with separators are derived here. ``epoch``, ``wall``: the
+    source times, sorted. ``key``: :func:`mask_key_forms` of the mask key. The rest is
+    as :class:`Secrets` states it.
+    """
+    parts: list[NDArray[np.float64]] = []
+    for x, y in pairs:
+        ok = np.isfinite(x) & np.isfinite(y)
+        parts += [x, y] if ok.all() else [x[ok], y[ok]]
+    coords = np.concatenate(parts) if parts else np.array([])
+    coords.sort()
+    id_numbers = distinct_values(
+        np.array([float(t) for t in subject_ids if WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
+    )
+    return Secrets(
+        px=np.empty(0),
+        py=np.empty(0),
+        coords=coords,
+        strict=True,
+        id_numbers=id_numbers,
+        published=published,
+        published_texts=published_texts,
+        legit=legit,
+        know_columns=know_columns,
+        crs=crs,
+        subject_ids=subject_ids,
+        spaced_ids=tuple(t for t in subject_ids if TOKEN_SPLIT.search(t)),
+        epoch=np.empty(0) if epoch is None else epoch,
+        wall=np.empty(0) if wall is None else wall,
+        bad_names=bad_names,
+        n_k=k,
+        near=near,
+        near_tol=near_tol,
+        pair_sources=tuple(pairs),
+        key_forms=key[0],
+        key_ints=key[1],
+        key_raw=key[2],
+        key_missing=key_missing,
+    )
+
+
 def column_rules(rel: ReleaseReader, src: Source, unit_texts: frozenset[str]) -> dict[str, _Legit]:
     """What every published column legitimately holds, by (lower-case) name."""
     rules: dict[str, _Legit] = {}

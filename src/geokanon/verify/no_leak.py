@@ -98,20 +98,19 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import distinct_values, sorted_finite
+from geokanon.verify._arrays import sorted_finite
 from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._results import CheckResult
 from geokanon.verify.leak_rules import (
     FORMAT_NAMES,
     ROW_NAMES,
-    TOKEN_SPLIT,
-    WHOLE_NUMBER_RE,
     Secrets,
     column_rules,
     mask_key_forms,
     published_values,
     sample_phrase_findings,
     scan_file,
+    strict_secrets,
 )
 
 
@@ -159,20 +158,10 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
             near = cKDTree(pts)
             near_tol = 1e-9 * max(1.0, float(np.abs(pts).max()))
             scanned.append("transformed coordinates")
-    # every x and y of a finite pair, sorted (the pairs themselves stay where they are)
-    parts: list[NDArray[np.float64]] = []
-    for x, y in zip(xs_list, ys_list, strict=True):
-        ok = np.isfinite(x) & np.isfinite(y)
-        parts += [x, y] if ok.all() else [x[ok], y[ok]]
-    coords = np.concatenate(parts) if parts else np.array([])
-    coords.sort()
-    epoch = np.empty(0)
-    wall = np.empty(0)
-    if src.epoch_s is not None:
-        epoch = sorted_finite(src.epoch_s)
+    epoch = sorted_finite(src.epoch_s) if src.epoch_s is not None else None
+    if epoch is not None:
         scanned.append("times")
-    if src.wall_s is not None:
-        wall = sorted_finite(src.wall_s)
+    wall = sorted_finite(src.wall_s) if src.wall_s is not None else None
     if src.subject_ids:
         scanned.append("subject ids")
     bad_names = set(ROW_NAMES) | set(src.id_columns)
@@ -181,14 +170,11 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
             bad_names.add(col)
     bad_names = {n.lower() for n in bad_names} - FORMAT_NAMES
     scanned.append("row-number columns")
-    spaced = tuple(s for s in src.subject_ids if TOKEN_SPLIT.search(s))
-    key_forms: tuple[str, ...] = ()
-    key_ints: tuple[int, ...] = ()
-    key_raw: tuple[bytes, ...] = ()
+    key: tuple[tuple[str, ...], tuple[int, ...], tuple[bytes, ...]] = ((), (), ())
     key_missing = None
     key_file = rel.aud / "mask_key"
     if key_file.is_file():
-        key_forms, key_ints, key_raw = mask_key_forms(key_file.read_bytes())
+        key = mask_key_forms(key_file.read_bytes())
         scanned.append("the mask key")
     elif rel.audit.get("mask") not in (None, "", "none"):
         key_missing = (
@@ -196,37 +182,15 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
             "searched for the mask's secret key"
         )
     published, published_texts = published_values(rel)
-    id_numbers = distinct_values(
-        np.array([float(t) for t in src.subject_ids if WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
-    )
-    return (
-        Secrets(
-            px=np.empty(0),
-            py=np.empty(0),
-            coords=coords,
-            strict=True,
-            id_numbers=id_numbers,
-            published=published,
-            published_texts=published_texts,
-            legit=column_rules(rel, src, published_texts),
-            know_columns=rel._source_arg is not None or rel._source_file is not None,
-            crs=rel.output_crs,
-            subject_ids=src.subject_ids,
-            spaced_ids=spaced,
-            epoch=epoch,
-            wall=wall,
-            bad_names=frozenset(bad_names),
-            n_k=rel.k,
-            near=near,
-            near_tol=near_tol,
-            pair_sources=tuple(zip(xs_list, ys_list, strict=True)),
-            key_forms=key_forms,
-            key_ints=key_ints,
-            key_raw=key_raw,
-            key_missing=key_missing,
-        ),
-        scanned,
-    )
+    sec = strict_secrets(
+        tuple(zip(xs_list, ys_list, strict=True)), src.subject_ids, k=rel.k,
+        bad_names=frozenset(bad_names), published=published, published_texts=published_texts,
+        legit=column_rules(rel, src, published_texts),
+        know_columns=rel._source_arg is not None or rel._source_file is not None,
+        crs=rel.output_crs, epoch=epoch, wall=wall, near=near, near_tol=near_tol, key=key,
+        key_missing=key_missing,
+    )  # fmt: skip
+    return sec, scanned
 
 
 def check_no_leak(rel: ReleaseReader) -> CheckResult:

@@ -116,8 +116,6 @@ from geokanon.verify.leak_rules import (
     LEVELS,
     ROW_NAMES,
     STRUCTURAL,
-    TOKEN_SPLIT,
-    WHOLE_NUMBER_RE,
     Secrets,
     column_rules,
     published_values,
@@ -125,6 +123,7 @@ from geokanon.verify.leak_rules import (
     scan_file,
     scan_frame,
     scan_parquet,
+    strict_secrets,
     without_declared_crs,
     without_geography,
 )
@@ -186,7 +185,6 @@ def _strict_secrets(
     ``x``, ``y`` and ``raw_ids`` lead with the members (aligned with ``kept``).
     """
     ok = np.isfinite(x) & np.isfinite(y)
-    coords = np.sort(np.concatenate([x[ok], y[ok]]))
     ids: frozenset[str] = frozenset()
     if raw_ids is not None and raw_ids.size:
         ids = frozenset(str(s).strip() for s in pd.unique(raw_ids))
@@ -203,15 +201,10 @@ def _strict_secrets(
         n_audit=int(figures["records"]), r_max_m=float(figures["r_max_m"]),
         synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
     )  # fmt: skip
-    id_numbers = distinct_values(
-        np.array([float(t) for t in ids if WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
-    )
-    return Secrets(
-        px=np.empty(0), py=np.empty(0), coords=coords, pair_sources=((x[ok], y[ok]),),
-        subject_ids=ids, spaced_ids=tuple(t for t in ids if TOKEN_SPLIT.search(t)),
-        epoch=np.empty(0), wall=np.empty(0), bad_names=bad_names, n_k=k, strict=True,
-        id_numbers=id_numbers, published=published, published_texts=unit_texts,
-        legit=column_rules(view, src, unit_texts), know_columns=True, crs=crs,
+    return strict_secrets(
+        ((x[ok], y[ok]),), ids, k=k, bad_names=bad_names, published=published,
+        published_texts=unit_texts, legit=column_rules(view, src, unit_texts),
+        know_columns=True, crs=crs,
     )  # fmt: skip
 
 
