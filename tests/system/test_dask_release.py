@@ -924,3 +924,20 @@ def test_generalised_up_figures_of_a_part_release_are_checked_by_counts(
     report = verify_partitioned(out, source=src, client=client, checks=("counts",))
     assert not report.passed
     assert "1 units publish a wrong generalised_up count" in report["counts"].detail
+
+
+def test_a_group_id_that_is_no_id_in_an_audit_part_is_refused(client, towns_release, tmp_path):
+    # before, a part read such an id as "no group" (-1), as though the record were not a
+    # member; the single-file reader refuses it, and so does a part now
+    src, out = _mutable_copy(towns_release, tmp_path)
+    apath = sorted((out / "audit" / "assignment").glob("part-*.parquet"))[0]
+    a = pd.read_parquet(apath)
+    row = a.index[a["group_id"].notna()][0]
+    ids = a["group_id"].astype("string")
+    ids[row] = "seven"
+    a["group_id"] = ids
+    a.to_parquet(apath, index=False)
+    report = verify_partitioned(out, source=src, client=client)
+    assert not report.passed
+    said = " ".join(r.detail for r in report.checks if not r.passed)
+    assert "group_id is not an integer column" in said, said

@@ -82,7 +82,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import distinct_values, factorize_text, sample_records
+from geokanon.verify._arrays import distinct_values, factorize_text, int_ids, sample_records
 from geokanon.verify._derived import unit_rows
 from geokanon.verify._reader import (
     ReleaseReader,
@@ -213,10 +213,6 @@ def _strict_secrets(
 # ----------------------------------------------------------------------------
 
 
-def _ids(series: pd.Series) -> NDArray[np.int64]:
-    return pd.to_numeric(series, errors="coerce").fillna(-1).to_numpy(dtype=np.int64)
-
-
 def _text_codes(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
     """Code of every value and the text of every code (``str`` of the distinct values only:
     the same texts as ``values.astype(str)``, far cheaper on millions of rows)."""
@@ -318,7 +314,12 @@ def _source_task(
     if not (np.array_equal(xm, x) and np.array_equal(ym, y)):
         problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
     dcode, dnames = _text_codes(a["disposal"])
-    gid, cid = _ids(a["group_id"]), _ids(a["class_id"])
+    try:  # as the single-file reader reads them: a value that is no id is refused
+        gid = int_ids(a["group_id"], f"audit part {i} group_id")
+        cid = int_ids(a["class_id"], f"audit part {i} class_id")
+    except Unreadable as exc:
+        problems.append(str(exc))
+        return out
     if sample_every >= 2:
         out["sample_records"] = sample_records(gid, xm, ym, sample_every)
 
