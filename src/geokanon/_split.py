@@ -395,9 +395,12 @@ def _propose(
     n_dir: int,
     m_exact: int,
     gain: NDArray[np.float64],
+    part: NDArray[np.int8],
 ) -> None:
     """Every candidate's best division against the starting groups, each on its own
-    (so in parallel, in chunks of :data:`_CHUNK` candidates with their own scratch)."""
+    (so in parallel, in chunks of :data:`_CHUNK` candidates with their own scratch):
+    ``gain[j]`` (0: none) and, when it gains, ``part[j]`` the part of each pooled atom
+    (the atoms of g then h, each in index order)."""
     big = 2 * cap + 2
     m = cand.shape[0]
     n_chunks = (m + _CHUNK - 1) // _CHUNK
@@ -408,8 +411,11 @@ def _propose(
             h = cand[j, 1]
             gain[j] = 0.0
             base = cost[g] + (cost[h] if h >= 0 else 0.0)
-            gain[j] = _best_split(g, h, base, head, nxt, ax, ay, aw, asub, k, r, step, n_dir,
-                                  m_exact, buf_i, buf_f, orders, top_v, top_c)[0]  # fmt: skip
+            gain[j], n = _best_split(g, h, base, head, nxt, ax, ay, aw, asub, k, r, step, n_dir,
+                                     m_exact, buf_i, buf_f, orders, top_v, top_c)  # fmt: skip
+            if gain[j] > 0.0:
+                for t in range(n):
+                    part[j, t] = buf_i[5, t]
 
 
 @nb.njit(cache=True)
@@ -474,12 +480,9 @@ def _split_all(
     if m == 0:
         return n_groups
     gain = np.empty(m)
+    part = np.empty((m, 2 * cap + 2), np.int8)
     _propose(cand, cost, head, nxt, ax, ay, aw, asub, k, r, step, cap, n_dir, m_exact,
-             gain)  # fmt: skip
-    big = 2 * cap + 2
-    buf_i, buf_f, orders, top_v, top_c = _scratch(big, n_dir, m_exact)
-    mem = buf_i[0]
-    side = buf_i[5]
+             gain, part)  # fmt: skip
     touched = np.zeros(n_groups, np.bool_)
     ng = n_groups
     for j in np.argsort(-gain, kind="mergesort"):
@@ -489,17 +492,22 @@ def _split_all(
         h = cand[j, 1]
         if touched[g] or (h >= 0 and touched[h]):
             continue
-        base = cost[g] + (cost[h] if h >= 0 else 0.0)
-        n = _best_split(g, h, base, head, nxt, ax, ay, aw, asub, k, r, step, n_dir, m_exact,
-                        buf_i, buf_f, orders, top_v, top_c)[1]  # fmt: skip
-        for t in range(n):
-            p = side[t]
-            if p == 0:
-                atom_group[mem[t]] = g
-            elif p == 1 and h >= 0:
-                atom_group[mem[t]] = h
-            else:
-                atom_group[mem[t]] = ng
+        # neither group changed since the proposal: its parts, in the pool's order
+        t = 0
+        for e in (g, h):
+            if e < 0:
+                continue
+            a = head[e]
+            while a >= 0:
+                p = part[j, t]
+                if p == 0:
+                    atom_group[a] = g
+                elif p == 1 and h >= 0:
+                    atom_group[a] = h
+                else:
+                    atom_group[a] = ng
+                t += 1
+                a = nxt[a]
         ng += 1
         touched[g] = True
         if h >= 0:
