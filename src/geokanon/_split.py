@@ -44,7 +44,7 @@ SPLIT_EXACT = 2
 #: (:func:`geokanon._recut.candidate_pairs`) whose centroids are at most this many times
 #: the sum of the two groups' radii apart (farther than the re-cuts' pairs: a wide pair
 #: of sparse groups is what gains).
-SPLIT_REACH = 1.2
+SPLIT_REACH = 1.5
 #: Candidates per parallel task.
 _CHUNK = 512
 

@@ -38,10 +38,10 @@ records are always disposed of together:
    one piece), then the atoms between pieces, so the groups never depend on the
    number of threads.
    Then pairs of neighbouring groups are re-cut in two where that lowers the same sum,
-   under the same checks (:mod:`geokanon._recut`), and groups of 2k atoms or more are
-   cut in two, pairs of 3k or more in three, where that lowers it (:mod:`geokanon._split`:
-   where records are sparse, one group more costs less); then one sweep of the local
-   search near the groups these changed.
+   under the same checks (:mod:`geokanon._recut`), and one sweep of the local search
+   runs near the groups they changed. Last, groups of 2k atoms or more are cut in two,
+   and pairs of 3k or more in three, where that lowers the sum (:mod:`geokanon._split`:
+   where records are sparse, one group more costs less).
 7. Every group's representative is placed by the rule (:func:`settle_representatives`),
    from its final members.
 """
@@ -1102,10 +1102,9 @@ def group_records(
     near, wide = candidate_pairs(
         atom_group, ng, ax, ay, aw, k, (RECUT_REACH, SPLIT_REACH), (0, 3 * k)
     )
-    recut = recut_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=near)
-    ng = split_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=wide)
-    if (recut or ng > rx.size) and lists:
+    if recut_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=near) and lists:
         _polish_groups(before, atom_group, ng, ax, ay, aw, asub, k, r_max, step, lists[0])
+    ng = split_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=wide)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, ng, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
