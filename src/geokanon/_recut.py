@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from geokanon.grouping import CAP_K, _covering_rep_nb, has_k_distinct, hilbert_keys
 from geokanon.neighbours import sorted_unique, stable_argsort
 
-__all__ = ["recut_groups"]
+__all__ = ["candidate_pairs", "recut_groups"]
 
 #: Pairs are taken among groups at most this many places apart along a Hilbert curve
 #: of the groups' centroids (one curve per entry of :data:`RECUT_SHIFTS`).
@@ -60,6 +60,8 @@ def recut_groups(
     k: int,
     r_work: float,
     step: float,
+    *,
+    pairs: NDArray[np.int64] | None = None,
 ) -> int:
     """Re-cut pairs of neighbouring groups in two, in place on ``atom_group``.
 
@@ -74,6 +76,9 @@ def recut_groups(
     k, r_work, step
         Distinct subjects per group, the radius in working metres, the coarsest
         lattice's step.
+    pairs
+        The candidate pairs (rows ``(g, h)``, ``g < h``, ascending), as
+        :func:`candidate_pairs` gives them at :data:`RECUT_REACH` (the default).
 
     Returns
     -------
@@ -87,23 +92,10 @@ def recut_groups(
     ay = np.ascontiguousarray(ay, dtype=np.float64)
     aw = np.ascontiguousarray(aw, dtype=np.float64)
     cap = CAP_K * k  # as the local search: larger groups are left alone
-    mx, my, rad, ok = _group_stats(atom_group, n_groups, ax, ay, aw, k, cap)
-    ids = np.flatnonzero(ok)
-    if ids.size < 2:
+    if pairs is None:
+        pairs = candidate_pairs(atom_group, n_groups, ax, ay, aw, k, (RECUT_REACH,))[0]
+    if pairs.shape[0] == 0:
         return 0
-    cx = mx[ids]
-    cy = my[ids]
-    span = max(float(cx.max() - cx.min()), float(cy.max() - cy.min()), 1e-9)
-    found = []
-    for sx, sy in RECUT_SHIFTS:
-        # the corner point widens the curve's square to the lower left (then dropped)
-        hx = np.r_[cx, cx.min() - sx * span]
-        hy = np.r_[cy, cy.min() - sy * span]
-        order = ids[stable_argsort(hilbert_keys(hx, hy)[:-1])]
-        found.append(_window_pairs(order, mx, my, rad, RECUT_WINDOW, RECUT_REACH))
-    both = np.concatenate(found)
-    key = sorted_unique(both[:, 0] * np.int64(n_groups) + both[:, 1])
-    pairs = np.column_stack([key // n_groups, key % n_groups]).astype(np.int64)
     sub = np.ascontiguousarray(asub, dtype=np.int64).ravel()
     return int(
         _recut_pairs(
@@ -111,6 +103,51 @@ def recut_groups(
             RECUT_DIRECTIONS, RECUT_EXACT, RECUT_ROUNDS,
         )
     )  # fmt: skip
+
+
+def candidate_pairs(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    k: int,
+    reaches: tuple[float, ...],
+    min_atoms: tuple[int, ...] | None = None,
+) -> list[NDArray[np.int64]]:
+    """Pairs of neighbouring groups: at most :data:`RECUT_WINDOW` places apart on one of
+    the Hilbert curves of the groups' centroids (:data:`RECUT_SHIFTS`), whose centroids
+    are at most ``reach`` times the sum of their radii apart and which hold at least
+    ``min_atoms`` atoms together (default: any), for each of ``reaches``.
+
+    Groups of fewer than k or more than ``CAP_K * k`` atoms are left out. Each answer
+    holds rows ``(g, h)``, ``g < h``, ascending, without repeats.
+    """
+    least = (0,) * len(reaches) if min_atoms is None else min_atoms
+    ax = np.ascontiguousarray(ax, dtype=np.float64)
+    ay = np.ascontiguousarray(ay, dtype=np.float64)
+    aw = np.ascontiguousarray(aw, dtype=np.float64)
+    mx, my, rad, size = _group_stats(atom_group, n_groups, ax, ay, aw)
+    ids = np.flatnonzero((size >= k) & (size <= CAP_K * k))
+    if ids.size < 2:
+        return [np.zeros((0, 2), np.int64) for _ in reaches]
+    cx = mx[ids]
+    cy = my[ids]
+    span = max(float(cx.max() - cx.min()), float(cy.max() - cy.min()), 1e-9)
+    found: list[list[NDArray[np.int64]]] = [[] for _ in reaches]
+    for sx, sy in RECUT_SHIFTS:
+        # the corner point widens the curve's square to the lower left (then dropped)
+        hx = np.r_[cx, cx.min() - sx * span]
+        hy = np.r_[cy, cy.min() - sy * span]
+        order = ids[stable_argsort(hilbert_keys(hx, hy)[:-1])]
+        for i, reach in enumerate(reaches):
+            found[i].append(_window_pairs(order, mx, my, rad, size, RECUT_WINDOW, reach, least[i]))
+    out = []
+    for f in found:
+        both = np.concatenate(f)
+        key = sorted_unique(both[:, 0] * np.int64(n_groups) + both[:, 1])
+        out.append(np.column_stack([key // n_groups, key % n_groups]).astype(np.int64))
+    return out
 
 
 @nb.njit(cache=True)
@@ -544,11 +581,9 @@ def _group_stats(
     ax: NDArray[np.float64],
     ay: NDArray[np.float64],
     aw: NDArray[np.float64],
-    k: int,
-    cap: int,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
     """Per group: centroid, radius (its farthest atom's distance to the centroid) and
-    whether it holds k to ``cap`` atoms."""
+    number of atoms."""
     na = ax.size
     sw = np.zeros(n_groups)
     sx = np.zeros(n_groups)
@@ -574,7 +609,7 @@ def _group_stats(
             d = math.sqrt((ax[a] - mx[g]) ** 2 + (ay[a] - my[g]) ** 2)
             if d > rad[g]:
                 rad[g] = d
-    return mx, my, rad, (size >= k) & (size <= cap)
+    return mx, my, rad, size
 
 
 @nb.njit(cache=True)
@@ -583,11 +618,14 @@ def _window_pairs(
     mx: NDArray[np.float64],
     my: NDArray[np.float64],
     rad: NDArray[np.float64],
+    size: NDArray[np.int64],
     window: int,
     reach: float,
+    least: int,
 ) -> NDArray[np.int64]:
     """Pairs (lo, hi) of groups at most ``window`` apart in ``order`` whose centroids
-    are at most ``reach`` times the sum of their radii apart."""
+    are at most ``reach`` times the sum of their radii apart and which hold at least
+    ``least`` atoms together."""
     m = order.size
     count = 0
     for phase in range(2):
@@ -598,6 +636,8 @@ def _window_pairs(
             g = order[i]
             for j in range(i + 1, min(m, i + window + 1)):
                 h = order[j]
+                if size[g] + size[h] < least:
+                    continue
                 d = math.sqrt((mx[g] - mx[h]) ** 2 + (my[g] - my[h]) ** 2)
                 if d <= reach * (rad[g] + rad[h]):
                     if phase == 1:

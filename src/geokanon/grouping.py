@@ -38,7 +38,10 @@ records are always disposed of together:
    one piece), then the atoms between pieces, so the groups never depend on the
    number of threads.
    Then pairs of neighbouring groups are re-cut in two where that lowers the same sum,
-   under the same checks (:mod:`geokanon._recut`).
+   under the same checks (:mod:`geokanon._recut`), and one sweep of the local search
+   runs near the groups they changed. Last, groups of 2k atoms or more are cut in two,
+   and pairs of 3k or more in three, where that lowers the sum (:mod:`geokanon._split`:
+   where records are sparse, one group more costs less).
 7. Every group's representative is placed by the rule (:func:`settle_representatives`),
    from its final members.
 """
@@ -1090,12 +1093,19 @@ def group_records(
     atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
     lists: list[NDArray[np.int32]] = []
     _improve_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step, lists=lists)
-    from geokanon._recut import recut_groups  # it uses this module's exact check
+    # these use this module's exact check
+    from geokanon._recut import RECUT_REACH, candidate_pairs, recut_groups
+    from geokanon._split import SPLIT_REACH, split_groups
 
     before = atom_group.copy()
-    if recut_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step) and lists:
-        _polish_groups(before, atom_group, rx.size, ax, ay, aw, asub, k, r_max, step, lists[0])
-    atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
+    ng = rx.size
+    near, wide = candidate_pairs(
+        atom_group, ng, ax, ay, aw, k, (RECUT_REACH, SPLIT_REACH), (0, 3 * k)
+    )
+    if recut_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=near) and lists:
+        _polish_groups(before, atom_group, ng, ax, ay, aw, asub, k, r_max, step, lists[0])
+    ng = split_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=wide)
+    atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, ng, r_max, step)
     group_id = atom_group[atom_of]
     return Grouping(group_id, rx, ry)
 
