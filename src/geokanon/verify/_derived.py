@@ -10,11 +10,11 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from geokanon.verify._arrays import (
+    IdLookup,
     argsort_stable,
     distinct_counts,
     int_ids,
     nunique,
-    positions_in,
 )
 from geokanon.verify._reader import WITHHELD, ReleaseReader, cell_value
 from geokanon.verify._results import Unreadable
@@ -32,13 +32,14 @@ def group_members(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int
 
 def member_groups(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(:func:`group_members`' rows, each one's position in :func:`rep_arrays`' groups, -1
-    for a group that is not published), worked out once per reader."""
-    cached = rel.__dict__.get("_member_groups")
-    if cached is None:
+    for a group that is not published); the lookup is prepared once per reader, the
+    positions (one per member) are not held."""
+    look = rel.__dict__.get("_group_lookup")
+    if look is None:
         gids, _, _ = rep_arrays(rel)
-        rows, mg = group_members(rel)
-        cached = rel.__dict__["_member_groups"] = (rows, positions_in(gids, mg))
-    return cached
+        look = rel.__dict__["_group_lookup"] = IdLookup(gids)
+    rows, mg = group_members(rel)
+    return rows, look(mg)
 
 
 def rep_arrays(
