@@ -150,6 +150,11 @@ def test_group_with_k_minus_1_subjects_fails_k_subjects(tmp_path: Path) -> None:
     report = verify_release(w.root, source=w.source)
     assert_only(report, "k_subjects")
     assert "1 of 2 groups" in report["k_subjects"].detail
+    # and the published records' group (no time bins: each group and class is a cell)
+    assert (
+        "1 of 2 groups and classes of the published records have < k=5 distinct subjects "
+        "among the audit's records of that cell (smallest 4)"
+    ) in report["k_subjects"].detail, report["k_subjects"].detail
 
 
 def test_subject_codes_come_from_the_source_not_the_audit(tmp_path: Path) -> None:

@@ -127,16 +127,23 @@ def _published_cell_problems(rel: ReleaseReader, subj: NDArray[np.int64]) -> lis
     keys = audit_keys(rel)
     bins = audit_time_bins(rel)
     codes = bins[0] if bins is not None and rr.stride > 1 else np.zeros(keys.size, np.int64)
-    sel = keys >= 0
-    cell_a = keys[sel] * np.int64(rr.stride) + codes[sel]
-    code, m = dense_codes(cell_a)
-    full = np.full(keys.size, -1, dtype=np.int64)
-    full[sel] = code
-    distinct = distinct_counts(full, subj, m, rel.subject_codes)
-    table = np.zeros(m, dtype=np.int64)
-    table[code] = cell_a
-    at = positions_in(table, rr.cells)
-    held = np.where(at >= 0, distinct[np.maximum(at, 0)], 0)
+    if rr.stride == 1:
+        # no time bins: a cell is a key, and keys number the published groups and classes
+        # densely (-1: none), so they count as they are
+        n_keys = int(max(int(keys.max(initial=-1)), int(rr.cells.max(initial=-1)))) + 1
+        distinct = distinct_counts(keys, subj, n_keys, rel.subject_codes)
+        held = np.where(rr.cells >= 0, distinct[np.maximum(rr.cells, 0)], 0)
+    else:
+        sel = keys >= 0
+        cell_a = keys[sel] * np.int64(rr.stride) + codes[sel]
+        code, m = dense_codes(cell_a)
+        full = np.full(keys.size, -1, dtype=np.int64)
+        full[sel] = code
+        distinct = distinct_counts(full, subj, m, rel.subject_codes)
+        table = np.zeros(m, dtype=np.int64)
+        table[code] = cell_a
+        at = positions_in(table, rr.cells)
+        held = np.where(at >= 0, distinct[np.maximum(at, 0)], 0)
     what = "(group or class, time bin) cells" if rr.stride > 1 else "groups and classes"
     few = held < k
     if few.any():
