@@ -2469,6 +2469,9 @@ def _sweep_piece(
     cap: int,
     screen: float,
     bound: bool,
+    order: NDArray[np.int64] | None = None,
+    lo: int = 0,
+    hi: int = 0,
 ) -> int:
     """One phase of a sweep of :func:`_improve` from time ``now``; returns the changes made.
 
@@ -2502,11 +2505,18 @@ def _sweep_piece(
     c_g = np.empty(2 * nq)
     c_hh = np.empty(2 * nq)
     t = now
-    lo = 0 if rest else p * piece
-    hi = na if rest else min(na, (p + 1) * piece)
-    for a in range(lo, hi):
+    if order is None:
+        lo = 0 if rest else p * piece
+        hi = na if rest else min(na, (p + 1) * piece)
+    for i in range(lo, hi):
+        if order is None:
+            a = i
+        else:
+            a = order[i]
         g = atom_group[a]
-        if rest:
+        if order is not None:
+            pass
+        elif rest:
             if inner[a]:
                 continue
         else:
@@ -2791,7 +2801,22 @@ def _improve(
 POLISH_SWEEPS = 1
 
 
+#: Pieces of :func:`_polish`'s work (sets of whole components, about equal in atoms)
+#: shared out among the threads; the groups do not depend on it.
+POLISH_CHUNKS = 64
+
+
 @nb.njit(cache=True)
+def _root(parent: NDArray[np.int64], g: int) -> int:
+    """The representative of g's set in the union-find forest ``parent`` (halving the
+    path on the way)."""
+    while parent[g] != g:
+        parent[g] = parent[parent[g]]
+        g = parent[g]
+    return g
+
+
+@nb.njit(cache=True, parallel=True)
 def _polish(
     atom_group: NDArray[np.int64],
     before: NDArray[np.int64],
@@ -2811,13 +2836,23 @@ def _polish(
     given a new change: those of a group the re-cuts changed (``before``: the groups
     before them) and those with one of their neighbours in such a group.
 
-    The moves, swaps, bounds and exact checks are :func:`_improve`'s
-    (:func:`_sweep_piece`, the atoms visited in index order on one thread, so the
-    result does not depend on the number of threads), with the neighbour lists the
-    local search used (``nbr``: atoms of other groups then; an atom of the same group
-    now is passed over). A visited atom takes a change only when it lowers the summed
-    distance to the centroids and both groups stay valid, so the guarantee holds and
-    the objective never rises. Returns the number of changes made.
+    The moves, swaps, bounds and exact checks are :func:`_improve`'s (:func:`_sweep_piece`),
+    with the neighbour lists the local search used (``nbr``: atoms of other groups
+    then; an atom of the same group now is passed over). A visited atom takes a change
+    only when it lowers the summed distance to the centroids and both groups stay
+    valid, so the guarantee holds and the objective never rises. Returns the number of
+    changes made.
+
+    The groups are those of visiting the atoms one after another in index order, on
+    any number of threads. A visit reads and changes only the atom's group and its
+    neighbours' groups, and a change moves an atom between two of them: so, with the
+    groups joined into components wherever a visited atom's group and a neighbour's
+    group are both placed (before the sweep), every atom stays in a group of its first
+    component, and a visit reads and writes only groups of its atom's component and the
+    atoms in them. The components are independent: each visits its own atoms in index
+    order, as the single sweep would, and they are shared out among the threads in
+    pieces of whole components (:data:`POLISH_CHUNKS`). Each visit sees exactly the
+    state it would have seen in the single sweep.
     """
     na = ax.size
     nq = nbr.shape[1]
@@ -2832,28 +2867,76 @@ def _polish(
                     n_dirty += 1
     if n_dirty == 0:
         return 0
-    # the atoms to visit (the others are marked "inner": the sweep passes them over),
-    # and the groups whose costs the visits read
-    skip = np.ones(na, np.bool_)
-    need = np.zeros(n_groups, np.bool_)
-    for a in range(na):
+    # the atoms to visit, each on its own
+    visit = np.zeros(na, np.bool_)
+    for a in nb.prange(na):
         g = atom_group[a]
         if g < 0:
             continue
-        visit = dirty[g]
-        if not visit:
+        v = dirty[g]
+        if not v:
             for q in range(nq):
                 b = nbr[a, q]
                 if b >= 0 and atom_group[b] >= 0 and dirty[atom_group[b]]:
-                    visit = True
+                    v = True
                     break
-        if visit:
-            skip[a] = False
-            need[g] = True
-            for q in range(nq):
-                b = nbr[a, q]
-                if b >= 0 and atom_group[b] >= 0:
-                    need[atom_group[b]] = True
+        visit[a] = v
+    # the groups whose costs the visits read, and the components
+    need = np.zeros(n_groups, np.bool_)
+    parent = np.arange(n_groups)
+    n_visit = 0
+    for a in range(na):
+        if not visit[a]:
+            continue
+        n_visit += 1
+        g = atom_group[a]
+        need[g] = True
+        for q in range(nq):
+            b = nbr[a, q]
+            if b >= 0 and atom_group[b] >= 0:
+                h = atom_group[b]
+                need[h] = True
+                rg = _root(parent, g)
+                rh = _root(parent, h)
+                if rg != rh:
+                    parent[max(rg, rh)] = min(rg, rh)
+    # the components numbered in order of their first visited atom, their atoms listed
+    # together in index order
+    comp = np.full(n_groups, -1, np.int64)
+    a_comp = np.empty(n_visit, np.int64)
+    n_comp = 0
+    i = 0
+    for a in range(na):
+        if visit[a]:
+            rg = _root(parent, atom_group[a])
+            if comp[rg] < 0:
+                comp[rg] = n_comp
+                n_comp += 1
+            a_comp[i] = comp[rg]
+            i += 1
+    start = np.zeros(n_comp + 1, np.int64)
+    for i in range(n_visit):
+        start[a_comp[i] + 1] += 1
+    for c in range(n_comp):
+        start[c + 1] += start[c]
+    fill = start[:-1].copy()
+    order = np.empty(n_visit, np.int64)
+    i = 0
+    for a in range(na):
+        if visit[a]:
+            order[fill[a_comp[i]]] = a
+            fill[a_comp[i]] += 1
+            i += 1
+    # pieces of whole components, about n_visit / POLISH_CHUNKS atoms each
+    n_chunks = min(POLISH_CHUNKS, n_comp)
+    cut = np.empty(n_chunks + 1, np.int64)
+    cut[0] = 0
+    c = 0
+    for j in range(1, n_chunks):
+        while c < n_comp and start[c] * n_chunks < j * n_visit:
+            c += 1
+        cut[j] = max(c, cut[j - 1])
+    cut[n_chunks] = n_comp
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
     cost, slope = _group_costs(need, head, nxt, ax, ay, aw, sw, sx, sy)
     # every atom as if visited at time 0, the re-cut groups changed at time 1
@@ -2862,10 +2945,14 @@ def _polish(
         if dirty[gi]:
             changed[gi] = 1
     seen_at = np.zeros(na, np.int64)
-    home = np.full(n_groups, -1, np.int64)  # not read by the serial phase
-    return _sweep_piece(0, max(na, 1), 1, True, skip, home, atom_group, head, nxt, prv, size,
-                        sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub, nbr, k,
-                        r, step, cap, screen, True)  # fmt: skip
+    made = np.zeros(n_chunks, np.int64)
+    home = np.full(n_groups, -1, np.int64)  # not read by a listed phase
+    for j in nb.prange(n_chunks):
+        made[j] = _sweep_piece(0, 1, 1, True, visit, home, atom_group, head, nxt, prv, size, sw,
+                               sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub, nbr, k,
+                               r, step, cap, screen, True, order, start[cut[j]],
+                               start[cut[j + 1]])  # fmt: skip
+    return int(made.sum())
 
 
 @nb.njit(cache=True)
