@@ -3014,30 +3014,26 @@ def _polish(
     # the components numbered in order of their first visited atom, their atoms listed
     # together in index order
     comp = np.full(n_groups, -1, np.int64)
-    a_comp = np.empty(n_visit, np.int64)
     n_comp = 0
-    i = 0
     for a in range(na):
         if visit[a]:
             rg = _root(parent, atom_group[a])
             if comp[rg] < 0:
                 comp[rg] = n_comp
                 n_comp += 1
-            a_comp[i] = comp[rg]
-            i += 1
     start = np.zeros(n_comp + 1, np.int64)
-    for i in range(n_visit):
-        start[a_comp[i] + 1] += 1
+    for a in range(na):
+        if visit[a]:
+            start[comp[_root(parent, atom_group[a])] + 1] += 1
     for c in range(n_comp):
         start[c + 1] += start[c]
     fill = start[:-1].copy()
     order = np.empty(n_visit, np.int64)
-    i = 0
     for a in range(na):
         if visit[a]:
-            order[fill[a_comp[i]]] = a
-            fill[a_comp[i]] += 1
-            i += 1
+            c = comp[_root(parent, atom_group[a])]
+            order[fill[c]] = a
+            fill[c] += 1
     # pieces of whole components, about n_visit / POLISH_CHUNKS atoms each
     n_chunks = min(POLISH_CHUNKS, n_comp)
     cut = np.empty(n_chunks + 1, np.int64)
