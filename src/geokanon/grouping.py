@@ -224,7 +224,8 @@ def snap(v: NDArray[np.float64] | float, step: float) -> NDArray[np.float64]:
 
 
 #: Run ends whose candidate runs :func:`_partition` costs at once (in parallel) before
-#: its serial recurrence takes them; the cuts do not depend on it.
+#: its serial recurrence takes them (the cuts do not depend on it; ``hi`` costs of 8
+#: bytes per position held).
 PARTITION_BLOCK = 1 << 18
 
 
@@ -238,6 +239,7 @@ def _partition(
     hi: int,
     k: int,
     r_eff: float,
+    block: int = PARTITION_BLOCK,
 ) -> NDArray[np.int64]:
     """Optimal cut points of a sequence into runs of lo..hi items.
 
@@ -249,8 +251,9 @@ def _partition(
     coordinates of each run, so precision does not degrade with the extent.
 
     A run's cost depends on its items only: the costs of the runs ending in a block
-    of :data:`PARTITION_BLOCK` positions are computed first, in parallel
-    (:func:`_run_costs`), then the recurrence takes the block's positions in order.
+    of ``block`` positions are computed first, in parallel (:func:`_run_costs`), then
+    the recurrence takes the block's positions in order (the cuts do not depend on
+    ``block``).
 
     Returns run start indices (plus n at the end). Where the sequence is too short
     to split, it is one run.
@@ -261,10 +264,10 @@ def _partition(
     f = np.full(n + 1, inf)
     back = np.full(n + 1, -1, np.int64)
     f[0] = 0.0
-    block = np.empty((min(PARTITION_BLOCK, n), hi))
-    for i0 in range(1, n + 1, PARTITION_BLOCK):
-        i1 = min(n + 1, i0 + PARTITION_BLOCK)
-        _run_costs(x, y, w, subj, lo, hi, k, r_eff, penalty, i0, i1, block)
+    costs = np.empty((min(block, n), hi))
+    for i0 in range(1, n + 1, block):
+        i1 = min(n + 1, i0 + block)
+        _run_costs(x, y, w, subj, lo, hi, k, r_eff, penalty, i0, i1, costs)
         for i in range(i0, i1):
             for length in range(lo, hi + 1):
                 j = i - length
@@ -272,7 +275,7 @@ def _partition(
                     break
                 if f[j] == inf:
                     continue
-                cost = block[i - i0, length - 1]
+                cost = costs[i - i0, length - 1]
                 if f[j] + cost < f[i]:
                     f[i] = f[j] + cost
                     back[i] = j
