@@ -223,6 +223,12 @@ def snap(v: NDArray[np.float64] | float, step: float) -> NDArray[np.float64]:
     return (np.floor(np.asarray(v, dtype=np.float64) / step) + 0.5 + OFFSET) * step
 
 
+#: Run ends whose candidate runs :func:`_partition` costs at once (in parallel) before
+#: its serial recurrence takes them (the cuts do not depend on it; ``hi`` costs of 8
+#: bytes per position held).
+PARTITION_BLOCK = 1 << 18
+
+
 @nb.njit(cache=True)
 def _partition(
     x: NDArray[np.float64],
@@ -233,6 +239,7 @@ def _partition(
     hi: int,
     k: int,
     r_eff: float,
+    block: int = PARTITION_BLOCK,
 ) -> NDArray[np.int64]:
     """Optimal cut points of a sequence into runs of lo..hi items.
 
@@ -243,6 +250,11 @@ def _partition(
     infeasible runs, then the squared displacement. Sums are taken in local
     coordinates of each run, so precision does not degrade with the extent.
 
+    A run's cost depends on its items only: the costs of the runs ending in a block
+    of ``block`` positions are computed first, in parallel (:func:`_run_costs`), then
+    the recurrence takes the block's positions in order (the cuts do not depend on
+    ``block``).
+
     Returns run start indices (plus n at the end). Where the sequence is too short
     to split, it is one run.
     """
@@ -252,7 +264,59 @@ def _partition(
     f = np.full(n + 1, inf)
     back = np.full(n + 1, -1, np.int64)
     f[0] = 0.0
-    for i in range(1, n + 1):
+    costs = np.empty((min(block, n), hi))
+    for i0 in range(1, n + 1, block):
+        i1 = min(n + 1, i0 + block)
+        _run_costs(x, y, w, subj, lo, hi, k, r_eff, penalty, i0, i1, costs)
+        for i in range(i0, i1):
+            for length in range(lo, hi + 1):
+                j = i - length
+                if j < 0:
+                    break
+                if f[j] == inf:
+                    continue
+                cost = costs[i - i0, length - 1]
+                if f[j] + cost < f[i]:
+                    f[i] = f[j] + cost
+                    back[i] = j
+    if n == 0:
+        return np.zeros(1, np.int64)
+    if f[n] == inf:
+        out = np.empty(2, np.int64)
+        out[0] = 0
+        out[1] = n
+        return out
+    cuts = []
+    i = n
+    while i > 0:
+        cuts.append(i)
+        i = back[i]
+    cuts.append(0)
+    res = np.empty(len(cuts), np.int64)
+    for t in range(len(cuts)):
+        res[t] = cuts[len(cuts) - 1 - t]
+    return res
+
+
+@nb.njit(cache=True, parallel=True)
+def _run_costs(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    w: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    lo: int,
+    hi: int,
+    k: int,
+    r_eff: float,
+    penalty: float,
+    i0: int,
+    i1: int,
+    out: NDArray[np.float64],
+) -> None:  # pragma: no cover - compiled
+    """``out[i - i0, length - 1]``: the cost in :func:`_partition` of the run of ``length``
+    items ending before item i, for i in ``[i0, i1)`` and length in ``[lo, hi]`` (runs
+    that would start before the first item are not written). Each run on its own."""
+    for i in nb.prange(i0, i1):
         ox = x[i - 1]
         oy = y[i - 1]
         sw = 0.0
@@ -277,7 +341,7 @@ def _partition(
                     break
             if not seen:
                 distinct += 1
-            if length < lo or f[j] == inf:
+            if length < lo:
                 continue
             mx = sx / sw
             my = sy / sw
@@ -294,26 +358,7 @@ def _partition(
                         break
             if not feasible:
                 cost += penalty * sw
-            if f[j] + cost < f[i]:
-                f[i] = f[j] + cost
-                back[i] = j
-    if n == 0:
-        return np.zeros(1, np.int64)
-    if f[n] == inf:
-        out = np.empty(2, np.int64)
-        out[0] = 0
-        out[1] = n
-        return out
-    cuts = []
-    i = n
-    while i > 0:
-        cuts.append(i)
-        i = back[i]
-    cuts.append(0)
-    res = np.empty(len(cuts), np.int64)
-    for t in range(len(cuts)):
-        res[t] = cuts[len(cuts) - 1 - t]
-    return res
+            out[i - i0, length - 1] = cost
 
 
 @nb.njit(cache=True)
@@ -1044,8 +1089,8 @@ def group_records(
     (2, [0, 0, 0, 0, 0, 1, 1, 1])
     """
     if subset is not None:
-        x, y, subjects = x[subset], y[subset], subjects[subset]
-        tiebreak = None if tiebreak is None else tiebreak[subset]
+        x, y, subjects = _take(x, subset), _take(y, subset), _take(subjects, subset)
+        tiebreak = None if tiebreak is None else _take(tiebreak, subset)
     n = x.size
     k = policy.k
     r_max = policy.r_work_m  # r_max in working metres: r_max_m on the ground
@@ -1063,7 +1108,6 @@ def group_records(
     rep_y = np.empty(ng)
     ok = np.zeros(ng, dtype=np.bool_)
     _check_runs(ax, ay, aw, asub, starts, k, r_max, step, rep_x, rep_y, ok)
-    run_of_atom = np.repeat(np.arange(ng), np.diff(starts))
 
     # Runs that fail: retry around the minimum enclosing circle when they hold k subjects.
     for g in np.flatnonzero(~ok):
@@ -1075,12 +1119,10 @@ def group_records(
             rep_x[g], rep_y[g] = rep
             ok[g] = True
 
-    atom_group = np.where(ok[run_of_atom], run_of_atom, -1)
+    # The valid runs are the groups, numbered 0..m-1 in curve order.
+    atom_group = _run_groups(starts, ok)
     reps_x = [float(v) for v in rep_x[ok]]
     reps_y = [float(v) for v in rep_y[ok]]
-    # Renumber the valid runs 0..m-1 in curve order.
-    new_id = np.cumsum(ok) - 1
-    atom_group = np.where(atom_group >= 0, new_id[np.maximum(atom_group, 0)], -1)
     members = _Members(atom_group, len(reps_x))
 
     leftovers = np.flatnonzero(atom_group < 0)
@@ -1090,7 +1132,7 @@ def group_records(
         )
     rx = np.asarray(reps_x, dtype=np.float64)
     ry = np.asarray(reps_y, dtype=np.float64)
-    atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
+    atom_group, rx, ry, _ = _compact(atom_group, rx, ry, None)
     lists: list[NDArray[np.int32]] = []
     _improve_groups(atom_group, rx.size, ax, ay, aw, asub, k, r_max, step, lists=lists)
     # these use this module's exact check
@@ -1178,7 +1220,7 @@ def repair_groups(
         )
     rx = np.asarray(reps_x, dtype=np.float64)
     ry = np.asarray(reps_y, dtype=np.float64)
-    atom_group, rx, ry, members = _compact(atom_group, rx, ry, members)
+    atom_group, rx, ry, _ = _compact(atom_group, rx, ry, None)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
     return Grouping(atom_group[atom_of], rx, ry)
 
@@ -1914,16 +1956,88 @@ def _compact(
     atom_group: NDArray[np.int64],
     rx: NDArray[np.float64],
     ry: NDArray[np.float64],
-    members: _Members,
-) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], _Members]:
-    """Drop groups left without members (by :func:`_rescue`); the others keep their order."""
-    used = np.bincount(atom_group[atom_group >= 0], minlength=rx.size) > 0
+    members: _Members | None,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], _Members | None]:
+    """Drop groups left without members (by :func:`_rescue`); the others keep their order.
+
+    The members are those of the groups returned (``None`` when given ``None``: not
+    needed)."""
+    used = _used(atom_group, rx.size)
     if used.all():
         return atom_group, rx, ry, members
-    new_id = np.cumsum(used) - 1
-    atom_group = np.where(atom_group >= 0, new_id[np.maximum(atom_group, 0)], -1)
+    atom_group = _renumbered(atom_group, used)
     rx, ry = rx[used], ry[used]
-    return atom_group, rx, ry, _Members(atom_group, rx.size)
+    return atom_group, rx, ry, None if members is None else _Members(atom_group, rx.size)
+
+
+@nb.njit(cache=True)
+def _used(atom_group: NDArray[np.int64], n_groups: int) -> NDArray[np.bool_]:  # pragma: no cover
+    """Whether each of ``n_groups`` groups has an atom (``bincount(placed) > 0``)."""
+    used = np.zeros(n_groups, np.bool_)
+    for g in atom_group:
+        if g >= 0:
+            used[g] = True
+    return used
+
+
+@nb.njit(cache=True)
+def _renumbered(
+    atom_group: NDArray[np.int64], keep: NDArray[np.bool_]
+) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """The groups kept renumbered 0..m-1 in their order, the others' atoms -1:
+    ``np.where(g >= 0 & keep[g], (np.cumsum(keep) - 1)[g], -1)``, in one pass."""
+    new_id = np.empty(keep.size, np.int64)
+    m = 0
+    for g in range(keep.size):
+        new_id[g] = m if keep[g] else -1
+        if keep[g]:
+            m += 1
+    out = np.empty(atom_group.size, np.int64)
+    for a in range(atom_group.size):
+        g = atom_group[a]
+        out[a] = new_id[g] if g >= 0 else -1
+    return out
+
+
+@nb.njit(cache=True)
+def _run_groups(
+    starts: NDArray[np.int64], ok: NDArray[np.bool_]
+) -> NDArray[np.int64]:  # pragma: no cover
+    """Per atom, its run's number among the valid runs (``ok``), in order; -1 in a run
+    that is not valid (the runs: ``starts[i]:starts[i + 1]``)."""
+    out = np.empty(starts[-1], np.int64)
+    m = 0
+    for i in range(starts.size - 1):
+        v = m if ok[i] else -1
+        if ok[i]:
+            m += 1
+        for a in range(starts[i], starts[i + 1]):
+            out[a] = v
+    return out
+
+
+def _take(values: NDArray[Any], idx: NDArray[np.integer[Any]]) -> NDArray[Any]:
+    """``values[idx]`` for a 1-d array and indices (by a compiled gather on every thread
+    when they are all in range, else by numpy, which refuses them as it would)."""
+    v = np.asarray(values)
+    i = np.asarray(idx)
+    if (
+        v.ndim == 1 and i.ndim == 1 and i.dtype.kind in "iu" and i.size
+        and v.dtype.kind in "iufb" and int(i.min()) >= 0 and int(i.max()) < v.size
+    ):  # fmt: skip
+        return _gather(v, i)
+    return v[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def _gather(
+    values: NDArray[Any], idx: NDArray[np.integer[Any]]
+) -> NDArray[Any]:  # pragma: no cover
+    """``values[idx]``, the indices in range (each element on its own)."""
+    out = np.empty(idx.size, values.dtype)
+    for t in nb.prange(idx.size):
+        out[t] = values[idx[t]]
+    return out
 
 
 # --------------------------------------------------------------------------- the rule
@@ -2469,6 +2583,9 @@ def _sweep_piece(
     cap: int,
     screen: float,
     bound: bool,
+    order: NDArray[np.int64] | None = None,
+    lo: int = 0,
+    hi: int = 0,
 ) -> int:
     """One phase of a sweep of :func:`_improve` from time ``now``; returns the changes made.
 
@@ -2502,11 +2619,18 @@ def _sweep_piece(
     c_g = np.empty(2 * nq)
     c_hh = np.empty(2 * nq)
     t = now
-    lo = 0 if rest else p * piece
-    hi = na if rest else min(na, (p + 1) * piece)
-    for a in range(lo, hi):
+    if order is None:
+        lo = 0 if rest else p * piece
+        hi = na if rest else min(na, (p + 1) * piece)
+    for i in range(lo, hi):
+        if order is None:
+            a = i
+        else:
+            a = order[i]
         g = atom_group[a]
-        if rest:
+        if order is not None:
+            pass
+        elif rest:
             if inner[a]:
                 continue
         else:
@@ -2791,7 +2915,22 @@ def _improve(
 POLISH_SWEEPS = 1
 
 
+#: Pieces of :func:`_polish`'s work (sets of whole components, about equal in atoms)
+#: shared out among the threads; the groups do not depend on it.
+POLISH_CHUNKS = 64
+
+
 @nb.njit(cache=True)
+def _root(parent: NDArray[np.int64], g: int) -> int:
+    """The representative of g's set in the union-find forest ``parent`` (halving the
+    path on the way)."""
+    while parent[g] != g:
+        parent[g] = parent[parent[g]]
+        g = parent[g]
+    return g
+
+
+@nb.njit(cache=True, parallel=True)
 def _polish(
     atom_group: NDArray[np.int64],
     before: NDArray[np.int64],
@@ -2811,13 +2950,23 @@ def _polish(
     given a new change: those of a group the re-cuts changed (``before``: the groups
     before them) and those with one of their neighbours in such a group.
 
-    The moves, swaps, bounds and exact checks are :func:`_improve`'s
-    (:func:`_sweep_piece`, the atoms visited in index order on one thread, so the
-    result does not depend on the number of threads), with the neighbour lists the
-    local search used (``nbr``: atoms of other groups then; an atom of the same group
-    now is passed over). A visited atom takes a change only when it lowers the summed
-    distance to the centroids and both groups stay valid, so the guarantee holds and
-    the objective never rises. Returns the number of changes made.
+    The moves, swaps, bounds and exact checks are :func:`_improve`'s (:func:`_sweep_piece`),
+    with the neighbour lists the local search used (``nbr``: atoms of other groups
+    then; an atom of the same group now is passed over). A visited atom takes a change
+    only when it lowers the summed distance to the centroids and both groups stay
+    valid, so the guarantee holds and the objective never rises. Returns the number of
+    changes made.
+
+    The groups are those of visiting the atoms one after another in index order, on
+    any number of threads. A visit reads and changes only the atom's group and its
+    neighbours' groups, and a change moves an atom between two of them: so, with the
+    groups joined into components wherever a visited atom's group and a neighbour's
+    group are both placed (before the sweep), every atom stays in a group of its first
+    component, and a visit reads and writes only groups of its atom's component and the
+    atoms in them. The components are independent: each visits its own atoms in index
+    order, as the single sweep would, and they are shared out among the threads in
+    pieces of whole components (:data:`POLISH_CHUNKS`). Each visit sees exactly the
+    state it would have seen in the single sweep.
     """
     na = ax.size
     nq = nbr.shape[1]
@@ -2832,28 +2981,72 @@ def _polish(
                     n_dirty += 1
     if n_dirty == 0:
         return 0
-    # the atoms to visit (the others are marked "inner": the sweep passes them over),
-    # and the groups whose costs the visits read
-    skip = np.ones(na, np.bool_)
-    need = np.zeros(n_groups, np.bool_)
-    for a in range(na):
+    # the atoms to visit, each on its own
+    visit = np.zeros(na, np.bool_)
+    for a in nb.prange(na):
         g = atom_group[a]
         if g < 0:
             continue
-        visit = dirty[g]
-        if not visit:
+        v = dirty[g]
+        if not v:
             for q in range(nq):
                 b = nbr[a, q]
                 if b >= 0 and atom_group[b] >= 0 and dirty[atom_group[b]]:
-                    visit = True
+                    v = True
                     break
-        if visit:
-            skip[a] = False
-            need[g] = True
-            for q in range(nq):
-                b = nbr[a, q]
-                if b >= 0 and atom_group[b] >= 0:
-                    need[atom_group[b]] = True
+        visit[a] = v
+    # the groups whose costs the visits read, and the components
+    need = np.zeros(n_groups, np.bool_)
+    parent = np.arange(n_groups)
+    n_visit = 0
+    for a in range(na):
+        if not visit[a]:
+            continue
+        n_visit += 1
+        g = atom_group[a]
+        need[g] = True
+        for q in range(nq):
+            b = nbr[a, q]
+            if b >= 0 and atom_group[b] >= 0:
+                h = atom_group[b]
+                need[h] = True
+                rg = _root(parent, g)
+                rh = _root(parent, h)
+                if rg != rh:
+                    parent[max(rg, rh)] = min(rg, rh)
+    # the components numbered in order of their first visited atom, their atoms listed
+    # together in index order
+    comp = np.full(n_groups, -1, np.int64)
+    n_comp = 0
+    for a in range(na):
+        if visit[a]:
+            rg = _root(parent, atom_group[a])
+            if comp[rg] < 0:
+                comp[rg] = n_comp
+                n_comp += 1
+    start = np.zeros(n_comp + 1, np.int64)
+    for a in range(na):
+        if visit[a]:
+            start[comp[_root(parent, atom_group[a])] + 1] += 1
+    for c in range(n_comp):
+        start[c + 1] += start[c]
+    fill = start[:-1].copy()
+    order = np.empty(n_visit, np.int64)
+    for a in range(na):
+        if visit[a]:
+            c = comp[_root(parent, atom_group[a])]
+            order[fill[c]] = a
+            fill[c] += 1
+    # pieces of whole components, about n_visit / POLISH_CHUNKS atoms each
+    n_chunks = min(POLISH_CHUNKS, n_comp)
+    cut = np.empty(n_chunks + 1, np.int64)
+    cut[0] = 0
+    c = 0
+    for j in range(1, n_chunks):
+        while c < n_comp and start[c] * n_chunks < j * n_visit:
+            c += 1
+        cut[j] = max(c, cut[j - 1])
+    cut[n_chunks] = n_comp
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
     cost, slope = _group_costs(need, head, nxt, ax, ay, aw, sw, sx, sy)
     # every atom as if visited at time 0, the re-cut groups changed at time 1
@@ -2862,10 +3055,14 @@ def _polish(
         if dirty[gi]:
             changed[gi] = 1
     seen_at = np.zeros(na, np.int64)
-    home = np.full(n_groups, -1, np.int64)  # not read by the serial phase
-    return _sweep_piece(0, max(na, 1), 1, True, skip, home, atom_group, head, nxt, prv, size,
-                        sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub, nbr, k,
-                        r, step, cap, screen, True)  # fmt: skip
+    made = np.zeros(n_chunks, np.int64)
+    home = np.full(n_groups, -1, np.int64)  # not read by a listed phase
+    for j in nb.prange(n_chunks):
+        made[j] = _sweep_piece(0, 1, 1, True, visit, home, atom_group, head, nxt, prv, size, sw,
+                               sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub, nbr, k,
+                               r, step, cap, screen, True, order, start[cut[j]],
+                               start[cut[j + 1]])  # fmt: skip
+    return int(made.sum())
 
 
 @nb.njit(cache=True)
@@ -2944,12 +3141,9 @@ def _improve_groups(
     if placed.size <= k or n_groups < 2:
         return 0
     # Cells about the size of a group: the median of the groups' RMS radii.
-    g = atom_group[placed]
-    w = aw[placed]
-    sw = np.bincount(g, w, n_groups)
-    mx = np.bincount(g, w * ax[placed], n_groups) / np.maximum(sw, 1e-300)
-    my = np.bincount(g, w * ay[placed], n_groups) / np.maximum(sw, 1e-300)
-    d2 = np.bincount(g, w * ((ax[placed] - mx[g]) ** 2 + (ay[placed] - my[g]) ** 2), n_groups)
+    sw, d2 = _spread(atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
+                     np.ascontiguousarray(ay, dtype=np.float64),
+                     np.ascontiguousarray(aw, dtype=np.float64))  # fmt: skip
     radius = np.sqrt(d2[sw > 0] / sw[sw > 0])
     side = max(float(np.median(radius)) * CELL_RADII, r_work / 64.0, 1e-3)
     reach = np.where(sw > 0, REACH_RADII * np.sqrt(d2 / np.maximum(sw, 1e-300)), 0.0)
@@ -2966,6 +3160,43 @@ def _improve_groups(
             sub, nbr, k, r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE,
         )
     )  # fmt: skip
+
+
+@nb.njit(cache=True)
+def _spread(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # pragma: no cover - compiled
+    """Per group, the weight of its atoms and their weighted summed squared distance to
+    its centroid (atoms of group -1 left out), summed in index order: the numbers
+    ``np.bincount`` gives for the placed atoms (``sw``; ``mx = bincount(g, w * x) /
+    max(sw, 1e-300)``, the same for y; then ``bincount(g, w * ((x - mx[g]) ** 2 + (y -
+    my[g]) ** 2))``), in one pass each and no temporary of the atoms' size."""
+    sw = np.zeros(n_groups)
+    sx = np.zeros(n_groups)
+    sy = np.zeros(n_groups)
+    for a in range(atom_group.size):
+        g = atom_group[a]
+        if g >= 0:
+            w = aw[a]
+            sw[g] += w
+            sx[g] += w * ax[a]
+            sy[g] += w * ay[a]
+    for g in range(n_groups):
+        m = max(sw[g], 1e-300)
+        sx[g] = sx[g] / m
+        sy[g] = sy[g] / m
+    d2 = np.zeros(n_groups)
+    for a in range(atom_group.size):
+        g = atom_group[a]
+        if g >= 0:
+            dx = ax[a] - sx[g]
+            dy = ay[a] - sy[g]
+            d2[g] += aw[a] * (dx * dx + dy * dy)
+    return sw, d2
 
 
 def _polish_groups(
