@@ -266,10 +266,10 @@ def wkb_points(
     row is a little-endian 2-D point; a null row reads as NaN. None: some valid row is
     another geometry, another byte order, or cut short (read it another way)."""
     n = valid.size
-    xs = np.empty(n, dtype=np.uint64)
-    ys = np.empty(n, dtype=np.uint64)
     if offsets.size != n + 1:
         return None
+    xs = np.empty(n, dtype=np.uint64)
+    ys = np.empty(n, dtype=np.uint64)
     ok = _wkb_point_bits(
         np.ascontiguousarray(offsets, dtype=np.int64),
         np.ascontiguousarray(data, dtype=np.uint8),
@@ -458,9 +458,9 @@ def _mix_kernel(
             x = nan_bits
         x ^= salt
         x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x *= _MIX_A
         x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
+        x *= _MIX_B
         x ^= x >> np.uint64(31)
         out[i] = x
     return out
