@@ -34,6 +34,13 @@ def factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.obj
     return remap[rank[codes]].astype(np.int64), names
 
 
+def text_values(series: pd.Series) -> NDArray[np.object_]:
+    """The column as ``astype(str)`` reads it, an object array of texts (each distinct
+    value turned into text once, by :func:`factorize_text`)."""
+    codes, names = factorize_text(series)
+    return names[codes] if codes.size else np.zeros(0, dtype=object)
+
+
 def dict_indices(arr: pa.DictionaryArray) -> NDArray[np.int64]:
     """The codes of a dictionary array as int64, -1 for a null."""
     ind = arr.indices

@@ -34,9 +34,11 @@ from geokanon.verify._arrays import (
     arrow_text_codes,
     dense_codes,
     factorize_arrow,
+    factorize_text,
     int_ids,
     is_text_type,
     sample_records,
+    text_values,
 )
 from geokanon.verify._results import Unreadable
 
@@ -85,6 +87,21 @@ def decimal_fraction(value: object, name: str) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise Unreadable(f"manifest {name} is not a number")
     return Fraction(repr(float(value))) if isinstance(value, float) else Fraction(value)
+
+
+@dataclass(frozen=True)
+class PartRows:
+    """The members of one part of a release (:meth:`ReleaseReader.of_part`), aligned: the
+    group (``kind == "group"``) or class id each is assigned, its working coordinates,
+    its subject code, its unit and its source values of the kept columns."""
+
+    kind: str
+    ids: NDArray[np.int64]
+    x: NDArray[np.float64]
+    y: NDArray[np.float64]
+    subjects: NDArray[np.int64]
+    units: pd.Series
+    kept: dict[str, pd.Series]
 
 
 @dataclass
@@ -203,6 +220,77 @@ class ReleaseReader:
         #: the writer's first run, before ``report.html`` is written (it is not required
         #: then); None: a release whose manifest records no verification results is one
         self.before_report: bool | None = None
+        #: the records files this reader checks: None, the release's own
+        #: (``records.parquet``); a reader of one part names that part's file
+        self.record_files: list[Path] | None = None
+
+    # ---- readers of one part ----------------------------------------------------------
+
+    @classmethod
+    def of_part(
+        cls,
+        root: Path,
+        rows: PartRows,
+        published: pd.DataFrame,
+        *,
+        k: int,
+        r_max_m: float,
+        crs: str | None,
+        tolerance_m: float,
+        record_file: Path | None,
+    ) -> ReleaseReader:
+        """A reader of one part of a release: a single file is one part, read from its
+        files; a part of a partitioned release is read from what its tasks gathered.
+
+        ``published`` is the part's rows of ``groups.parquet`` (``rows.kind ==
+        "group"``) or ``classes.parquet``; ``rows`` its members, which stand for the
+        audit and the source (member ``i`` is audit row and source row ``i``);
+        ``record_file`` the part's records file (``None``: no records pass). The
+        working and published CRS are the release's one ``crs``. What the reader
+        would read from ``audit/`` or the source is taken from ``rows``; the release's
+        small files (``manifest.json``, ``audit.json``) are read from ``root``.
+        """
+        n = rows.ids.size
+        none = np.full(n, -1, dtype=np.int64)
+        no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
+        no_groups.insert(0, "group_id", pd.Series(dtype=np.int64))
+        no_classes = pd.DataFrame(
+            {"class_id": pd.Series(dtype=np.int64), "n_records": pd.Series(dtype=np.int64)}
+        )
+        view = cls(root, None, tolerance_m)
+        grouped = rows.kind == "group"
+        view.__dict__.update(
+            k=k, r_max_m=r_max_m, output_crs=crs, working_crs=crs,
+            _audit_arrays={"": n}, n_audit=n,
+            # the members' kept values: row i is member i (its "source row")
+            source=Source(n_rows=n, attributes=pd.DataFrame(rows.kept, index=pd.RangeIndex(n))),
+            source_rows=np.arange(n, dtype=np.int64),
+            groups=published if grouped else no_groups,
+            classes=no_classes if grouped else published,
+            gid=rows.ids if grouped else none, cid=none if grouped else rows.ids,
+            xy_m=(rows.x, rows.y), subjects=rows.subjects,
+            syn_gid=np.zeros(0, dtype=np.int64), syn_cid=np.zeros(0, dtype=np.int64),
+            synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
+            unit_codes=factorize_text(rows.units),  # codes in sort order
+        )  # fmt: skip
+        view.record_files = None if record_file is None else [record_file]
+        return view
+
+    @classmethod
+    def of_figures(
+        cls, root: Path, *, groups: int, classes: int, records: int, r_max_m: float
+    ) -> ReleaseReader:
+        """A reader that knows only a release's figures (its numbers of groups, classes and
+        source records, and ``r_max_m``): what a structural column may hold
+        (:func:`geokanon.verify.leak_rules.column_rules`), for a task that reads no table."""
+        view = cls(root, None, 0.0)
+        view.__dict__.update(
+            groups=pd.DataFrame(index=pd.RangeIndex(groups)),
+            classes=pd.DataFrame(index=pd.RangeIndex(classes)),
+            n_audit=records, r_max_m=r_max_m,
+            synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
+        )  # fmt: skip
+        return view
 
     # ---- what a later run over the same release may re-use ---------------------------
 
@@ -753,11 +841,72 @@ def subject_id_text(text: str) -> str:
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
-def subject_codes_of_ids(ids: pd.Series) -> tuple[NDArray[np.int64], int]:
-    """Dense subject codes of text ids compared by :func:`subject_id_text`, and the merges.
+@dataclass(frozen=True)
+class SubjectIds:
+    """A subject column's ids as subjects are compared (:func:`subject_id_text`).
 
-    Only the distinct ids are normalised. Returns the codes and the number of
-    distinct ids merged into another (distinct ids minus distinct subjects).
+    ``codes``: the dense subject code of every row (the spellings of one id share it);
+    ``keys``: the compared text of every code; ``written``: every distinct id as written
+    (``str`` of the value, as ``astype(str)`` reads it; a missing id reads ``"nan"``),
+    so ``len(written) - len(keys)`` ids were merged into another; ``row_texts``: the id
+    of every row as written, a missing id left missing (what ``no_leak`` looks for).
+    One reading for a single-file source and for a source partition alike.
+    """
+
+    codes: NDArray[np.int64]
+    keys: NDArray[np.object_]
+    written: NDArray[np.object_]
+    row_texts: NDArray[np.object_]
+
+    @property
+    def merged(self) -> int:
+        """Distinct ids merged into another (distinct ids minus distinct subjects)."""
+        return int(self.written.size - self.keys.size)
+
+    def present(self) -> frozenset[str]:
+        """The ids as written, stripped, without missing or blank ones."""
+        if not self.row_texts.size:
+            return frozenset()
+        texts = pd.unique(self.row_texts[pd.notna(self.row_texts)])
+        return frozenset(s for s in (str(t).strip() for t in texts) if s)
+
+
+def subject_ids(ids: pd.Series) -> SubjectIds:
+    """Read a subject column: only its distinct values are turned into text and
+    normalised (:class:`SubjectIds`).
+
+    Examples
+    --------
+    >>> s = subject_ids(pd.Series(["Ann", " ann", "Bo", "Bo"]))
+    >>> s.codes.tolist(), s.keys.tolist(), s.merged
+    ([0, 0, 1, 1], ['ann', 'bo'], 1)
+    """
+    rows, uniq = pd.factorize(ids, use_na_sentinel=False)
+    values = np.asarray(uniq, dtype=object)
+    missing = pd.isna(values) if values.size else np.zeros(0, dtype=bool)
+    texts = np.empty(values.size, dtype=object)
+    texts[:] = [str(v) for v in values.tolist()]
+    # values whose texts are equal (1 and "1") are one id, as astype(str) reads them
+    same, written = pd.factorize(texts, sort=False)
+    kept = texts.copy()
+    kept[missing] = np.nan
+    keys = np.empty(len(written), dtype=object)
+    keys[:] = [subject_id_text(str(t)) for t in np.asarray(written, dtype=object).tolist()]
+    # any one-to-one numbering will do here (the order of codes is never compared)
+    key_code, names = pd.factorize(keys, sort=False)
+    dense = np.asarray(key_code, dtype=np.int64)[same]
+    rows = np.asarray(rows, dtype=np.int64)
+    return SubjectIds(
+        codes=dense[rows] if rows.size else rows,
+        keys=np.asarray(names, dtype=object),
+        written=np.asarray(written, dtype=object),
+        row_texts=kept[rows] if rows.size else np.zeros(0, dtype=object),
+    )
+
+
+def subject_codes_of_ids(ids: pd.Series) -> tuple[NDArray[np.int64], int]:
+    """Dense subject codes of text ids compared by :func:`subject_id_text`, and the merges
+    (:func:`subject_ids`' ``codes`` and ``merged``).
 
     Examples
     --------
@@ -765,13 +914,8 @@ def subject_codes_of_ids(ids: pd.Series) -> tuple[NDArray[np.int64], int]:
     >>> codes.tolist(), merged
     ([0, 0, 1], 1)
     """
-    codes, uniq = pd.factorize(ids.astype(str), sort=False)
-    texts = np.empty(len(uniq), dtype=object)
-    texts[:] = [subject_id_text(str(u)) for u in np.asarray(uniq, dtype=object)]
-    # any one-to-one numbering will do here (the order of codes is never compared)
-    inverse, names = pd.factorize(texts, sort=False)
-    dense = np.asarray(inverse, dtype=np.int64)[codes] if codes.size else codes
-    return np.asarray(dense, dtype=np.int64), int(len(uniq) - len(names))
+    s = subject_ids(ids)
+    return s.codes, s.merged
 
 
 def read_options(audit: Mapping[str, Any]) -> dict[str, Any]:
@@ -870,19 +1014,18 @@ def _load_source(
         src.notes.append("source coordinate columns not found")
     scol = opts.get("subject") or audit.get("subject_column")
     if scol and scol in raw:
-        ids = raw[scol].astype(str)
-        src.subjects, src.subject_ids_merged = subject_codes_of_ids(ids)
+        sid = subject_ids(raw[scol])
+        src.subjects, src.subject_ids_merged = sid.codes, sid.merged
         src.subject_column = str(scol)
         # every id, whatever its length: the structural columns' values are known, so a
         # short id is told from a group id or a count by the column it sits in
-        present = ids[raw[scol].notna().to_numpy(dtype=bool)]
-        src.subject_ids = frozenset(s for s in (t.strip() for t in present.unique()) if s)
+        src.subject_ids = sid.present()
         src.subject_raw = raw[scol]
     elif not scol:
         src.subject_ids_merged = 0  # every record its own subject: nothing merged
     src.dropped = dropped
     if ucol and ucol in raw:
-        src.units = raw[ucol].astype(str).to_numpy(dtype=object)
+        src.units = text_values(raw[ucol])
         merges = audit_filter(audit).get("unit_merges") or {}
         if opts.get("merge_small_units") is not None or merges:
             # the audit's mapping, applied to the file's own units (and checked in counts)

@@ -153,7 +153,7 @@ class RecordRows:
 def record_paths(rel: ReleaseReader) -> list[Path]:
     """The records files of ``rel``: ``record_files`` when a reader of one part of a
     partitioned release names its own, else ``records.parquet``, else every part."""
-    given: list[Path] | None = rel.__dict__.get("record_files")
+    given = rel.record_files
     if given is not None:
         return list(given)
     single = rel.rel / "records.parquet"
@@ -166,7 +166,7 @@ def _rows_apply(rel: ReleaseReader) -> bool:
     """Whether the records pass reads ``rel``'s records: a single-file release, or a
     reader that names its part (``record_files``). A partitioned release's driver
     holds no audit rows to compare its parts with."""
-    return "record_files" in rel.__dict__ or not (
+    return rel.record_files is not None or not (
         (rel.rel / "records").is_dir() and not (rel.rel / "records.parquet").is_file()
     )
 

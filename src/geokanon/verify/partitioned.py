@@ -82,12 +82,19 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import distinct_values, factorize_text, int_ids, sample_records
+from geokanon.verify._arrays import (
+    distinct_values,
+    factorize_text,
+    int_ids,
+    sample_records,
+    text_values,
+)
 from geokanon.verify._derived import unit_rows
 from geokanon.verify._reader import (
+    PartRows,
     ReleaseReader,
     Source,
-    subject_id_text,
+    subject_ids,
     text_file,
 )
 from geokanon.verify._records import RECORD_FORMAT_COLUMNS, record_rows
@@ -194,12 +201,9 @@ def _strict_secrets(
         subject_raw=pd.Series(raw_ids[:n_mem]) if raw_ids is not None and kept else None,
         columns={c: v.reset_index(drop=True) for c, v in kept.items()},
     )  # fmt: skip
-    view = ReleaseReader(root, None, 0.0)
-    view.__dict__.update(
-        groups=pd.DataFrame(index=pd.RangeIndex(int(figures["groups"]))),
-        classes=pd.DataFrame(index=pd.RangeIndex(int(figures["classes"]))),
-        n_audit=int(figures["records"]), r_max_m=float(figures["r_max_m"]),
-        synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
+    view = ReleaseReader.of_figures(
+        root, groups=int(figures["groups"]), classes=int(figures["classes"]),
+        records=int(figures["records"]), r_max_m=float(figures["r_max_m"]),
     )  # fmt: skip
     return strict_secrets(
         ((x[ok], y[ok]),), ids, k=k, bad_names=bad_names, published=published,
@@ -211,20 +215,6 @@ def _strict_secrets(
 # ----------------------------------------------------------------------------
 # Source round
 # ----------------------------------------------------------------------------
-
-
-def _text_codes(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
-    """Code of every value and the text of every code (``str`` of the distinct values only:
-    the same texts as ``values.astype(str)``, far cheaper on millions of rows)."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    texts = [np.nan if pd.isna(u) else str(u) for u in uniques]  # missing stays missing
-    return codes.astype(np.int64), np.asarray(texts, dtype=object)
-
-
-def _texts(values: pd.Series) -> NDArray[np.object_]:
-    """``values`` as an object array of texts (each distinct text one shared object)."""
-    codes, texts = _text_codes(values)
-    return texts[codes] if codes.size else np.zeros(0, dtype=object)
 
 
 def _source_task(
@@ -272,16 +262,13 @@ def _source_task(
     skey = None  # the ids as subjects are compared (subject_id_text): spellings are one
     out: dict[str, Any] = {"n": n, "problems": [], "leaks": [], "has_subject": has_subject}
     if has_subject:
-        scode, stexts = _text_codes(f["subject"])
-        subj = stexts[scode] if scode.size else np.zeros(0, dtype=object)
-        norm = np.asarray(
-            [subject_id_text(t) if isinstance(t, str) else t for t in stexts], dtype=object
-        )
-        skey = norm[scode] if scode.size else np.zeros(0, dtype=object)
+        sid = subject_ids(f["subject"])  # as a single-file source's subject column is read
+        subj = sid.row_texts
+        skey = sid.keys[sid.codes] if sid.codes.size else np.zeros(0, dtype=object)
         # hashes of the distinct raw ids: their global number, less the subjects, is the
         # number of ids merged
-        out["raw_ids"] = np.unique(pd.util.hash_array(stexts.astype(str)))
-    unit = _texts(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
+        out["raw_ids"] = np.unique(pd.util.hash_array(sid.written.astype(str)))
+    unit = text_values(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
     attrs = _kept_values(source, f, i, kept, out["problems"])
@@ -313,7 +300,7 @@ def _source_task(
     ym = a["y_m"].to_numpy(dtype=np.float64)
     if not (np.array_equal(xm, x) and np.array_equal(ym, y)):
         problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
-    dcode, dnames = _text_codes(a["disposal"])
+    dcode, dnames = factorize_text(a["disposal"])
     try:  # as the single-file reader reads them: a value that is no id is refused
         gid = int_ids(a["group_id"], f"audit part {i} group_id")
         cid = int_ids(a["class_id"], f"audit part {i} class_id")
@@ -329,7 +316,7 @@ def _source_task(
     # the single-file rules' tally of this partition (counts.audit_tally), merged on the
     # driver
     tally = audit_tally(
-        is_disposal, gid, cid, wrong_unit=int(np.count_nonzero(_texts(a["unit"]) != unit))
+        is_disposal, gid, cid, wrong_unit=int(np.count_nonzero(text_values(a["unit"]) != unit))
     )
     out["audit"] = tally
     at_group = is_disposal("grouped", "merged")
@@ -527,38 +514,21 @@ def _part_checks(
     :func:`~geokanon.verify.counts.group_unit_tally`): ``ids`` (per kind), ``records``
     (the part's rows), ``wrong_units`` and ``released`` (records per unit id).
     """
-    n = len(members)
     ids = members["id"].to_numpy(dtype=np.int64)
-    none = np.full(n, -1, dtype=np.int64)
     subjects = members["subject"]
     if has_subject:
         codes = pd.factorize(subjects, use_na_sentinel=False)[0].astype(np.int64)
     else:  # every record is its own subject: its source row stands for it
         codes = subjects.to_numpy(dtype=np.int64)
-    view = ReleaseReader(root, None, tolerance_m)
-    kept = _members_kept(members)
-    # the members' kept values: row i is member i (its "source row")
-    source = Source(n_rows=n, attributes=pd.DataFrame(kept, index=pd.RangeIndex(n)))
-    no_groups = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in ("n_records", "x", "y")})
-    no_groups.insert(0, "group_id", pd.Series(dtype=np.int64))
-    no_classes = pd.DataFrame(
-        {"class_id": pd.Series(dtype=np.int64), "n_records": pd.Series(dtype=np.int64)}
-    )
-    view.__dict__.update(
-        k=k, r_max_m=r_max, output_crs=crs, working_crs=crs,
-        _audit_arrays={"": n}, n_audit=n, source=source,
-        source_rows=np.arange(n, dtype=np.int64),
-        groups=published if kind == "group" else no_groups,
-        classes=published if kind == "class" else no_classes,
-        gid=ids if kind == "group" else none, cid=ids if kind == "class" else none,
-        xy_m=(members["x"].to_numpy(dtype=np.float64), members["y"].to_numpy(dtype=np.float64)),
-        subjects=codes, syn_gid=np.zeros(0, dtype=np.int64),
-        syn_cid=np.zeros(0, dtype=np.int64),
-        synthetic=pd.DataFrame({"group_id": [], "class_id": [], "unit": []}),
-        unit_codes=factorize_text(members["unit"]),  # codes in sort order
+    part_rows = PartRows(
+        kind=kind, ids=ids, x=members["x"].to_numpy(dtype=np.float64),
+        y=members["y"].to_numpy(dtype=np.float64), subjects=codes, units=members["unit"],
+        kept=_members_kept(members),
     )  # fmt: skip
-    if path is not None:
-        view.__dict__["record_files"] = [path]
+    view = ReleaseReader.of_part(
+        root, part_rows, published, k=k, r_max_m=r_max, crs=crs, tolerance_m=tolerance_m,
+        record_file=path,
+    )  # fmt: skip
     out = {}
     for name, check in _PART_CHECKS.items():
         if kind != "group" and name != "k_subjects":
