@@ -22,14 +22,10 @@ figures for ``tau``, ``unit_cap``, ``fixed_point``, ``report_safety`` and ``mani
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-
-import pyarrow as pa
 
 from geokanon.errors import InputError
 from geokanon.io.read import DatabaseInput, PointTable
@@ -47,6 +43,7 @@ from geokanon.verify._results import (
     Unreadable,
     VerificationReport,
     format_report,
+    run_checks,
 )
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import check_counts
@@ -100,37 +97,6 @@ _CHECK_FUNCS: dict[str, Callable[[ReleaseReader], CheckResult]] = {
     "report_safety": check_report_safety,
     "manifest": check_manifest,
 }
-
-
-def _return_free_memory() -> None:
-    """Give the memory a check freed back to the system (pyarrow's pool, glibc's heap), so
-    that the next check starts from what is still held, not from the last one's peak."""
-    pa.default_memory_pool().release_unused()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-#: Checks that read whole files in batches: the memory they churned is returned after them.
-_CHURNING = frozenset({"no_leak"})
-
-
-def _run(name: str, rel: ReleaseReader) -> CheckResult:
-    try:
-        if name in _CHURNING:
-            try:
-                return _CHECK_FUNCS[name](rel)
-            finally:
-                _return_free_memory()
-        return _CHECK_FUNCS[name](rel)
-    except Unreadable as exc:
-        return CheckResult(name, False, f"cannot check: {exc}")
-    except InputError:
-        raise
-    except Exception as exc:  # a malformed release must fail the check, not crash verify
-        return CheckResult(name, False, f"cannot check: {type(exc).__name__} while reading")
 
 
 def _existing_file(path: str | os.PathLike[str] | DatabaseInput) -> Path | DatabaseInput:
@@ -263,11 +229,5 @@ def verify_release(
             _ = rel.source  # a bad source file is an input error, raised here
         except Unreadable:
             pass
-    todo = [n for n in CHECKS if n in names]
-    done = []
-    for i, name in enumerate(todo):
-        if progress is not None:
-            progress(name, done=i, total=len(todo))
-        done.append(_run(name, rel))
-    results = tuple(done)
+    results = run_checks(_CHECK_FUNCS, rel, names, progress)
     return VerificationReport(results, digests=dict(rel.digests), derived=rel.carry())

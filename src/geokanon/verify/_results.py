@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from geokanon.errors import InputError
 
 #: The checks :func:`verify_release` runs, in report order.
 CHECKS: tuple[str, ...] = (
@@ -127,3 +131,58 @@ def format_report(report: VerificationReport) -> str:
 
 class Unreadable(Exception):
     """A release file is missing or malformed; the message is safe to show."""
+
+
+_R = TypeVar("_R")
+
+
+def _return_free_memory() -> None:
+    """Give the memory a check freed back to the system (pyarrow's pool, glibc's heap), so
+    that the next check starts from what is still held, not from the last one's peak."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+#: Checks that read whole files in batches: the memory they churned is returned after them.
+_CHURNING = frozenset({"no_leak"})
+
+
+def run_checks(
+    funcs: Mapping[str, Callable[[_R], CheckResult]],
+    rel: _R,
+    names: Sequence[str],
+    progress: Callable[..., None] | None = None,
+) -> tuple[CheckResult, ...]:
+    """Run the checks ``names`` on the reader ``rel``, in :data:`CHECKS` order: the one loop
+    of both layouts (a single-file release's reader, a partitioned release's reduced one).
+
+    ``progress(name, done=i, total=n)`` is called as each starts. A release that cannot
+    be read as a check needs fails that check (``cannot check: ...``, naming the
+    exception's type only, never a value), so a malformed release never crashes verify;
+    an :class:`~geokanon.errors.InputError` (a bad source, a bad argument) is raised.
+    """
+    todo = [n for n in CHECKS if n in names]
+    done = []
+    for i, name in enumerate(todo):
+        if progress is not None:
+            progress(name, done=i, total=len(todo))
+        try:
+            try:
+                done.append(funcs[name](rel))
+            finally:
+                if name in _CHURNING:
+                    _return_free_memory()
+        except Unreadable as exc:
+            done.append(CheckResult(name, False, f"cannot check: {exc}"))
+        except InputError:
+            raise
+        except Exception as exc:  # a malformed release must fail the check, not crash verify
+            detail = f"cannot check: {type(exc).__name__} while reading"
+            done.append(CheckResult(name, False, detail))
+    return tuple(done)

@@ -98,7 +98,13 @@ from geokanon.verify._reader import (
     text_file,
 )
 from geokanon.verify._records import RECORD_FORMAT_COLUMNS, record_rows
-from geokanon.verify._results import CHECKS, CheckResult, Unreadable, VerificationReport
+from geokanon.verify._results import (
+    CHECKS,
+    CheckResult,
+    Unreadable,
+    VerificationReport,
+    run_checks,
+)
 from geokanon.verify.caps import check_tau, check_unit_cap
 from geokanon.verify.counts import (
     AuditTally,
@@ -529,14 +535,8 @@ def _part_checks(
         root, part_rows, published, k=k, r_max_m=r_max, crs=crs, tolerance_m=tolerance_m,
         record_file=path,
     )  # fmt: skip
-    out = {}
-    for name, check in _PART_CHECKS.items():
-        if kind != "group" and name != "k_subjects":
-            continue
-        try:
-            out[name] = check(view)
-        except Unreadable as exc:
-            out[name] = CheckResult(name, False, f"cannot check: {exc}")
+    names = list(_PART_CHECKS) if kind == "group" else ["k_subjects"]
+    out = {r.name: r for r in run_checks(_PART_CHECKS, view, names)}
     tallies: dict[str, Any] = {}
     if path is not None:
         try:
@@ -935,15 +935,8 @@ def verify_partitioned(
         shutil.rmtree(scratch, ignore_errors=True)
     reader = _PartitionedRelease(root, parts, r1, r2, has_subject, leak_all)
     reader.scanned_names = tuple(scan_names)
-    results = []
-    for name in CHECKS:
-        if name not in names:
-            continue
-        try:
-            results.append(_CHECK_FUNCS[name](reader))
-        except (Unreadable, KeyError, ValueError, TypeError) as exc:
-            results.append(CheckResult(name, False, f"cannot check: {exc}"))
-    return VerificationReport(tuple(results), digests=dict(reader.digests))
+    results = run_checks(_CHECK_FUNCS, reader, names)
+    return VerificationReport(results, digests=dict(reader.digests))
 
 
 class _PartitionedRelease(ReleaseReader):
