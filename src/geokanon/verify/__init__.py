@@ -18,6 +18,11 @@ reader (:mod:`~geokanon.verify._reader`), the array helpers of
 :mod:`~geokanon.verify.partitioned` verifies a partitioned release with the same check
 functions: per part for ``k_subjects``, ``extent`` and ``representation``, on the reduced
 figures for ``tau``, ``unit_cap``, ``fixed_point``, ``report_safety`` and ``manifest``.
+A single file is one partition: its reader is the part's and the release's; a part of a
+partitioned release gets its reader from
+:meth:`~geokanon.verify._reader.ReleaseReader.of_part`, and one loop
+(:func:`~geokanon.verify._results.run_checks`) runs the checks in both layouts (see "One
+design for both layouts" in ``docs/release-format.md``).
 """
 
 from __future__ import annotations
