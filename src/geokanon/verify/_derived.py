@@ -13,7 +13,6 @@ from geokanon.verify._arrays import (
     IdLookup,
     argsort_stable,
     distinct_counts,
-    int_ids,
     nunique,
 )
 from geokanon.verify._reader import WITHHELD, ReleaseReader, cell_value
@@ -57,7 +56,7 @@ def _rep_arrays(
     rel: ReleaseReader,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
     g = rel.groups
-    gids = int_ids(g["group_id"], "groups group_id")
+    gids = rel.group_ids
     if (gids < 0).any() or nunique(gids) != gids.size:
         raise Unreadable("groups.parquet group_id has nulls or duplicates")
     gx = pd.to_numeric(g["x"]).to_numpy(dtype=np.float64)

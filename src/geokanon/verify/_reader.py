@@ -626,6 +626,16 @@ class ReleaseReader:
             raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
     @cached_property
+    def group_ids(self) -> NDArray[np.int64]:
+        """``groups.parquet``'s ``group_id`` as ids (-1: missing), read once for every check."""
+        return int_ids(self.groups["group_id"], "groups group_id")
+
+    @cached_property
+    def class_ids(self) -> NDArray[np.int64]:
+        """``classes.parquet``'s ``class_id`` as ids (-1: missing), read once for every check."""
+        return int_ids(self.classes["class_id"], "classes class_id")
+
+    @cached_property
     def classes(self) -> pd.DataFrame:
         path = self.rel / "classes.parquet"
         if not path.is_file():

@@ -32,7 +32,6 @@ from geokanon.verify._arrays import (
     dict_indices,
     factorize_arrow,
     in_sorted,
-    int_ids,
     positions_in,
     sums_per,
     value_counts,
@@ -185,10 +184,7 @@ def audit_time_bins(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.o
 def _published_ids(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(ids of ``groups.parquet``, ids of ``classes.parquet``): a group's key is its
     position, a class's the number of groups plus its position."""
-    return (
-        int_ids(rel.groups["group_id"], "groups group_id"),
-        int_ids(rel.classes["class_id"], "classes class_id"),
-    )
+    return rel.group_ids, rel.class_ids
 
 
 def audit_keys(rel: ReleaseReader) -> NDArray[np.int64]:

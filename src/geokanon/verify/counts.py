@@ -600,12 +600,11 @@ def id_tallies(rel: ReleaseReader, rows: RecordRows) -> dict[str, IdTally]:
     """
     read = rows.unreadable is None
     out = {}
-    for what, ids, syn_ids, table, col, got in (
-        ("group", rel.gid, rel.syn_gid, rel.groups, "group_id", rows.per_group),
-        ("class", rel.cid, rel.syn_cid, rel.classes, "class_id", rows.per_class),
+    for what, ids, syn_ids, table, pub_ids, got in (
+        ("group", rel.gid, rel.syn_gid, rel.groups, rel.group_ids, rows.per_group),
+        ("class", rel.cid, rel.syn_cid, rel.classes, rel.class_ids, rows.per_class),
     ):
         expected = value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
-        pub_ids = int_ids(table[col], f"{what} id")
         sizes = pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64)
         out[what] = id_tally(expected, pub_ids, sizes, got if read else None)
     return out
@@ -631,7 +630,7 @@ def group_unit_tally(rel: ReleaseReader) -> tuple[int, dict[str, int]]:
     )  # fmt: skip
     wrong, released = group_units(
         rel.gid[at_group], ucode[at_group], rel.syn_gid[syn_g], syn_code[syn_g], nu,
-        int_ids(rel.groups["group_id"], "groups group_id") if pub_ucode is not None
+        rel.group_ids if pub_ucode is not None
         else np.zeros(0, dtype=np.int64),
         pub_ucode,
     )  # fmt: skip
