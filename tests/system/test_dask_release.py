@@ -941,3 +941,50 @@ def test_a_group_id_that_is_no_id_in_an_audit_part_is_refused(client, towns_rele
     assert not report.passed
     said = " ".join(r.detail for r in report.checks if not r.passed)
     assert "group_id is not an integer column" in said, said
+
+
+def _audit_part_mutant(kind: str, a: pd.DataFrame) -> pd.DataFrame:
+    if kind == "rows reordered":
+        return a.iloc[::-1].reset_index(drop=True)
+    if kind == "a coordinate moved":
+        a.loc[a.index[0], "x_m"] = a.loc[a.index[0], "x_m"] + 1.0
+        return a
+    if kind == "a row dropped":
+        return a.iloc[1:].reset_index(drop=True)
+    if kind == "unknown disposal":
+        a["disposal"] = a["disposal"].astype(str)
+        a.loc[a.index[0], "disposal"] = "forgotten"
+        return a
+    if kind == "subject column dropped":
+        return a.drop(columns=["subject"])
+    if kind == "null source_row":
+        rows = a["source_row"].astype("Int64")
+        rows[a.index[0]] = pd.NA
+        a["source_row"] = rows
+        return a
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("rows reordered", "audit part 0: source_row is not the source order"),
+        ("a coordinate moved", "audit part 0: x_m/y_m differ from the source coordinates"),
+        ("a row dropped", "audit part 0 has"),
+        ("unknown disposal", "unknown disposal"),
+        ("subject column dropped", "audit part 0 lacks columns ['subject']"),
+        ("null source_row", "audit part 0 source_row has nulls"),
+    ],
+)
+def test_an_audit_part_read_as_a_single_file_audit_is_refused_when_changed(
+    client, towns_release, tmp_path, kind, said
+):
+    # the source round reads each audit part with the single-file reader
+    # (ReleaseReader.of_source_partition): each change fails counts, naming the part
+    src, out = _mutable_copy(towns_release, tmp_path)
+    apath = sorted((out / "audit" / "assignment").glob("part-*.parquet"))[0]
+    _audit_part_mutant(kind, pd.read_parquet(apath)).to_parquet(apath, index=False)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, report.failed
+    detail = next(r.detail for r in report.checks if r.name == "counts")
+    assert said in detail, detail

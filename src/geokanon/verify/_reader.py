@@ -220,6 +220,10 @@ class ReleaseReader:
         #: the writer's first run, before ``report.html`` is written (it is not required
         #: then); None: a release whose manifest records no verification results is one
         self.before_report: bool | None = None
+        #: the audit's per-record file, and how messages name it (a source partition's
+        #: reader reads its audit part: :meth:`of_source_partition`)
+        self.audit_file = self.aud / "assignment.parquet"
+        self.audit_label = "assignment"
         #: the records files this reader checks: None, the release's own
         #: (``records.parquet``); a reader of one part names that part's file
         self.record_files: list[Path] | None = None
@@ -274,6 +278,20 @@ class ReleaseReader:
             unit_codes=factorize_text(rows.units),  # codes in sort order
         )  # fmt: skip
         view.record_files = None if record_file is None else [record_file]
+        return view
+
+    @classmethod
+    def of_source_partition(
+        cls, root: Path, source: Source, audit_file: Path, label: str
+    ) -> ReleaseReader:
+        """A reader of one source partition and its audit part (``audit_file``; messages
+        name it ``label``): the audit is read as a single file's is (:attr:`gid`,
+        :attr:`cid`, :meth:`is_disposal`, :attr:`unit_codes`, :attr:`xy_m`, ...) and
+        ``source`` is the partition's rows (``source_row`` counts from the partition's
+        first row: see :attr:`source_rows`)."""
+        view = cls(root, None, 0.0)
+        view.audit_file, view.audit_label = audit_file, label
+        view.__dict__["source"] = source
         return view
 
     @classmethod
@@ -397,7 +415,7 @@ class ReleaseReader:
     def assignment(self) -> pd.DataFrame:
         """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
         self._audit_arrays  # noqa: B018  (raises Unreadable as the checks would)
-        return self._parquet(self.aud / "assignment.parquet")
+        return self._parquet(self.audit_file)
 
     @cached_property
     def _audit_arrays(self) -> dict[str, Any]:
@@ -406,7 +424,7 @@ class ReleaseReader:
 
         A column that cannot be turned holds its exception, raised where it is used.
         """
-        path = self.aud / "assignment.parquet"
+        path = self.audit_file
         if not path.is_file():
             raise Unreadable(f"{path.parent.name}/{path.name} is missing")
         need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
@@ -415,10 +433,10 @@ class ReleaseReader:
             names = pf.schema_arrow.names
             missing = [c for c in need if c not in names]
             if missing:
-                raise Unreadable(f"assignment.parquet lacks columns {missing}")
+                raise Unreadable(f"{self._audit_name} lacks columns {missing}")
             cols = need + (["time_bin"] if "time_bin" in names else [])
             n = int(pf.metadata.num_rows)
-            keep = {c: _AuditColumn(c, n) for c in cols}
+            keep = {c: _AuditColumn(c, n, self.audit_label) for c in cols}
             # text kept as codes is read as dictionaries (no Python strings per row)
             schema = pf.schema_arrow
             as_dict = [
@@ -436,10 +454,15 @@ class ReleaseReader:
                     for i, c in enumerate(cols):
                         keep[c].add(batch.column(i))
         except (OSError, pa.ArrowException) as exc:
-            raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+            raise Unreadable(f"{self._audit_name} is unreadable ({type(exc).__name__})") from None
         out: dict[str, Any] = {"": n}
         out.update({c: keep[c].result() for c in cols})
         return out
+
+    @property
+    def _audit_name(self) -> str:
+        """The audit file as messages name it (``assignment.parquet``, ``audit part 3``)."""
+        return self.audit_file.name if self.audit_label == "assignment" else self.audit_label
 
     def _audit(self, name: str) -> Any:
         value = self._audit_arrays[name]
@@ -716,11 +739,13 @@ class _Failed:
     exc: Exception
 
 
-def _audit_numbers(col: pa.ChunkedArray, name: str, dtype: Any) -> NDArray[Any]:
+def _audit_numbers(
+    col: pa.ChunkedArray, name: str, dtype: Any, label: str = "assignment"
+) -> NDArray[Any]:
     """A numeric audit column as a numpy array (nulls: an error)."""
     try:
         if col.null_count:
-            raise Unreadable(f"assignment {name} has nulls")
+            raise Unreadable(f"{label} {name} has nulls")
         return np.asarray(col.to_numpy(), dtype=dtype)
     except (pa.ArrowException, TypeError, ValueError):
         return pd.to_numeric(col.to_pandas()).to_numpy(dtype=dtype)
@@ -731,8 +756,8 @@ def _audit_numbers(col: pa.ChunkedArray, name: str, dtype: Any) -> NDArray[Any]:
 _AUDIT_KINDS: dict[str, tuple[str, Any]] = {
     "source_row": ("numbers", np.int64),
     "disposal": ("codes", None),
-    "group_id": ("ids", "assignment group_id"),
-    "class_id": ("ids", "assignment class_id"),
+    "group_id": ("ids", None),
+    "class_id": ("ids", None),
     "unit": ("codes", None),
     "subject": ("numbers", np.int64),
     "x_m": ("numbers", np.float64),
@@ -748,8 +773,9 @@ class _AuditColumn:
     numbered in sorted order once every batch is in.
     """
 
-    def __init__(self, name: str, n: int) -> None:
+    def __init__(self, name: str, n: int, label: str = "assignment") -> None:
         self.name = name
+        self.label = label  # how messages name the audit file ("assignment", "audit part 3")
         self.kind, self.arg = _AUDIT_KINDS.get(name, ("arrow", None))
         dtype = self.arg if self.kind == "numbers" else np.int64
         self.values: NDArray[Any] = np.empty(n if self.kind != "arrow" else 0, dtype=dtype)
@@ -762,16 +788,17 @@ class _AuditColumn:
         start, self.at = self.at, self.at + len(arr)
         if self.kind == "numbers" and arr.null_count:
             # nulls anywhere are the error, whatever else went wrong
-            self.failed = Unreadable(f"assignment {self.name} has nulls")
+            self.failed = Unreadable(f"{self.label} {self.name} has nulls")
         if self.failed is not None:
             return
         try:
             if self.kind == "numbers":
                 self.values[start : self.at] = _audit_numbers(
-                    pa.chunked_array([arr]), self.name, self.arg
+                    pa.chunked_array([arr]), self.name, self.arg, self.label
                 )
             elif self.kind == "ids":
-                self.values[start : self.at] = arrow_ids(pa.chunked_array([arr]), self.arg)
+                what = f"{self.label} {self.name}"
+                self.values[start : self.at] = arrow_ids(pa.chunked_array([arr]), what)
             elif self.kind == "codes" and is_text_type(arr.type) and not self.chunks:
                 idx, texts = arrow_text_codes(arr)
                 local = np.array([self.texts.setdefault(t, len(self.texts)) for t in texts])

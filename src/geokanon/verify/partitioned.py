@@ -84,9 +84,6 @@ from numpy.typing import NDArray
 from geokanon.errors import InputError
 from geokanon.verify._arrays import (
     distinct_values,
-    factorize_text,
-    int_ids,
-    sample_records,
     text_values,
 )
 from geokanon.verify._derived import unit_rows
@@ -288,41 +285,37 @@ def _source_task(
         found = scan_file(Path(path), sec)
         if found:
             out["leaks"].append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
-    try:
-        a = pd.read_parquet(audit_path)
-    except (OSError, ValueError) as exc:
-        out["problems"].append(f"audit part {i} is unreadable ({type(exc).__name__})")
-        return out
-    need = {"source_row", "disposal", "group_id", "class_id", "unit", "x_m", "y_m"}
-    if not need <= set(a.columns) or len(a) != n:
-        out["problems"].append(
-            f"audit part {i} has {len(a)} rows for {n} source rows, or misses columns"
-        )
-        return out
+    # the audit part is read by the single-file reader (one partition: its audit file is
+    # the part, its source the partition's rows)
+    view = ReleaseReader.of_source_partition(
+        Path(published["root"]), Source(n_rows=n), Path(audit_path), f"audit part {i}"
+    )
     problems = out["problems"]
-    if not np.array_equal(a["source_row"].to_numpy(dtype=np.int64), offset + np.arange(n)):
-        problems.append(f"audit part {i}: source_row is not the source order")
-    xm = a["x_m"].to_numpy(dtype=np.float64)
-    ym = a["y_m"].to_numpy(dtype=np.float64)
-    if not (np.array_equal(xm, x) and np.array_equal(ym, y)):
-        problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
-    dcode, dnames = factorize_text(a["disposal"])
-    try:  # as the single-file reader reads them: a value that is no id is refused
-        gid = int_ids(a["group_id"], f"audit part {i} group_id")
-        cid = int_ids(a["class_id"], f"audit part {i} class_id")
+    try:
+        rows = view._audit("source_row")
+        if view.n_audit != n:
+            problems.append(f"audit part {i} has {view.n_audit} rows for {n} source rows")
+            return out
+        if not np.array_equal(rows, offset + np.arange(n)):
+            problems.append(f"audit part {i}: source_row is not the source order")
+        xm, ym = view.xy_m
+        if not (np.array_equal(xm, x) and np.array_equal(ym, y)):
+            problems.append(f"audit part {i}: x_m/y_m differ from the source coordinates")
+        # a value that is no id is refused by name, as for a single file
+        gid, cid = view.gid, view.cid
+        ucode_a, unames_a = view.unit_codes
+        is_disposal = view.is_disposal
+        is_disposal("grouped")  # an unreadable disposal column is found here
     except Unreadable as exc:
         problems.append(str(exc))
         return out
     if sample_every >= 2:
-        out["sample_records"] = sample_records(gid, xm, ym, sample_every)
-
-    def is_disposal(*names: str) -> NDArray[np.bool_]:
-        return np.isin(dnames, names)[dcode] if dcode.size else np.zeros(0, dtype=bool)
-
+        out["sample_records"] = view.report_sample_basis(sample_every)[1]
     # the single-file rules' tally of this partition (counts.audit_tally), merged on the
     # driver
+    audit_units = unames_a[ucode_a] if ucode_a.size else np.zeros(0, dtype=object)
     tally = audit_tally(
-        is_disposal, gid, cid, wrong_unit=int(np.count_nonzero(text_values(a["unit"]) != unit))
+        is_disposal, gid, cid, wrong_unit=int(np.count_nonzero(audit_units != unit))
     )
     out["audit"] = tally
     at_group = is_disposal("grouped", "merged")
