@@ -142,6 +142,8 @@ class Source:
     # ``attributes_text``: a CSV file's cells as text, not yet parsed
     attributes: pd.DataFrame | None = None
     attributes_text: bool = False
+    #: the subject column as :func:`subject_ids` read it (codes, compared keys, ids)
+    subject_table: SubjectIds | None = None
 
 
 def wallclock_seconds(texts: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -1020,10 +1022,6 @@ def _load_source(
     left_out = raw.loc[drop & ~copies]
     if drop.any():
         raw = raw.loc[~drop].reset_index(drop=True)
-    src.n_rows = len(raw)
-    src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
-    src.attributes = raw
-    src.attributes_text = isinstance(path, Path) and path.name.lower().endswith(CSV_SUFFIXES)
     geom = source_frame.geometry_xy
     named = opts.get("x") or opts.get("lon")
     if geom is not None and not named:
@@ -1031,27 +1029,60 @@ def _load_source(
     else:
         xcol = named or ("x" if "x" in raw else "lon")
         ycol = opts.get("y") or opts.get("lat") or ("y" if "y" in raw else "lat")
+    in_crs = source_frame.crs or opts.get("crs")
+    in_crs = None if in_crs in (None, "") else str(in_crs)
+    merges = audit_filter(audit).get("unit_merges") or {}
+    src = frame_source(
+        raw, xcol=xcol, ycol=ycol, scol=opts.get("subject") or audit.get("subject_column"),
+        ucol=ucol, tcol=opts.get("time") or audit.get("time_column"), in_crs=in_crs,
+        output_crs=output_crs, working_crs=working_crs,
+        unit_merges=merges if opts.get("merge_small_units") is not None or merges else None,
+    )  # fmt: skip
+    src.sha256 = sha256_file(path) if isinstance(path, Path) else str(source_frame.sha256)
+    src.attributes_text = isinstance(path, Path) and path.name.lower().endswith(CSV_SUFFIXES)
+    if src.x is not None and len(left_out):
+        src.left_out_x = pd.to_numeric(left_out[xcol], errors="coerce").to_numpy(dtype=np.float64)
+        src.left_out_y = pd.to_numeric(left_out[ycol], errors="coerce").to_numpy(dtype=np.float64)
+    src.dropped = dropped
+    return src
+
+
+def frame_source(
+    raw: pd.DataFrame,
+    *,
+    xcol: str,
+    ycol: str,
+    scol: str | None,
+    ucol: str | None,
+    tcol: str | None,
+    in_crs: str | None,
+    output_crs: str | None,
+    working_crs: str | None,
+    unit_merges: Mapping[str, str] | None = None,
+) -> Source:
+    """What the verifier knows of source rows ``raw`` (a single-file source as read and
+    filtered, or one source partition: one reading for both), by column name.
+
+    Coordinates are the output CRS's (``x``, ``y``) when ``in_crs`` is it, and the working
+    CRS's when it is that and the columns are not lon/lat. The subject column is read by
+    :func:`subject_ids` (``subject_table``); units as text (``astype(str)``), mapped by
+    ``unit_merges`` (``--merge-small-units``: the audit's mapping, applied to the file's
+    own units, which are kept as ``source_units``); a time column as epoch seconds
+    (numbers) or ISO 8601 text (wall clock, and UTC where an offset is given).
+    """
+    src = Source(n_rows=len(raw), attributes=raw)
     if xcol in raw and ycol in raw:
         xs = pd.to_numeric(raw[xcol], errors="coerce").to_numpy(dtype=np.float64)
         ys = pd.to_numeric(raw[ycol], errors="coerce").to_numpy(dtype=np.float64)
-        in_crs = source_frame.crs or opts.get("crs")
-        in_crs = None if in_crs in (None, "") else str(in_crs)
         if same_crs(in_crs, output_crs):
             src.x, src.y = xs, ys
-            if len(left_out):
-                src.left_out_x = pd.to_numeric(left_out[xcol], errors="coerce").to_numpy(
-                    dtype=np.float64
-                )
-                src.left_out_y = pd.to_numeric(left_out[ycol], errors="coerce").to_numpy(
-                    dtype=np.float64
-                )
         if same_crs(in_crs, working_crs) and not {xcol.lower(), ycol.lower()} & {"lon", "lat"}:
             src.x_work, src.y_work = xs, ys
     else:
         src.notes.append("source coordinate columns not found")
-    scol = opts.get("subject") or audit.get("subject_column")
     if scol and scol in raw:
         sid = subject_ids(raw[scol])
+        src.subject_table = sid
         src.subjects, src.subject_ids_merged = sid.codes, sid.merged
         src.subject_column = str(scol)
         # every id, whatever its length: the structural columns' values are known, so a
@@ -1060,18 +1091,16 @@ def _load_source(
         src.subject_raw = raw[scol]
     elif not scol:
         src.subject_ids_merged = 0  # every record its own subject: nothing merged
-    src.dropped = dropped
     if ucol and ucol in raw:
         src.units = text_values(raw[ucol])
-        merges = audit_filter(audit).get("unit_merges") or {}
-        if opts.get("merge_small_units") is not None or merges:
-            # the audit's mapping, applied to the file's own units (and checked in counts)
+        if unit_merges is not None:
             src.source_units = src.units
-            src.units = np.asarray([merges.get(u, u) for u in src.units.tolist()], dtype=object)
+            src.units = np.asarray(
+                [unit_merges.get(u, u) for u in src.units.tolist()], dtype=object
+            )
         codes_u, names_u = pd.factorize(src.units, sort=False)
         src.unit_codes = codes_u.astype(np.int64)
         src.unit_names = np.asarray(names_u, dtype=object)
-    tcol = opts.get("time") or audit.get("time_column")
     if tcol and tcol in raw:
         src.time_column = str(tcol)
         t = raw[tcol]

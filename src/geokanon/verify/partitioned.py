@@ -84,14 +84,13 @@ from numpy.typing import NDArray
 from geokanon.errors import InputError
 from geokanon.verify._arrays import (
     distinct_values,
-    text_values,
 )
 from geokanon.verify._derived import unit_rows
 from geokanon.verify._reader import (
     PartRows,
     ReleaseReader,
     Source,
-    subject_ids,
+    frame_source,
     text_file,
 )
 from geokanon.verify._records import RECORD_FORMAT_COLUMNS, record_rows
@@ -257,21 +256,29 @@ def _source_task(
     are counted, summed on the driver for ``manifest``.
     """
     f = source.load(i)
+    # read as a single-file source's rows are (one partition): the partition's columns
+    # are the roles' (x, y in the release's one CRS, subject, unit)
+    src = frame_source(
+        f, xcol="x", ycol="y", scol="subject" if "subject" in f.columns else None,
+        ucol="unit" if "unit" in f.columns else None, tcol=None, in_crs=None,
+        output_crs=None, working_crs=None,
+    )  # fmt: skip
     n = len(f)
-    x = f["x"].to_numpy(dtype=np.float64)
-    y = f["y"].to_numpy(dtype=np.float64)
-    has_subject = "subject" in f.columns
+    if src.x is None or src.y is None:
+        raise InputError(f"source partition {i} has no x and y columns")
+    x, y = src.x, src.y
+    sid = src.subject_table
+    has_subject = sid is not None
     subj = None  # the raw ids (what no_leak looks for)
     skey = None  # the ids as subjects are compared (subject_id_text): spellings are one
     out: dict[str, Any] = {"n": n, "problems": [], "leaks": [], "has_subject": has_subject}
-    if has_subject:
-        sid = subject_ids(f["subject"])  # as a single-file source's subject column is read
+    if sid is not None:
         subj = sid.row_texts
         skey = sid.keys[sid.codes] if sid.codes.size else np.zeros(0, dtype=object)
         # hashes of the distinct raw ids: their global number, less the subjects, is the
         # number of ids merged
         out["raw_ids"] = np.unique(pd.util.hash_array(sid.written.astype(str)))
-    unit = text_values(f["unit"]) if "unit" in f.columns else np.full(n, "all", dtype=object)
+    unit = src.units if src.units is not None else np.full(n, "all", dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
     attrs = _kept_values(source, f, i, kept, out["problems"])
