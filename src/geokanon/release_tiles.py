@@ -969,6 +969,7 @@ def _release_held(
                 finish_manifest(tmp, manifest)
                 from geokanon.report.html import RECHECKED
 
+                say("re-check the report")
                 again_report = verify_partitioned(
                     tmp, source=source, client=c, scratch_dir=scratch, checks=RECHECKED,
                     leak_files=("report.html",),
