@@ -567,13 +567,19 @@ class ReleaseReader:
     def audit_subjects(self) -> NDArray[np.int64]:
         return self._audit("subject")
 
+    @property
+    def audit_source_rows(self) -> NDArray[np.int64]:
+        """The audit's ``source_row`` column as written (see :attr:`source_rows`)."""
+        rows: NDArray[np.int64] = self._audit("source_row")
+        return rows
+
     @cached_property
     def source_rows(self) -> NDArray[np.int64] | None:
         """Source row per assignment row when the source is given and the rows line up."""
         n = self.source.n_rows
         if n is None:
             return None
-        rows: NDArray[np.int64] = self._audit("source_row")
+        rows = self.audit_source_rows
         if rows.size != n or (rows.size and (rows.min() < 0 or rows.max() >= n)):
             return None
         if np.count_nonzero(np.bincount(rows, minlength=n)) != n:

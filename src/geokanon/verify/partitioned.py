@@ -82,9 +82,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import (
-    distinct_values,
-)
+from geokanon.verify._arrays import distinct_values
 from geokanon.verify._derived import unit_rows
 from geokanon.verify._reader import (
     PartRows,
@@ -299,7 +297,7 @@ def _source_task(
     )
     problems = out["problems"]
     try:
-        rows = view._audit("source_row")
+        rows = view.audit_source_rows
         if view.n_audit != n:
             problems.append(f"audit part {i} has {view.n_audit} rows for {n} source rows")
             return out
