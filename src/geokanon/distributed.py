@@ -1477,7 +1477,8 @@ def release_partitions(
     """The whole release of a partitioned source, never held in one process.
 
     The driver holds compact per-record arrays (coordinates, subject and unit
-    codes, decisions: about 60 bytes a record), never a frame of the records;
+    codes, decisions: about 45-55 bytes a record at the peak of the core, see
+    ``docs/dask.md`` "Limits"), never a frame of the records;
     reading, writing and verifying run as tasks, one per source partition or per
     release part. See :mod:`geokanon.release_tiles` for the stages and
     ``docs/release-format.md`` ("Partitioned layout") for the files.

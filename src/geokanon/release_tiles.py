@@ -251,6 +251,8 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     tb = None
     if parts[0]["tiebreak"] is not None:
         tb = joined("tiebreak")
+    # The partitions' copies are dropped: their memory goes back before the key's temporaries.
+    _return_free_memory()
     # The content key of every record, as on one machine (attributes, subject id, unit).
     from geokanon.pipeline import content_tiebreak
 
