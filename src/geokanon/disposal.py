@@ -33,6 +33,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numba as nb
@@ -50,7 +51,14 @@ from geokanon.classify import (
 )
 from geokanon.errors import InputError, PrivacyRiskWarning, ReleaseRefused, Unsatisfiable
 from geokanon.grouping import Grouping, group_records, repair_groups
-from geokanon.neighbours import cell_values, cells_around, in_sorted, pack_key, subject_codes
+from geokanon.neighbours import (
+    cell_values,
+    cells_around,
+    in_sorted,
+    is_dense_codes,
+    pack_key,
+    subject_codes,
+)
 from geokanon.policy import MAX_PASSES, Disposal, Label, OutlierPolicy
 
 __all__ = [
@@ -119,18 +127,23 @@ def _group_level_passes(
     Those records took part in every pass (groups only lose records), so their label in
     pass ``p`` is their final label with the changes of the later passes undone.
     """
-    lab = final_labels[at_group].copy()
-    pos = np.cumsum(at_group) - 1  # record -> position among the group-level records
+    # Every record's label (one byte a record, no index of the group-level records), the
+    # changes undone in place; only the group-level records are counted.
+    lab = final_labels.copy()
+    n_at = int(np.count_nonzero(at_group))
     counts: list[tuple[dict[str, int], int]] = []
     for p in range(len(passes), 0, -1):
-        by_label = {lab_.text: int((lab == lab_).sum()) for lab_ in Label}
+        c = np.zeros(len(Label), dtype=np.int64)
+        for a in range(0, lab.size, _CHUNK):
+            c += np.bincount(lab[a : a + _CHUNK][at_group[a : a + _CHUNK]], minlength=len(Label))
+        by_label = {lab_.text: int(c[lab_]) for lab_ in Label}
         if p == 1:
-            counts.append((by_label, int(lab.size)))  # every record labelled for the first time
+            counts.append((by_label, n_at))  # every record labelled for the first time
             break
         idx, old = undo[p - 2]
         keep = at_group[idx]
         counts.append((by_label, int(keep.sum())))
-        lab[pos[idx[keep]]] = old[keep]
+        lab[idx[keep]] = old[keep]
     counts.reverse()
     return [
         dataclasses.replace(rec, group_level=c, group_level_changed=ch)
@@ -416,15 +429,16 @@ def _generalise(
     levels: list[tuple[str, NDArray[np.int64], NDArray[np.object_]]],
     k: int,
     area_only: NDArray[np.bool_] | None = None,
+    id_dtype: type[np.integer[Any]] = np.int64,
 ) -> tuple[NDArray[np.int64], list[str], list[str], NDArray[np.bool_]]:
     """Pool generalised records bottom-up into classes of >= k distinct subjects.
 
     ``area_only`` records skip the finer levels (membership-sensitive suppression).
-    Returns the class of each record (-1 if none), class levels and unit names,
-    and the records left over (suppressed).
+    Returns the class of each record (-1 if none; of ``id_dtype``), class levels and
+    unit names, and the records left over (suppressed).
     """
     n = subj.size
-    class_id = np.full(n, -1, dtype=np.int64)
+    class_id = np.full(n, -1, dtype=id_dtype)
     class_level: list[str] = []
     class_unit: list[str] = []
     remaining = pool.copy()
@@ -455,7 +469,7 @@ def _generalise(
     if remaining.any() and np.unique(subj[remaining]).size < k and class_level:
         member = np.flatnonzero(class_id >= 0)
         n_subj = int(subj.max()) + 1
-        pairs = np.unique(class_id[member] * n_subj + subj[member])
+        pairs = np.unique(class_id[member].astype(np.int64) * n_subj + subj[member])
         sizes = np.bincount(pairs // n_subj, minlength=len(class_level))
         order = np.lexsort((np.asarray(class_unit, dtype=str), sizes))
         for c in order:
@@ -500,6 +514,8 @@ def run_core(
     progress: Progress | None = None,
     classifier: Callable[..., Classification] | None = None,
     grouper: Callable[..., Grouping] | None = None,
+    compact: bool = False,
+    spill_dir: str | Path | None = None,
 ) -> CoreResult:
     """Classify, group, dispose and iterate to the fixed point; then check the caps.
 
@@ -532,6 +548,18 @@ def run_core(
         backend passes its tiled versions; the grouper is called with the whole
         arrays and ``subset=``, the indices of the records to group); the passes,
         fixed point, generalisation, suppression and caps stay this function's.
+    compact
+        Hold less per record (the partitioned release's driver): the group and class
+        ids, and the subject codes made here when ``subjects`` is None, are int32
+        (when the records number fewer than 2**31); subject codes given already dense
+        (integers ``0..m-1``, each present) are used as they are, not copied; and the
+        tiebreak is let go before generalisation (unless synthetic records are made).
+        The decisions are the same; only those arrays of the result are narrower. The
+        caller keeps no reference to ``tiebreak`` for it to be freed.
+    spill_dir
+        With ``compact``: a scratch directory where the tiebreak waits
+        (``tiebreak.npy``) from the first grouping on, read back only by the passes
+        that mend groups (8 bytes a record less held while the later passes run).
 
     Returns
     -------
@@ -560,9 +588,18 @@ def run_core(
     n = xa.size
     if n == 0:
         raise InputError("the input has no records; nothing to release")
-    subj = np.arange(n, dtype=np.int64) if subjects is None else subject_codes(subjects, n)
+    # int32 ids where they fit (compact): there are fewer groups, classes and subjects
+    # than records
+    id_dtype: type[np.integer[Any]] = np.int32 if compact and n < 2**31 else np.int64
+    if subjects is None:
+        subj = np.arange(n, dtype=id_dtype)
+    elif compact and is_dense_codes(subjects, n):
+        subj = np.asarray(subjects)  # already dense codes: no copy
+    else:
+        subj = subject_codes(subjects, n)
     ta = None if times is None else np.asarray(times, dtype=np.float64)
     tb = None if tiebreak is None else np.asarray(tiebreak, dtype=np.uint64)
+    del tiebreak  # only ``tb`` refers to it here (compact lets it go before generalising)
     if unit_codes is None:
         ucodes = np.zeros(n, dtype=np.int64)
         unames = np.asarray(["all"], dtype=object)
@@ -580,7 +617,9 @@ def run_core(
             dtype=object,
         )
         levels.append(("parent", np.asarray(parent_codes, dtype=np.int64), pnames))
-    levels.append(("area", np.zeros(n, dtype=np.int64), np.asarray(["area"], dtype=object)))
+    # every record's area code is 0: one value seen n times (no array of n zeros)
+    area = np.broadcast_to(np.zeros(1, dtype=np.int64), (n,))
+    levels.append(("area", area, np.asarray(["area"], dtype=object)))
 
     # Pass 1 on every record.
     say = progress or (lambda _stage: None)
@@ -597,15 +636,23 @@ def run_core(
     active = _indices(first_labels <= Label.MERGE)
     first_counts = {lab.text: int((first_labels == lab).sum()) for lab in Label}
     passes = [PassRecord(1, n, first_counts, n, because_of_time=first_by_time)]
-    group_id = np.full(n, -1, dtype=np.int64)
     gx = np.zeros(0)
     gy = np.zeros(0)
     # Group what is meant for group level; what cannot be placed leaves.
     say("group pass 1")
     grouping = group_(xa, ya, subj, policy, tb, subset=active)  # type: ignore[arg-type]  # int32
+    # allocated once the grouping is back (not held while the grouper runs)
+    group_id = np.full(n, -1, dtype=id_dtype)
     group_id[active] = grouping.group_id
     gx, gy = grouping.rep_x, grouping.rep_y
     del grouping, active
+    tb_file = None
+    if compact and spill_dir is not None and tb is not None:
+        # only the repairs read it from here on: it waits in scratch, not in memory
+        tb_file = Path(spill_dir) / "tiebreak.npy"
+        tb_file.parent.mkdir(parents=True, exist_ok=True)
+        np.save(tb_file, tb)
+        tb = None
     changed_any = True
     last_left = last_by_time = 0  # records that left in the last pass, and because of time
     # The records the last classification ran over (pass 1: all of them).
@@ -636,8 +683,11 @@ def run_core(
         rounds = 0
         while gone.size:
             rounds += 1
-            here = np.flatnonzero(alive)
-            redo, context = _near_removed(xa, ya, kept[here], gone, policy)
+            here = _indices(alive)
+            # every kept record still in (the first round): ``kept`` itself, no copy
+            redo, context = _near_removed(
+                xa, ya, kept if here.size == kept.size else kept[here], gone, policy
+            )
             ctx = kept[here[context]]
             tail = "" if rounds == 1 else f", round {rounds}"
             say(f"classify pass {number} ({int(redo.sum()):,} of {here.size:,} records{tail})")
@@ -656,6 +706,7 @@ def run_core(
             leave = at[labels[at] > Label.MERGE]
             alive[leave] = False
             gone = kept[leave].astype(np.int64)
+            del here, redo, context, ctx, at, leave
         del alive, gone
         # What this classification ran over, without the records it let go (their
         # neighbours' labels already account for their leaving).
@@ -687,10 +738,13 @@ def run_core(
         group_id[kept[leaving]] = -1
         stay = kept[~leaving]
         say(f"repair groups pass {number}")
+        tb_all = tb if tb_file is None else np.load(tb_file)
         mended = repair_groups(
-            xa[stay], ya[stay], subj[stay], policy, group_id[stay], gx, gy,
-            None if tb is None else tb[stay],
+            xa[stay], ya[stay], subj[stay].astype(np.int64, copy=False), policy,
+            group_id[stay].astype(np.int64, copy=False), gx, gy,
+            None if tb_all is None else tb_all[stay],
         )  # fmt: skip
+        del tb_all
         group_id[stay] = mended.group_id
         gx, gy = mended.rep_x, mended.rep_y
     if changed_any:
@@ -716,6 +770,10 @@ def run_core(
             passes[0], group_level_because_of_time={lab.text: int(c[lab]) for lab in Label}
         )
     del first_time
+    if compact and not policy.allow_synthetic:
+        tb = None  # only the passes and the synthesis order records by it
+    elif tb_file is not None:
+        tb = np.load(tb_file)  # the synthesis orders records by it
     say("generalise and suppress")
     at_group = group_id >= 0
     # Everything not at group level and not labelled suppress is generalised.
@@ -725,7 +783,7 @@ def run_core(
         pool |= suppress_label
     # Suppress-labelled records join only the area level when membership is sensitive.
     class_id, class_level, class_unit, left = _generalise_with_sensitivity(
-        pool, suppress_label, subj, levels, policy
+        pool, suppress_label, subj, levels, policy, id_dtype
     )
     suppressed = (suppress_label & (class_id < 0)) | left
     if policy.membership_sensitive and suppressed.any():
@@ -749,8 +807,9 @@ def run_core(
         say("synthesise")
         codes64 = np.asarray(ucodes, dtype=np.int64)
         synthetic = synthesise(
-            xa, ya, subj, codes64, unames, disposal, group_id, gx, gy, class_level, class_unit, tb
-        )
+            xa, ya, np.asarray(subj, dtype=np.int64), codes64, unames, disposal,
+            np.asarray(group_id, dtype=np.int64), gx, gy, class_level, class_unit, tb,
+        )  # fmt: skip
     result = CoreResult(
         first_labels=first_labels,
         iota=first_iota,
@@ -770,7 +829,13 @@ def run_core(
     )
     if enforce_caps and not (verdict.passes_global_cap and verdict.passes_unit_cap):
         codes64 = np.asarray(ucodes, dtype=np.int64)
-        raise ReleaseRefused(*diagnose(result, xa, ya, policy, subjects, ta, codes64, unames))
+        wide = dataclasses.replace(
+            result,
+            group_id=np.asarray(group_id, dtype=np.int64),
+            class_id=np.asarray(class_id, dtype=np.int64),
+            subjects=np.asarray(subj, dtype=np.int64),
+        )  # as without ``compact``
+        raise ReleaseRefused(*diagnose(wide, xa, ya, policy, subjects, ta, codes64, unames))
     return result
 
 
@@ -872,10 +937,11 @@ def _generalise_with_sensitivity(
     subj: NDArray[np.int64],
     levels: list[tuple[str, NDArray[np.int64], NDArray[np.object_]]],
     policy: OutlierPolicy,
+    id_dtype: type[np.integer[Any]] = np.int64,
 ) -> tuple[NDArray[np.int64], list[str], list[str], NDArray[np.bool_]]:
     """Generalise the pool; suppress-labelled records go straight to the area when sensitive."""
     area_only = suppress_label if policy.membership_sensitive else None
-    return _generalise(pool, subj, levels, policy.k, area_only)
+    return _generalise(pool, subj, levels, policy.k, area_only, id_dtype)
 
 
 def diagnose(

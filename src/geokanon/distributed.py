@@ -98,6 +98,7 @@ from geokanon.neighbours import (
     cells_around,
     factorize_subject_ids,
     in_sorted,
+    is_dense_codes,
     pack_key,
     subject_codes,
     unpack_key,
@@ -748,7 +749,10 @@ def classify_tiled(
     if not (np.isfinite(xa).all() and np.isfinite(ya).all()):
         bad = int((~(np.isfinite(xa) & np.isfinite(ya))).sum())
         raise InputError(f"{bad} records have NaN or infinite coordinates; drop or fix them")
-    subj = None if subjects is None else subject_codes(subjects, n)
+    subj = None
+    if subjects is not None:  # dense codes already (the release core's): not copied
+        dense = is_dense_codes(subjects, n)
+        subj = np.asarray(subjects) if dense else subject_codes(subjects, n)
     n_subjects = n if subj is None else int(subj.max()) + 1
     if n_subjects < policy.k:
         raise InputError(
@@ -914,7 +918,14 @@ def group_tiled(
         for t, i in _owned_by_tile(codes, n_tiles):
             owned_of[t] = i  # until its result is back
             j = i if subset is None else subset[i]
-            yield bx[j], by_[j], bs[j], policy, None if bt is None else bt[j]
+            # int64 subject codes in every task (the driver may hold them as int32)
+            yield (
+                bx[j],
+                by_[j],
+                bs[j].astype(np.int64, copy=False),
+                policy,
+                None if bt is None else bt[j],
+            )
 
     reps: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
 
@@ -951,8 +962,9 @@ def group_tiled(
     rest = np.flatnonzero(group_id < 0)
     if rest.size >= policy.k:
         second = group_records(
-            x[rest], y[rest], subjects[rest], policy, None if tiebreak is None else tiebreak[rest]
-        )
+            x[rest], y[rest], subjects[rest].astype(np.int64), policy,
+            None if tiebreak is None else tiebreak[rest],
+        )  # fmt: skip
         placed = second.group_id >= 0
         group_id[rest[placed]] = second.group_id[placed] + offset
         rx.append(second.rep_x)
@@ -1095,6 +1107,7 @@ def run_core_distributed(
     client: Any = None,
     progress: Progress | None = None,
     spill_dir: str | Path | None = None,
+    compact: bool = False,
 ) -> CoreResult:
     """:func:`geokanon.disposal.run_core` with classification and grouping over tiles.
 
@@ -1117,6 +1130,11 @@ def run_core_distributed(
         A scratch directory: the first pass's ``iota`` (needed only when the release
         is written) is saved there as ``iota.npy`` and the result maps that file
         instead of holding the array (8 bytes a record less on the driver).
+    compact
+        As :func:`geokanon.disposal.run_core` (int32 ids, dense subject codes not
+        copied, the tiebreak in ``spill_dir`` from the first grouping on, when given,
+        and let go before generalisation): the partitioned release passes it, handing
+        over its only reference to ``tiebreak``.
 
     Returns
     -------
@@ -1129,8 +1147,11 @@ def run_core_distributed(
 
     calls = [0]
 
+    from geokanon.release import _return_free_memory
+
     def classifier(x: ArrayLike, y: ArrayLike, pol: OutlierPolicy, **kw: Any) -> Classification:
         cls = classify_tiled(x, y, pol, tiling=tiling, client=client, **kw)
+        _return_free_memory()  # the tiles' results, freed: the next step starts lower
         calls[0] += 1
         if spill_dir is not None and calls[0] == 1 and cls.space_labels is None:
             path = Path(spill_dir) / "iota.npy"
@@ -1141,13 +1162,19 @@ def run_core_distributed(
         return cls
 
     def grouper(*args: Any, subset: NDArray[np.int64] | None = None) -> Grouping:
-        return group_tiled(*args, tiling=tiling, client=client, subset=subset)
+        grouping = group_tiled(*args, tiling=tiling, client=client, subset=subset)
+        _return_free_memory()
+        return grouping
 
+    # handed on: while run_core runs, this frame holds no reference to the tiebreak
+    held = [tiebreak]
+    del tiebreak
     return run_core(
         x, y, policy, subjects=subjects, times=times, unit_codes=unit_codes,
         unit_names=unit_names, parent_codes=parent_codes, parent_names=parent_names,
-        tiebreak=tiebreak, enforce_caps=enforce_caps, progress=progress,
-        classifier=classifier, grouper=grouper,
+        tiebreak=held.pop(), enforce_caps=enforce_caps, progress=progress,
+        classifier=classifier, grouper=grouper, compact=compact,
+        spill_dir=spill_dir if compact else None,
     )  # fmt: skip
 
 
@@ -1450,7 +1477,8 @@ def release_partitions(
     """The whole release of a partitioned source, never held in one process.
 
     The driver holds compact per-record arrays (coordinates, subject and unit
-    codes, decisions: about 60 bytes a record), never a frame of the records;
+    codes, decisions: about 45-55 bytes a record at the peak of the core, see
+    ``docs/dask.md`` "Limits"), never a frame of the records;
     reading, writing and verifying run as tasks, one per source partition or per
     release part. See :mod:`geokanon.release_tiles` for the stages and
     ``docs/release-format.md`` ("Partitioned layout") for the files.

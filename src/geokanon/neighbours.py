@@ -53,6 +53,7 @@ __all__ = [
     "factorize_subject_ids",
     "in_sorted",
     "integer_codes",
+    "is_dense_codes",
     "normalise_subject_id",
     "pack_key",
     "sorted_unique",
@@ -128,7 +129,10 @@ def cell_values(
     ox, oy = origin
     xa = np.ascontiguousarray(x, dtype=np.float64)
     ya = np.ascontiguousarray(y, dtype=np.float64)
-    ia = np.arange(0) if idx is None else np.ascontiguousarray(idx, dtype=np.int64)
+    ia = np.arange(0)
+    if idx is not None:  # int32 indices stay narrow (no int64 copy of them)
+        narrow = np.asarray(idx).dtype in (np.int32, np.int64)
+        ia = np.ascontiguousarray(idx, dtype=None if narrow else np.int64)
     n = xa.size if idx is None else ia.size
     out = np.zeros(n, dtype=np.uint8)
     if keys.size == 0 or n == 0:
@@ -154,7 +158,7 @@ def cell_values(
 def _table_lookup(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
-    idx: NDArray[np.int64],
+    idx: NDArray[np.integer],
     every: bool,
     ox: float,
     oy: float,
@@ -420,6 +424,30 @@ def _sorted_text_codes(texts: NDArray[np.object_]) -> tuple[NDArray[np.int64], N
     codes = np.empty(n, dtype=np.int64)
     codes[order] = np.cumsum(first) - 1
     return codes, texts[order[first]]
+
+
+def is_dense_codes(subjects: ArrayLike | None, n: int) -> bool:
+    """Whether ``subjects`` is already what :func:`subject_codes` would make of it.
+
+    That is an int64 array of ``n`` codes in ``[0, m)`` with every code present: its
+    ranks among the distinct values are the values themselves, so it can be used
+    without the copy :func:`subject_codes` makes.
+
+    Examples
+    --------
+    >>> is_dense_codes(np.array([1, 0, 1]), 3), is_dense_codes(np.array([2, 0, 2]), 3)
+    (True, False)
+    """
+    if not isinstance(subjects, np.ndarray) or subjects.dtype != np.int64:
+        return False
+    if subjects.shape != (n,) or not subjects.flags.c_contiguous or n == 0:
+        return False
+    lo, hi = int(subjects.min()), int(subjects.max())
+    if lo != 0 or hi >= n:
+        return False
+    present = np.zeros(hi + 1, dtype=bool)
+    present[subjects] = True
+    return bool(present.all())
 
 
 def subject_codes(subjects: ArrayLike | None, n: int) -> NDArray[np.int64]:

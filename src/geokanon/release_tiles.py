@@ -251,6 +251,8 @@ def _combine(parts: list[dict[str, Any]]) -> _Gathered:
     tb = None
     if parts[0]["tiebreak"] is not None:
         tb = joined("tiebreak")
+    # The partitions' copies are dropped: their memory goes back before the key's temporaries.
+    _return_free_memory()
     # The content key of every record, as on one machine (attributes, subject id, unit).
     from geokanon.pipeline import content_tiebreak
 
@@ -331,6 +333,12 @@ def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Lay
 
 #: The per-record arrays of the core's outcome that the write round reads back.
 SPILLED = ("first_labels", "iota", "final_labels", "disposal", "group_id", "class_id", "subjects")
+#: The dtype each of these is spilled as when the (compact) core holds it narrower.
+WIDE: dict[str, type[np.integer[Any]]] = {
+    "group_id": np.int64,
+    "class_id": np.int64,
+    "subjects": np.int64,
+}
 
 
 class _Spilled:
@@ -345,13 +353,27 @@ class _Spilled:
     def __init__(self, root: str | Path, n: int) -> None:
         self.root, self.n = Path(root), n
 
-    def put(self, name: str, values: NDArray[Any]) -> NDArray[Any]:
-        """Write ``values``; return a read-only map of the file (no page is read)."""
+    def put(
+        self, name: str, values: NDArray[Any], dtype: type[np.generic] | None = None
+    ) -> NDArray[Any]:
+        """Write ``values`` (as ``dtype``, converted a chunk at a time, when given and
+        different); return a read-only map of the file (no page is read)."""
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / f"{name}.npy"
         if isinstance(values, np.memmap) and Path(str(values.filename)) == path.resolve():
             return values  # already spilled here (the core's iota)
-        np.save(path, values)
+        if dtype is None or values.dtype == dtype or values.ndim != 1:
+            np.save(path, values)
+        else:
+            header = {
+                "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                "fortran_order": False,
+                "shape": values.shape,
+            }
+            with open(path, "wb") as f:
+                np.lib.format.write_array_header_1_0(f, header)
+                for a in range(0, values.size, CHUNK):
+                    f.write(values[a : a + CHUNK].astype(dtype).tobytes())
         return np.load(self.root / f"{name}.npy", mmap_mode="r")
 
     def get(self, name: str, a: int, b: int) -> NDArray[Any]:
@@ -879,25 +901,33 @@ def _release_held(
         with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
             say(f"gather compact arrays from {len(source)} partitions")
             g = _combine(_run(c, _gather_task, [(source, i, keep) for i in range(len(source))]))
+            _return_free_memory()  # the partitions' copies, joined: the core starts lower
             n = g.x.size
             # r_max on the ground: the named CRS's smallest scale over the data (the
             # halo, from the policy's larger search radius before this, stays wide enough)
             low = scale_factor_range(g.x, g.y, crs, pad_m=policy.r_max_m).low
             if low < policy.scale_factor_min:
                 policy = policy.replace(scale_factor_min=low)
+            if check_determinism is None:
+                check_determinism = n <= DETERMINISM_CHECK_MAX
+            # Without the determinism check nothing here needs the tiebreak after the core:
+            # it is handed over, and the core lets it go before generalising.
+            tiebreak = g.tiebreak
+            if not check_determinism:
+                g.tiebreak = None
+            held_tb = [tiebreak]
+            del tiebreak
             try:
                 core = run_core_distributed(
                     g.x, g.y, policy, subjects=g.subjects, unit_codes=g.unit_codes,
-                    unit_names=g.unit_names, tiebreak=g.tiebreak, tiling=tiling, client=c,
+                    unit_names=g.unit_names, tiebreak=held_tb.pop(), tiling=tiling, client=c,
                     progress=within(progress, "release core on tiles"),
-                    spill_dir=scratch / "state",
+                    spill_dir=scratch / "state", compact=True,
                 )  # fmt: skip
             except ReleaseRefused as exc:
                 _write_refusal(out, exc, types.SimpleNamespace(source_sha256=g.fingerprint), policy)  # type: ignore[arg-type]
                 raise
             deterministic = None
-            if check_determinism is None:
-                check_determinism = n <= DETERMINISM_CHECK_MAX
             if check_determinism:
                 perm = np.random.default_rng(policy.seed).permutation(n)
                 again = run_core_distributed(
@@ -920,8 +950,14 @@ def _release_held(
             # From here on the driver holds no per-record array: each is written to scratch
             # and read back a slice at a time (the returned core maps the files, unread).
             state = _Spilled(scratch / "state", n)  # holds the core's iota already
-            maps: dict[str, Any] = {name: state.put(name, getattr(core, name)) for name in SPILLED}
+            # the compact core's int32 ids are written as int64 (the files, the audit
+            # columns and the returned core as without ``compact``)
+            maps: dict[str, Any] = {
+                name: state.put(name, getattr(core, name), WIDE.get(name)) for name in SPILLED
+            }
             core = dataclasses.replace(core, **maps)
+            if g.subjects is not None:
+                g.subjects = core.subjects  # the same codes (dense already), mapped
             g.unit_codes = state.put("unit_codes", g.unit_codes)
             state.put("x", g.x)
             state.put("y", g.y)
