@@ -364,16 +364,12 @@ class _Spilled:
             return values  # already spilled here (the core's iota)
         if dtype is None or values.dtype == dtype or values.ndim != 1:
             np.save(path, values)
-        else:
-            header = {
-                "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                "fortran_order": False,
-                "shape": values.shape,
-            }
-            with open(path, "wb") as f:
-                np.lib.format.write_array_header_1_0(f, header)
-                for a in range(0, values.size, CHUNK):
-                    f.write(values[a : a + CHUNK].astype(dtype).tobytes())
+        else:  # numpy's own .npy writer, filled a chunk at a time (no wide copy held)
+            out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=values.shape)
+            for a in range(0, values.size, CHUNK):
+                out[a : a + CHUNK] = values[a : a + CHUNK]
+            out.flush()
+            del out
         return np.load(self.root / f"{name}.npy", mmap_mode="r")
 
     def get(self, name: str, a: int, b: int) -> NDArray[Any]:
