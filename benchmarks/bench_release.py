@@ -3,11 +3,11 @@
 Runs the release core once on clustered synthetic points (the ``bench_scale``
 generator: towns plus ~5 % rural scatter, 10 km grid units), then times
 :func:`geokanon.release.write_release` stage by stage: ``build`` (the release and
-audit files), ``verify`` (every independent check), ``report`` (the HTML report),
-``reverify`` (the checks the report can change) and ``rename`` (fsync and the
-atomic rename). Peak memory is the resident set of this process during the stage
-(sampled every 0.05 s), which includes the source table and the core's result held
-throughout.
+audit files), ``report`` (the HTML report, which states the checks' results before
+they run), ``verify`` (every independent check, on the release as published) and
+``rename`` (fsync and the atomic rename). Peak memory is the resident set of this
+process during the stage (sampled every 0.05 s), which includes the source table and the
+core's result held throughout.
 
 Usage::
 

@@ -551,8 +551,8 @@ def release_points(
         same decisions; default: on up to 250,000 records.
     progress
         Reports the stages (``mask``, ``release core``, ``determinism check ...``, then
-        :func:`~geokanon.release.write_release`'s ``write``, ``verify``, ``report``,
-        ``reverify``, ``rename``) and their steps (:mod:`geokanon._progress`); the
+        :func:`~geokanon.release.write_release`'s ``write``, ``report``, ``verify``,
+        ``rename``) and their steps (:mod:`geokanon._progress`); the
         library never prints.
     core_runner
         Runs the release core: ``core_runner(table, policy, progress=...)`` returning a

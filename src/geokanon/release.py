@@ -1514,8 +1514,8 @@ def write_release(
         ``audit/mask_key``; ``no_leak`` fails a release that holds it.
     progress
         Reports the stages ``write`` (steps: records with a count of rows, groups,
-        units, audit, notes, checksums), ``verify`` and ``reverify`` (one step per
-        check, counted), ``report`` and ``rename`` (:mod:`geokanon._progress`).
+        units, audit, notes, checksums), ``report``, ``verify`` (one step per check,
+        counted) and ``rename`` (:mod:`geokanon._progress`).
 
     Returns
     -------
@@ -1532,7 +1532,7 @@ def write_release(
     WriteError
         ``out`` could not be written (read-only or full filesystem, no permission).
     """
-    from geokanon.verify import verify_release
+    from geokanon.verify import CHECKS, verify_release
 
     def stage(name: str) -> Progress | None:
         if name != "write":
@@ -1550,44 +1550,33 @@ def write_release(
         )  # fmt: skip
         if steps is not None:
             steps("checksums")
-        digests = finish_manifest(tmp, manifest, unchanged=written)
-        truth = source if source is not None else table
-        report = verify_release(tmp, source=truth, progress=stage("verify"), before_report=True)
-        checks = report.as_dict()
+        # The manifest and the report state the checks' results before the checks run:
+        # the release is checked once, in its final bytes (report and manifest included),
+        # and it is written only if every result is the one stated.
+        claimed = {name: True for name in CHECKS}
         if deterministic is not None:
-            checks["deterministic"] = bool(deterministic)
-        if not all(checks.values()):
-            failed = [name for name, ok in checks.items() if not ok]
-            raise VerificationFailed(
-                f"the release failed the independent checks {failed}; nothing was written",
-                checks,
-            )
-        manifest["verification"] = checks
-        # only manifest.json was written since the checksums were taken
-        digests = finish_manifest(tmp, manifest, unchanged=digests)
-        # The report shows these results; the checks that read it run again with it in place.
-        from geokanon.report.html import RECHECKED, build_report
+            claimed["deterministic"] = bool(deterministic)
+        manifest["verification"] = claimed
+        digests = finish_manifest(tmp, manifest, unchanged=written)
+        from geokanon.report.html import build_report
 
-        build_report(tmp, verification=checks, progress=stage("report"))
+        build_report(tmp, verification=claimed, progress=stage("report"))
         # the report writes report.html (and the notes may be rewritten): hash those again
         finish_manifest(
             tmp,
             manifest,
             unchanged={f: d for f, d in digests.items() if f not in _REPORT_WRITES},
         )
-        # Only the report and the manifest changed since the full run: the other files
-        # are checked against the checksums that run read from disk.
-        changed = {"report.html", "manifest.json"}
-        unchanged = {f: d for f, d in report.digests.items() if f not in changed}
-        again = verify_release(
-            tmp, source=truth, checks=RECHECKED, unchanged=unchanged,
-            progress=stage("reverify"), reuse=report,
-        )  # fmt: skip
-        if not again.passed:
+        truth = source if source is not None else table
+        report = verify_release(tmp, source=truth, progress=stage("verify"), before_report=False)
+        checks = report.as_dict()
+        if deterministic is not None:
+            checks["deterministic"] = bool(deterministic)
+        if checks != claimed:
+            failed = [n for n in {**claimed, **checks} if not (checks.get(n) and claimed.get(n))]
             raise VerificationFailed(
-                f"the release report failed the independent checks {list(again.failed)}; "
-                "nothing was written",
-                {**checks, **again.as_dict()},
+                f"the release failed the independent checks {failed}; nothing was written",
+                checks,
             )
         if options.database is not None:
             # Loaded into a temporary schema and renamed in one transaction, committed

@@ -988,3 +988,51 @@ def test_an_audit_part_read_as_a_single_file_audit_is_refused_when_changed(
     assert "counts" in report.failed, report.failed
     detail = next(r.detail for r in report.checks if r.name == "counts")
     assert said in detail, detail
+
+
+def test_the_partitioned_writer_verifies_once_with_the_report_in_place(
+    client, towns_dir, tmp_path, monkeypatch
+):
+    """The manifest and report state the results first; one verification reads them as
+    published, so a page that leaks a source coordinate is refused by it (there is no
+    re-check of the report: the stage is gone)."""
+    import geokanon.report.html as html
+    import geokanon.verify.partitioned as vp
+
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    x = src.load(0)["x"]
+    counts = x.value_counts()
+    leaked = float(counts.index[counts == 1][0])
+    real_page = html.report_html
+    real_verify = vp.verify_partitioned
+    runs: list[object] = []
+
+    def leaky(*args, **kwargs):
+        return real_page(*args, **kwargs).replace("</body>", f"<p>at {leaked!r}</p></body>")
+
+    def counted(*args, **kwargs):
+        runs.append(kwargs.get("checks"))
+        return real_verify(*args, **kwargs)
+
+    monkeypatch.setattr(vp, "verify_partitioned", counted)
+    stages: list[str] = []
+
+    def heard(stage, step=None, *, done=None, total=None):
+        if step is None and stage not in stages:
+            stages.append(stage)
+
+    kwargs = dict(
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        check_determinism=False, progress=heard,
+    )  # fmt: skip
+    done = release_partitions(src, TOWNS_POLICY, tmp_path / "good", **kwargs)
+    assert runs == [None]  # one run, every check
+    assert "re-check the report" not in stages
+    assert stages.index("report") < stages.index("verify the parts against the source partitions")
+    stated = dict(done.manifest["verification"])
+    assert stated == real_verify(tmp_path / "good", source=src, client=client).as_dict()
+    monkeypatch.setattr(html, "report_html", leaky)
+    with pytest.raises(VerificationFailed, match="no_leak") as err:
+        release_partitions(src, TOWNS_POLICY, tmp_path / "bad", **kwargs)
+    assert repr(leaked) not in str(err.value)
+    assert not (tmp_path / "bad").exists()

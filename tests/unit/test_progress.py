@@ -83,7 +83,7 @@ def test_plain_lines_name_every_stage_and_step_with_seconds(tmp_path, capsys):
     err = capsys.readouterr().err
     lines = err.splitlines()
     assert all(line.startswith("geokanon: ") for line in lines), err
-    for stage in ("read", "release core", "write", "verify", "report", "reverify", "rename"):
+    for stage in ("read", "release core", "write", "report", "verify", "rename"):
         assert f"geokanon: {stage} ..." in lines, stage
         assert re.search(rf"^geokanon: {stage} done: {SECONDS} \(elapsed {SECONDS}\)$", err, re.M)
     steps = [
@@ -137,11 +137,10 @@ def test_terminal_shows_a_bar_per_stage_with_elapsed_and_eta(tmp_path, monkeypat
     shown = _segments(terminal.getvalue())
     finals: dict[str, str] = {}
     for seg in shown:  # the last drawing of each stage's row
-        m = re.match(r"^\S\s+(read|release core|write|verify|report|reverify|rename)\s", seg)
+        m = re.match(r"^\S\s+(read|release core|write|verify|report|rename)\s", seg)
         if m:
             finals[m.group(1)] = seg
-    assert set(finals) == {"read", "release core", "write", "verify", "report", "reverify",
-                           "rename"}  # fmt: skip
+    assert set(finals) == {"read", "release core", "write", "report", "verify", "rename"}
     for row in finals.values():
         assert "━" in row and "100%" in row  # a bar, full once the stage is done
         assert re.search(r"elapsed \d+:\d\d:\d\d", row) and re.search(r"eta \d+:\d\d:\d\d", row)

@@ -104,7 +104,7 @@ CHECK_TEXT: dict[str, str] = {
     "of the input does not matter",
     "manifest": "every release file is listed in manifest.json with a matching sha256",
 }
-#: Checks run again once this page is in place (they read it).
+#: The checks that read this page: what :func:`rebuild_report` runs again with a new page.
 RECHECKED = ("holes", "no_leak", "report_safety", "manifest")
 
 #: Okabe-Ito colours of the four labels, and the groups.
@@ -1616,9 +1616,8 @@ def report_html(
         _checks_table(results),
         '<p class="mute">Figures below k read <code>&lt;k</code>; <code>withheld</code> marks '
         "a figure that, with the others, would reveal a smaller one. The checks ran on the "
-        "release files before this page was written; "
-        + ", ".join(f"<code>{n}</code>" for n in RECHECKED)
-        + " ran again with this page in place (the release is not written otherwise).</p>",
+        "release files with this page and the manifest in place, as published (the release "
+        "is not written unless each result is the one shown here).</p>",
         "<h2>Map</h2>",
         '<div class="grid2">',
         f'<div class="panel" id="map-groups">{groups_map}</div>',

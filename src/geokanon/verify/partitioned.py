@@ -803,7 +803,6 @@ def verify_partitioned(
     scratch_dir: str | Path | None = None,
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
-    leak_files: Sequence[str] | None = None,
 ) -> VerificationReport:
     """Run every check of :data:`geokanon.verify.CHECKS` on a partitioned release.
 
@@ -826,10 +825,6 @@ def verify_partitioned(
         representative counts as a member's coordinate).
     checks
         Run only these checks (default: all).
-    leak_files
-        Scan only these small files (relative to ``release/``) in ``no_leak``,
-        and skip the part round's scan (used by the writer to re-check the report
-        once it is in place; the other files are covered by ``manifest``).
 
     Returns
     -------
@@ -867,8 +862,7 @@ def verify_partitioned(
     roles = dict(audit.get("read_options", {}))
     bad = set(ROW_NAMES) | {str(roles[c]) for c in ("subject", "time") if roles.get(c)}
     bad_names = frozenset({b.lower() for b in bad} - STRUCTURAL)
-    leak_all = leak_files is None
-    need_parts = leak_all and any(
+    need_parts = any(
         c in names for c in ("k_subjects", "extent", "representation", "counts", "no_leak")
     )
     route: dict[str, Any] | None = None
@@ -884,14 +878,13 @@ def verify_partitioned(
                 "tile_hi": [int(p.get("tile_hi", 0)) for _, p in sel],
             }
     small = ["manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html", "classes.parquet"]
-    scan_names = list(leak_files) if leak_files is not None else small
-    scan = [(s, str(rel / s)) for s in scan_names if (rel / s).is_file()]
+    scan = [(s, str(rel / s)) for s in small if (rel / s).is_file()]
     meta_file: Path | None = None
     base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
     scratch = base / f"geokanon-verify-{uuid.uuid4().hex[:12]}"
     scratch.mkdir(parents=True)
     try:
-        if leak_all and (rel / "groups.parquet").is_file():
+        if (rel / "groups.parquet").is_file():
             meta = pq.read_schema(rel / "groups.parquet").metadata or {}
             meta_file = scratch / "groups-metadata.txt"
             meta_file.write_text(_metadata_text(rel / "groups.parquet", meta, working))
@@ -931,8 +924,8 @@ def verify_partitioned(
             )  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    reader = _PartitionedRelease(root, parts, r1, r2, has_subject, leak_all)
-    reader.scanned_names = tuple(scan_names)
+    reader = _PartitionedRelease(root, parts, r1, r2, has_subject)
+    reader.scanned_names = tuple(small)
     results = run_checks(_CHECK_FUNCS, reader, names)
     return VerificationReport(results, digests=dict(reader.digests))
 
@@ -957,11 +950,10 @@ class _PartitionedRelease(ReleaseReader):
         r1: list[dict[str, Any]],
         r2: list[dict[str, Any]],
         has_subject: bool,
-        leak_all: bool,
     ) -> None:
         super().__init__(root, None, 0.0)
         self.parts, self.r1, self.r2 = parts, r1, r2
-        self.has_subject, self.leak_all = has_subject, leak_all
+        self.has_subject = has_subject
         self.n = int(sum(r["n"] for r in r1))
         full = [r for r in r1 if "disposals" in r]
         self.complete = len(full) == len(r1)
@@ -1107,14 +1099,13 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
     problems = list(dict.fromkeys(problems))
     problems += _part_problems(rel, "no_leak")
     problems += sample_phrase_findings(rel, rel.scanned_names)
-    if rel.leak_all:
-        listed = {str(p["file"]) for p in rel.parts}
-        scanned_small = {"manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html",
-                         "classes.parquet", "groups.parquet"}  # fmt: skip
-        for p in sorted(rel.rel.rglob("*")):
-            name = p.relative_to(rel.rel).as_posix()
-            if p.is_file() and name not in listed and name not in scanned_small:
-                problems.append(f"{name}: a file no check scans")
+    listed = {str(p["file"]) for p in rel.parts}
+    scanned_small = {"manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html",
+                     "classes.parquet", "groups.parquet"}  # fmt: skip
+    for p in sorted(rel.rel.rglob("*")):
+        name = p.relative_to(rel.rel).as_posix()
+        if p.is_file() and name not in listed and name not in scanned_small:
+            problems.append(f"{name}: a file no check scans")
     return _result(
         "no_leak", problems,
         f"{len(rel.parts)} parts and the small files scanned for source coordinates, "
