@@ -32,8 +32,9 @@ directory of Parquet files, a Dask DataFrame, or any object with ``__len__`` and
 4. *Verify*: :func:`geokanon.verify.partitioned.verify_partitioned`, which re-reads
    the source partitions and the written parts and shares no code with the
    algorithm. It runs once, after the manifest and the report (which state every
-   check as passed) are written, and any other result refuses the release. Everything is built in a hidden sibling directory and renamed
-   into place only when every check passed (all or nothing).
+   check as passed) are written, and any other result refuses the release.
+   Everything is built in a hidden sibling directory and renamed into place only
+   when every check passed (all or nothing).
 
 Not supported yet (refused with a clear message): masks, times (``t_max_s`` or
 published time bins), synthetic records (``allow_synthetic``), an output CRS other

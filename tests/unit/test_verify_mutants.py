@@ -227,6 +227,14 @@ def _delete_report(root: Path) -> None:
     edit_manifest(root, lambda m: m["files"].pop("report.html"))
 
 
+def _record_a_failed_check(root: Path) -> None:
+    edit_manifest(root, lambda m: m["verification"].update(extent=False))
+
+
+def _record_no_holes_result(root: Path) -> None:
+    edit_manifest(root, lambda m: m["verification"].pop("holes"))
+
+
 def _raise_r_max(root: Path) -> None:
     edit_manifest(root, lambda m: m.update(r_max_m=3000.0))
     refresh_manifest(root)
@@ -290,6 +298,16 @@ MUTANTS: dict[str, tuple[Callable[[Path], None], str, str]] = {
         "manifest",
         "files the format promises are missing: report.html",
     ),
+    "manifest records extent as failed": (
+        _record_a_failed_check,
+        "manifest",
+        "manifest verification records extent as not passed",
+    ),
+    "manifest records no holes result": (
+        _record_no_holes_result,
+        "manifest",
+        "manifest verification does not record holes",
+    ),
 }
 
 
@@ -312,7 +330,8 @@ def test_mutant_fails_its_check(
     before = json.loads((root / "release" / "manifest.json").read_text())["files"]
     plant(root)
     after = json.loads((root / "release" / "manifest.json").read_text())["files"]
-    assert before != after or name.startswith("r_max_m")  # the checksums were refreshed
+    # the checksums were refreshed (a mutant of the manifest's own fields changes none)
+    assert before != after or name.startswith(("r_max_m", "manifest records"))
     code, failed = _verify_details(capsys, root, src)
     assert code == 4, f"{name}: exit {code}, failed {failed}"
     assert check in failed, f"{name}: failed {failed}, expected {check}"

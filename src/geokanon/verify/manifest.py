@@ -19,7 +19,9 @@ The rule, exactly as implemented
     null agrees only with null). A ``report_sample`` (the partitioned report's sample)
     is ``records``, ``every``, ``divisor`` as integers, drawn only above ``divisor`` audit
     records with ``every = max(2, records // divisor)``, and ``records`` is exactly what
-    the rule draws from the audit (:func:`_report_sample_problems`).
+    the rule draws from the audit (:func:`_report_sample_problems`). The results the
+    manifest records (``verification``) name every check, each ``true``
+    (:func:`_recorded_results_problems`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import pyarrow.parquet as pq
 
 from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._records import record_paths
-from geokanon.verify._results import CheckResult
+from geokanon.verify._results import CHECKS, NOT_CHECKED_HERE, CheckResult
 
 
 def check_manifest(rel: ReleaseReader) -> CheckResult:
@@ -73,6 +75,7 @@ def check_manifest(rel: ReleaseReader) -> CheckResult:
     problems += _promised_file_problems(rel, set(on_disk))
     problems += _parameter_problems(rel)
     problems += _report_sample_problems(rel)
+    problems += _recorded_results_problems(rel)
     if problems:
         return CheckResult("manifest", False, "; ".join(problems))
     extra = " and the input checksum" if src_sha else ""
@@ -181,6 +184,34 @@ def _parameter_problems(rel: ReleaseReader) -> list[str]:
             if not _crs_agree(crs, column.get("crs", "OGC:CRS84")):
                 problems.append(f"manifest crs is not {path.name}'s GeoParquet CRS")
                 break
+    return problems
+
+
+def _recorded_results_problems(rel: ReleaseReader) -> list[str]:
+    """The results the manifest records (``verification``, which ``report.html`` shows)
+    are a publishable release's: every check of :data:`CHECKS` named and ``true``, and
+    ``deterministic``, where recorded, ``true`` too (the writer records them before its
+    one verification run and refuses a release whose results differ). None or ``{}``:
+    a draft that records no results (then ``report.html`` is not required either)."""
+    rec = rel.manifest.get("verification")
+    if rec is None or rec == {}:
+        return []
+    if not isinstance(rec, Mapping):
+        return ["manifest verification is not a mapping of check names to results"]
+    known = set(CHECKS) | set(NOT_CHECKED_HERE)
+    problems = []
+    missing = [c for c in CHECKS if c not in rec]
+    if missing:
+        problems.append(f"manifest verification does not record {', '.join(missing)}")
+    unknown = sorted(str(n) for n in rec if n not in known)
+    if unknown:
+        problems.append(f"manifest verification records unknown checks {', '.join(unknown)}")
+    failed = [str(n) for n, v in rec.items() if n in known and v is not True]
+    if failed:
+        problems.append(
+            f"manifest verification records {', '.join(failed)} as not passed (a published "
+            "release records every check as passed)"
+        )
     return problems
 
 
