@@ -78,6 +78,7 @@ from geokanon.neighbours import factorize_subject_ids
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 from geokanon.release import (
+    _REPORT_WRITES,
     FORMAT,
     LT_K,
     WITHHELD,
@@ -971,7 +972,6 @@ def _release_held(
                 )  # fmt: skip
                 if sample.entry is not None:
                     manifest["report_sample"] = sample.entry
-                    finish_manifest(tmp, manifest)
                 _return_free_memory()
                 # The manifest and the report state the checks' results before the checks
                 # run: the release is checked once, in its final bytes (report and manifest
@@ -989,10 +989,15 @@ def _release_held(
                         "records: the second core run on shuffled rows is skipped (pass "
                         "check_determinism=True to run it)"
                     }
-                finish_manifest(tmp, manifest)
+                # every file is hashed once; the report's files again after it
+                digests = finish_manifest(tmp, manifest)
                 say("report")
                 _report(tmp, sample, claimed, scratch)
-                finish_manifest(tmp, manifest)
+                finish_manifest(
+                    tmp,
+                    manifest,
+                    unchanged={f: d for f, d in digests.items() if f not in _REPORT_WRITES},
+                )
                 say("verify the parts against the source partitions")
                 report = verify_partitioned(tmp, source=source, client=c, scratch_dir=scratch)
                 checks = report.as_dict()
@@ -1038,7 +1043,9 @@ def _write_all(
     say: Callable[[str], None],
     notes: Callable[..., str],
 ) -> dict[str, Any]:
-    """Every file of the release under ``root`` (a hidden build directory); the core's
+    """Every file of the release under ``root`` (a hidden build directory) but
+    ``manifest.json``, whose content is returned (the caller adds the results the
+    verifier must confirm, then writes it with every file's checksum); the core's
     per-record arrays are read from ``state`` (with groups numbered as published)."""
     k = policy.k
     keep = tuple(options.keep)
@@ -1210,5 +1217,4 @@ def _write_all(
         overall = [f.sentence for f in findings if f.stratum == "all"]
         sentences = overall or ["No attribute was compared."]
     (rel / "RELEASE_NOTES.md").write_text(notes(manifest, units, policy, sentences))
-    finish_manifest(root, manifest)
     return manifest
