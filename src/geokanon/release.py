@@ -33,11 +33,11 @@ import json
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -70,6 +70,9 @@ from geokanon.io.read import PointTable
 from geokanon.neighbours import count_distinct
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
+
+if TYPE_CHECKING:
+    from geokanon.verify import VerificationReport
 
 __all__ = [
     "LOCAL_METRES_NOTE",
@@ -1477,6 +1480,45 @@ def finish_manifest(
     return dict(files)
 
 
+def _claimed_results(deterministic: bool | None) -> dict[str, bool]:
+    """The results a writer records in the manifest and the report before its one
+    verification run: every check of :data:`geokanon.verify.CHECKS` passed, and
+    ``deterministic`` as found (absent when it was not run)."""
+    from geokanon.verify import CHECKS
+
+    claimed = {name: True for name in CHECKS}
+    if deterministic is not None:
+        claimed["deterministic"] = bool(deterministic)
+    return claimed
+
+
+def _confirm_results(
+    report: VerificationReport,
+    claimed: Mapping[str, bool],
+    deterministic: bool | None,
+    *,
+    details: bool,
+) -> dict[str, bool]:
+    """The verification's results (``report``, a :class:`geokanon.verify.VerificationReport`,
+    with ``deterministic``), required to be exactly the ``claimed`` ones the release
+    states; else :class:`VerificationFailed` naming every check that did not pass (with
+    each failed check's detail when ``details``: figures only) and nothing is written."""
+    checks: dict[str, bool] = report.as_dict()
+    if deterministic is not None:
+        checks["deterministic"] = bool(deterministic)
+    if checks != dict(claimed):
+        failed = [n for n in {**claimed, **checks} if not (checks.get(n) and claimed.get(n))]
+        said = ""
+        if details:
+            said = "; ".join(f"{r.name}: {r.detail}" for r in report.checks if not r.passed)
+            said = f" ({said})"
+        raise VerificationFailed(
+            f"the release failed the independent checks {failed}; nothing was written{said}",
+            checks,
+        )
+    return checks
+
+
 def write_release(
     out: str | Path,
     table: PointTable,
@@ -1535,7 +1577,7 @@ def write_release(
     WriteError
         ``out`` could not be written (read-only or full filesystem, no permission).
     """
-    from geokanon.verify import CHECKS, verify_release
+    from geokanon.verify import verify_release
 
     def stage(name: str) -> Progress | None:
         if name != "write":
@@ -1556,9 +1598,7 @@ def write_release(
         # The manifest and the report state the checks' results before the checks run:
         # the release is checked once, in its final bytes (report and manifest included),
         # and it is written only if every result is the one stated.
-        claimed = {name: True for name in CHECKS}
-        if deterministic is not None:
-            claimed["deterministic"] = bool(deterministic)
+        claimed = _claimed_results(deterministic)
         manifest["verification"] = claimed
         digests = finish_manifest(tmp, manifest, unchanged=written)
         from geokanon.report.html import build_report
@@ -1572,15 +1612,7 @@ def write_release(
         )
         truth = source if source is not None else table
         report = verify_release(tmp, source=truth, progress=stage("verify"), before_report=False)
-        checks = report.as_dict()
-        if deterministic is not None:
-            checks["deterministic"] = bool(deterministic)
-        if checks != claimed:
-            failed = [n for n in {**claimed, **checks} if not (checks.get(n) and claimed.get(n))]
-            raise VerificationFailed(
-                f"the release failed the independent checks {failed}; nothing was written",
-                checks,
-            )
+        _confirm_results(report, claimed, deterministic, details=False)
         if options.database is not None:
             # Loaded into a temporary schema and renamed in one transaction, committed
             # only once DIR (audit and files) is in place: a failure leaves both as they were.

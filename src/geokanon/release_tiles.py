@@ -72,7 +72,7 @@ from geokanon.distributed import (
     dask_client,
     run_core_distributed,
 )
-from geokanon.errors import InputError, ReleaseRefused, VerificationFailed
+from geokanon.errors import InputError, ReleaseRefused
 from geokanon.io.gis import geo_table, geoparquet_metadata, point_bbox
 from geokanon.neighbours import factorize_subject_ids
 from geokanon.policy import Disposal, Label, OutlierPolicy
@@ -84,6 +84,8 @@ from geokanon.release import (
     WITHHELD,
     ReleaseOptions,
     _atomic_directory,
+    _claimed_results,
+    _confirm_results,
     _hidden_cells_safe,
     _points_extent,
     _published_pass,
@@ -883,7 +885,6 @@ def _release_held(
     from geokanon.io.read import same_rows
     from geokanon.pipeline import _same_decisions, _write_refusal
     from geokanon.report.notes import release_notes
-    from geokanon.verify import CHECKS
     from geokanon.verify.partitioned import SCOPE, verify_partitioned
 
     say = progress or (lambda _stage: None)
@@ -976,9 +977,7 @@ def _release_held(
                 # The manifest and the report state the checks' results before the checks
                 # run: the release is checked once, in its final bytes (report and manifest
                 # included), and written only if every result is the one stated.
-                claimed = {name: True for name in CHECKS}
-                if deterministic is not None:
-                    claimed["deterministic"] = bool(deterministic)
+                claimed = _claimed_results(deterministic)
                 manifest["verification"] = claimed
                 manifest["verification_scope"] = dict(SCOPE)
                 if deterministic is None:
@@ -1000,21 +999,7 @@ def _release_held(
                 )
                 say("verify the parts against the source partitions")
                 report = verify_partitioned(tmp, source=source, client=c, scratch_dir=scratch)
-                checks = report.as_dict()
-                if deterministic is not None:
-                    checks["deterministic"] = bool(deterministic)
-                if checks != claimed:
-                    failed = [
-                        n for n in {**claimed, **checks} if not (checks.get(n) and claimed.get(n))
-                    ]
-                    details = "; ".join(
-                        f"{r.name}: {r.detail}" for r in report.checks if not r.passed
-                    )
-                    raise VerificationFailed(
-                        f"the release failed the independent checks {failed}; nothing was "
-                        f"written ({details})",
-                        checks,
-                    )
+                _confirm_results(report, claimed, deterministic, details=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     with contextlib.suppress(Exception):

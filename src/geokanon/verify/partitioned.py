@@ -141,6 +141,11 @@ from geokanon.verify.representation import check_representation
 __all__ = ["SCOPE", "verify_partitioned"]
 
 #: Where a partitioned check covers less than the single-machine check, and why.
+
+#: The small files of ``release/`` every source task scans for its partition's values
+#: (``groups.parquet``'s rows are scanned by the parts, its metadata by the source tasks).
+SMALL_FILES = ("manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html", "classes.parquet")
+
 SCOPE: dict[str, str] = {
     "no_leak": "release parts are scanned against the source records routed to them (their "
     "members, and every source record in the part's tiles, so a representative equal to any "
@@ -877,8 +882,7 @@ def verify_partitioned(
                 "tile_lo": [int(p.get("tile_lo", 0)) for _, p in sel],
                 "tile_hi": [int(p.get("tile_hi", 0)) for _, p in sel],
             }
-    small = ["manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html", "classes.parquet"]
-    scan = [(s, str(rel / s)) for s in small if (rel / s).is_file()]
+    scan = [(s, str(rel / s)) for s in SMALL_FILES if (rel / s).is_file()]
     meta_file: Path | None = None
     base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
     scratch = base / f"geokanon-verify-{uuid.uuid4().hex[:12]}"
@@ -925,7 +929,6 @@ def verify_partitioned(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     reader = _PartitionedRelease(root, parts, r1, r2, has_subject)
-    reader.scanned_names = tuple(small)
     results = run_checks(_CHECK_FUNCS, reader, names)
     return VerificationReport(results, digests=dict(reader.digests))
 
@@ -1006,7 +1009,6 @@ class _PartitionedRelease(ReleaseReader):
         if shas and all(shas):
             combined = hashlib.sha256("\n".join(str(x) for x in shas).encode()).hexdigest()
         self.__dict__["source"] = Source(sha256=combined)
-        self.scanned_names: tuple[str, ...] = ()
         self.sampled = (
             int(sum(r["sample_records"] for r in r1))
             if r1 and all("sample_records" in r for r in r1)
@@ -1098,10 +1100,9 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
     # the same finding from several partitions once
     problems = list(dict.fromkeys(problems))
     problems += _part_problems(rel, "no_leak")
-    problems += sample_phrase_findings(rel, rel.scanned_names)
+    problems += sample_phrase_findings(rel, SMALL_FILES)
     listed = {str(p["file"]) for p in rel.parts}
-    scanned_small = {"manifest.json", "units.csv", "RELEASE_NOTES.md", "report.html",
-                     "classes.parquet", "groups.parquet"}  # fmt: skip
+    scanned_small = {*SMALL_FILES, "groups.parquet"}  # groups.parquet: its rows in the parts
     for p in sorted(rel.rel.rglob("*")):
         name = p.relative_to(rel.rel).as_posix()
         if p.is_file() and name not in listed and name not in scanned_small:
