@@ -24,7 +24,13 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon.grouping import CAP_K, _covering_rep_nb, has_k_distinct, hilbert_keys
+from geokanon.grouping import (
+    CAP_K,
+    KernelInt,
+    _covering_rep_nb,
+    has_k_distinct,
+    hilbert_keys,
+)
 from geokanon.neighbours import sorted_unique, stable_argsort
 
 __all__ = ["candidate_pairs", "recut_groups"]
@@ -156,8 +162,8 @@ def _pool_cost(
     uy: NDArray[np.float64],
     uw: NDArray[np.float64],
     order: NDArray[np.int64],
-    lo: int,
-    hi: int,
+    lo: KernelInt,
+    hi: KernelInt,
 ) -> float:
     """Summed weighted distance of the pooled atoms ``order[lo:hi]`` to their centroid."""
     sw = 0.0
@@ -178,19 +184,19 @@ def _pool_cost(
 
 
 @nb.njit(cache=True)
-def _distinct_at_least(us: NDArray[np.int64], order: NDArray[np.int64], lo: int, hi: int,
-                       k: int, tmp: NDArray[np.int64]) -> bool:  # fmt: skip
+def _distinct_at_least(us: NDArray[np.int64], order: NDArray[np.int64], lo: KernelInt,
+                       hi: KernelInt, k: int, tmp: NDArray[np.int64]) -> bool:  # fmt: skip
     """Whether the pooled atoms ``order[lo:hi]`` hold at least k distinct subjects."""
     for i in range(lo, hi):
         tmp[i - lo] = us[order[i]]
-    return has_k_distinct(tmp, hi - lo, k)
+    return has_k_distinct(tmp, int(hi - lo), k)
 
 
 @nb.njit(cache=True)
 def _pool_valid(
     order: NDArray[np.int64],
-    lo: int,
-    hi: int,
+    lo: KernelInt,
+    hi: KernelInt,
     ux: NDArray[np.float64],
     uy: NDArray[np.float64],
     uw: NDArray[np.float64],
@@ -328,6 +334,7 @@ def _best_cut(
     order = buf_i[2]
     tmp = buf_i[3]
     side = buf_i[5]
+    zero = np.int64(0)  # typed, not literal: numba compiles a callee once per arg types
     ux = buf_f[0]
     uy = buf_f[1]
     uw = buf_f[2]
@@ -395,7 +402,9 @@ def _best_cut(
         c = code % (n + 1)
         ang = theta + math.pi * d / n_dir
         _sort_along(ux, uy, n, math.cos(ang), math.sin(ang), proj, order)
-        v = _pool_cost(ux, uy, uw, order, 0, c) + _pool_cost(ux, uy, uw, order, c, n)
+        v = _pool_cost(ux, uy, uw, order, zero, np.int64(c)) + _pool_cost(
+            ux, uy, uw, order, np.int64(c), np.int64(n)
+        )
         if v < limit:
             ex_v[ne] = v
             ex_c[ne] = code
@@ -413,9 +422,11 @@ def _best_cut(
         c = code % (n + 1)
         ang = theta + math.pi * d / n_dir
         _sort_along(ux, uy, n, math.cos(ang), math.sin(ang), proj, order)
-        ok = _pool_valid(order, 0, c, ux, uy, uw, us, ox, oy, tmp, bx, by, bw, k, r, step)
+        ok = _pool_valid(order, zero, np.int64(c), ux, uy, uw, us, ox, oy, tmp, bx, by, bw, k,
+                         r, step)  # fmt: skip
         if ok:
-            ok = _pool_valid(order, c, n, ux, uy, uw, us, ox, oy, tmp, bx, by, bw, k, r, step)
+            ok = _pool_valid(order, np.int64(c), np.int64(n), ux, uy, uw, us, ox, oy, tmp, bx,
+                             by, bw, k, r, step)  # fmt: skip
         if ok:
             for i in range(n):
                 side[order[i]] = 0 if i < c else 1

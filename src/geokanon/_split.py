@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geokanon._recut import _group_cost, _pool_cost, _pool_valid, candidate_pairs
-from geokanon.grouping import CAP_K
+from geokanon.grouping import CAP_K, KernelInt
 
 __all__ = ["split_groups"]
 
@@ -294,6 +294,7 @@ def _best_split(
                                 rw - pw, rx - px, ry - py, rq - pq)  # fmt: skip
                             _keep_best(v, (d1 * nn + c1) * n_dir * nn + d2 * nn + c2,
                                        top_v, top_c, m_exact)  # fmt: skip
+    zero = np.int64(0)  # typed, not literal: numba compiles a callee once per arg types
     limit = base - 1e-9 * (1.0 + base)
     best_v = limit
     best_code = -1
@@ -301,7 +302,7 @@ def _best_split(
         code = top_c[i]
         if code < 0:
             break
-        _parts_of(code, n, n_dir, parts, orders, part)
+        _parts_of(np.int64(code), np.int64(n), n_dir, parts, orders, part)
         v = 0.0
         for p in range(parts):
             c = 0
@@ -309,7 +310,7 @@ def _best_split(
                 if part[t] == p:
                     order[c] = t
                     c += 1
-            v += _pool_cost(ux, uy, uw, order, 0, c)
+            v += _pool_cost(ux, uy, uw, order, zero, np.int64(c))
         if v >= best_v:
             continue
         ok = True
@@ -319,8 +320,8 @@ def _best_split(
                 if part[t] == p:
                     order[c] = t
                     c += 1
-            if not _pool_valid(order, 0, c, ux, uy, uw, us, ox, oy, tmp, bx, by, bw, k, r,
-                               step):  # fmt: skip
+            if not _pool_valid(order, zero, np.int64(c), ux, uy, uw, us, ox, oy, tmp, bx, by, bw,
+                               k, r, step):  # fmt: skip
                 ok = False
                 break
         if ok:
@@ -328,12 +329,12 @@ def _best_split(
             best_code = code
     if best_code < 0:
         return 0.0, n
-    _parts_of(best_code, n, n_dir, parts, orders, side)
+    _parts_of(np.int64(best_code), np.int64(n), n_dir, parts, orders, side)
     return base - best_v, n
 
 
 @nb.njit(cache=True)
-def _parts_of(code: int, n: int, n_dir: int, parts: int, orders: NDArray[np.int64],
+def _parts_of(code: KernelInt, n: KernelInt, n_dir: int, parts: int, orders: NDArray[np.int64],
               part: NDArray[np.int64]) -> None:  # fmt: skip
     """``part[:n]``: each pooled atom's part under the cut ``code`` (see
     :func:`_best_split`)."""

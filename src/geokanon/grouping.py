@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numba as nb
 import numpy as np
@@ -65,6 +65,14 @@ from geokanon.neighbours import (
     stable_argsort,
 )
 from geokanon.policy import OutlierPolicy
+
+#: A compiled kernel's integer or flag argument: a Python value, or a numpy scalar
+#: (``np.int64(0)``, ``np.bool_(True)``). Compiled callers pass the numpy scalar where
+#: the value is a constant: numba types a literal ``0`` or ``True`` as a type of its own
+#: and compiles the callee once more for it (5 compiles of :func:`_sweep_piece`, ~5 s
+#: each, on a first run), while ``np.int64(0)`` is an ``int64`` like any other.
+KernelInt: TypeAlias = int | np.int64
+KernelBool: TypeAlias = bool | np.bool_
 
 __all__ = [
     "Grouping",
@@ -2369,9 +2377,9 @@ IMPROVE_PIECE = 1 << 17
 
 @nb.njit(cache=True)
 def _cost_of(
-    g: int,
-    drop: int,
-    extra: int,
+    g: KernelInt,
+    drop: KernelInt,
+    extra: KernelInt,
     head: NDArray[np.int64],
     nxt: NDArray[np.int64],
     ax: NDArray[np.float64],
@@ -2398,7 +2406,7 @@ def _cost_of(
 
 @nb.njit(cache=True)
 def _slope_of(
-    g: int,
+    g: KernelInt,
     head: NDArray[np.int64],
     nxt: NDArray[np.int64],
     ax: NDArray[np.float64],
@@ -2554,10 +2562,10 @@ def _unchanged(
 
 @nb.njit(cache=True)
 def _sweep_piece(
-    p: int,
-    piece: int,
-    now: int,
-    rest: bool,
+    p: KernelInt,
+    piece: KernelInt,
+    now: KernelInt,
+    rest: KernelBool,
     inner: NDArray[np.bool_],
     home: NDArray[np.int64],
     atom_group: NDArray[np.int64],
@@ -2582,7 +2590,7 @@ def _sweep_piece(
     step: float,
     cap: int,
     screen: float,
-    bound: bool,
+    bound: KernelBool,
     order: NDArray[np.int64] | None = None,
     lo: int = 0,
     hi: int = 0,
@@ -2609,6 +2617,7 @@ def _sweep_piece(
     """
     na = atom_group.size
     nq = nbr.shape[1]
+    no_atom = np.int64(-1)  # typed, not literal: one compiled _cost_of
     bx = np.empty(cap + 2)
     by = np.empty(cap + 2)
     bw = np.empty(cap + 2)
@@ -2618,10 +2627,10 @@ def _sweep_piece(
     c_b = np.empty(2 * nq, np.int64)
     c_g = np.empty(2 * nq)
     c_hh = np.empty(2 * nq)
-    t = now
+    t = int(now)
     if order is None:
-        lo = 0 if rest else p * piece
-        hi = na if rest else min(na, (p + 1) * piece)
+        lo = 0 if rest else int(p * piece)
+        hi = na if rest else min(na, int((p + 1) * piece))
     for i in range(lo, hi):
         if order is None:
             a = i
@@ -2654,7 +2663,7 @@ def _sweep_piece(
         nc = 0
         cg_move = -1.0
         for q in range(nq):
-            b = nbr[a, q]
+            b = np.int64(nbr[a, q])  # int64, as c_b: one compiled _cost_of
             if b < 0:
                 continue
             h = atom_group[b]
@@ -2698,10 +2707,10 @@ def _sweep_piece(
             if move_hint and not seen and size[g] - 1 >= k:
                 # g without a: the same for every h, costed once per atom
                 if cg_move < 0.0:
-                    cg_move = _cost_of(g, a, -1, head, nxt, ax, ay, aw, sw[g] - wa,
+                    cg_move = _cost_of(g, a, no_atom, head, nxt, ax, ay, aw, sw[g] - wa,
                                        sx[g] - wa * ax[a], sy[g] - wa * ay[a])  # fmt: skip
                 cg = cg_move
-                ch = _cost_of(h, -1, a, head, nxt, ax, ay, aw, sw[h] + wa, sx[h] + wa * ax[a],
+                ch = _cost_of(h, no_atom, a, head, nxt, ax, ay, aw, sw[h] + wa, sx[h] + wa * ax[a],
                               sy[h] + wa * ay[a])  # fmt: skip
                 if base - cg - ch > eps:
                     c_gain[nc], c_h[nc], c_b[nc], c_g[nc], c_hh[nc] = base - cg - ch, h, -1, cg, ch
@@ -2759,7 +2768,7 @@ def _sweep_piece(
         changed[g] = t + 1
         changed[h] = t + 1
         t += 1
-    return t - now
+    return int(t - now)
 
 
 @nb.njit(cache=True)
@@ -2825,9 +2834,12 @@ def _group_costs(
     n_groups = head.size
     cost = np.zeros(n_groups)
     slope = np.zeros((n_groups, 3))
-    for gi in nb.prange(n_groups):
+    no_atom = np.int64(-1)  # typed, not literal: one compiled _cost_of (see _sweep_piece)
+    for i in nb.prange(n_groups):
+        gi = np.int64(i)
         if need[gi] and head[gi] >= 0:
-            cost[gi] = _cost_of(gi, -1, -1, head, nxt, ax, ay, aw, sw[gi], sx[gi], sy[gi])
+            cost[gi] = _cost_of(gi, no_atom, no_atom, head, nxt, ax, ay, aw, sw[gi], sx[gi],
+                                sy[gi])  # fmt: skip
             slope[gi, 0], slope[gi, 1], slope[gi, 2] = _slope_of(
                 gi, head, nxt, ax, ay, aw, sx[gi] / sw[gi], sy[gi] / sw[gi]
             )
@@ -2881,7 +2893,13 @@ def _improve(
     home = np.empty(n_groups, np.int64)  # the piece holding all of a group, else -1
     made_in = np.zeros(n_pieces, np.int64)
     changes = 0
-    now = 1
+    now = np.int64(1)
+    # typed values, not literals: numba compiles a callee once per argument types, and
+    # a literal 0 or True is a type of its own (five compiles of _sweep_piece, ~5 s each)
+    first = np.int64(0)
+    pieces = np.bool_(False)
+    others = np.bool_(True)
+    bounded = np.bool_(bound)
     for _sweep in range(sweeps):
         home[:] = -2
         for a in range(na):
@@ -2893,15 +2911,15 @@ def _improve(
                 elif home[g] != pa:
                     home[g] = -1
         for pi in nb.prange(n_pieces):
-            made_in[pi] = _sweep_piece(pi, piece, now, False, inner, home, atom_group, head,
-                                       nxt, prv, size, sw, sx, sy, cost, slope, changed, seen_at,
-                                       ax, ay, aw, asub, nbr, k, r, step, cap, screen,
-                                       bound)  # fmt: skip
+            made_in[pi] = _sweep_piece(np.int64(pi), piece, now, pieces, inner, home, atom_group,
+                                       head, nxt, prv, size, sw, sx, sy, cost, slope, changed,
+                                       seen_at, ax, ay, aw, asub, nbr, k, r, step, cap, screen,
+                                       bounded)  # fmt: skip
         made = int(made_in.sum())
         now += int(made_in.max()) + 1
-        rest = _sweep_piece(0, piece, now, True, inner, home, atom_group, head, nxt, prv,
+        rest = _sweep_piece(first, piece, now, others, inner, home, atom_group, head, nxt, prv,
                             size, sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub,
-                            nbr, k, r, step, cap, screen, bound)  # fmt: skip
+                            nbr, k, r, step, cap, screen, bounded)  # fmt: skip
         now += rest + 1
         made += rest
         changes += made
@@ -3057,11 +3075,15 @@ def _polish(
     seen_at = np.zeros(na, np.int64)
     made = np.zeros(n_chunks, np.int64)
     home = np.full(n_groups, -1, np.int64)  # not read by a listed phase
+    first = np.int64(0)  # typed values, not literals: see _improve
+    one = np.int64(1)
+    listed = np.bool_(True)
+    bounded = np.bool_(True)
     for j in nb.prange(n_chunks):
-        made[j] = _sweep_piece(0, 1, 1, True, visit, home, atom_group, head, nxt, prv, size, sw,
-                               sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub, nbr, k,
-                               r, step, cap, screen, True, order, start[cut[j]],
-                               start[cut[j + 1]])  # fmt: skip
+        made[j] = _sweep_piece(first, one, one, listed, visit, home, atom_group, head, nxt,
+                               prv, size, sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw,
+                               asub, nbr, k, r, step, cap, screen, bounded, order,
+                               start[cut[j]], start[cut[j + 1]])  # fmt: skip
     return int(made.sum())
 
 
