@@ -1427,6 +1427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _warning_printer(args.display)
             if args.command in _WITH_PROGRESS:  # something shows from the first moment
                 args.display("start", "loading modules")
+            if args.command in _COMPILES:
+                from geokanon._jit import COMPILE_NOTE, kernels_cached
+
+                if not kernels_cached():  # else the first run sits silent for minutes
+                    args.display.message(COMPILE_NOTE)
             _tidy_output_parent(args)
             return int(args.func(args))
     except GeokanonError as exc:
@@ -1439,6 +1444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 #: Commands that report their stages (the others finish at once).
 _WITH_PROGRESS = frozenset({"classify", "release", "verify", "sweep", "risk", "demo"})
+
+#: Commands that run the classification and grouping kernels (compiled on first use).
+_COMPILES = frozenset({"classify", "release", "sweep", "demo"})
 
 
 def _tidy_output_parent(args: argparse.Namespace) -> None:
