@@ -1129,8 +1129,8 @@ def group_records(
 
     # The valid runs are the groups, numbered 0..m-1 in curve order.
     atom_group = _run_groups(starts, ok)
-    reps_x = [float(v) for v in rep_x[ok]]
-    reps_y = [float(v) for v in rep_y[ok]]
+    reps_x: list[float] = rep_x[ok].tolist()
+    reps_y: list[float] = rep_y[ok].tolist()
     members = _Members(atom_group, len(reps_x))
 
     leftovers = np.flatnonzero(atom_group < 0)
@@ -1218,8 +1218,8 @@ def repair_groups(
     atom_group = np.where(
         (atom_group >= 0) & alive[np.maximum(atom_group, 0)], new_id[np.maximum(atom_group, 0)], -1
     )
-    reps_x = [float(v) for v in rep_x[alive]]
-    reps_y = [float(v) for v in rep_y[alive]]
+    reps_x: list[float] = rep_x[alive].tolist()
+    reps_y: list[float] = rep_y[alive].tolist()
     members = _Members(atom_group, len(reps_x))
     leftovers = np.flatnonzero(atom_group < 0)
     if leftovers.size:
