@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         rows: dict[str, list[tuple[float, float, int]]] = {name: [] for name in trees}
         for i in range(args.repeat):
             for name, src in trees.items():
-                cache = tmp / f"cache-{i}-{len(rows[name])}-{name.replace(' ', '_')}"
+                cache = tmp / f"cache-{i}-{name.replace(' ', '_')}"
                 cold = _demo(src, cache, tmp / "out")
                 warm = _demo(src, cache, tmp / "out")
                 variants = sum(1 for _ in (cache / "numba").rglob("*.nbc"))

@@ -1281,7 +1281,7 @@ def _join_groups(
                 members.add(g, int(a))
                 atom_group[a] = g
                 if g in ext:
-                    ext[g] = _extremes(_with_point(ext[g], ax[a], ay[a]))
+                    ext[g] = _extremes(np.concatenate((ext[g], [[ax[a], ay[a]]])))
                 break
             e = ext.get(g)
             if e is None:
@@ -1298,18 +1298,8 @@ def _join_groups(
                 members.add(g, int(a))
                 atom_group[a] = g
                 reps_x[g], reps_y[g] = rep
-                ext[g] = _extremes(_with_point(e, ax[a], ay[a]))
+                ext[g] = _extremes(np.concatenate((e, [[ax[a], ay[a]]])))
                 break
-
-
-def _with_point(pts: NDArray[np.float64], x: float, y: float) -> NDArray[np.float64]:
-    """``pts`` (rows x, y) with the point (x, y) as one more row (``np.r_`` costs more in
-    :func:`_join_groups`'s per-atom loop)."""
-    out = np.empty((pts.shape[0] + 1, 2))
-    out[:-1] = pts
-    out[-1, 0] = x
-    out[-1, 1] = y
-    return out
 
 
 def _extremes(pts: NDArray[np.float64]) -> NDArray[np.float64]:
