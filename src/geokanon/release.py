@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -560,6 +561,46 @@ def check_keep(keep: Sequence[str], table: PointTable) -> None:
         )
 
 
+@nb.njit(cache=True, nogil=True)
+def _chunk_values(
+    s: np.ndarray, g: np.ndarray, c: np.ndarray, gx: np.ndarray, gy: np.ndarray
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:  # pragma: no cover - compiled
+    """The published values of source rows ``s`` of groups ``g`` and classes ``c``, in one
+    pass: group id and whether it is missing, class id and whether it is missing, the
+    level's code (0 ``group``, ``1 + class`` generalised, -1 none), the representative
+    ``x``, ``y`` (NaN without a group), and whether each row starts a run of rows of one
+    group and class."""
+    n = s.size
+    gid = np.zeros(n, dtype=np.int64)
+    cid = np.zeros(n, dtype=np.int64)
+    no_group = np.ones(n, dtype=np.bool_)
+    no_class = np.ones(n, dtype=np.bool_)
+    level = np.full(n, -1, dtype=np.int32)
+    x = np.full(n, np.nan)
+    y = np.full(n, np.nan)
+    new = np.ones(n, dtype=np.bool_)
+    last_g, last_c = 0, 0
+    for i in range(n):
+        gi, ci = g[s[i]], c[s[i]]
+        if ci >= 0:
+            cid[i] = ci
+            no_class[i] = False
+            level[i] = 1 + ci
+        if gi >= 0:
+            gid[i] = gi
+            no_group[i] = False
+            level[i] = 0
+            if gx.size:
+                x[i] = gx[gi]
+                y[i] = gy[gi]
+        if i > 0:
+            new[i] = gi != last_g or ci != last_c
+        last_g, last_c = gi, ci
+    return gid, no_group, cid, no_class, level, x, y, new
+
+
 @dataclass(frozen=True)
 class _RecordColumns:
     """What the published columns of ``records.parquet``/``records.csv`` are made from.
@@ -587,29 +628,20 @@ class _RecordColumns:
         starts (rows of one group, or of one class, are identical unless time bins or
         kept columns tell them apart); and ``x``, ``y`` (NaN where null) for the geometry.
         """
-        gs = self.g[s]
-        cs = self.c[s]
-        grp = gs >= 0
-        gen = cs >= 0
-        safe_c = np.maximum(cs, 0)
-        level_code = np.where(grp, 0, np.where(gen, 1 + safe_c, -1)).astype(np.int32)
+        gid, no_group, cid, no_class, level_code, x, y, new = _chunk_values(
+            s, self.g, self.c, self.gx, self.gy
+        )
         level = pa.DictionaryArray.from_arrays(
             pa.array(level_code, mask=level_code < 0), self.level_names
         ).cast(pa.large_string())
         unit = pa.DictionaryArray.from_arrays(
-            pa.array(safe_c.astype(np.int32), mask=~gen), self.class_units
+            pa.array(cid.astype(np.int32), mask=no_class), self.class_units
         ).cast(pa.large_string())
-        safe_g = np.where(grp, gs, 0)
-        if self.gx.size:
-            x = np.where(grp, self.gx[safe_g], np.nan)
-            y = np.where(grp, self.gy[safe_g], np.nan)
-        else:
-            x = y = np.full(s.size, np.nan)
         rest = [] if self.extra is None else self.extra.slice(start, s.size).columns
         table = pa.Table.from_arrays(
             [
-                pa.array(safe_g.astype(np.int64), mask=~grp),
-                pa.array(np.where(gen, cs, 0).astype(np.int64), mask=~gen),
+                pa.array(gid, mask=no_group),
+                pa.array(cid, mask=no_class),
                 level,
                 unit,
                 pa.array(x, from_pandas=True),
@@ -618,9 +650,6 @@ class _RecordColumns:
             ],
             schema=self.schema,
         )
-        # Every published value of a row follows from its group and class, and the rest.
-        new = np.ones(s.size, dtype=bool)
-        new[1:] = (gs[1:] != gs[:-1]) | (cs[1:] != cs[:-1])
         for col in rest:
             if s.size < 2:
                 break
@@ -698,11 +727,13 @@ def _parquet_writer(
     )  # fmt: skip
 
 
-def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -> bytes | pa.Buffer:
-    """CSV text of ``table`` (pyarrow: strings quoted, numbers in shortest round-trip form).
+def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -> list[pa.Buffer]:
+    """CSV text of ``table`` (pyarrow: strings quoted, numbers in shortest round-trip form),
+    as buffers to write one after the other.
 
     With ``starts`` (where each run of identical consecutive rows starts), only the first
-    row of each run is turned into text, and its line repeated: the same text. That pays
+    row of each run is turned into text, and its line repeated by pyarrow's ``take`` (no
+    Python object per line, and without the interpreter lock): the same text. That pays
     when runs are long (rows of a group); with at least one run per two rows (a kept
     column that tells the members apart) every row is turned into text.
     """
@@ -714,18 +745,22 @@ def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -
         return sink.getvalue()
 
     n = table.num_rows
-    if starts is None or 2 * starts.size > n:
-        return text(table)
-    lines = text(table.take(starts)).to_pybytes().split(b"\n")
-    if len(lines) != starts.size + int(header) + 1:  # a value or name holds a line break
-        return text(table)
-    counts = np.diff(np.append(starts, n)).tolist()
-    out = [lines[0] + b"\n"] if header else []
-    body = lines[1:-1] if header else lines[:-1]
-    out += [
-        line + b"\n" if k == 1 else (line + b"\n") * k for line, k in zip(body, counts, strict=True)
-    ]
-    return b"".join(out)
+    if starts is None or n == 0 or 2 * starts.size > n:
+        return [text(table)]
+    firsts = text(table.take(starts))
+    # one past the end of every line (each ends with a line break)
+    ends = np.flatnonzero(np.frombuffer(firsts, dtype=np.uint8) == ord("\n")) + 1
+    if ends.size != starts.size + int(header):  # a value or name holds a line break
+        return [text(table)]
+    head = int(ends[0]) if header else 0
+    offsets = np.concatenate([[head], ends[int(header) :]]).astype(np.int64) - head
+    lines = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), starts.size, [None, pa.py_buffer(offsets), firsts.slice(head)]
+    )
+    runs = np.repeat(np.arange(starts.size, dtype=np.int64), np.diff(np.append(starts, n)))
+    body = lines.take(pa.array(runs))
+    size = int(np.frombuffer(body.buffers()[1], dtype=np.int64, count=n + 1)[n])
+    return [firsts.slice(0, head), body.buffers()[2].slice(0, size)]
 
 
 def _write_records(
@@ -739,9 +774,10 @@ def _write_records(
 
     ``progress`` is called with the rows written so far after each chunk.
 
-    Each chunk's CSV text is made in a second thread while the main one writes the
-    chunk's row group; the CSV is hashed as it is written. Columns pyarrow cannot
-    write as text (rare attribute types) fall back to pandas for the CSV.
+    Each chunk's CSV text is made, hashed and written in a second thread while the main
+    one writes the chunk's row group (pyarrow and hashlib release the interpreter lock).
+    Columns pyarrow cannot write as text (rare attribute types) fall back to pandas for
+    the CSV.
     """
     meta = dict(columns.schema.metadata or {})
     meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
@@ -752,34 +788,30 @@ def _write_records(
     )
     csv_path = rel / "records.csv"
     csv_hash: Any = hashlib.sha256()
-    csv_failed = False
+    csv_failed = threading.Event()
     with (
-        ThreadPoolExecutor(max_workers=1) as text_pool,
         open(csv_path, "wb") as fh,
+        ThreadPoolExecutor(max_workers=1) as text_pool,
         _parquet_writer(rel / "records.parquet", schema) as writer,
     ):
-        pending: deque[Future[bytes | pa.Buffer]] = deque()
 
-        def drain(keep: int) -> None:
-            nonlocal csv_failed
-            while len(pending) > keep:
-                future = pending.popleft()
-                if csv_failed:
-                    future.cancel()
-                    continue
-                try:
-                    buf = future.result()
-                except (pa.ArrowException, TypeError, ValueError):
-                    csv_failed = True
-                    continue
+        def csv_chunk(table: pa.Table, header: bool, starts: np.ndarray) -> None:
+            if csv_failed.is_set():
+                return
+            try:
+                buffers = _csv_text(table, header, starts)
+            except (pa.ArrowException, TypeError, ValueError):
+                csv_failed.set()
+                return
+            for buf in buffers:
                 csv_hash.update(buf)
                 fh.write(buf)
 
+        pending: deque[Future[None]] = deque()
         for start in range(0, max(rows.size, 1), _CHUNK_ROWS):
             s = rows[start : start + _CHUNK_ROWS]
             table, starts, x, y = columns.chunk(s, start)
-            if not csv_failed:
-                pending.append(text_pool.submit(_csv_text, table, start == 0, starts))
+            pending.append(text_pool.submit(csv_chunk, table, start == 0, starts))
             geometry = _wkb_points(x, y)
             writer.write_table(
                 table.append_column(schema.field("geometry"), geometry).append_column(
@@ -787,12 +819,14 @@ def _write_records(
                 )
             )
             del table, geometry
-            drain(1)
+            while len(pending) > 1:  # at most two chunks' text in hand
+                pending.popleft().result()
             if progress is not None:
                 progress(min(start + _CHUNK_ROWS, rows.size))
-        drain(0)
+        while pending:
+            pending.popleft().result()
     digests = {"records.parquet": _sha256(rel / "records.parquet")}
-    if csv_failed:
+    if csv_failed.is_set():
         whole = pa.concat_tables(
             columns.chunk(rows[a : a + _CHUNK_ROWS], a)[0]
             for a in range(0, max(rows.size, 1), _CHUNK_ROWS)
@@ -976,7 +1010,7 @@ def _write_gpkg(
     rel: Path,
     out_crs: str | None,
     working_crs: str | None,
-    groups: pd.DataFrame,
+    groups: pa.Table,
     classes: pd.DataFrame,
     unit_shapes: dict[str, Any],
     group_work: tuple[np.ndarray, np.ndarray],
@@ -997,10 +1031,8 @@ def _write_gpkg(
         yield from rec.iter_batches(batch_size=_GPKG_BATCH, columns=columns)
 
     rec_schema = pa.schema([rec.schema_arrow.field(c) for c in columns])
-    grp = pa.Table.from_pandas(
-        groups[["group_id", "n_records", "radius_m", "unit"]], preserve_index=False
-    ).replace_schema_metadata(None)
-    gx, gy = groups["x"].to_numpy(dtype=np.float64), groups["y"].to_numpy(dtype=np.float64)
+    grp = groups.select(["group_id", "n_records", "radius_m", "unit"]).replace_schema_metadata(None)
+    gx, gy = (groups.column(v).to_numpy().astype(np.float64, copy=False) for v in ("x", "y"))
 
     def discs() -> pa.Array:
         wx, wy = group_work
@@ -1049,6 +1081,127 @@ def _write_gpkg(
     return [layer.name for layer in layers]
 
 
+def _published_rows(
+    result: CoreResult,
+    table: PointTable,
+    options: ReleaseOptions,
+    time_bin: np.ndarray | None,
+    seed: int,
+) -> tuple[np.ndarray, pd.DataFrame | None]:
+    """The source row of every published row, in published order, and their time bins
+    and kept columns (``None`` without either), in that order.
+
+    Group-level records first, then generalised ones, sorted by published values only:
+    one integer key orders them as (level rank, group id, class id) would (group-level
+    records by group id, generalised ones by the level rank and id of their class), then
+    time bin and kept columns; synthetic records copy a donor's row and sort with it.
+    """
+    g = result.group_id
+    c = result.class_id
+    n_groups = result.group_x.size
+    n_classes = len(result.class_level)
+    rank_of = {"group": 0, "unit": 1, "parent": 2, "area": 3}
+    class_rank = np.array([rank_of.get(str(v), -1) for v in result.class_level], dtype=np.int64)
+    class_pos = np.empty(n_classes, dtype=np.int64)
+    class_order = np.lexsort((np.arange(n_classes), class_rank))
+    class_pos[class_order] = np.arange(n_classes)
+    unknown = class_rank < 0  # an unknown level sorts first, as a missing rank would
+    sort_key = np.where(g >= 0, n_classes + g, -1)
+    # generalised records (a few): after the groups, by their class's rank and id
+    gen = np.flatnonzero((c >= 0) & (g < 0))
+    if gen.size:
+        cg = c[gen]
+        sort_key[gen] = np.where(unknown[cg], class_pos[cg], n_classes + n_groups + class_pos[cg])
+    pub = np.flatnonzero(sort_key >= 0)
+
+    def order_of(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        if time_bin is None and not options.keep:
+            return _stable_order(keys)
+        ties = pd.DataFrame({"_key": keys})
+        if time_bin is not None:
+            ties["time_bin"] = pd.array(time_bin[rows], dtype="string")
+        for col in options.keep:
+            ties[col] = table.attributes[col].to_numpy()[rows]
+        return _tie_order(ties)
+
+    pub = pub[order_of(sort_key[pub], pub)]
+    # Every published row (real or synthetic) takes its values from one source row:
+    # ``rows`` lists them in published order.
+    rows = pub
+    if len(result.synthetic):
+        donor = _synthetic_donors(g[pub], c[pub], result, seed)
+        keys = np.concatenate([sort_key[pub], sort_key[pub][donor]])
+        rows = np.concatenate([pub, pub[donor]])
+        rows = rows[order_of(keys, rows)]
+    del sort_key
+    extra = None
+    if time_bin is not None or options.keep:
+        extra = pd.DataFrame(index=pd.RangeIndex(rows.size))
+        if time_bin is not None:
+            extra["time_bin"] = pd.array(time_bin[rows], dtype="string")
+        for col in options.keep:
+            extra[col] = table.attributes[col].to_numpy()[rows]
+    return rows, extra
+
+
+def _write_groups(
+    path: Path,
+    result: CoreResult,
+    ucodes: np.ndarray,
+    unames: np.ndarray,
+    xy: tuple[np.ndarray, np.ndarray],
+    crs: str | None,
+    r_max_m: float,
+) -> tuple[np.ndarray, np.ndarray, pa.Table]:
+    """Write ``groups.parquet`` (GeoParquet: the representative ``xy`` in the output CRS
+    as the geometry); return each group's unit code and records (synthetic ones
+    included), and its table without the geometry.
+
+    The table has the pandas metadata of the equivalent frame (ids, records, x, y,
+    radius, unit text), so pandas reads the same dtypes; it is built from arrays (no
+    Python string per group).
+    """
+    g = result.group_id
+    n_groups = result.group_x.size
+    # ties go to the first unit id in sort order (as documented and verified)
+    group_unit = group_units(g, ucodes, n_groups, unames)
+    group_sizes = np.bincount(g[g >= 0], minlength=n_groups)
+    syn_g = result.synthetic.group_id
+    if (syn_g >= 0).any():
+        group_sizes += np.bincount(syn_g[syn_g >= 0], minlength=n_groups)
+    gx, gy = (np.asarray(v, dtype=np.float64) for v in xy)
+
+    def frame(rows: slice) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "group_id": np.arange(n_groups, dtype=np.int64)[rows],
+                "n_records": group_sizes.astype(np.int64)[rows],
+                "x": gx[rows],
+                "y": gy[rows],
+                "radius_m": np.full(n_groups, r_max_m)[rows],
+                "unit": unames[group_unit[rows]].astype(str) if n_groups else np.zeros(0, str),
+            }
+        )
+
+    if n_groups:
+        like = pa.Table.from_pandas(frame(slice(0, 1)), preserve_index=False)
+        groups = pa.Table.from_arrays(
+            [
+                pa.array(np.arange(n_groups, dtype=np.int64)),
+                pa.array(group_sizes.astype(np.int64)),
+                pa.array(gx),
+                pa.array(gy),
+                pa.array(np.full(n_groups, r_max_m, dtype=np.float64)),
+                _coded_text(group_unit, [str(u) for u in unames]),
+            ],
+            schema=like.schema,
+        )
+    else:
+        groups = pa.Table.from_pandas(frame(slice(None)), preserve_index=False)
+    _write_arrow_parquet(geo_table(groups, (gx, gy), crs), path)
+    return group_unit, group_sizes, groups
+
+
 def build_release_files(
     root: Path,
     table: PointTable,
@@ -1084,87 +1237,38 @@ def build_release_files(
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
     gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)
     crs_note = check_coordinate_frame(out_crs, options)
-    # ties go to the first unit id in sort order (as documented and verified)
-    group_unit = group_units(result.group_id, ucodes, result.group_x.size, unames)
     g = result.group_id
     c = result.class_id
     at_group = g >= 0
     generalised = c >= 0
-
-    # --- records: group-level then generalised, sorted by published values only.
-    # One integer key orders them as (level rank, group id, class id) would: group-level
-    # records by group id, then generalised ones by the level rank and id of their class.
     n_groups = result.group_x.size
     n_classes = len(result.class_level)
-    rank_of = {"group": 0, "unit": 1, "parent": 2, "area": 3}
-    class_rank = np.array([rank_of.get(str(v), -1) for v in result.class_level], dtype=np.int64)
-    class_pos = np.empty(n_classes, dtype=np.int64)
-    class_order = np.lexsort((np.arange(n_classes), class_rank))
-    class_pos[class_order] = np.arange(n_classes)
-    unknown = class_rank < 0  # an unknown level sorts first, as a missing rank would
-    safe_c = np.maximum(c, 0)
-    cp = class_pos[safe_c] if n_classes else np.zeros(c.size, dtype=np.int64)
-    unk = unknown[safe_c] if n_classes else np.zeros(c.size, dtype=bool)
-    sort_key = np.where(
-        at_group,
-        n_classes + g,
-        np.where(generalised, np.where(unk, cp, n_classes + n_groups + cp), -1),
-    )
-    pub = np.flatnonzero(at_group | generalised)
+    syn = result.synthetic
     time_bin = None
     if table.times is not None:
         from geokanon.timebins import bin_labels, time_bins
 
-        key = np.where(at_group, g, np.where(generalised, result.group_x.size + c, -1))
+        key = np.where(at_group, g, np.where(generalised, n_groups + c, -1))
         tod = str(policy.time_mode) == "time_of_day"
         width, index = time_bins(key, table.times, result.subjects, k, time_of_day=tod)
         time_bin = bin_labels(width, index, time_of_day=tod)
-    if time_bin is None and not options.keep:
-        pub = pub[_stable_order(sort_key[pub])]
-    else:
-        ties = pd.DataFrame({"_key": sort_key[pub]})
-        if time_bin is not None:
-            ties["time_bin"] = pd.array(time_bin[pub], dtype="string")
-        for col in options.keep:
-            ties[col] = table.attributes[col].to_numpy()[pub]
-        pub = pub[_tie_order(ties)]
-    # Every published row (real or synthetic) takes its values from one source row:
-    # ``rows`` lists them in published order.
-    rows = pub
-    syn = result.synthetic
-    if len(syn):
-        donor = _synthetic_donors(g[pub], c[pub], result, policy.seed)
-        keys = np.concatenate([sort_key[pub], sort_key[pub][donor]])
-        rows = np.concatenate([pub, pub[donor]])
-        if time_bin is None and not options.keep:
-            order = _stable_order(keys)
-        else:
-            ties = pd.DataFrame({"_key": keys})
-            if time_bin is not None:
-                ties["time_bin"] = pd.array(time_bin[rows], dtype="string")
-            for col in options.keep:
-                ties[col] = table.attributes[col].to_numpy()[rows]
-            order = _tie_order(ties)
-        rows = rows[order]
-    del sort_key
-    extra = None
-    if time_bin is not None or options.keep:
-        extra = pd.DataFrame(index=pd.RangeIndex(rows.size))
-        if time_bin is not None:
-            extra["time_bin"] = pd.array(time_bin[rows], dtype="string")
-        for col in options.keep:
-            extra[col] = table.attributes[col].to_numpy()[rows]
-    # every published point is a group's representative: the file's extent is theirs
-    geo = geoparquet_metadata(out_crs, ["Point"], _points_extent(gx, gy))
-    # The custodian's assignment is written in a second thread meanwhile (pyarrow writes
-    # without the interpreter lock).
+
+    # The custodian's assignment and groups.parquet are written in two other threads
+    # meanwhile (pyarrow encodes without the interpreter lock).
     stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1) as audit_pool:
-        assignment = audit_pool.submit(
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        assignment = pool.submit(
             _write_assignment, aud / "assignment.parquet", table, result, ucodes, unames,
             time_bin, stop,
         )  # fmt: skip
+        grouped = pool.submit(
+            _write_groups, rel / "groups.parquet", result, ucodes, unames, (gx, gy), out_crs,
+            policy.r_max_m,
+        )  # fmt: skip
         try:
+            rows, extra = _published_rows(result, table, options, time_bin, policy.seed)
+            # every published point is a group's representative: the file's extent is theirs
+            geo = geoparquet_metadata(out_crs, ["Point"], _points_extent(gx, gy))
             say("records", done=0, total=int(rows.size))
             written = _write_records(
                 rel, _record_columns(rows, result, gx, gy, extra), rows, geo,
@@ -1176,29 +1280,13 @@ def build_release_files(
         del extra
         say("audit assignment", done=int(rows.size), total=int(rows.size))
         assignment.result()
+        say("groups and classes")
+        group_unit, group_sizes, groups = grouped.result()
     if digests is not None:
         digests.update(written)
 
-    # --- groups and classes.
-    say("groups and classes")
-    syn_g = syn.group_id[syn.group_id >= 0]
+    # --- classes.
     syn_c = syn.class_id[syn.class_id >= 0]
-    group_sizes = np.bincount(np.r_[g[at_group], syn_g], minlength=n_groups)
-    groups = pd.DataFrame(
-        {
-            "group_id": np.arange(n_groups, dtype=np.int64),
-            "n_records": group_sizes.astype(np.int64),
-            "x": gx,
-            "y": gy,
-            "radius_m": np.full(n_groups, policy.r_max_m),
-            "unit": unames[group_unit].astype(str) if n_groups else np.zeros(0, dtype=str),
-        }
-    )
-    # GeoParquet: the representative as the geometry, in the output CRS (as x, y)
-    _write_arrow_parquet(
-        geo_table(pa.Table.from_pandas(groups, preserve_index=False), (gx, gy), out_crs),
-        rel / "groups.parquet",
-    )
     working_crs = getattr(table, "working_crs", None) or table.crs
     unit_shapes = dict(
         zip(

@@ -96,18 +96,24 @@ def test_csv_runs_give_the_same_text():
             "x": pa.array([0.1 + 0.2] * 3 + [2000.0, None, None, 1e22, 1e22]),
         }
     )
+
+    def text(*args: object) -> tuple[int, bytes]:
+        buffers = release._csv_text(*args)
+        return len(buffers), b"".join(bytes(b) for b in buffers)
+
     starts = np.array([0, 3, 4, 6])
-    plain = bytes(release._csv_text(table, True))
-    assert bytes(release._csv_text(table, True, starts)) == plain  # a line break: falls back
+    plain = text(table, True)
+    assert plain[0] == 1
+    assert text(table, True, starts) == plain  # a line break: falls back to every row
     head = table.slice(0, 6)
     for header in (True, False):
-        runs = release._csv_text(head, header, starts[:3])
-        assert isinstance(runs, bytes)  # the runs were used
-        assert runs == bytes(release._csv_text(head, header))
+        parts, runs = text(head, header, starts[:3])
+        assert parts == 2  # the runs were used: the header, then the repeated lines
+        assert runs == text(head, header)[1]
+        assert runs.count(b"\n") == 6 + header
     # as many runs as rows: every row is turned into text
-    assert bytes(release._csv_text(head, True, np.arange(6))) == bytes(
-        release._csv_text(head, True)
-    )
+    assert text(head, True, np.arange(6)) == text(head, True)
+    assert text(head.slice(0, 0), True, np.zeros(0, dtype=np.int64)) == text(head.slice(0, 0), True)
 
 
 def test_stable_order_equals_stable_argsort():
