@@ -399,27 +399,42 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
 
 
 def _stable_order(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")`` for integer keys, by sorting ``key * n + position``.
-
-    The combined values are distinct, so any sort gives the stable order, and sorting
-    values is several times faster than a stable argsort at millions of records.
+    """``np.argsort(keys, kind="stable")`` for integer keys (:func:`_sorted_order`).
 
     Examples
     --------
     >>> _stable_order(np.array([3, 1, 3, 0, 1])).tolist()
     [3, 1, 4, 0, 2]
     """
+    return _sorted_order(keys)[0]
+
+
+def _sorted_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.argsort(keys, kind="stable")`` for integer keys, and the keys in that order.
+
+    By sorting ``key * n + position``: the combined values are distinct, so any sort
+    gives the stable order, and sorting values is several times faster than a stable
+    argsort at millions of records; the sorted keys are the quotients (no gather).
+
+    Examples
+    --------
+    >>> [a.tolist() for a in _sorted_order(np.array([3, 1, 3, 0, 1]))]
+    [[3, 1, 4, 0, 2], [0, 1, 1, 3, 3]]
+    """
     n = keys.size
     if n < 2:
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64), keys.astype(np.int64)
     lo = int(keys.min())
     span = int(keys.max()) - lo + 1
     if span > (np.iinfo(np.int64).max // n) - 1:
-        return np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable")
+        return order, keys[order].astype(np.int64)
     combined = (keys.astype(np.int64) - lo) * np.int64(n) + np.arange(n, dtype=np.int64)
     combined.sort()
+    ordered = combined // n
+    ordered += lo
     combined %= n
-    return combined
+    return combined, ordered
 
 
 def _tie_order(ties: pd.DataFrame) -> np.ndarray:
@@ -563,16 +578,16 @@ def check_keep(keep: Sequence[str], table: PointTable) -> None:
 
 @nb.njit(cache=True, nogil=True)
 def _chunk_values(
-    s: np.ndarray, g: np.ndarray, c: np.ndarray, gx: np.ndarray, gy: np.ndarray
+    g: np.ndarray, c: np.ndarray, gx: np.ndarray, gy: np.ndarray
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:  # pragma: no cover - compiled
-    """The published values of source rows ``s`` of groups ``g`` and classes ``c``, in one
+    """The published values of rows of groups ``g`` and classes ``c`` (-1: none), in one
     pass: group id and whether it is missing, class id and whether it is missing, the
     level's code (0 ``group``, ``1 + class`` generalised, -1 none), the representative
     ``x``, ``y`` (NaN without a group), and whether each row starts a run of rows of one
     group and class."""
-    n = s.size
+    n = g.size
     gid = np.zeros(n, dtype=np.int64)
     cid = np.zeros(n, dtype=np.int64)
     no_group = np.ones(n, dtype=np.bool_)
@@ -583,7 +598,7 @@ def _chunk_values(
     new = np.ones(n, dtype=np.bool_)
     last_g, last_c = 0, 0
     for i in range(n):
-        gi, ci = g[s[i]], c[s[i]]
+        gi, ci = g[i], c[i]
         if ci >= 0:
             cid[i] = ci
             no_class[i] = False
@@ -606,8 +621,9 @@ class _RecordColumns:
     """What the published columns of ``records.parquet``/``records.csv`` are made from.
 
     Each published row (real or synthetic) takes its values from one source row: its
-    group or class, the group's representative, and the row's time bin and kept columns
-    (``extra``, already in published row order).
+    group or class (``g``, ``c``: -1 for none, in published row order), the group's
+    representative, and the row's time bin and kept columns (``extra``, in published
+    row order too).
     """
 
     g: np.ndarray
@@ -619,25 +635,24 @@ class _RecordColumns:
     extra: pa.Table | None
     schema: pa.Schema  # without geometry; the pandas metadata of the equivalent frame
 
-    def chunk(
-        self, s: np.ndarray, start: int
-    ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
-        """Rows of source rows ``s`` (published rows ``start:start+len(s)``).
+    def chunk(self, start: int, stop: int) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+        """Published rows ``start:stop``.
 
         Returns the table as published; where each run of identical consecutive rows
         starts (rows of one group, or of one class, are identical unless time bins or
         kept columns tell them apart); and ``x``, ``y`` (NaN where null) for the geometry.
         """
         gid, no_group, cid, no_class, level_code, x, y, new = _chunk_values(
-            s, self.g, self.c, self.gx, self.gy
+            self.g[start:stop], self.c[start:stop], self.gx, self.gy
         )
+        size = gid.size
         level = pa.DictionaryArray.from_arrays(
             pa.array(level_code, mask=level_code < 0), self.level_names
         ).cast(pa.large_string())
         unit = pa.DictionaryArray.from_arrays(
             pa.array(cid.astype(np.int32), mask=no_class), self.class_units
         ).cast(pa.large_string())
-        rest = [] if self.extra is None else self.extra.slice(start, s.size).columns
+        rest = [] if self.extra is None else self.extra.slice(start, size).columns
         table = pa.Table.from_arrays(
             [
                 pa.array(gid, mask=no_group),
@@ -651,10 +666,10 @@ class _RecordColumns:
             schema=self.schema,
         )
         for col in rest:
-            if s.size < 2:
+            if size < 2:
                 break
             try:
-                differs = pc.fill_null(pc.not_equal(col.slice(1), col.slice(0, s.size - 1)), True)
+                differs = pc.fill_null(pc.not_equal(col.slice(1), col.slice(0, size - 1)), True)
             except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
                 new[1:] = True  # no comparison for this type: every row its own run
                 break
@@ -663,7 +678,7 @@ class _RecordColumns:
 
 
 def _record_columns(
-    rows: np.ndarray,
+    published: tuple[np.ndarray, np.ndarray],
     result: CoreResult,
     gx: np.ndarray,
     gy: np.ndarray,
@@ -694,8 +709,8 @@ def _record_columns(
     schema = pa.schema(fields, metadata={b"pandas": json.dumps(meta).encode("utf8")})
     assert schema.names[:6] == names
     return _RecordColumns(
-        g=result.group_id,
-        c=result.class_id,
+        g=published[0],
+        c=published[1],
         gx=np.asarray(gx, dtype=np.float64),
         gy=np.asarray(gy, dtype=np.float64),
         level_names=pa.array(["group", *map(str, result.class_level)], type=pa.large_string()),
@@ -766,7 +781,6 @@ def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -
 def _write_records(
     rel: Path,
     columns: _RecordColumns,
-    rows: np.ndarray,
     geo: dict[str, Any],
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, str]:
@@ -808,9 +822,9 @@ def _write_records(
                 fh.write(buf)
 
         pending: deque[Future[None]] = deque()
-        for start in range(0, max(rows.size, 1), _CHUNK_ROWS):
-            s = rows[start : start + _CHUNK_ROWS]
-            table, starts, x, y = columns.chunk(s, start)
+        n = columns.g.size
+        for start in range(0, max(n, 1), _CHUNK_ROWS):
+            table, starts, x, y = columns.chunk(start, start + _CHUNK_ROWS)
             pending.append(text_pool.submit(csv_chunk, table, start == 0, starts))
             geometry = _wkb_points(x, y)
             writer.write_table(
@@ -822,14 +836,13 @@ def _write_records(
             while len(pending) > 1:  # at most two chunks' text in hand
                 pending.popleft().result()
             if progress is not None:
-                progress(min(start + _CHUNK_ROWS, rows.size))
+                progress(min(start + _CHUNK_ROWS, n))
         while pending:
             pending.popleft().result()
     digests = {"records.parquet": _sha256(rel / "records.parquet")}
     if csv_failed.is_set():
         whole = pa.concat_tables(
-            columns.chunk(rows[a : a + _CHUNK_ROWS], a)[0]
-            for a in range(0, max(rows.size, 1), _CHUNK_ROWS)
+            columns.chunk(a, a + _CHUNK_ROWS)[0] for a in range(0, max(n, 1), _CHUNK_ROWS)
         )
         whole.to_pandas().to_csv(csv_path, index=False, lineterminator="\n")
         digests["records.csv"] = _sha256(csv_path)
@@ -1087,14 +1100,17 @@ def _published_rows(
     options: ReleaseOptions,
     time_bin: np.ndarray | None,
     seed: int,
-) -> tuple[np.ndarray, pd.DataFrame | None]:
-    """The source row of every published row, in published order, and their time bins
-    and kept columns (``None`` without either), in that order.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame | None]:
+    """The published rows in published order: the source row each takes its values
+    from, its group and its class (-1: none), and its time bin and kept columns
+    (``None`` without either).
 
     Group-level records first, then generalised ones, sorted by published values only:
     one integer key orders them as (level rank, group id, class id) would (group-level
     records by group id, generalised ones by the level rank and id of their class), then
     time bin and kept columns; synthetic records copy a donor's row and sort with it.
+    A row's group and class follow from its key (a record is in a group or in a class,
+    never both), so they are read off the sorted keys, not gathered from the source rows.
     """
     g = result.group_id
     c = result.class_id
@@ -1114,26 +1130,35 @@ def _published_rows(
         sort_key[gen] = np.where(unknown[cg], class_pos[cg], n_classes + n_groups + class_pos[cg])
     pub = np.flatnonzero(sort_key >= 0)
 
-    def order_of(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def order_of(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if time_bin is None and not options.keep:
-            return _stable_order(keys)
+            return _sorted_order(keys)
         ties = pd.DataFrame({"_key": keys})
         if time_bin is not None:
             ties["time_bin"] = pd.array(time_bin[rows], dtype="string")
         for col in options.keep:
             ties[col] = table.attributes[col].to_numpy()[rows]
-        return _tie_order(ties)
+        order = _tie_order(ties)
+        return order, keys[order]
 
-    pub = pub[order_of(sort_key[pub], pub)]
+    order, keys = order_of(sort_key[pub], pub)
     # Every published row (real or synthetic) takes its values from one source row:
     # ``rows`` lists them in published order.
-    rows = pub
+    rows = pub[order]
     if len(result.synthetic):
-        donor = _synthetic_donors(g[pub], c[pub], result, seed)
-        keys = np.concatenate([sort_key[pub], sort_key[pub][donor]])
-        rows = np.concatenate([pub, pub[donor]])
-        rows = rows[order_of(keys, rows)]
+        donor = _synthetic_donors(g[rows], c[rows], result, seed)
+        order, keys = order_of(np.concatenate([keys, keys[donor]]), np.r_[rows, rows[donor]])
+        rows = np.concatenate([rows, rows[donor]])[order]
     del sort_key
+    if ((g >= 0) & (c >= 0)).any():  # not a core result: the key does not say the class
+        pub_g, pub_c = g[rows], c[rows]
+    else:
+        at_group = (keys >= n_classes) & (keys < n_classes + n_groups)
+        pub_g = np.where(at_group, keys - n_classes, -1)
+        pub_c = np.full(rows.size, -1, dtype=np.int64)
+        in_class = np.flatnonzero(~at_group)
+        pos = keys[in_class]
+        pub_c[in_class] = class_order[np.where(pos < n_classes, pos, pos - n_classes - n_groups)]
     extra = None
     if time_bin is not None or options.keep:
         extra = pd.DataFrame(index=pd.RangeIndex(rows.size))
@@ -1141,7 +1166,7 @@ def _published_rows(
             extra["time_bin"] = pd.array(time_bin[rows], dtype="string")
         for col in options.keep:
             extra[col] = table.attributes[col].to_numpy()[rows]
-    return rows, extra
+    return rows, pub_g, pub_c, extra
 
 
 def _write_groups(
@@ -1266,14 +1291,17 @@ def build_release_files(
             policy.r_max_m,
         )  # fmt: skip
         try:
-            rows, extra = _published_rows(result, table, options, time_bin, policy.seed)
+            rows, pub_g, pub_c, extra = _published_rows(
+                result, table, options, time_bin, policy.seed
+            )
             # every published point is a group's representative: the file's extent is theirs
             geo = geoparquet_metadata(out_crs, ["Point"], _points_extent(gx, gy))
             say("records", done=0, total=int(rows.size))
             written = _write_records(
-                rel, _record_columns(rows, result, gx, gy, extra), rows, geo,
+                rel, _record_columns((pub_g, pub_c), result, gx, gy, extra), geo,
                 progress=lambda i: say("records", done=i, total=int(rows.size)),
             )  # fmt: skip
+            del pub_g, pub_c
         except BaseException:
             stop.set()
             raise

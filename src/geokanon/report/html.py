@@ -53,6 +53,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -172,19 +173,9 @@ def masked_histogram(
     """
     e = np.asarray(edges, dtype=np.float64)
     nb = e.size - 1
-    # bin of every record (-1: NaN, not counted), a block at a time, in small integers
-    idx: NDArray[np.signedinteger[Any]] = np.empty(
-        values.size, dtype=np.int16 if nb < 2**15 else np.int64
-    )
-    step = 1 << 20
-    for a in range(0, values.size, step):
-        v = values[a : a + step]
-        at: NDArray[np.int64] = np.searchsorted(e, v, side="right").astype(np.int64) - 1
-        np.clip(at, 0, nb - 1, out=at)
-        at[np.isnan(v)] = -1
-        idx[a : a + step] = at
-    counted = idx >= 0
-    recs = np.bincount(idx[counted], minlength=nb)
+    # bin of every record (-1: NaN, not counted) and the records per bin, in one pass
+    idx = np.empty(values.size, dtype=np.int32)
+    recs = _bin_records(np.asarray(values, dtype=np.float64), e, idx)
     out: list[tuple[int, int]] = []  # (first bin, last bin) of each published bin
     i = 0
 
@@ -192,12 +183,13 @@ def masked_histogram(
     # subjects with more than one need the distinct (bin, subject) pairs, by bin (a
     # run of bins is a slice of them).
     s = _dense_codes(subjects)
-    per_subject = np.bincount(s) if s.size else np.zeros(1, dtype=np.int64)
-    if int(per_subject.max(initial=0)) <= 1:  # one record per subject (counted or not)
+    if not s.size or not _repeats(s, int(s.max()) + 1):  # one record per subject
         single_cum = np.concatenate([[0], np.cumsum(recs)])
         pair_subj = np.zeros(0, dtype=np.int64)
         bin_start = np.zeros(nb + 1, dtype=np.int64)
     else:
+        counted = idx >= 0
+        per_subject = np.bincount(s)
         multi = counted & (per_subject[np.where(counted, s, 0)] > 1)
         single = counted & ~multi
         single_cum = np.concatenate([[0], np.cumsum(np.bincount(idx[single], minlength=nb))])
@@ -206,8 +198,8 @@ def masked_histogram(
         pairs = _distinct_sorted(idx[multi].astype(np.int64) * n_subj + s[multi].astype(np.int64))
         pair_subj = pairs % n_subj
         bin_start = np.searchsorted(pairs // n_subj, np.arange(nb + 1))
-        del pairs, multi
-    del idx, s, counted, per_subject
+        del pairs, multi, counted, per_subject
+    del idx, s
 
     def subjects_in(a: int, b: int) -> int:
         sl = pair_subj[bin_start[a] : bin_start[b + 1]]
@@ -233,6 +225,44 @@ def masked_histogram(
         out.append((i, j))
         i = j + 1
     return [Bin(float(e[a]), float(e[b + 1]), int(recs[a : b + 1].sum())) for a, b in out]
+
+
+@nb.njit(cache=True, nogil=True)
+def _bin_records(
+    values: NDArray[np.float64], edges: NDArray[np.float64], idx: NDArray[np.int32]
+) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """Fill ``idx`` with each value's bin of ``edges`` (``np.searchsorted(edges, v,
+    side="right") - 1`` clipped to the bins: the last bin takes the values beyond it, the
+    first those below; -1 for NaN) and return the values per bin."""
+    n_bins = edges.size - 1
+    recs = np.zeros(n_bins, dtype=np.int64)
+    for i in range(values.size):
+        v = values[i]
+        if np.isnan(v):
+            idx[i] = -1
+            continue
+        lo, hi = 0, edges.size  # the number of edges <= v, by bisection
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if edges[mid] <= v:
+                lo = mid + 1
+            else:
+                hi = mid
+        b = min(max(lo - 1, 0), n_bins - 1)
+        idx[i] = b
+        recs[b] += 1
+    return recs
+
+
+@nb.njit(cache=True, nogil=True)
+def _repeats(codes: NDArray[np.int64], size: int) -> bool:  # pragma: no cover - compiled
+    """Whether a code in ``0..size-1`` occurs twice in ``codes``."""
+    seen = np.zeros(size, dtype=np.bool_)
+    for v in codes:
+        if seen[v]:
+            return True
+        seen[v] = True
+    return False
 
 
 def _distinct_sorted(values: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -362,20 +392,33 @@ def _hist_bars(ax: Axes, bins: list[Bin], colour_of: Any, x_of: Any = None) -> N
 _IOTA_EDGES = tuple([0.0] + [2.0**e for e in np.arange(-6.0, 5.0, 0.5)] + [math.inf])
 
 
-def _iota_figure(iota: NDArray[np.float64], subj: NDArray[np.int64], m: Mapping[str, Any]) -> str:
+def _iota_hidden(m: Mapping[str, Any]) -> bool:
+    """Whether the release hides its global suppressed figure (then the isolation ratios
+    above the generalise threshold are not counted)."""
+    return not isinstance((m.get("counts") or {}).get("suppressed"), int)
+
+
+def _iota_bins(
+    iota: NDArray[np.float64], subj: NDArray[np.int64], m: Mapping[str, Any]
+) -> list[Bin]:
+    """The published bins of the isolation ratios (log-spaced edges; an infinite ratio in
+    the last bin; above the generalise threshold nothing when :func:`_iota_hidden`)."""
+    gr = float(m.get("policy", {}).get("generalise_ratio", 4.0))
+    edges: list[float] = list(_IOTA_EDGES)
+    values = iota  # an infinite ratio falls in the last bin, as every ratio beyond it
+    if _iota_hidden(m):  # nothing above the generalise threshold is counted, not even merged
+        edges = [e for e in edges if e < gr] + [gr]
+        values = np.where(iota > gr, np.nan, iota)
+    return masked_histogram(values, subj, edges, int(m["k"]))
+
+
+def _iota_figure(bins: list[Bin], m: Mapping[str, Any]) -> str:
     from matplotlib.patches import Patch
 
     pol = m.get("policy", {})
-    k = int(m["k"])
     mr = float(pol.get("merge_ratio", 2.0))
     gr = float(pol.get("generalise_ratio", 4.0))
-    values = np.where(np.isinf(iota), 1e9, iota)
-    hidden = not isinstance((m.get("counts") or {}).get("suppressed"), int)
-    edges: list[float] = list(_IOTA_EDGES)
-    if hidden:  # nothing above the generalise threshold is counted, not even merged with less
-        edges = [e for e in edges if e < gr] + [gr]
-        values = np.where(values > gr, np.nan, values)
-    bins = masked_histogram(values, subj, edges, k)
+    hidden = _iota_hidden(m)
     lo_edge, hi_edge = _IOTA_EDGES[1], _IOTA_EDGES[-2]
 
     def x_of(v: float) -> float:  # log2 axis; the outer bins get one half step each
@@ -445,11 +488,14 @@ def _hidden_region(ax: Axes, lo: float, hi: float) -> None:
     )
 
 
-def _displacement_figure(
+def _displacement_bins(
     d: NDArray[np.float64], subj: NDArray[np.int64], r_max: float, k: int
-) -> str:
-    edges = np.linspace(0.0, r_max, 41)
-    bins = masked_histogram(d, subj, edges, k)
+) -> list[Bin]:
+    """The published bins of the displacements (r_max/40 wide before merging)."""
+    return masked_histogram(d, subj, np.linspace(0.0, r_max, 41), k)
+
+
+def _displacement_figure(bins: list[Bin], r_max: float) -> str:
     fig = _figure(6.2, 2.6)
     ax = fig.subplots()
     _hist_bars(ax, bins, lambda b: GROUP_COLOUR)
@@ -475,16 +521,26 @@ def _displacement_summary(
     d: NDArray[np.float64], subj: NDArray[np.int64], r_max: float, k: int
 ) -> str:
     ok = ~np.isnan(d)
-    s = _dense_codes(subj[ok])
-    if s.size < k or np.count_nonzero(np.bincount(s)) < k:
+    if not _at_least_distinct(subj, ok, k):
         return "Too few records at group level to summarise (&lt;k)."
-    del s
     v = d[ok]
+    mean = v.mean()
+    within = np.mean(v <= r_max / 4)
+    median = np.median(v, overwrite_input=True)  # v is a copy: partitioned in place
     return (
-        f"Mean {v.mean():.0f} m, median {np.median(v):.0f} m; "
-        f"{100 * np.mean(v <= r_max / 4):.1f} % of these records lie within r_max/4 of their "
+        f"Mean {mean:.0f} m, median {median:.0f} m; "
+        f"{100 * within:.1f} % of these records lie within r_max/4 of their "
         "representative. Bins are r_max/40 wide before merging."
     )
+
+
+def _at_least_distinct(values: NDArray[np.int64], where: NDArray[np.bool_], k: int) -> bool:
+    """Whether ``values[where]`` holds at least ``k`` distinct values (a small ``k``: the
+    first values usually settle it, else all of them are counted)."""
+    head = 64 * max(k, 1)
+    if _distinct_sorted(values[:head][where[:head]]).size >= k:
+        return True
+    return values.size > head and _distinct_sorted(values[where]).size >= k
 
 
 def _diameter_figure(diam: NDArray[np.float64], r_max: float) -> str:
@@ -846,7 +902,7 @@ def _group_diameters(
     return out
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _members_by_group(
     gid: NDArray[np.int64], n_groups: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
@@ -871,7 +927,7 @@ def _members_by_group(
     return order, start
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _pairwise_diameters(
     order: NDArray[np.int64],
     start: NDArray[np.int64],
@@ -950,7 +1006,7 @@ def _displacements(
     return _displacement_kernel(gid, x, y, gx, gy, pos)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _displacement_kernel(
     gid: NDArray[np.int64],
     x: NDArray[np.float64],
@@ -992,16 +1048,22 @@ def _read_columns(path: Path, columns: list[str]) -> dict[str, NDArray[Any]]:
 
 
 def _suppressed_rows(path: Path) -> NDArray[np.bool_]:
-    """Whether each audit row's ``disposal`` is ``suppressed`` (with pyarrow's compute)."""
+    """Whether each audit row's ``disposal`` is ``suppressed`` (read as a dictionary
+    column: its codes are compared with the code of ``suppressed``, not every text)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    col = pq.ParquetFile(path).read(columns=["disposal"]).column(0)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(pa.string())
-    hit = pc.fill_null(pc.equal(col, "suppressed"), False)
-    return np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+    col = pq.ParquetFile(path, read_dictionary=["disposal"]).read(columns=["disposal"])[0]
+    parts = []
+    for chunk in col.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            code = chunk.dictionary.index("suppressed").as_py()
+            hit = pc.equal(chunk.indices, code) if code >= 0 else pa.nulls(len(chunk), pa.bool_())
+        else:
+            hit = pc.equal(chunk, "suppressed")
+        parts.append(pc.fill_null(hit, False).to_numpy(zero_copy_only=False))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
 def _fill_null(arr: Any, fill: int) -> NDArray[Any]:
@@ -1491,6 +1553,52 @@ SYNTHETIC_CARD = (
 )
 
 
+@dataclass(frozen=True)
+class _Distributions:
+    """What the report draws of the audit's records: published histogram bins, the
+    published groups' diameters and the displacement summary."""
+
+    iota_bins: list[Bin]
+    diameters: NDArray[np.float64]
+    displacement_bins: list[Bin]
+    displacement_summary: str
+
+
+def _distributions(
+    assignment: Path,
+    gx: NDArray[np.float64],
+    gy: NDArray[np.float64],
+    published_ids: NDArray[np.int64],
+    manifest: Mapping[str, Any],
+) -> _Distributions:
+    """Read the audit's columns, one at a time, each when it is needed, and count what
+    the distribution figures show (``gx``, ``gy``: the published representatives in the
+    working CRS, in the order of ``published_ids``)."""
+    k = int(manifest["k"])
+    r_max = float(manifest["r_max_m"])
+    gid = _read_columns(assignment, ["group_id"])["group_id"].astype(np.int64, copy=False)
+    xm = _read_columns(assignment, ["x_m"])["x_m"].astype(np.float64, copy=False)
+    ym = _read_columns(assignment, ["y_m"])["y_m"].astype(np.float64, copy=False)
+    n_ids = max(
+        int(gid.max()) + 1 if gid.size else 0,
+        int(published_ids.max()) + 1 if published_ids.size else 0,
+    )
+    disp = _displacements(gid, xm, ym, gx, gy, published_ids, n_ids)
+    diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
+    del gid, xm, ym
+    subj = _read_columns(assignment, ["subject"])["subject"].astype(np.int64, copy=False)
+    displacement_bins = _displacement_bins(disp, subj, r_max, k)
+    summary = _displacement_summary(disp, subj, r_max, k)
+    del disp
+    iota = _read_columns(assignment, ["iota"])["iota"].astype(np.float64, copy=False)
+    if _iota_hidden(manifest):
+        # Over all records, the bars would add up to the input size less the records above
+        # the generalise threshold: with the released counts a lower bound of the hidden
+        # suppressed total (exact when no record is above it). Only published records count.
+        iota = np.where(_suppressed_rows(assignment), np.nan, iota)
+    return _Distributions(_iota_bins(iota, subj, manifest), diam, displacement_bins, summary)
+
+
 def report_html(
     directory: str | os.PathLike[str],
     *,
@@ -1544,25 +1652,11 @@ def report_html(
         gx, gy = (np.asarray(a, dtype=np.float64) for a in tr.transform(gx, gy))
     n_rec = groups["n_records"].astype(np.int64, copy=False)
     published_ids = groups["group_id"].astype(np.int64, copy=False)
-    # The audit's columns are read one at a time, each when it is needed.
-    gid = _read_columns(assignment, ["group_id"])["group_id"].astype(np.int64, copy=False)
-    xm = _read_columns(assignment, ["x_m"])["x_m"].astype(np.float64, copy=False)
-    ym = _read_columns(assignment, ["y_m"])["y_m"].astype(np.float64, copy=False)
-    n_ids = max(
-        int(gid.max()) + 1 if gid.size else 0,
-        int(published_ids.max()) + 1 if published_ids.size else 0,
-    )
-    say("displacements and diameters")
-    disp = _displacements(gid, xm, ym, gx, gy, published_ids, n_ids)
-    diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
-    del gid, xm, ym
-    subj = _read_columns(assignment, ["subject"])["subject"].astype(np.int64, copy=False)
-    iota = _read_columns(assignment, ["iota"])["iota"].astype(np.float64, copy=False)
-    if not isinstance(counts.get("suppressed"), int):
-        # Over all records, the bars would add up to the input size less the records above
-        # the generalise threshold: with the released counts a lower bound of the hidden
-        # suppressed total (exact when no record is above it). Only published records count.
-        iota = np.where(_suppressed_rows(assignment), np.nan, iota)
+    # The distributions are read from the audit and counted in a second thread (pyarrow
+    # and the compiled kernels release the interpreter lock) while this one draws the maps.
+    pool = ThreadPoolExecutor(max_workers=1)
+    numbers = pool.submit(_distributions, assignment, gx, gy, published_ids, manifest)
+    pool.shutdown(wait=False)
 
     results = _check_results(manifest, verification, deterministic)
     all_ok = all(ok for _, ok in results if ok is not None) and all(
@@ -1581,6 +1675,13 @@ def report_html(
             outlines = outlines.clip(box) if len(outlines) > len(mine) else outlines
     groups_map, groups_note = _groups_map(gx, gy, n_rec, outlines, k)
     del gx, gy, n_rec
+    if outlines is not None and id_col is not None:
+        units_map = _choropleth(outlines, id_col, bands, cap)
+    else:
+        units_map = f"<h3>Units by suppressed share</h3>{_band_chart(bands, cap)}"
+    passes_figure = _passes_figure(_pass_rows(manifest, k), k)
+    say("displacements and diameters")
+    dist = numbers.result()
     sup = counts.get("suppressed", 0)
     share = manifest.get("suppressed_share")
     share_text = f"{100 * share:.2f} %" if isinstance(share, int | float) else str(share)
@@ -1622,15 +1723,7 @@ def report_html(
         '<div class="grid2">',
         f'<div class="panel" id="map-groups">{groups_map}</div>',
     ]
-    if outlines is not None and id_col is not None:
-        body.append(
-            f'<div class="panel" id="map-units">{_choropleth(outlines, id_col, bands, cap)}</div>'
-        )
-    else:
-        body.append(
-            '<div class="panel" id="map-units"><h3>Units by suppressed share</h3>'
-            f"{_band_chart(bands, cap)}</div>"
-        )
+    body.append(f'<div class="panel" id="map-units">{units_map}</div>')
     n_gen = counts.get("generalised", 0)
     body += [
         "</div>",
@@ -1644,14 +1737,14 @@ def report_html(
         '<div class="panel" id="plot-iota"><h3>Isolation ratios and the thresholds'
         + ("" if isinstance(counts.get("suppressed"), int) else " (published records)")
         + "</h3>"
-        f"{_iota_figure(iota, subj, manifest)}</div>",
+        f"{_iota_figure(dist.iota_bins, manifest)}</div>",
         '<div class="panel" id="plot-diameter"><h3>Group diameters against r_max</h3>'
-        f"{_diameter_figure(diam, r_max)}</div>",
+        f"{_diameter_figure(dist.diameters, r_max)}</div>",
         '<div class="panel" id="plot-displacement"><h3>Displacement of records published at '
-        f"group level</h3>{_displacement_figure(disp, subj, r_max, k)}"
-        f'<p class="mute">{_displacement_summary(disp, subj, r_max, k)}</p></div>',
+        f"group level</h3>{_displacement_figure(dist.displacement_bins, r_max)}"
+        f'<p class="mute">{dist.displacement_summary}</p></div>',
         '<div class="panel" id="plot-passes"><h3>Labels per fixed-point pass</h3>'
-        f"{_passes_figure(_pass_rows(manifest, k), k)}"
+        f"{passes_figure}"
         f"{_passes_table(_pass_rows(manifest, k), _time_row(manifest, k))}"
         f"{_passes_note(manifest)}</div>",
         "</div>",
