@@ -713,3 +713,25 @@ def test_exclude_units_drops_records_and_recodes_subjects_and_units() -> None:
     assert sorted(t.subjects.tolist()) == [0, 1, 2] and t.n_subjects == 3
     with pytest.raises(InputError, match="did you mean 'b'"):
         table_from_frame(frame, unit="u", crs="EPSG:28992", exclude_units="bb")
+
+
+def test_repeated_pairs_finds_every_record_of_a_repeated_coordinate_pair():
+    from geokanon.io.read import _repeated_pairs
+
+    rng = np.random.default_rng(3)
+    for n, repeats in ((0, 0), (1, 0), (2, 1), (5000, 40), (200_000, 5000)):
+        a = rng.normal(0, 1e4, n).round(1)
+        b = rng.normal(0, 1e4, n).round(1)
+        if repeats:
+            src = rng.integers(0, n, repeats)
+            dst = rng.integers(0, n, repeats)
+            a[dst], b[dst] = a[src], b[src]
+        pairs = np.stack([a, b], axis=1) if n else np.zeros((0, 2))
+        _, inverse, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
+        want = np.flatnonzero(counts[inverse.reshape(-1)] > 1)
+        got = _repeated_pairs(a, b)
+        # every repeated pair is found, ascending; a key collision may add a few candidates
+        # (the caller compares them in full)
+        assert np.all(np.diff(got) > 0)
+        assert np.isin(want, got).all()
+        assert got.size - want.size <= n // 200

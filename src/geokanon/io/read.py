@@ -988,15 +988,17 @@ def _check_projected(
     opts: ReadOptions,
     notes: list[str],
 ) -> None:
+    # one pass each for the extremes (the largest magnitude and the span follow from them)
+    a_lo, a_hi, b_lo, b_hi = (float(f(v)) for v in (a, b) for f in (np.min, np.max))
     if (
         roles.a.lower() in _LONLAT_NAMES
         or roles.b.lower() in _LONLAT_NAMES
         or (
             opts.coord_scale is None
-            and np.abs(a).max() <= 180
-            and np.abs(b).max() <= 90
-            and np.ptp(a) < 5
-            and np.ptp(b) < 5
+            and max(-a_lo, a_hi) <= 180
+            and max(-b_lo, b_hi) <= 90
+            and a_hi - a_lo < 5
+            and b_hi - b_lo < 5
         )
     ):
         raise InputError(
@@ -1004,8 +1006,8 @@ def _check_projected(
             "are never measured in degrees: name the columns with --lon/--lat (geokanon then "
             "projects them to a local metric CRS), or project the input to a metric CRS first"
         )
-    span = max(float(np.ptp(a)), float(np.ptp(b)))
-    size = max(float(np.abs(a).max()), float(np.abs(b).max()))
+    span = max(a_hi - a_lo, b_hi - b_lo)
+    size = max(-a_lo, a_hi, -b_lo, b_hi)
     if opts.coord_scale is None and 0 < span < MIN_METRIC_SPAN and size < MAX_KM_MAGNITUDE:
         raise InputError(
             f"the coordinates span only {span:.3g} units, though they are taken as metres: they "
@@ -1210,8 +1212,15 @@ def _repeated_pairs(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[n
     if not again.size:
         return np.zeros(0, dtype=np.int64)
     again = again[np.concatenate(([True], again[1:] != again[:-1]))]
-    at = np.minimum(np.searchsorted(again, key), again.size - 1)
-    return np.flatnonzero(again[at] == key)
+    # Only the rows whose key's low bits are those of a repeated key are looked up (a
+    # table of a few bits per repeated key leaves about 1 in 64 others as candidates).
+    bits = min(26, again.size.bit_length() + 6)
+    low = np.uint64((1 << bits) - 1)
+    table = np.zeros(1 << bits, dtype=bool)
+    table[(again & low).astype(np.intp)] = True
+    rows = np.flatnonzero(table[(key & low).astype(np.intp)])
+    at = np.minimum(np.searchsorted(again, key[rows]), again.size - 1)
+    return rows[again[at] == key[rows]]
 
 
 def _first_of_class(parts: dict[str, Any]) -> NDArray[np.int64]:
