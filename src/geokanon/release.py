@@ -429,7 +429,10 @@ def _sorted_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if span > (np.iinfo(np.int64).max // n) - 1:
         order = np.argsort(keys, kind="stable")
         return order, keys[order].astype(np.int64)
-    combined = (keys.astype(np.int64) - lo) * np.int64(n) + np.arange(n, dtype=np.int64)
+    combined = keys.astype(np.int64)  # in place from here: no temporary of n values
+    combined -= lo
+    combined *= n
+    combined += np.arange(n, dtype=np.int64)
     combined.sort()
     ordered = combined // n
     ordered += lo
@@ -479,51 +482,15 @@ def _tie_order(ties: pd.DataFrame) -> np.ndarray:
 
 def _coded_text(codes: np.ndarray, names: Sequence[str], *, large: bool = False) -> pa.Array:
     """Text per row from integer codes into ``names`` (null where a code is negative), as
-    a plain Arrow ``string`` column (``large_string`` with ``large``).
-
-    The bytes are copied by a compiled loop (:func:`_text_bytes`), not by a cast of a
-    dictionary array: the same column, in a fraction of the time.
-    """
-    codes = np.asarray(codes).astype(np.int64, copy=False)
-    n = codes.size
-    if n and int(codes.max()) >= len(names):
-        raise ValueError(f"a code {int(codes.max())} has no name (of {len(names)})")
-    encoded = [str(v).encode("utf-8") for v in names]
-    starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-    starts[1:] = np.cumsum([len(e) for e in encoded])
-    text = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    offsets = np.empty(n + 1, dtype=np.int64)
-    data = _text_bytes(codes, starts, text, offsets)
-    missing = codes < 0
-    n_missing = int(np.count_nonzero(missing))
-    validity = pa.array(~missing).buffers()[1] if n_missing else None
-    if not large and offsets[n] >= 2**31:
-        raise ValueError("the text of one chunk exceeds 2 GiB: a large_string column is needed")
-    kind, width = (pa.large_string(), np.int64) if large else (pa.string(), np.int32)
-    return pa.Array.from_buffers(
-        kind, n, [validity, pa.py_buffer(offsets.astype(width, copy=False)), pa.py_buffer(data)],
-        null_count=n_missing,
-    )  # fmt: skip
-
-
-@nb.njit(cache=True, nogil=True)
-def _text_bytes(
-    codes: np.ndarray, starts: np.ndarray, text: np.ndarray, offsets: np.ndarray
-) -> np.ndarray:  # pragma: no cover - compiled
-    """The bytes ``text[starts[c]:starts[c+1]]`` of every code ``c`` one after the other
-    (nothing for a negative code), with ``offsets`` (length ``codes.size + 1``) filled."""
-    n = codes.size
-    offsets[0] = 0
-    for i in range(n):
-        c = codes[i]
-        offsets[i + 1] = offsets[i] + (starts[c + 1] - starts[c] if c >= 0 else 0)
-    data = np.empty(offsets[n], dtype=np.uint8)
-    for i in range(n):
-        c = codes[i]
-        if c >= 0:
-            at, size = offsets[i], starts[c + 1] - starts[c]
-            data[at : at + size] = text[starts[c] : starts[c] + size]
-    return data
+    a plain Arrow ``string`` column (``large_string`` with ``large``)."""
+    codes = np.asarray(codes)
+    kind = pa.large_string() if large else pa.string()
+    missing = codes < 0 if codes.dtype.kind == "i" else None
+    if missing is not None and not missing.any():
+        missing = None
+    return pa.DictionaryArray.from_arrays(
+        pa.array(codes.astype(np.int32), mask=missing), pa.array([str(v) for v in names], kind)
+    ).cast(kind)
 
 
 @contextlib.contextmanager
@@ -1139,7 +1106,9 @@ def _published_rows(
     class_order = np.lexsort((np.arange(n_classes), class_rank))
     class_pos[class_order] = np.arange(n_classes)
     unknown = class_rank < 0  # an unknown level sorts first, as a missing rank would
-    sort_key = np.where(g >= 0, n_classes + g, -1)
+    sort_key = g.astype(np.int64)
+    sort_key[g < 0] = -1 - n_classes
+    sort_key += n_classes
     # generalised records (a few): after the groups, by their class's rank and id
     gen = np.flatnonzero((c >= 0) & (g < 0))
     if gen.size:
@@ -1170,10 +1139,10 @@ def _published_rows(
     if ((g >= 0) & (c >= 0)).any():  # not a core result: the key does not say the class
         pub_g, pub_c = (v[rows].astype(np.int64, copy=False) for v in (g, c))
     else:
-        at_group = (keys >= n_classes) & (keys < n_classes + n_groups)
-        pub_g = np.where(at_group, keys - n_classes, -1)
+        pub_g = keys - n_classes
+        in_class = np.flatnonzero((pub_g < 0) | (pub_g >= n_groups))
+        pub_g[in_class] = -1
         pub_c = np.full(rows.size, -1, dtype=np.int64)
-        in_class = np.flatnonzero(~at_group)
         pos = keys[in_class]
         pub_c[in_class] = class_order[np.where(pos < n_classes, pos, pos - n_classes - n_groups)]
     extra = None
