@@ -1181,34 +1181,23 @@ def _write_groups(
     if (syn_g >= 0).any():
         group_sizes += np.bincount(syn_g[syn_g >= 0], minlength=n_groups)
     gx, gy = (np.asarray(v, dtype=np.float64) for v in xy)
-
-    def frame(rows: slice) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "group_id": np.arange(n_groups, dtype=np.int64)[rows],
-                "n_records": group_sizes.astype(np.int64)[rows],
-                "x": gx[rows],
-                "y": gy[rows],
-                "radius_m": np.full(n_groups, r_max_m)[rows],
-                "unit": unames[group_unit[rows]].astype(str) if n_groups else np.zeros(0, str),
-            }
-        )
-
+    columns = {
+        "group_id": np.arange(n_groups, dtype=np.int64),
+        "n_records": group_sizes.astype(np.int64),
+        "x": gx,
+        "y": gy,
+        "radius_m": np.full(n_groups, r_max_m, dtype=np.float64),
+    }
+    names = [str(u) for u in unames]
     if n_groups:
-        like = pa.Table.from_pandas(frame(slice(0, 1)), preserve_index=False)
+        like = pd.DataFrame({**{k: v[:1] for k, v in columns.items()}, "unit": [names[0]]})
         groups = pa.Table.from_arrays(
-            [
-                pa.array(np.arange(n_groups, dtype=np.int64)),
-                pa.array(group_sizes.astype(np.int64)),
-                pa.array(gx),
-                pa.array(gy),
-                pa.array(np.full(n_groups, r_max_m, dtype=np.float64)),
-                _coded_text(group_unit, [str(u) for u in unames]),
-            ],
-            schema=like.schema,
+            [*map(pa.array, columns.values()), _coded_text(group_unit, names)],
+            schema=pa.Table.from_pandas(like, preserve_index=False).schema,
         )
     else:
-        groups = pa.Table.from_pandas(frame(slice(None)), preserve_index=False)
+        empty = pd.DataFrame({**columns, "unit": np.zeros(0, dtype=str)})
+        groups = pa.Table.from_pandas(empty, preserve_index=False)
     _write_arrow_parquet(geo_table(groups, (gx, gy), crs), path)
     return group_unit, group_sizes, groups
 
