@@ -1565,38 +1565,61 @@ class _Distributions:
 
 
 def _distributions(
+    pool: ThreadPoolExecutor,
     assignment: Path,
     gx: NDArray[np.float64],
     gy: NDArray[np.float64],
     published_ids: NDArray[np.int64],
     manifest: Mapping[str, Any],
-) -> _Distributions:
-    """Read the audit's columns, one at a time, each when it is needed, and count what
-    the distribution figures show (``gx``, ``gy``: the published representatives in the
-    working CRS, in the order of ``published_ids``)."""
+) -> Callable[[], _Distributions]:
+    """Start reading the audit's columns (each when it is needed) and counting what the
+    distribution figures show, in ``pool`` (two threads: the displacements and diameters
+    of the groups' members in one, the isolation ratios in the other); return what waits
+    for the result. ``gx``, ``gy``: the published representatives in the working CRS, in
+    the order of ``published_ids``."""
     k = int(manifest["k"])
     r_max = float(manifest["r_max_m"])
-    gid = _read_columns(assignment, ["group_id"])["group_id"].astype(np.int64, copy=False)
-    xm = _read_columns(assignment, ["x_m"])["x_m"].astype(np.float64, copy=False)
-    ym = _read_columns(assignment, ["y_m"])["y_m"].astype(np.float64, copy=False)
-    n_ids = max(
-        int(gid.max()) + 1 if gid.size else 0,
-        int(published_ids.max()) + 1 if published_ids.size else 0,
-    )
-    disp = _displacements(gid, xm, ym, gx, gy, published_ids, n_ids)
-    diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
-    del gid, xm, ym
-    subj = _read_columns(assignment, ["subject"])["subject"].astype(np.int64, copy=False)
-    displacement_bins = _displacement_bins(disp, subj, r_max, k)
-    summary = _displacement_summary(disp, subj, r_max, k)
-    del disp
-    iota = _read_columns(assignment, ["iota"])["iota"].astype(np.float64, copy=False)
-    if _iota_hidden(manifest):
-        # Over all records, the bars would add up to the input size less the records above
-        # the generalise threshold: with the released counts a lower bound of the hidden
-        # suppressed total (exact when no record is above it). Only published records count.
-        iota = np.where(_suppressed_rows(assignment), np.nan, iota)
-    return _Distributions(_iota_bins(iota, subj, manifest), diam, displacement_bins, summary)
+
+    def column(name: str, dtype: type) -> NDArray[Any]:
+        return _read_columns(assignment, [name])[name].astype(dtype, copy=False)
+
+    subjects = pool.submit(column, "subject", np.int64)
+
+    def of_groups() -> tuple[NDArray[np.float64], list[Bin], str]:
+        gid = column("group_id", np.int64)
+        xm, ym = column("x_m", np.float64), column("y_m", np.float64)
+        n_ids = max(
+            int(gid.max()) + 1 if gid.size else 0,
+            int(published_ids.max()) + 1 if published_ids.size else 0,
+        )
+        disp = _displacements(gid, xm, ym, gx, gy, published_ids, n_ids)
+        diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
+        del gid, xm, ym
+        subj = subjects.result()
+        return (
+            diam,
+            _displacement_bins(disp, subj, r_max, k),
+            _displacement_summary(disp, subj, r_max, k),
+        )
+
+    def of_iota() -> list[Bin]:
+        iota = column("iota", np.float64)
+        if _iota_hidden(manifest):
+            # Over all records, the bars would add up to the input size less the records
+            # above the generalise threshold: with the released counts a lower bound of the
+            # hidden suppressed total (exact when no record is above it). Only published
+            # records count.
+            iota = np.where(_suppressed_rows(assignment), np.nan, iota)
+        return _iota_bins(iota, subjects.result(), manifest)
+
+    groups = pool.submit(of_groups)
+    iota = pool.submit(of_iota)
+
+    def result() -> _Distributions:
+        diam, displacement_bins, summary = groups.result()
+        return _Distributions(iota.result(), diam, displacement_bins, summary)
+
+    return result
 
 
 def report_html(
@@ -1654,8 +1677,8 @@ def report_html(
     published_ids = groups["group_id"].astype(np.int64, copy=False)
     # The distributions are read from the audit and counted in a second thread (pyarrow
     # and the compiled kernels release the interpreter lock) while this one draws the maps.
-    pool = ThreadPoolExecutor(max_workers=1)
-    numbers = pool.submit(_distributions, assignment, gx, gy, published_ids, manifest)
+    pool = ThreadPoolExecutor(max_workers=2)
+    numbers = _distributions(pool, assignment, gx, gy, published_ids, manifest)
     pool.shutdown(wait=False)
 
     results = _check_results(manifest, verification, deterministic)
@@ -1681,7 +1704,7 @@ def report_html(
         units_map = f"<h3>Units by suppressed share</h3>{_band_chart(bands, cap)}"
     passes_figure = _passes_figure(_pass_rows(manifest, k), k)
     say("displacements and diameters")
-    dist = numbers.result()
+    dist = numbers()
     sup = counts.get("suppressed", 0)
     share = manifest.get("suppressed_share")
     share_text = f"{100 * share:.2f} %" if isinstance(share, int | float) else str(share)
