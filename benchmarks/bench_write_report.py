@@ -27,20 +27,20 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import io
 import json
 import os
 import pickle
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_cold_start import _extract  # noqa: E402  (git archive of a revision)
 
 #: What a child process runs: load the capture, run the two stages, print one JSON line.
 _CHILD = r"""
@@ -87,18 +87,6 @@ with warnings.catch_warnings():
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 print(json.dumps({"write": write, "report": report, "peak_gb": peak}))
 """
-
-
-def _extract(rev: str, into: Path) -> Path:
-    """The source tree of git revision ``rev`` under ``into``; returns its ``src``."""
-    data = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
 
 
 def capture(n: int, path: Path) -> None:
