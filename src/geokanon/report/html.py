@@ -884,14 +884,34 @@ _PAIRWISE_MAX = 16
 def _group_diameters(
     gid: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], n_groups: int
 ) -> NDArray[np.float64]:
-    """Largest distance between two members of every group.
+    """Largest distance between two members of every group (:func:`_members_figures`)."""
+    return _members_figures(gid, x, y, n_groups)[0]
 
-    Small groups: every pair of members (compiled, after a counting sort of the rows by
-    group); groups larger than :data:`_PAIRWISE_MAX`: the pairs of their convex hull's
-    vertices. Both give the exact largest pairwise distance.
+
+def _members_figures(
+    gid: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    n_groups: int,
+    published: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Every group's diameter and, with the ``published`` representatives (x, y and group
+    id of each), every record's displacement, from one pass over the groups' members.
+
+    Diameters: small groups from every pair of members (compiled, after a counting sort
+    of the rows by group); groups larger than :data:`_PAIRWISE_MAX` from the pairs of
+    their convex hull's vertices; both the exact largest pairwise distance. A record's
+    displacement is its distance to its group's representative (NaN: no published
+    group; an empty array without ``published``).
     """
     order, start = _members_by_group(gid, n_groups)
-    out = _pairwise_diameters(order, start, x, y, _PAIRWISE_MAX)
+    pos = np.full(n_groups, -1, dtype=np.int64)  # position among the published groups
+    rx = ry = np.zeros(0)
+    if published is not None:
+        rx, ry, ids = published
+        pos[ids] = np.arange(ids.size)
+    disp = np.full(gid.size if published is not None else 0, np.nan)
+    out = _pairwise_diameters(order, start, x, y, _PAIRWISE_MAX, rx, ry, pos, disp)
     sizes = np.diff(start)
     big = np.flatnonzero(sizes > _PAIRWISE_MAX)
     if big.size:
@@ -899,7 +919,7 @@ def _group_diameters(
         offset = np.cumsum(sizes[big]) - sizes[big]
         members = order[np.repeat(start[big], sizes[big]) + np.arange(owner.size) - offset[owner]]
         out[big] = _hull_diameters(owner, x[members], y[members])
-    return out
+    return out, disp
 
 
 @nb.njit(cache=True, nogil=True)
@@ -934,13 +954,25 @@ def _pairwise_diameters(
     x: NDArray[np.float64],
     y: NDArray[np.float64],
     max_size: int,
+    rx: NDArray[np.float64],
+    ry: NDArray[np.float64],
+    pos: NDArray[np.int64],
+    disp: NDArray[np.float64],
 ) -> NDArray[np.float64]:  # pragma: no cover - compiled
     """Largest distance between two members of every group of 2..``max_size`` members
-    (all pairs; 0 for the other groups)."""
+    (all pairs; 0 for the other groups); with a ``disp`` of one value per record, each
+    member's distance ``sqrt(dx*dx + dy*dy)`` to its group's representative
+    ``rx[pos[g]]``, ``ry[pos[g]]`` filled in on the way (left where ``pos[g]`` is -1)."""
     n_groups = start.size - 1
     out = np.zeros(n_groups)
     for g in range(n_groups):
         a, b = start[g], start[g + 1]
+        if disp.size and pos[g] >= 0:
+            gx, gy = rx[pos[g]], ry[pos[g]]
+            for i in range(a, b):
+                dx = x[order[i]] - gx
+                dy = y[order[i]] - gy
+                disp[order[i]] = math.sqrt(dx * dx + dy * dy)
         if b - a < 2 or b - a > max_size:
             continue
         best = 0.0
@@ -1000,32 +1032,8 @@ def _displacements(
     n_ids: int,
 ) -> NDArray[np.float64]:
     """Distance from each record to its group's published representative (NaN: the
-    record is in no published group), a block of records at a time."""
-    pos = np.full(n_ids + 1, -1, dtype=np.int64)  # position in groups.parquet; last: none
-    pos[published_ids] = np.arange(published_ids.size)
-    return _displacement_kernel(gid, x, y, gx, gy, pos)
-
-
-@nb.njit(cache=True, nogil=True)
-def _displacement_kernel(
-    gid: NDArray[np.int64],
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    gx: NDArray[np.float64],
-    gy: NDArray[np.float64],
-    pos: NDArray[np.int64],
-) -> NDArray[np.float64]:  # pragma: no cover - compiled
-    """``sqrt(dx*dx + dy*dy)`` to the representative at ``pos[gid]`` (NaN: none)."""
-    out = np.full(gid.size, np.nan)
-    last = pos.size - 1
-    for r in range(gid.size):
-        g = gid[r]
-        gi = pos[g if 0 <= g < last else last]
-        if gi >= 0:
-            dx = x[r] - gx[gi]
-            dy = y[r] - gy[gi]
-            out[r] = math.sqrt(dx * dx + dy * dy)
-    return out
+    record is in no published group; :func:`_members_figures`)."""
+    return _members_figures(gid, x, y, n_ids, (gx, gy, published_ids))[1]
 
 
 def _read_columns(path: Path, columns: list[str]) -> dict[str, NDArray[Any]]:
@@ -1592,8 +1600,8 @@ def _distributions(
             int(gid.max()) + 1 if gid.size else 0,
             int(published_ids.max()) + 1 if published_ids.size else 0,
         )
-        disp = _displacements(gid, xm, ym, gx, gy, published_ids, n_ids)
-        diam = _group_diameters(gid, xm, ym, n_ids)[published_ids]
+        diam, disp = _members_figures(gid, xm, ym, n_ids, (gx, gy, published_ids))
+        diam = diam[published_ids]
         del gid, xm, ym
         subj = subjects.result()
         return (
