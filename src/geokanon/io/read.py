@@ -1205,8 +1205,14 @@ def _repeated_pairs(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[n
     """
     if a.size < 2:
         return np.zeros(0, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        key = (a + 0.0).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ (b + 0.0).view(np.uint64)
+
+    def key_of(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.uint64]:
+        with np.errstate(over="ignore"):
+            return (a + 0.0).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ (b + 0.0).view(
+                np.uint64
+            )
+
+    key = key_of(a, b)
     ordered = np.sort(key)
     again = ordered[1:][ordered[1:] == ordered[:-1]]
     if not again.size:
@@ -1217,10 +1223,12 @@ def _repeated_pairs(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[n
     bits = min(26, again.size.bit_length() + 6)
     low = np.uint64((1 << bits) - 1)
     table = np.zeros(1 << bits, dtype=bool)
-    table[(again & low).astype(np.intp)] = True
-    rows = np.flatnonzero(table[(key & low).astype(np.intp)])
-    at = np.minimum(np.searchsorted(again, key[rows]), again.size - 1)
-    return rows[again[at] == key[rows]]
+    table[(again & low).view(np.int64)] = True
+    key &= low  # in place: the low bits, viewed as indices (below 2**26)
+    rows = np.flatnonzero(table[key.view(np.int64)])
+    key = key_of(a[rows], b[rows])
+    at = np.minimum(np.searchsorted(again, key), again.size - 1)
+    return rows[again[at] == key]
 
 
 def _first_of_class(parts: dict[str, Any]) -> NDArray[np.int64]:
