@@ -176,3 +176,31 @@ def test_keep_of_a_published_column_is_refused(tmp_path):
         build_release_files(
             tmp_path, table, core, POLICY, ReleaseOptions(keep=("level",)), version="test"
         )
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_published_rows_read_group_and_class_off_the_sorted_keys(overlap):
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(11)
+    n, n_groups = 5000, 700
+    levels = ("unit", "area", "unit", "odd", "parent")  # "odd": an unknown level, first
+    g = rng.integers(-1, n_groups, n)
+    c = np.where(g < 0, rng.integers(-1, len(levels), n), -1)
+    if overlap:  # not a core result: a record in a group and a class
+        c[:40] = 1
+    result = SimpleNamespace(
+        group_id=g, class_id=c, group_x=np.zeros(n_groups), class_level=levels,
+        synthetic=np.zeros(0),  # no synthetic records
+    )  # fmt: skip
+    rows, pub_g, pub_c, extra = release._published_rows(result, None, ReleaseOptions(), None, 0)
+    assert extra is None
+    assert np.array_equal(pub_g, g[rows]) and np.array_equal(pub_c, c[rows])
+    # group-level rows by group id, then the classes by level rank (unknown first), then id
+    rank = {"odd": -1, "unit": 1, "parent": 2, "area": 3}
+    key = [
+        (0, int(g[r]), 0, r) if g[r] >= 0 else (1, rank[levels[c[r]]], int(c[r]), r)
+        for r in np.flatnonzero((g >= 0) | (c >= 0))
+    ]
+    unknown_first = sorted(key, key=lambda t: (t[0] if t[1] != -1 else -1, t[1:]))
+    assert rows.tolist() == [t[3] for t in unknown_first]
