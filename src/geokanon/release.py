@@ -1694,7 +1694,12 @@ def write_release(
         digests = finish_manifest(tmp, manifest, unchanged=written)
         from geokanon.report.html import build_report
 
-        build_report(tmp, verification=claimed, progress=stage("report"))
+        # the audit columns the report draws, as they were just written to assignment.parquet
+        held = {
+            "group_id": result.group_id, "x_m": table.x, "y_m": table.y,
+            "subject": result.subjects, "iota": result.iota,
+        }  # fmt: skip
+        build_report(tmp, verification=claimed, progress=stage("report"), audit_columns=held)
         # the report writes report.html (and the notes may be rewritten): hash those again
         finish_manifest(
             tmp,

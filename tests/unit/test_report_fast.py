@@ -178,3 +178,15 @@ def test_pass_table_shows_group_level_counts_as_published():
     assert rows[0]["suppress"] == 0
     time_row = _time_row(manifest, 5)
     assert time_row is not None and time_row["merge"] == 3
+
+
+def test_report_from_the_writers_columns_equals_the_report_read_from_the_audit(
+    release_dir, tmp_path
+):
+    # The writer hands the report the audit columns it holds; read back from
+    # audit/assignment.parquet they give the same page, byte for byte.
+    work = tmp_path / "rel"
+    shutil.copytree(release_dir, work)
+    written = (work / "release" / "report.html").read_bytes()
+    assert build_report(work).read_bytes() == written
+    assert b"plot-iota" in written and b"plot-displacement" in written

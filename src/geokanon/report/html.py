@@ -1579,16 +1579,19 @@ def _distributions(
     gy: NDArray[np.float64],
     published_ids: NDArray[np.int64],
     manifest: Mapping[str, Any],
+    held: Mapping[str, NDArray[Any]],
 ) -> Callable[[], _Distributions]:
     """Start reading the audit's columns (each when it is needed) and counting what the
     distribution figures show, in ``pool`` (two threads: the displacements and diameters
     of the groups' members in one, the isolation ratios in the other); return what waits
     for the result. ``gx``, ``gy``: the published representatives in the working CRS, in
-    the order of ``published_ids``."""
+    the order of ``published_ids``; ``held``: audit columns the caller holds (not read)."""
     k = int(manifest["k"])
     r_max = float(manifest["r_max_m"])
 
     def column(name: str, dtype: type) -> NDArray[Any]:
+        if name in held:
+            return np.asarray(held[name]).astype(dtype, copy=False)
         return _read_columns(assignment, [name])[name].astype(dtype, copy=False)
 
     subjects = pool.submit(column, "subject", np.int64)
@@ -1636,6 +1639,7 @@ def report_html(
     verification: VerificationReport | Mapping[str, bool] | None = None,
     deterministic: bool | None = None,
     progress: Callable[..., None] | None = None,
+    audit_columns: Mapping[str, NDArray[Any]] | None = None,
 ) -> str:
     """The release report of a release directory, as HTML text.
 
@@ -1651,6 +1655,10 @@ def report_html(
     progress
         Hears the steps (``geokanon._progress``): ``read release``, ``displacements
         and diameters``, ``units and map``, ``charts and page``.
+    audit_columns
+        Columns of ``audit/assignment.parquet`` (``group_id`` with -1 for none,
+        ``x_m``, ``y_m``, ``subject``, ``iota``) that the caller holds in memory as it
+        wrote them (the release writer): used instead of reading them back.
 
     Returns
     -------
@@ -1686,7 +1694,7 @@ def report_html(
     # The distributions are read from the audit and counted in a second thread (pyarrow
     # and the compiled kernels release the interpreter lock) while this one draws the maps.
     pool = ThreadPoolExecutor(max_workers=2)
-    numbers = _distributions(pool, assignment, gx, gy, published_ids, manifest)
+    numbers = _distributions(pool, assignment, gx, gy, published_ids, manifest, audit_columns or {})
     pool.shutdown(wait=False)
 
     results = _check_results(manifest, verification, deterministic)
@@ -1805,6 +1813,7 @@ def build_report(
     verification: VerificationReport | Mapping[str, bool] | None = None,
     deterministic: bool | None = None,
     progress: Callable[..., None] | None = None,
+    audit_columns: Mapping[str, NDArray[Any]] | None = None,
 ) -> Path:
     """Write ``release/report.html`` of a release directory.
 
@@ -1819,6 +1828,8 @@ def build_report(
         Result of the determinism check, when it was run.
     progress
         Hears the steps of :func:`report_html` (``geokanon._progress``).
+    audit_columns
+        Audit columns the caller holds as it wrote them (:func:`report_html`).
 
     Returns
     -------
@@ -1836,7 +1847,7 @@ def build_report(
     with matplotlib.rc_context({"font.size": 8, "hatch.linewidth": 0.6}):
         text = report_html(
             directory, verification=verification, deterministic=deterministic,
-            progress=progress,
+            progress=progress, audit_columns=audit_columns,
         )  # fmt: skip
     _write_atomic(path, text)
     return path
