@@ -326,11 +326,12 @@ def test_report_isolation_histogram_counts_published_records_only(tmp_path, monk
     audit = json.loads((tmp_path / "out" / "audit" / "audit.json").read_text())
     assert audit["passes_exact"][0]["labels"]["generalise"] == 2
     seen: list[int] = []
+    counted = report._iota_bins
 
     def spy(iota, subj, manifest):
         seen.append(int((~np.isnan(iota) & (iota <= 4.0)).sum()))
-        return ""
+        return counted(iota, subj, manifest)
 
-    monkeypatch.setattr(report, "_iota_figure", spy)
+    monkeypatch.setattr(report, "_iota_bins", spy)
     report.report_html(tmp_path / "out")
     assert seen == [300]
