@@ -482,9 +482,20 @@ def _tie_order(ties: pd.DataFrame) -> np.ndarray:
 
 def _coded_text(codes: np.ndarray, names: Sequence[str], *, large: bool = False) -> pa.Array:
     """Text per row from integer codes into ``names`` (null where a code is negative), as
-    a plain Arrow ``string`` column (``large_string`` with ``large``)."""
+    a plain Arrow ``string`` column (``large_string`` with ``large``).
+
+    One code throughout (a chunk of group-level records: ``group``, and no unit) gives
+    the column from its one value, without a cast.
+    """
     codes = np.asarray(codes)
     kind = pa.large_string() if large else pa.string()
+    n = codes.size
+    if n and codes[0] == codes[-1] and (codes == codes[0]).all():
+        if codes[0] < 0:
+            return pa.nulls(n, kind)
+        word = str(names[int(codes[0])]).encode("utf-8")
+        offsets = np.arange(n + 1, dtype=np.int64 if large else np.int32) * len(word)
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(word * n)])
     missing = codes < 0 if codes.dtype.kind == "i" else None
     if missing is not None and not missing.any():
         missing = None

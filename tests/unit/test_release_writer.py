@@ -204,3 +204,20 @@ def test_published_rows_read_group_and_class_off_the_sorted_keys(overlap):
     ]
     unknown_first = sorted(key, key=lambda t: (t[0] if t[1] != -1 else -1, t[1:]))
     assert rows.tolist() == [t[3] for t in unknown_first]
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_coded_text_is_the_text_of_each_code(large):
+    kind = pa.large_string() if large else pa.string()
+    cases = [
+        (np.array([0, 1, 0, -1, 2]), ["group", "unit", "é"]),  # mixed, a null
+        (np.zeros(6, dtype=np.int64), ["group"]),  # one code throughout
+        (np.full(4, -1), ["a"]),  # all null
+        (np.full(3, 1, dtype=np.uint8), ["a", ""]),  # one empty text throughout
+        (np.zeros(0, dtype=np.int64), ["a"]),
+    ]
+    for codes, names in cases:
+        got = release._coded_text(codes, names, large=large)
+        got.validate(full=True)
+        want = pa.array([names[c] if c >= 0 else None for c in codes.tolist()], kind)
+        assert got.equals(want), (codes, names)
