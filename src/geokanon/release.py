@@ -1706,11 +1706,13 @@ def write_release(
         from geokanon.report.html import build_report
 
         # the audit columns the report draws, as they were just written to assignment.parquet
-        held = {
+        audit_columns = {
             "group_id": result.group_id, "x_m": table.x, "y_m": table.y,
             "subject": result.subjects, "iota": result.iota,
         }  # fmt: skip
-        build_report(tmp, verification=claimed, progress=stage("report"), audit_columns=held)
+        build_report(
+            tmp, verification=claimed, progress=stage("report"), audit_columns=audit_columns
+        )
         # the report writes report.html (and the notes may be rewritten): hash those again
         finish_manifest(
             tmp,
