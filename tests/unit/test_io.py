@@ -560,6 +560,19 @@ def test_grid_units():
     assert u.names[u.codes].tolist() == ["E-1_N0", "E1_N0"]
 
 
+@pytest.mark.parametrize("spread", [3e4, 1e9])  # a dense cell range (presence table), a sparse one
+def test_grid_units_codes_are_the_sorted_cells(spread):
+    rng = np.random.default_rng(3)
+    x, y = rng.uniform(-spread, spread, 500), rng.uniform(-spread, spread, 500)
+    u = grid_units(x, y, 1000.0)
+    cells = list(
+        zip(np.floor(x / 1000.0).astype(int), np.floor(y / 1000.0).astype(int), strict=True)
+    )
+    order = sorted(set(cells))
+    assert u.codes.tolist() == [order.index(c) for c in cells]
+    assert u.names.tolist() == [f"E{i * 1000}_N{j * 1000}" for i, j in order]
+
+
 # ------------------------------------------------------------------ command line
 
 

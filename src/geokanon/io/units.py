@@ -331,7 +331,18 @@ def grid_units(x: NDArray[np.float64], y: NDArray[np.float64], cell_m: float) ->
     # One integer per cell, ordered as (ix, iy): factorised without tuples.
     x0, y0 = int(ix.min()), int(iy.min())
     span = int(iy.max()) - y0 + 1
-    codes, uniq = pd.factorize((ix - x0) * span + (iy - y0), sort=True)
+    key = (ix - x0) * span + (iy - y0)
+    n_keys = (int(ix.max()) - x0 + 1) * span
+    if n_keys <= 4 * key.size:
+        # a presence table over the keys' range ranks them as a sorted factorize does,
+        # without its sort (about half the time at 1e7 points)
+        present = np.zeros(n_keys, dtype=np.bool_)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        codes = rank[key]
+    else:
+        codes, uniq = pd.factorize(key, sort=True)
     ux, uy = uniq // span + x0, uniq % span + y0
     cells = zip(ux.tolist(), uy.tolist(), strict=True)
     names = np.asarray([f"E{i * cell_m:.0f}_N{j * cell_m:.0f}" for i, j in cells], dtype=object)
