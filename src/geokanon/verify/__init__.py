@@ -34,6 +34,7 @@ from pathlib import Path
 
 from geokanon.errors import InputError
 from geokanon.io.read import DatabaseInput, PointTable
+from geokanon.verify import _results
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -225,6 +226,7 @@ def verify_release(
     rel = ReleaseReader(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
     rel.before_report = None if before_report is None else bool(before_report)
+    rel.checks = frozenset(names)
     if reuse is not None:
         rel.adopt(reuse.derived)
     if isinstance(src, Path | DatabaseInput) or raw is not None:
@@ -234,5 +236,5 @@ def verify_release(
             _ = rel.source  # a bad source file is an input error, raised here
         except Unreadable:
             pass
-    results = run_checks(_CHECK_FUNCS, rel, names, progress)
+    results = run_checks(_CHECK_FUNCS, rel, names, progress, lanes=_results.LANES)
     return VerificationReport(results, digests=dict(rel.digests), derived=rel.carry())

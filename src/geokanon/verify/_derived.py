@@ -15,28 +15,27 @@ from geokanon.verify._arrays import (
     distinct_counts,
     nunique,
 )
+from geokanon.verify._once import once
 from geokanon.verify._reader import WITHHELD, ReleaseReader, cell_value
 from geokanon.verify._results import Unreadable
 
 
 def group_members(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(row indices of group members sorted by group, their group ids)."""
-    cached = rel.__dict__.get("_members")
-    if cached is None:
+
+    def make() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         idx = np.flatnonzero(rel.gid >= 0)
         order = idx[argsort_stable(rel.gid[idx])]
-        cached = rel.__dict__["_members"] = (order, rel.gid[order])
-    return cached
+        return order, rel.gid[order]
+
+    return once(rel, "_members", make)
 
 
 def member_groups(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(:func:`group_members`' rows, each one's position in :func:`rep_arrays`' groups, -1
     for a group that is not published); the lookup is prepared once per reader, the
     positions (one per member) are not held."""
-    look = rel.__dict__.get("_group_lookup")
-    if look is None:
-        gids, _, _ = rep_arrays(rel)
-        look = rel.__dict__["_group_lookup"] = IdLookup(gids)
+    look = once(rel, "_group_lookup", lambda: IdLookup(rep_arrays(rel)[0]))
     rows, mg = group_members(rel)
     return rows, look(mg)
 
@@ -46,10 +45,7 @@ def rep_arrays(
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
     """(group ids, x, y) of ``groups.parquet`` (read once per reader; a file that fails
     is refused again at every call)."""
-    cached = rel.__dict__.get("_rep_arrays")
-    if cached is None:
-        cached = rel.__dict__["_rep_arrays"] = _rep_arrays(rel)
-    return cached
+    return once(rel, "_rep_arrays", lambda: _rep_arrays(rel))
 
 
 def _rep_arrays(
@@ -67,26 +63,28 @@ def _rep_arrays(
 def audit_holds(rel: ReleaseReader, xs: NDArray[np.float64], ys: NDArray[np.float64]) -> bool:
     """Whether the audit's working coordinates are exactly ``xs``, ``ys`` (source rows)
     row by row: then every check of one is a check of the other."""
-    memo: dict[tuple[int, int], tuple[Any, Any, bool]] = rel.__dict__.setdefault("_audit_holds", {})
-    key = (id(xs), id(ys))
-    if key not in memo or memo[key][0] is not xs or memo[key][1] is not ys:
+
+    def make() -> tuple[Any, Any, bool]:
         rows = rel.source_rows
         same = False
         if rows is not None and xs.size == rows.size and ys.size == rows.size:
             xm, ym = rel.xy_m
             same = bool(np.array_equal(xs[rows], xm) and np.array_equal(ys[rows], ym))
-        memo[key] = (xs, ys, same)
-    return memo[key][2]
+        return xs, ys, same
+
+    # kept with the arrays themselves, so their ids name them while it is kept
+    held = once(rel, f"_audit_holds {id(xs)} {id(ys)}", make)
+    return held[2] if held[0] is xs and held[1] is ys else make()[2]
 
 
 def suppressed_subjects(rel: ReleaseReader) -> tuple[int, int]:
     """(distinct subjects suppressed, distinct subjects), worked out once per release."""
-    cached = rel.__dict__.get("_suppressed_subjects")
-    if cached is None:
+
+    def make() -> tuple[int, int]:
         subj = rel.subjects
-        sup = rel.is_disposal("suppressed")
-        cached = rel.__dict__["_suppressed_subjects"] = (nunique(subj[sup]), nunique(subj))
-    return cached
+        return nunique(subj[rel.is_disposal("suppressed")]), nunique(subj)
+
+    return once(rel, "_suppressed_subjects", make)
 
 
 def unit_subjects(
@@ -98,15 +96,16 @@ def unit_subjects(
     this (and :func:`suppressed_subjects`) from its tasks' distinct triples, so the
     checks that read only these figures are the same code for both layouts.
     """
-    cached = rel.__dict__.get("_unit_subjects")
-    if cached is None:
+
+    def make() -> tuple[NDArray[np.object_], NDArray[np.int64], NDArray[np.int64]]:
         ucode, names = rel.unit_codes
         sup = rel.is_disposal("suppressed")
         subj = rel.subjects
         size = distinct_counts(ucode, subj, names.size, rel.subject_codes)
         n_sup = distinct_counts(ucode[sup], subj[sup], names.size)
-        cached = rel.__dict__["_unit_subjects"] = (names, size, n_sup)
-    return cached
+        return names, size, n_sup
+
+    return once(rel, "_unit_subjects", make)
 
 
 def _unit_class_records(rel: ReleaseReader) -> dict[str, int]:

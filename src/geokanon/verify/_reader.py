@@ -12,7 +12,6 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,7 +39,8 @@ from geokanon.verify._arrays import (
     sample_records,
     text_values,
 )
-from geokanon.verify._results import Unreadable
+from geokanon.verify._once import cached
+from geokanon.verify._results import CHECKS, Unreadable
 
 if TYPE_CHECKING:
     from geokanon.verify.extent import Ground
@@ -226,6 +226,9 @@ class ReleaseReader:
         #: reader reads its audit part: :meth:`of_source_partition`)
         self.audit_file = self.aud / "assignment.parquet"
         self.audit_label = "assignment"
+        #: the checks this verification runs (a read that one check makes for a later
+        #: one, such as no_leak's of records.csv for counts, is made only when it runs)
+        self.checks: frozenset[str] = frozenset(CHECKS)
         #: the records files this reader checks: None, the release's own
         #: (``records.parquet``); a reader of one part names that part's file
         self.record_files: list[Path] | None = None
@@ -391,35 +394,35 @@ class ReleaseReader:
             raise Unreadable(f"{path.name} is not a JSON object")
         return data
 
-    @cached_property
+    @cached
     def manifest(self) -> dict[str, Any]:
         return self._json(self.rel / "manifest.json")
 
-    @cached_property
+    @cached
     def audit(self) -> dict[str, Any]:
         return self._json(self.aud / "audit.json")
 
-    @cached_property
+    @cached
     def k(self) -> int:
         k = self.manifest.get("k")
         if isinstance(k, bool) or not isinstance(k, int) or k < 2:
             raise Unreadable("manifest k is not an integer >= 2")
         return k
 
-    @cached_property
+    @cached
     def r_max_m(self) -> float:
         r = self.manifest.get("r_max_m")
         if isinstance(r, bool) or not isinstance(r, int | float) or not r > 0:
             raise Unreadable("manifest r_max_m is not a positive number")
         return float(r)
 
-    @cached_property
+    @cached
     def assignment(self) -> pd.DataFrame:
         """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
         self._audit_arrays  # noqa: B018  (raises Unreadable as the checks would)
         return self._parquet(self.audit_file)
 
-    @cached_property
+    @cached
     def _audit_arrays(self) -> dict[str, Any]:
         """The audit's columns the checks use, read once with pyarrow in batches of rows
         into what the checks use (numbers, codes), so no Arrow copy of the audit is held.
@@ -472,7 +475,7 @@ class ReleaseReader:
             raise value.exc
         return value
 
-    @cached_property
+    @cached
     def n_audit(self) -> int:
         return int(self._audit_arrays[""])
 
@@ -481,19 +484,19 @@ class ReleaseReader:
         """The audit's ``time_bin`` column, when it has one."""
         return self._audit("time_bin") if "time_bin" in self._audit_arrays else None
 
-    @cached_property
+    @cached
     def gid(self) -> NDArray[np.int64]:
         return self._audit("group_id")
 
-    @cached_property
+    @cached
     def cid(self) -> NDArray[np.int64]:
         return self._audit("class_id")
 
-    @cached_property
+    @cached
     def _disposal_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
         return self._audit("disposal")
 
-    @cached_property
+    @cached
     def disposal(self) -> NDArray[np.object_]:
         codes, names = self._disposal_codes
         return names[codes]
@@ -509,7 +512,7 @@ class ReleaseReader:
             memo[names] = hit[codes] if hit.size else np.zeros(codes.size, dtype=bool)
         return memo[names]
 
-    @cached_property
+    @cached
     def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         return self._audit("x_m"), self._audit("y_m")
 
@@ -519,7 +522,7 @@ class ReleaseReader:
         and working coordinates)."""
         return self.n_audit, sample_records(self.gid, *self.xy_m, every)
 
-    @cached_property
+    @cached
     def source(self) -> Source:
         out, work = self.output_crs, self.working_crs
         src = _load_source(self._source_arg, self.audit, out, work)
@@ -549,7 +552,7 @@ class ReleaseReader:
             subject_raw=raw.subject_raw,
         )
 
-    @cached_property
+    @cached
     def subjects(self) -> NDArray[np.int64]:
         """Subject code per assignment row: the source's when it is given and aligned."""
         src = self.source
@@ -558,12 +561,12 @@ class ReleaseReader:
             return src.subjects[rows]
         return self.audit_subjects
 
-    @cached_property
+    @cached
     def subject_codes(self) -> tuple[NDArray[np.int64], int]:
         """:attr:`subjects` numbered densely (``dense_codes``), worked out once."""
         return dense_codes(self.subjects)
 
-    @cached_property
+    @cached
     def audit_subjects(self) -> NDArray[np.int64]:
         return self._audit("subject")
 
@@ -573,7 +576,7 @@ class ReleaseReader:
         rows: NDArray[np.int64] = self._audit("source_row")
         return rows
 
-    @cached_property
+    @cached
     def source_rows(self) -> NDArray[np.int64] | None:
         """Source row per assignment row when the source is given and the rows line up."""
         n = self.source.n_rows
@@ -586,39 +589,39 @@ class ReleaseReader:
             return None
         return rows
 
-    @cached_property
+    @cached
     def unit_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
         """(code per assignment row, unit id per code, sorted)."""
         return self._audit("unit")
 
-    @cached_property
+    @cached
     def units(self) -> NDArray[np.object_]:
         """Unit id per audit row (for other readers; the checks use :attr:`unit_codes`)."""
         codes, names = self.unit_codes
         return names[codes]
 
-    @cached_property
+    @cached
     def synthetic(self) -> pd.DataFrame:
         path = self.aud / "synthetic.parquet"
         if not path.is_file():
             return pd.DataFrame({"group_id": [], "class_id": [], "unit": []})
         return self._parquet(path)
 
-    @cached_property
+    @cached
     def syn_gid(self) -> NDArray[np.int64]:
         s = self.synthetic
         return (
             int_ids(s["group_id"], "synthetic group_id") if "group_id" in s else np.array([], int)
         )
 
-    @cached_property
+    @cached
     def syn_cid(self) -> NDArray[np.int64]:
         s = self.synthetic
         return (
             int_ids(s["class_id"], "synthetic class_id") if "class_id" in s else np.array([], int)
         )
 
-    @cached_property
+    @cached
     def groups(self) -> pd.DataFrame:
         # the checks read its numbers, ids and units; geometry and bbox are read from the
         # file itself (no_leak) or compared by name only: kept in Arrow (a million Python
@@ -656,17 +659,17 @@ class ReleaseReader:
         except (OSError, pa.ArrowException) as exc:
             raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
-    @cached_property
+    @cached
     def group_ids(self) -> NDArray[np.int64]:
         """``groups.parquet``'s ``group_id`` as ids (-1: missing), read once for every check."""
         return int_ids(self.groups["group_id"], "groups group_id")
 
-    @cached_property
+    @cached
     def class_ids(self) -> NDArray[np.int64]:
         """``classes.parquet``'s ``class_id`` as ids (-1: missing), read once for every check."""
         return int_ids(self.classes["class_id"], "classes class_id")
 
-    @cached_property
+    @cached
     def classes(self) -> pd.DataFrame:
         path = self.rel / "classes.parquet"
         if not path.is_file():
@@ -679,7 +682,7 @@ class ReleaseReader:
                 raise Unreadable(f"classes.parquet lacks column {col!r}")
         return c
 
-    @cached_property
+    @cached
     def units_table(self) -> pd.DataFrame:
         path = self.rel / "units.csv"
         if not path.is_file():
@@ -693,33 +696,33 @@ class ReleaseReader:
                 raise Unreadable(f"units.csv lacks column {col!r}")
         return t
 
-    @cached_property
+    @cached
     def working_crs(self) -> str | None:
         v = self.audit.get("working_crs")
         return None if v in (None, "") else str(v)
 
-    @cached_property
+    @cached
     def output_crs(self) -> str | None:
         v = self.manifest.get("crs", self.audit.get("output_crs"))
         return None if v in (None, "") else str(v)
 
-    @cached_property
+    @cached
     def to_working(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
         """Transform output-CRS coordinates to the working CRS, or None when they are the same."""
         return _transformer(self.output_crs, self.working_crs)
 
-    @cached_property
+    @cached
     def to_output(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
         return _transformer(self.working_crs, self.output_crs)
 
-    @cached_property
+    @cached
     def ground(self) -> Ground | None:
         """Ellipsoidal distances in the working CRS's datum (``None``: unnamed metric CRS)."""
         from geokanon.verify.extent import Ground  # the extent check's measure
 
         return Ground.of(self.working_crs, self.output_crs)
 
-    @cached_property
+    @cached
     def own_subjects(self) -> bool:
         col = self.audit.get("subject_column")
         if col is None:

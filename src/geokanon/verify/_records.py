@@ -38,6 +38,7 @@ from geokanon.verify._arrays import (
     value_runs,
 )
 from geokanon.verify._derived import rep_arrays
+from geokanon.verify._once import once
 from geokanon.verify._reader import ReleaseReader, read_ahead
 from geokanon.verify._results import Unreadable
 from geokanon.verify.leak_rules import CSV_NA, wkb_xy
@@ -144,9 +145,18 @@ class RecordRows:
     compared: tuple[str, ...] = ()
     #: whether the records were read (see :func:`_rows_apply`)
     read: bool = True
-    #: ``records.csv`` against ``records.parquet``, still to compare (its findings go
-    #: to ``problems``; see :func:`record_rows`)
-    csv: _CsvCompare | None = field(default=None, repr=False)
+    #: per column of ``records.parquet`` (less ``geometry``, ``bbox``), the sum of its
+    #: values' keyed hashes tied to their rows (what ``records.csv`` must sum to)
+    column_sums: dict[str, int] = field(default_factory=dict, repr=False)
+    #: whether ``records.csv`` is still to be compared with ``records.parquet`` (a
+    #: single-file release whose records were read; its findings go to ``problems``)
+    csv_due: bool = False
+
+
+def _text_columns(schema: pa.Schema) -> list[str]:
+    """The text columns of a records file (read as dictionaries: each distinct text once)."""
+    text = (pa.types.is_string, pa.types.is_large_string)
+    return [f.name for f in schema if any(t(f.type) for t in text)]
 
 
 def record_paths(rel: ReleaseReader) -> list[Path]:
@@ -172,13 +182,12 @@ def _rows_apply(rel: ReleaseReader) -> bool:
 
 def audit_time_bins(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
     """(code per audit row, label per code, sorted) when the audit has time bins."""
-    if "_audit_time_bins" not in rel.__dict__:
+
+    def make() -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
         tb = rel.time_bins
-        rel.__dict__["_audit_time_bins"] = (
-            None if tb is None else factorize_arrow(tb.cast(pa.string()).fill_null(""))
-        )
-    found: tuple[NDArray[np.int64], NDArray[np.object_]] | None = rel.__dict__["_audit_time_bins"]
-    return found
+        return None if tb is None else factorize_arrow(tb.cast(pa.string()).fill_null(""))
+
+    return once(rel, "_audit_time_bins", make)
 
 
 def _published_ids(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -190,38 +199,73 @@ def _published_ids(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.in
 def audit_keys(rel: ReleaseReader) -> NDArray[np.int64]:
     """Each audit row's key (numbered as :func:`_published_ids` says; -1: in no group
     or class, or in one that is not published)."""
-    if "_audit_keys" not in rel.__dict__:
+
+    def make() -> NDArray[np.int64]:
         gids, cids = _published_ids(rel)
         key = np.where(rel.gid >= 0, positions_in(gids, rel.gid), -1)
         cpos = positions_in(cids, rel.cid)
         at_class = (rel.gid < 0) & (rel.cid >= 0) & (cpos >= 0)
         key[at_class] = gids.size + cpos[at_class]
-        rel.__dict__["_audit_keys"] = key
-    keys: NDArray[np.int64] = rel.__dict__["_audit_keys"]
-    return keys
+        return key
+
+    return once(rel, "_audit_keys", make)
 
 
 def record_rows(rel: ReleaseReader, *, csv: bool = True) -> RecordRows:
     """The records files read once, row by row, against the release's tables, the audit
     and the source (see :class:`_RecordsPass`); cached on ``rel``.
 
-    ``csv``: compare ``records.csv`` with ``records.parquet`` too (when not yet done).
-    Without it the comparison waits, so that ``no_leak``'s read of ``records.csv``, when
-    it comes first, serves it too (:func:`csv_tap`).
+    ``csv``: compare ``records.csv`` with ``records.parquet`` too (once). Without it the
+    comparison waits, so that ``no_leak``'s read of ``records.csv``, when it comes first,
+    serves it too (:func:`csv_tap`).
     """
-    if "_record_rows" not in rel.__dict__:
+
+    def make() -> RecordRows:
         out = RecordRows(read=_rows_apply(rel))
         try:
             if out.read:
                 _RecordsPass(rel, out).run()
         except Unreadable as exc:
             out.unreadable = str(exc)
-        rel.__dict__["_record_rows"] = out
-    found: RecordRows = rel.__dict__["_record_rows"]
-    if csv and found.csv is not None:
-        pending, found.csv = found.csv, None
-        pending.compare()
+        return out
+
+    found = once(rel, "_record_rows", make)
+    if csv and found.csv_due:
+        once(rel, "_records_csv_compared", lambda: _compare_csv(rel, found))
     return found
+
+
+def _row_hasher(rel: ReleaseReader) -> RowHasher:
+    """The keyed hashes of one verification's records pass and of its comparison of
+    ``records.csv`` with ``records.parquet`` (drawn once per reader)."""
+    return once(rel, "_row_hasher", RowHasher)
+
+
+def _csv_compare(rel: ReleaseReader) -> _CsvCompare | None:
+    """``records.csv``'s comparison with ``records.parquet`` of a single-file release (made
+    once per reader, before or after the records pass; None: a part's reader, or a
+    ``records.parquet`` missing or unreadable, which the pass says)."""
+
+    def make() -> _CsvCompare | None:
+        path = rel.rel / "records.parquet"
+        if rel.record_files is not None or record_paths(rel) != [path]:
+            return None
+        try:
+            return _CsvCompare(rel, pq.read_schema(path))
+        except (OSError, pa.ArrowException):
+            return None
+
+    return once(rel, "_csv_compare", make)
+
+
+def _compare_csv(rel: ReleaseReader, rows: RecordRows) -> bool:
+    """Compare ``records.csv`` with the records pass's ``records.parquet`` (its problems
+    go to ``rows.problems``)."""
+    cmp = _csv_compare(rel)
+    if cmp is None:  # not so when the pass read the file
+        return False
+    cmp.compare(rows)
+    return True
 
 
 class _RecordsPass:
@@ -267,18 +311,20 @@ class _RecordsPass:
         )
         self.unit_look = pd.Index(sorted(set(map(str, un))))
         self.unit_code = np.asarray(self.unit_look.get_indexer(pd.Index(un)), np.int64).reshape(-1)
+        # a single-file release's schema as records.csv's comparison read it
+        cmp = _csv_compare(rel)
         try:
-            self.schema = pq.read_schema(self.paths[0])
+            self.schema = pq.read_schema(self.paths[0]) if cmp is None else cmp.schema
         except (OSError, pa.ArrowException) as exc:
             raise Unreadable(f"{self.paths[0].name} is unreadable ({type(exc).__name__})") from None
+        self.csv_due = cmp is not None
         self.names = [str(n) for n in self.schema.names]
         #: text columns, read as dictionaries (each distinct text handled once)
-        text = (pa.types.is_string, pa.types.is_large_string)
-        self.text_columns = [f.name for f in self.schema if any(t(f.type) for t in text)]
+        self.text_columns = _text_columns(self.schema)
         lacking = [c for c in RECORD_FORMAT_COLUMNS[:6] if c not in self.names]
         if lacking:
             raise Unreadable(f"records.parquet lacks columns {lacking}")
-        self.hasher = RowHasher()
+        self.hasher = _row_hasher(rel)
         self.bins = audit_time_bins(rel)
         has_bins = "time_bin" in self.names
         if has_bins and self.bins is None:
@@ -376,10 +422,10 @@ class _RecordsPass:
             )
         if self.compared:
             self._members()
-        if self.paths == [self.rel.rel / "records.parquet"]:
-            # compared when a check needs it (``counts``), from no_leak's read of the
-            # file when that came first (:func:`csv_tap`)
-            out.csv = _CsvCompare(self, start)
+        # records.csv is compared when a check needs it (``counts``), from no_leak's
+        # read of the file when that came first (:func:`csv_tap`)
+        out.column_sums = self.column_sums
+        out.csv_due = self.csv_due
 
     def _batch(self, batch: pa.RecordBatch, start: int) -> None:
         import pyarrow.compute as pc
@@ -521,19 +567,20 @@ class _CsvCompare:
     :class:`_RecordsPass`): from a :class:`_CsvTap` that saw the whole file, else read
     here with the Parquet file's column types."""
 
-    def __init__(self, rp: _RecordsPass, n_rows: int) -> None:
-        self.rel, self.out, self.hasher = rp.rel, rp.out, rp.hasher
-        self.path = rp.rel.rel / "records.csv"
-        self.names, self.schema, self.text_columns = rp.names, rp.schema, rp.text_columns
-        self.column_sums = rp.column_sums
-        self.n_rows = n_rows
+    def __init__(self, rel: ReleaseReader, schema: pa.Schema) -> None:
+        self.rel, self.hasher = rel, _row_hasher(rel)
+        self.path = rel.rel / "records.csv"
+        self.schema = schema
+        self.names = [str(n) for n in schema.names]
+        self.text_columns = _text_columns(schema)
         #: the columns ``records.csv`` must have, in order
         self.want = [n for n in self.names if n not in _PARQUET_ONLY]
         #: (header, sums, rows) as :meth:`_csv_sums` has them, from a tap's read
         self.tapped: tuple[list[str], dict[str, int], int] | None = None
 
-    def compare(self) -> None:
-        out, path, want = self.out, self.path, self.want
+    def compare(self, out: RecordRows) -> None:
+        """``records.csv`` against the records pass's ``out`` (its findings go there)."""
+        path, want = self.path, self.want
         if not path.is_file():
             out.problems.append("release/records.csv is missing")
             return
@@ -566,11 +613,11 @@ class _CsvCompare:
             )
             return
         self.rel.csv_rows.setdefault(path, rows)
-        if rows != self.n_rows:
-            out.problems.append(f"records.csv has {rows} rows, records.parquet {self.n_rows}")
+        if rows != out.rows:
+            out.problems.append(f"records.csv has {rows} rows, records.parquet {out.rows}")
             return
         mask = (1 << 64) - 1
-        differ = [n for n in want if (sums[n] - self.column_sums[n]) & mask]
+        differ = [n for n in want if (sums[n] - out.column_sums[n]) & mask]
         if differ:
             out.problems.append(
                 f"records.csv differs from records.parquet in column(s) {', '.join(differ)}"
@@ -694,11 +741,13 @@ class _CsvTap:
 
 
 def csv_tap(rel: ReleaseReader, path: Path) -> _CsvTap | None:
-    """A tap for ``no_leak``'s read of ``path`` when it is the ``records.csv`` whose
-    comparison with ``records.parquet`` waits (:func:`record_rows`) and every column's
-    type is one the tap reads."""
-    rows: RecordRows | None = rel.__dict__.get("_record_rows")
-    cmp = None if rows is None else rows.csv
+    """A tap for ``no_leak``'s read of ``path`` when it is the ``records.csv`` of a
+    single-file release whose comparison with ``records.parquet`` is still to come
+    (``counts`` runs in this verification: ``rel.checks``; :func:`record_rows`) and every
+    column's type is one the tap reads. The records pass may come before or after."""
+    if "counts" not in rel.checks or "_records_csv_compared" in rel.__dict__:
+        return None
+    cmp = _csv_compare(rel)
     if cmp is None or cmp.tapped is not None or path != cmp.path:
         return None
     if not all(_tap_reads(cmp.schema.field(n).type) for n in cmp.want):

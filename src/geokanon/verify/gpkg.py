@@ -70,10 +70,7 @@ def _cache(rel: ReleaseReader | None) -> dict[Any, Any]:
     small layers), so that each is read once: keyed by the file's path, size and mtime."""
     if rel is None:
         return {}
-    held: dict[Any, Any] | None = getattr(rel, "_gpkg_read", None)
-    if held is None:
-        held = {}
-        rel._gpkg_read = held  # type: ignore[attr-defined]
+    held: dict[Any, Any] = rel.__dict__.setdefault("_gpkg_read", {})  # one dict, whoever asks
     return held
 
 

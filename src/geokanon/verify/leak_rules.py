@@ -20,7 +20,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,6 +39,7 @@ from geokanon.verify._arrays import (
     np_bool,
     wkb_points,
 )
+from geokanon.verify._once import cached
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -173,7 +173,7 @@ class Secrets:
     #: the manifest's CRS (its definition in the GeoParquet metadata is no leak)
     crs: str | None = None
 
-    @cached_property
+    @cached
     def ids_arrow(self) -> pa.Array:
         return pa.array(sorted(self.subject_ids), type=pa.string())
 
@@ -184,27 +184,27 @@ class Secrets:
             return got
         return _NO_COLUMN if self.know_columns else _UNKNOWN_COLUMN
 
-    @cached_property
+    @cached
     def key_min_len(self) -> int:
         return min((len(f) for f in self.key_forms), default=0)
 
-    @cached_property
+    @cached
     def times(self) -> NDArray[np.float64]:
         return np.sort(np.concatenate([self.wall, self.epoch]))
 
-    @cached_property
+    @cached
     def has_pairs(self) -> bool:
         # coords holds both values of every finite source pair
         return self.coords.size > 0 or self.near is not None
 
-    @cached_property
+    @cached
     def _pairs(self) -> tuple[tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...], int]:
         """(the source pair arrays, bits for a row number across them)."""
         sources = self.pair_sources or ((self.px, self.py),)
         total = sum(int(x.size) for x, _ in sources)
         return sources, max(1, (total - 1).bit_length())
 
-    @cached_property
+    @cached
     def pair_keys(self) -> NDArray[np.uint64]:
         """Every finite source pair as one sorted key: a hash of the pair in the high bits,
         the pair's row number (across :attr:`pair_sources`) in the low bits. Built on first use.
@@ -306,14 +306,14 @@ class _Legit:
         self.series = series
         self._copies = copies
 
-    @cached_property
+    @cached
     def copies_secret(self) -> bool:
         """Whether the source column repeats a record's own coordinate or id (row by row)."""
         if self.series is None or self._copies is None:
             return False
         return bool(self._copies(self.series))
 
-    @cached_property
+    @cached
     def _source_numbers(self) -> NDArray[np.float64]:
         assert self.series is not None
         s = self.series
@@ -323,7 +323,7 @@ class _Legit:
             pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         )
 
-    @cached_property
+    @cached
     def _source_texts(self) -> frozenset[str]:
         assert self.series is not None
         if pd.api.types.is_numeric_dtype(self.series.dtype):
@@ -331,7 +331,7 @@ class _Legit:
         s = self.series.dropna()
         return frozenset(str(v).strip() for v in pd.unique(s.astype(str)))
 
-    @cached_property
+    @cached
     def _texts_arrow(self) -> pa.Array:
         texts = self._source_texts if self.kind == "source" else self.texts
         return pa.array(sorted(texts), type=pa.string())
@@ -1034,12 +1034,12 @@ class _TextColumn:
     texts: NDArray[np.object_]
     codes: NDArray[np.int64]
 
-    @cached_property
+    @cached
     def counts(self) -> NDArray[np.int64]:
         ok = self.codes >= 0
         return np.bincount(self.codes[ok], minlength=self.texts.size).astype(np.int64)
 
-    @cached_property
+    @cached
     def arrow(self) -> pa.Array:
         return pa.array(self.texts.tolist(), type=pa.string())
 
@@ -1048,35 +1048,35 @@ class _TextColumn:
         {"arrow", "ascii", "whole_number", "no_digit", "other", "other_tokens", "parsed", "numeric"}
     )
 
-    @cached_property
+    @cached
     def ascii(self) -> NDArray[np.bool_]:
         import pyarrow.compute as pc
 
         return np_bool(pc.string_is_ascii(self.arrow))
 
-    @cached_property
+    @cached
     def whole_number(self) -> NDArray[np.bool_]:
         """Entries that are exactly one number token (so they read as that number)."""
         import pyarrow.compute as pc
 
         return np_bool(pc.match_substring_regex(self.arrow, _WHOLE_NUMBER)) & self.ascii
 
-    @cached_property
+    @cached
     def no_digit(self) -> NDArray[np.bool_]:
         import pyarrow.compute as pc
 
         return np_bool(pc.match_substring_regex(self.arrow, _NO_DIGIT)) & self.ascii
 
-    @cached_property
+    @cached
     def other(self) -> NDArray[np.int64]:
         """Entries neither empty of digits nor one number: read with the regex."""
         return np.flatnonzero(~self.no_digit & ~self.whole_number)
 
-    @cached_property
+    @cached
     def other_tokens(self) -> dict[int, list[str]]:
         return {int(i): _NUMBER.findall(self.texts[i]) for i in self.other.tolist()}
 
-    @cached_property
+    @cached
     def parsed(self) -> NDArray[np.float64]:
         """Each entry that is one number token, as that number (else NaN)."""
         out = np.full(self.texts.size, np.nan)
@@ -1103,7 +1103,7 @@ class _TextColumn:
                 has[i] = True
         return value, has
 
-    @cached_property
+    @cached
     def numeric(self) -> NDArray[np.float64]:
         """Each entry read as a number the way ``pd.to_numeric(errors='coerce')`` does."""
         out = self.parsed.copy()
