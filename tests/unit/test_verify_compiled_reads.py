@@ -16,7 +16,7 @@ import pytest
 import shapely
 
 from geokanon.verify._arrays import IdLookup, RowHasher, positions_in
-from geokanon.verify._records import _bbox_ok
+from geokanon.verify._records import _ROW_FAULTS, _box_fields, _check_rows
 from geokanon.verify.leak_rules import wkb_xy
 
 _A = np.uint64(0xBF58476D1CE4E5B9)
@@ -136,6 +136,34 @@ def test_prepared_lookup_finds_the_first_row_of_each_id(
     np.testing.assert_array_equal(positions_in(table, values), want)
 
 
+def _boxes_ok(
+    struct: pa.StructArray, is_g: np.ndarray, rx: np.ndarray, ry: np.ndarray
+) -> np.ndarray:
+    """Per row, whether the records pass's compiled row check finds its bbox right: row i
+    is a member of group i (representative ``rx[i], ry[i]``) or of the one class."""
+    n = is_g.size
+    g = np.where(is_g, np.arange(n), -1)
+    c = np.where(is_g, -1, 0)
+    level = np.where(is_g, 0, 1)  # the group's level, the class's
+    unit = np.where(is_g, -2, 0)  # null, the class's unit
+    box = _box_fields(struct)
+    assert box is not None
+    none = np.zeros(0)
+    ok = np.zeros(n, dtype=bool)
+    for i in range(n):
+        faults = np.zeros(len(_ROW_FAULTS), dtype=np.int64)
+        _check_rows(
+            g[i : i + 1], c[i : i + 1], g[i : i + 1], c[i : i + 1], n, level[i : i + 1],
+            np.array([0, 1]), unit[i : i + 1], np.array([0]), none, none, False, rx, ry, 0,
+            none, none, 1, *(a[i : i + 1] for a in box), np.empty(1, dtype=np.int64),
+            np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64),
+            np.zeros(n + 1, dtype=np.int64), faults,
+        )  # fmt: skip
+        assert faults[_ROW_FAULTS.index("level")] == faults[_ROW_FAULTS.index("unit")] == 0
+        ok[i] = faults[_ROW_FAULTS.index("bbox")] == 0
+    return ok
+
+
 def test_point_boxes_checked_per_row() -> None:
     rng = np.random.default_rng(5)
     n = 400
@@ -156,7 +184,7 @@ def test_point_boxes_checked_per_row() -> None:
         names=["xmin", "ymin", "xmax", "ymax"],
         mask=pa.array(~valid),
     )
-    got = _bbox_ok(struct, is_g, rx, ry)
+    got = _boxes_ok(struct, is_g, rx, ry)
     point = valid & (xmin == rx) & (xmax == rx) & (ymin == ry) & (ymax == ry)
     empty = ~valid | (np.isnan(xmin) & np.isnan(ymin) & np.isnan(xmax) & np.isnan(ymax))
     np.testing.assert_array_equal(got, np.where(is_g, point, empty))

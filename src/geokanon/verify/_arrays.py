@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -113,19 +114,67 @@ def sorted_distinct(values: NDArray[Any]) -> NDArray[Any]:
 
 
 def dense_codes(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
-    """(code per value in 0..m-1, m): values numbered in sorted order."""
+    """(code per value in 0..m-1, m): values numbered in sorted order.
+
+    Values that are already ``0..m-1``, every one present, are their own codes (the
+    array itself is returned: do not change it).
+    """
     if values.size == 0:
         return np.zeros(0, dtype=np.int64), 0
     lo, hi = int(values.min()), int(values.max())
-    if hi - lo <= 4 * values.size + 1024:
-        at = values - lo if lo else values
-        present = np.zeros(hi - lo + 1, dtype=bool)
-        present[at] = True
-        code = np.cumsum(present, dtype=np.int64)
-        code -= 1
-        return code[at], int(code[-1]) + 1
+    if hi - lo <= 4 * values.size + 1024 and values.dtype.kind in "iu":
+        v = np.ascontiguousarray(values, dtype=np.int64)
+        code, m = _dense_small(v, np.int64(lo), np.int64(hi - lo + 1))
+        if code.size == 0:  # every value of lo..hi present: its offset is its code
+            code = v if lo == 0 else v - lo
+        return code, int(m)
     uniq, inverse = np.unique(values, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64), int(uniq.size)
+
+
+@nb.njit(cache=True, nogil=True)
+def _dense_small(
+    v: NDArray[np.int64], lo: np.int64, span: np.int64
+) -> tuple[NDArray[np.int64], int]:
+    """:func:`dense_codes` of values in ``lo .. lo + span - 1``: (codes, m), or (an empty
+    array, span) when every value of the range is present (each is then its offset)."""
+    code = np.zeros(span, dtype=np.int64)
+    for i in range(v.size):
+        code[v[i] - lo] = 1
+    m = 0
+    for j in range(span):
+        present = code[j]
+        code[j] = m
+        m += present
+    if m == span:
+        return np.zeros(0, dtype=np.int64), m
+    out = np.empty(v.size, dtype=np.int64)
+    for i in range(v.size):
+        out[i] = code[v[i] - lo]
+    return out, m
+
+
+@nb.njit(cache=True, nogil=True)
+def _count_ids(ids: NDArray[np.int64], size: int) -> tuple[NDArray[np.int64], bool]:
+    """(rows per id in ``0..size-1``, ids < 0 left out; whether every id is below ``size``:
+    else the counts are incomplete)."""
+    out = np.zeros(size, dtype=np.int64)
+    for i in range(ids.size):
+        d = ids[i]
+        if d >= size:
+            return out, False
+        if d >= 0:
+            out[d] += 1
+    return out, True
+
+
+def count_ids(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
+    """``np.bincount(ids[ids >= 0], minlength=size)`` (int64), in one compiled pass."""
+    if ids.dtype == np.int64:
+        out, whole = _count_ids(np.ascontiguousarray(ids), int(size))
+        if whole:
+            return out
+    return np.bincount(ids[ids >= 0], minlength=size).astype(np.int64)
 
 
 #: ``id(codes)`` -> (weak reference to ``codes``, :func:`_single_rows` of it)
@@ -161,6 +210,13 @@ def distinct_counts(
 
     ``dense``: ``dense_codes(subjects)`` when it is at hand (any one-to-one numbering will do).
     """
+    if dense is not None:
+        # whether each row's subject has no other row at all is worked out once per
+        # numbering (several checks count over the same subjects); a subject with one
+        # row among the ids' rows but more elsewhere takes the sorted path below
+        single, every = _single_rows(dense[0], dense[1])
+        if every:  # one row per subject: each row counts once where it is
+            return count_ids(ids, size)
     ok = ids >= 0
     i = ids[ok]
     if i.size == 0:
@@ -169,12 +225,6 @@ def distinct_counts(
         s, span = dense_codes(subjects[ok])
         once = np.bincount(s, minlength=span)[s] == 1
     else:
-        # whether each row's subject has no other row at all is worked out once per
-        # numbering (several checks count over the same subjects); a subject with one
-        # row among the ids' rows but more elsewhere takes the sorted path below
-        single, every = _single_rows(dense[0], dense[1])
-        if every:  # one row per subject: each row counts once where it is
-            return np.bincount(i, minlength=size).astype(np.int64)
         s, span = dense[0][ok], dense[1]
         once = single[ok]
     # a subject with one row counts once where that row is; only the (id, subject)
@@ -391,13 +441,162 @@ def sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.sort(v[np.isfinite(v)])
 
 
+#: Sorted float tables at least this long are looked up through a bit filter first.
+_FILTER_MIN = 1 << 15
+#: ``id(table)`` -> (weak reference to ``table``, its bit filter, its size)
+_FILTERS: dict[int, tuple[weakref.ref[NDArray[np.float64]], NDArray[np.uint64], int]] = {}
+_FILTER_LOCK = threading.Lock()
+_NEG_ZERO = np.uint64(0x8000000000000000)
+
+
+def _filter_of(table: NDArray[Any]) -> NDArray[np.uint64] | None:
+    """The bit filter of a long sorted float64 ``table`` (made once while it lives; it
+    must not be changed): 8 bits per value, two set per value, so about 5 % of the
+    values that are not in the table pass it (and are then searched for)."""
+    if table.size < _FILTER_MIN or table.dtype != np.float64 or not table.flags.c_contiguous:
+        return None
+    key = id(table)
+    hit = _FILTERS.get(key)
+    if hit is None or hit[0]() is not table or hit[2] != table.size:
+        with _FILTER_LOCK:  # one filter per table, whichever thread asks first
+            hit = _FILTERS.get(key)
+            if hit is None or hit[0]() is not table or hit[2] != table.size:
+                words = 1 << max(10, (8 * table.size - 1).bit_length() - 6)
+                bits = _bit_filter(table.view(np.uint64), words)
+
+                def _forget(_ref: object, k: int = key) -> None:
+                    _FILTERS.pop(k, None)
+
+                hit = (weakref.ref(table, _forget), bits, table.size)
+                _FILTERS[key] = hit
+    return hit[1]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _bit_spots(b: np.uint64, mask: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """The two bits a float's bit pattern ``b`` (-0.0 read as 0.0) sets in a filter."""
+    if b == _NEG_ZERO:
+        b = np.uint64(0)
+    b ^= b >> np.uint64(30)
+    b *= _MIX_A
+    b ^= b >> np.uint64(27)
+    b *= _MIX_B
+    b ^= b >> np.uint64(31)
+    return b & mask, (b >> np.uint64(32)) & mask
+
+
+@nb.njit(cache=True, nogil=True)
+def _bit_filter(table: NDArray[np.uint64], words: int) -> NDArray[np.uint64]:
+    """A filter of ``words`` 64-bit words with two bits set per value of ``table`` (float64
+    bit patterns)."""
+    bits = np.zeros(words, dtype=np.uint64)
+    mask = np.uint64(words * 64 - 1)
+    one = np.uint64(1)
+    six = np.uint64(6)
+    low = np.uint64(63)
+    for i in range(table.size):
+        a, b = _bit_spots(table[i], mask)
+        bits[a >> six] |= one << (a & low)
+        bits[b >> six] |= one << (b & low)
+    return bits
+
+
+@nb.njit(cache=True, nogil=True)
+def _member_filtered(
+    table: NDArray[np.float64], bits: NDArray[np.uint64], values: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """Per value: whether the sorted ``table`` holds it (``==``; NaN never), the values that
+    pass its bit filter ``bits`` searched for."""
+    out = np.zeros(values.size, dtype=np.bool_)
+    mask = np.uint64(bits.size * 64 - 1)
+    one = np.uint64(1)
+    six = np.uint64(6)
+    low = np.uint64(63)
+    vb = values.view(np.uint64)
+    n = table.size
+    for i in range(values.size):
+        v = values[i]
+        if v != v:
+            continue
+        a, b = _bit_spots(vb[i], mask)
+        if not (bits[a >> six] >> (a & low)) & one or not (bits[b >> six] >> (b & low)) & one:
+            continue
+        lo = 0
+        hi = n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if table[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[i] = lo < n and table[lo] == v
+    return out
+
+
 def in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
     """Exact membership of ``values`` in the sorted array ``table``."""
     if table.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
+    bits = _filter_of(table) if values.dtype == np.float64 else None
+    if bits is not None:
+        return _member_filtered(table, bits, np.ascontiguousarray(values))
     i = np.searchsorted(table, values)
     np.minimum(i, table.size - 1, out=i)
     return np.asarray(table[i] == values, dtype=bool)
+
+
+def in_sorted_ascending(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
+    """:func:`in_sorted` of ``values`` that are sorted too (NaN last, as ``np.sort`` puts
+    it): one merge-like compiled pass that gallops through ``table`` from the last value's
+    place, so many values cost little more than a few."""
+    if table.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if values.dtype == np.float64 and _filter_of(table) is not None:
+        return in_sorted(table, values)
+    kind = table.dtype.kind + values.dtype.kind
+    if kind == "ff":
+        dtype: Any = np.float64
+    elif kind in ("ii", "iu", "ui", "uu") and table.dtype == values.dtype == np.int64:
+        dtype = np.int64
+    else:
+        return in_sorted(table, values)
+    return _member_ascending(
+        np.ascontiguousarray(table, dtype=dtype), np.ascontiguousarray(values, dtype=dtype)
+    )
+
+
+@nb.njit(cache=True, nogil=True)
+def _member_ascending(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
+    """Per value of the ascending ``values``: whether the ascending ``table`` holds it."""
+    n = table.size
+    out = np.zeros(values.size, dtype=np.bool_)
+    lo = 0
+    for i in range(values.size):
+        if lo >= n:
+            break
+        v = values[i]
+        if table[lo] >= v:
+            pos = lo
+        else:  # table[lo] < v: gallop, then bisect, for the first place >= v
+            prev = lo
+            step = 1
+            cur = lo + 1
+            while cur < n and table[cur] < v:
+                prev = cur
+                step *= 2
+                cur = prev + step
+            a = prev + 1
+            b = min(cur, n)
+            while a < b:
+                mid = (a + b) // 2
+                if table[mid] < v:
+                    a = mid + 1
+                else:
+                    b = mid
+            pos = a
+        lo = pos
+        out[i] = pos < n and table[pos] == v
+    return out
 
 
 def distinct_values(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -417,10 +616,10 @@ def isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
     values = np.asarray(values, dtype=np.float64)
     if table.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
-    if values.size <= 4096:
+    if values.size <= 4096 or _filter_of(table) is not None:
         return in_sorted(table, values)
     uq = distinct_values(values)
-    found = uq[in_sorted(table, uq)]
+    found = uq[in_sorted_ascending(table, uq)]
     if found.size == 0:
         return np.zeros(values.size, dtype=bool)
     return in_sorted(found, values)

@@ -123,9 +123,8 @@ def _unit_class_records(rel: ReleaseReader) -> dict[str, int]:
     return out
 
 
-def _synthetic_cell(row: pd.Series, per_unit: Mapping[str, Any]) -> int | str:
-    """A unit's published synthetic count (units.csv ``synthetic``, else the manifest)."""
-    raw = row["synthetic"] if "synthetic" in row.index else per_unit.get(str(row["unit"]), 0)
+def _synthetic_cell(raw: object) -> int | str:
+    """A unit's published synthetic count (units.csv ``synthetic``, else the manifest's)."""
     value = cell_value(raw)
     if value is None:
         return 0
@@ -135,30 +134,50 @@ def _synthetic_cell(row: pd.Series, per_unit: Mapping[str, Any]) -> int | str:
 
 
 def unit_rows(rel: ReleaseReader) -> list[dict[str, Any]]:
+    """units.csv's rows as the checks read them (worked out once per reader; each call
+    has its own copies)."""
+    return [dict(r) for r in once(rel, "_unit_rows", lambda: _unit_rows(rel))]
+
+
+def _unit_rows(rel: ReleaseReader) -> list[dict[str, Any]]:
     t = rel.units_table
     syn = rel.manifest.get("synthetic") or {}
     per_unit = syn.get("per_unit") if isinstance(syn, Mapping) else None
     per_unit = per_unit if isinstance(per_unit, Mapping) else {}
     class_records = _unit_class_records(rel)
+    n = len(t)
+    units = t["unit"].tolist()
+
+    def column(name: str) -> list[Any]:
+        return t[name].tolist() if name in t.columns else [None] * n
+
+    syn_cells = (
+        t["synthetic"].tolist()
+        if "synthetic" in t.columns
+        else [per_unit.get(str(u), 0) for u in units]
+    )
     rows: list[dict[str, Any]] = []
-    for _, r in t.iterrows():
-        released = cell_value(r["released"])
+    for u, rel_cell, sup_cell, total_cell, up_cell, syn_cell in zip(
+        units, t["released"].tolist(), t["suppressed"].tolist(), column("source_total"),
+        column("generalised_up"), syn_cells, strict=True,
+    ):  # fmt: skip
+        released = cell_value(rel_cell)
         if not isinstance(released, int):
             raise Unreadable("units.csv released must be an integer in every row")
-        sup = cell_value(r["suppressed"])
+        sup = cell_value(sup_cell)
         if sup is None:
             raise Unreadable("units.csv suppressed is empty in some row")
-        total = cell_value(r["source_total"]) if "source_total" in t.columns else None
-        up = cell_value(r["generalised_up"]) if "generalised_up" in t.columns else None
+        total = cell_value(total_cell)
+        up = cell_value(up_cell)
         rows.append(
             {
-                "unit": str(r["unit"]),
+                "unit": str(u),
                 "released": released,
                 "suppressed": sup,
                 "generalised_up": up,
                 "source_total": total,
-                "synthetic": _synthetic_cell(r, per_unit),
-                "class_records": class_records.get(str(r["unit"]), 0),
+                "synthetic": _synthetic_cell(syn_cell),
+                "class_records": class_records.get(str(u), 0),
             }
         )
     return rows

@@ -219,6 +219,9 @@ class ReleaseReader:
         self.csv_rows: dict[Path, int] = {}
         #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
         self.read_digests: dict[Path, str] = {}
+        #: release file -> ``no_leak``'s findings in it, from another check's read of it
+        #: (``records.parquet``: the records pass)
+        self.parquet_scans: dict[Path, list[str]] = {}
         #: the writer's first run, before ``report.html`` is written (it is not required
         #: then); None: a release whose manifest records no verification results is one
         self.before_report: bool | None = None
@@ -781,7 +784,9 @@ class _AuditColumn:
 
     The result is what the whole column would give: :func:`_audit_numbers`,
     :func:`arrow_ids` and :func:`factorize_arrow` work value by value, and text is
-    numbered in sorted order once every batch is in.
+    numbered in sorted order (as ``numpy.unique`` of the texts sorts them) as it comes:
+    the rows already in are numbered again only when a later batch brings a text that
+    sorts before one already seen.
     """
 
     def __init__(self, name: str, n: int, label: str = "assignment") -> None:
@@ -793,7 +798,7 @@ class _AuditColumn:
         self.at = 0
         self.failed: Exception | None = None
         self.chunks: list[pa.Array] = []  # arrow columns, and text that is not a string type
-        self.texts: dict[str, int] = {}  # text -> number in order of first sight
+        self.texts: dict[str, int] = {}  # text -> its number among the texts seen, sorted
 
     def add(self, arr: pa.Array) -> None:
         start, self.at = self.at, self.at + len(arr)
@@ -812,12 +817,30 @@ class _AuditColumn:
                 self.values[start : self.at] = arrow_ids(pa.chunked_array([arr]), what)
             elif self.kind == "codes" and is_text_type(arr.type) and not self.chunks:
                 idx, texts = arrow_text_codes(arr)
-                local = np.array([self.texts.setdefault(t, len(self.texts)) for t in texts])
+                # a text as numpy reads it (trailing NULs dropped), as the result sorts it
+                texts = [t.rstrip("\x00") for t in texts]
+                self._number(texts, start)
+                local = np.array([self.texts[t] for t in texts], dtype=np.int64)
                 self.values[start : self.at] = local[idx] if idx.size else idx
             else:
                 self.chunks.append(arr)
         except Exception as exc:  # raised again where the column is used
             self.failed = exc
+
+    def _number(self, texts: list[str], start: int) -> None:
+        """Number the texts seen so far, with ``texts``, in sorted order; renumber the rows
+        before ``start`` when a number changes."""
+        new = {t for t in texts if t not in self.texts}
+        if not new:
+            return
+        names = sorted({*self.texts, *new})
+        number = {t: i for i, t in enumerate(names)}
+        if start and any(number[t] != i for t, i in self.texts.items()):
+            now = np.zeros(len(self.texts), dtype=np.int64)
+            for t, i in self.texts.items():
+                now[i] = number[t]
+            self.values[:start] = now[self.values[:start]]
+        self.texts = number
 
     def result(self) -> Any:
         if self.failed is not None:
@@ -831,15 +854,11 @@ class _AuditColumn:
                 return self.values
             if self.chunks:  # not text as Arrow reads it: the whole column at once
                 return factorize_arrow(pa.chunked_array(self.chunks))
-            # number the texts in sorted order
-            names = np.array(list(self.texts), dtype=object)
-            uniq, inverse = np.unique(names.astype(str), return_inverse=True)
-            codes = (
-                inverse.reshape(-1).astype(np.int64)[self.values]
-                if self.values.size
-                else self.values
-            )
-            return codes, uniq.astype(object)
+            # the texts, numbered in sorted order as they came
+            names = np.empty(len(self.texts), dtype=object)
+            for t, i in self.texts.items():
+                names[i] = t
+            return self.values, names
         except Exception as exc:
             return _Failed(exc)
 

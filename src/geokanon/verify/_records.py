@@ -41,7 +41,7 @@ from geokanon.verify._derived import rep_arrays
 from geokanon.verify._once import once
 from geokanon.verify._reader import ReleaseReader, read_ahead
 from geokanon.verify._results import Unreadable
-from geokanon.verify.leak_rules import CSV_NA, wkb_xy
+from geokanon.verify.leak_rules import CSV_NA, ParquetScan, wkb_xy
 
 #: Columns of the records files that the format defines; any other is a kept column.
 RECORD_FORMAT_COLUMNS = (
@@ -349,12 +349,16 @@ class _RecordsPass:
         self.synthetic[self.n_groups + sc[sc >= 0]] = True
         self.syn_rows: list[NDArray[np.uint64]] = []
         self.column_sums = dict.fromkeys((n for n in self.names if n not in _PARQUET_ONLY), 0)
-        self.per_group: list[pd.Series] = []
-        self.per_class: list[pd.Series] = []
+        # rows per published group and class (by position), and ids no table publishes
+        self.group_rows = np.zeros(self.n_groups, dtype=np.int64)
+        self.class_rows = np.zeros(self.cids.size, dtype=np.int64)
+        self.other_groups: list[NDArray[np.int64]] = []
+        self.other_classes: list[NDArray[np.int64]] = []
+        #: rows per key (the cells when there are no time bins)
+        self.key_rows = np.zeros(self.n_keys, dtype=np.int64)
         self.cells: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
-        self.bad = dict.fromkeys(
-            ("both", "level", "unit", "xy", "class_xy", "geometry", "bbox"), 0
-        )  # fmt: skip
+        #: the rows found wrong, by :data:`_ROW_FAULTS`
+        self.faults = np.zeros(len(_ROW_FAULTS), dtype=np.int64)
 
     def _source_columns(self) -> dict[str, pa.Array]:
         """The kept columns of the source, as the published columns' types (source order)."""
@@ -378,6 +382,7 @@ class _RecordsPass:
     def run(self) -> None:
         start = 0
         for path in self.paths:
+            tap = _parquet_tap(self.rel, path, self.schema, self.text_columns)
             try:
                 pf = pq.ParquetFile(path, read_dictionary=self.text_columns or None)
                 if [str(n) for n in pf.schema_arrow.names] != self.names:
@@ -387,14 +392,21 @@ class _RecordsPass:
                 with contextlib.closing(read_ahead(batches)) as ahead:
                     for batch in ahead:
                         self._batch(batch, start)
+                        tap = _tap_batch(tap, batch)
                         start += batch.num_rows
             except (OSError, pa.ArrowException) as exc:
                 raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+            _tap_done(self.rel, path, tap)
         out = self.out
         out.rows = start
-        out.per_group = _summed(self.per_group)
-        out.per_class = _summed(self.per_class)
-        if self.cells:
+        out.per_group = _rows_per_id(self.gids, self.group_rows, self.other_groups)
+        out.per_class = _rows_per_id(self.cids, self.class_rows, self.other_classes)
+        bad = dict(zip(_ROW_FAULTS, self.faults.tolist(), strict=True))
+        out.orphans = bad.pop("orphans")
+        if not self.with_bins:  # a cell is a key
+            out.cells = np.flatnonzero(self.key_rows).astype(np.int64)
+            out.cell_rows = self.key_rows[out.cells]
+        elif self.cells:
             cell = np.concatenate([c for c, _ in self.cells])
             rows = np.concatenate([r for _, r in self.cells])
             order = np.argsort(cell, kind="stable")
@@ -412,12 +424,12 @@ class _RecordsPass:
             "geometry": "rows publish a geometry other than their group's representative "
             "point (null for a class row)",
         }
-        for what, n in self.bad.items():
+        for what, n in bad.items():
             if n:
                 out.problems.append(f"{n} records.parquet {said[what]}")
-        if out.orphans - self.bad["both"] > 0:
+        if out.orphans - bad["both"] > 0:
             out.problems.append(
-                f"{out.orphans - self.bad['both']} records.parquet rows belong to no "
+                f"{out.orphans - bad['both']} records.parquet rows belong to no "
                 "published group or class"
             )
         if self.compared:
@@ -435,47 +447,37 @@ class _RecordsPass:
         col = dict(zip(self.names, batch.columns, strict=True))
         g = arrow_ids(col["group_id"], "records group_id")
         c = arrow_ids(col["class_id"], "records class_id")
-        self.per_group.append(value_counts(g[g >= 0]))
-        self.per_class.append(value_counts(c[c >= 0]))
-        both = (g >= 0) & (c >= 0)
-        key = np.where(g >= 0, self.gid_at(g), -1)
-        at_c = (g < 0) & (c >= 0)
-        cpos = self.cid_at(c)
-        key[at_c] = np.where(cpos[at_c] >= 0, self.n_groups + cpos[at_c], -1)
-        key[both] = -1
-        self.bad["both"] += int(np.count_nonzero(both))
-        known = key >= 0
-        out.orphans += int(np.count_nonzero(~known))
-        is_g = known & (key < self.n_groups)
-        is_c = known & ~is_g
-        # level and unit
-        want = self.level_code[np.where(is_c, key - self.n_groups + 1, 0)]
-        got = _text_positions(col["level"], self.level_look)
-        self.bad["level"] += int(np.count_nonzero(known & (got != want)))
-        if self.unit_code.size:
-            want = np.where(is_c, self.unit_code[np.where(is_c, key - self.n_groups, 0)], -2)
-        else:
-            want = np.full(n, -2, dtype=np.int64)
-        got = _text_positions(col["unit"], self.unit_look)
-        self.bad["unit"] += int(np.count_nonzero(known & (got != want)))
-        # the representative, as x, y and as the geometry
-        gi = np.where(is_g, key, 0)
-        rx, ry = (self.gx[gi], self.gy[gi]) if self.n_groups else (np.zeros(n), np.zeros(n))
+        gpos, cpos = self.gid_at(g), self.cid_at(c)
+        level = _text_positions(col["level"], self.level_look)
+        unit = _text_positions(col["unit"], self.unit_look)
+        # the representative, as x, y, as the geometry and as its bbox
         xs, ys = _float_column(col["x"]), _float_column(col["y"])
-        if xs is None or ys is None:
-            self.bad["xy"] += int(np.count_nonzero(is_g))
-        else:
-            self.bad["xy"] += int(np.count_nonzero(is_g & ~((xs == rx) & (ys == ry))))
-            self.bad["class_xy"] += int(np.count_nonzero(is_c & ~(np.isnan(xs) & np.isnan(ys))))
-        if "bbox" in col:
-            self.bad["bbox"] += int(np.count_nonzero(known & ~_bbox_ok(col["bbox"], is_g, rx, ry)))
+        has_xy = xs is not None and ys is not None
+        rx, ry = (xs, ys) if xs is not None and ys is not None else (_NO_FLOATS, _NO_FLOATS)
+        geo_state, gx_, gy_ = 0, _NO_FLOATS, _NO_FLOATS
         if "geometry" in col:
-            wx, wy = wkb_xy(col["geometry"])
-            if wx.size != n:
-                self.bad["geometry"] += int(np.count_nonzero(known))
-            else:
-                ok = np.where(is_g, (wx == rx) & (wy == ry), np.isnan(wx) & np.isnan(wy))
-                self.bad["geometry"] += int(np.count_nonzero(known & ~ok))
+            gx_, gy_ = wkb_xy(col["geometry"])
+            geo_state = 1 if gx_.size == n else 2
+        box_state, box = 0, (_NO_BOOLS, _NO_FLOATS, _NO_FLOATS, _NO_FLOATS, _NO_FLOATS)
+        if "bbox" in col:
+            fields = _box_fields(col["bbox"])
+            box_state = 2 if fields is None else 1
+            box = box if fields is None else fields
+        key = np.empty(n, dtype=np.int64)
+        _check_rows(
+            g, c, gpos, cpos, self.n_groups, level, self.level_code, unit, self.unit_code,
+            np.ascontiguousarray(rx), np.ascontiguousarray(ry), has_xy, self.gx,
+            self.gy, geo_state, np.ascontiguousarray(gx_, dtype=np.float64),
+            np.ascontiguousarray(gy_, dtype=np.float64), box_state, *box, key,
+            self.group_rows, self.class_rows, self.key_rows, self.faults,
+        )  # fmt: skip
+        if self.faults[_OTHER_GROUP]:
+            self.other_groups.append(g[(g >= 0) & (gpos < 0)])
+            self.faults[_OTHER_GROUP] = 0
+        if self.faults[_OTHER_CLASS]:
+            self.other_classes.append(c[(c >= 0) & (cpos < 0)])
+            self.faults[_OTHER_CLASS] = 0
+        known = key >= 0
         # every column, tied to the row numbers (records.csv must hold the same)
         hashes: dict[str, NDArray[np.uint64]] = {}
         at = self.hasher.positions(start, n)
@@ -491,11 +493,11 @@ class _RecordsPass:
             syn = known & self.synthetic[np.where(known, key, 0)]
             if syn.any():
                 self.syn_rows.append(self.hasher.keyed(whole[syn], key[syn]))
-        # the (group or class, time bin) cells
-        code = np.zeros(n, dtype=np.int64)
-        if self.with_bins:
-            tb = pc.index_in(pc.cast(col["time_bin"], pa.large_string()), value_set=self.bin_names)
-            code = np.asarray(tb.fill_null(out.stride - 1).to_numpy(zero_copy_only=False), np.int64)
+        # the (group or class, time bin) cells (without time bins, counted per key)
+        if not self.with_bins:
+            return
+        tb = pc.index_in(pc.cast(col["time_bin"], pa.large_string()), value_set=self.bin_names)
+        code = np.asarray(tb.fill_null(out.stride - 1).to_numpy(zero_copy_only=False), np.int64)
         cell = key[known] * np.int64(out.stride) + code[known]
         if cell.size:
             if not (cell[1:] >= cell[:-1]).all():  # rows come sorted: runs, unless not
@@ -740,6 +742,70 @@ class _CsvTap:
         return hasher.tied_sum_coded(hasher.values(typed), dict_indices(col), null, at)
 
 
+def _parquet_tap(
+    rel: ReleaseReader, path: Path, schema: pa.Schema, text_columns: list[str]
+) -> ParquetScan | None:
+    """``no_leak``'s scan of ``records.parquet`` (a single-file release's), fed the batches
+    the records pass reads, so that the file is read once: when ``no_leak`` runs in this
+    verification (``rel.checks``), scans the file (it is not among ``rel.unchanged``) and
+    reads it as the pass does (the same columns as dictionaries, in batches)."""
+    from geokanon.verify.leak_rules import (
+        ParquetScan,
+        parquet_read_whole,
+        parquet_text_columns,
+    )
+    from geokanon.verify.no_leak import leak_secrets
+
+    if (
+        "no_leak" not in rel.checks
+        or rel.record_files is not None
+        or path != rel.rel / "records.parquet"
+        or "records.parquet" in rel.unchanged
+        or parquet_read_whole(schema)
+        or sorted(parquet_text_columns(schema)) != sorted(text_columns)
+    ):
+        return None
+    try:
+        sec, _ = leak_secrets(rel)
+        return ParquetScan(schema, sec)
+    except Exception:  # no_leak meets it again when it scans the file itself
+        return None
+
+
+def _tap_batch(tap: ParquetScan | None, batch: pa.RecordBatch) -> ParquetScan | None:
+    """``tap`` fed ``batch``; None once it failed (``no_leak`` then scans the file itself
+    and meets what failed in its own right)."""
+    if tap is None:
+        return None
+    try:
+        tap.add(batch)
+    except Exception:
+        return None
+    return tap
+
+
+def _tap_done(rel: ReleaseReader, path: Path, tap: ParquetScan | None) -> None:
+    """Note the findings of a tap that saw the whole file, for ``no_leak``."""
+    if tap is None:
+        return
+    try:
+        rel.parquet_scans[path] = tap.findings()
+    except Exception:
+        return
+
+
+def scanned_records(rel: ReleaseReader, path: Path) -> list[str] | None:
+    """``no_leak``'s findings in ``records.parquet`` from the records pass's read of it, when
+    a check that reads the records runs in this verification (the pass is run here when
+    none has yet); None: scan the file."""
+    if path != rel.rel / "records.parquet" or not {"k_subjects", "counts"} & rel.checks:
+        return None
+    if rel.record_files is not None:
+        return None
+    record_rows(rel, csv=False)
+    return rel.parquet_scans.get(path)
+
+
 def csv_tap(rel: ReleaseReader, path: Path) -> _CsvTap | None:
     """A tap for ``no_leak``'s read of ``path`` when it is the ``records.csv`` of a
     single-file release whose comparison with ``records.parquet`` is still to come
@@ -755,55 +821,166 @@ def csv_tap(rel: ReleaseReader, path: Path) -> _CsvTap | None:
     return _CsvTap(cmp)
 
 
-def _bbox_ok(
-    col: pa.Array, is_g: NDArray[np.bool_], rx: NDArray[np.float64], ry: NDArray[np.float64]
-) -> NDArray[np.bool_]:
-    """Per row: a group row's GeoParquet ``bbox`` is its representative's point box, a
-    class row's is null (or all NaN)."""
-    n = len(col)
+def _box_fields(
+    col: pa.Array,
+) -> tuple[
+    NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+    NDArray[np.float64],
+] | None:  # fmt: skip
+    """A GeoParquet ``bbox`` column as (valid, xmin, ymin, xmax, ymax); None when it is no
+    struct of those four numbers (then no row's box is right)."""
     fields = ("xmin", "ymin", "xmax", "ymax")
     if not pa.types.is_struct(col.type) or any(col.type.get_field_index(f) < 0 for f in fields):
-        return np.zeros(n, dtype=bool)
+        return None
     xmin, ymin, xmax, ymax = (_float_column(col.field(f)) for f in fields)
     if xmin is None or ymin is None or xmax is None or ymax is None:
-        return np.zeros(n, dtype=bool)
+        return None
     valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    return _boxes_ok(is_g, valid, xmin, ymin, xmax, ymax, rx, ry)
+    return valid, xmin, ymin, xmax, ymax
 
 
-@nb.njit(cache=True)
-def _boxes_ok(
-    is_g: NDArray[np.bool_],
-    valid: NDArray[np.bool_],
+#: What :func:`_check_rows` counts, in its order: rows of a group and a class at once,
+#: rows with another level, another unit, another x, y than their group's representative,
+#: class rows with an x, y, rows with another geometry, another bbox; rows in no
+#: published group or class; rows naming a group or class id no table publishes.
+_ROW_FAULTS = (
+    "both", "level", "unit", "xy", "class_xy", "geometry", "bbox", "orphans", "other group",
+    "other class",
+)  # fmt: skip
+_OTHER_GROUP = _ROW_FAULTS.index("other group")
+_OTHER_CLASS = _ROW_FAULTS.index("other class")
+_NO_FLOATS = np.zeros(0, dtype=np.float64)
+_NO_BOOLS = np.zeros(0, dtype=np.bool_)
+
+
+@nb.njit(cache=True, nogil=True)
+def _check_rows(
+    g: NDArray[np.int64],
+    c: NDArray[np.int64],
+    gpos: NDArray[np.int64],
+    cpos: NDArray[np.int64],
+    n_groups: int,
+    level: NDArray[np.int64],
+    level_code: NDArray[np.int64],
+    unit: NDArray[np.int64],
+    unit_code: NDArray[np.int64],
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    has_xy: bool,
+    gx: NDArray[np.float64],
+    gy: NDArray[np.float64],
+    geo_state: int,
+    geo_x: NDArray[np.float64],
+    geo_y: NDArray[np.float64],
+    box_state: int,
+    box_valid: NDArray[np.bool_],
     xmin: NDArray[np.float64],
     ymin: NDArray[np.float64],
     xmax: NDArray[np.float64],
     ymax: NDArray[np.float64],
-    rx: NDArray[np.float64],
-    ry: NDArray[np.float64],
-) -> NDArray[np.bool_]:
-    """Per row: a group row's box is valid and the point box of (``rx``, ``ry``); any
-    other row's is null or all NaN."""
-    out = np.empty(is_g.size, dtype=np.bool_)
-    for i in range(is_g.size):
-        if is_g[i]:
-            out[i] = (
-                valid[i]
-                and xmin[i] == rx[i]
-                and xmax[i] == rx[i]
-                and ymin[i] == ry[i]
-                and ymax[i] == ry[i]
-            )
-        else:
-            out[i] = not valid[i] or (
-                np.isnan(xmin[i]) and np.isnan(ymin[i]) and np.isnan(xmax[i]) and np.isnan(ymax[i])
-            )
-    return out
+    key: NDArray[np.int64],
+    group_rows: NDArray[np.int64],
+    class_rows: NDArray[np.int64],
+    key_rows: NDArray[np.int64],
+    faults: NDArray[np.int64],
+) -> None:
+    """One batch of records rows against the published tables, in one pass.
+
+    Row ``i`` names group ``g[i]`` and class ``c[i]`` (-1: none), at positions ``gpos[i]``,
+    ``cpos[i]`` of the tables (-1: not published). Its key (``key[i]``: the group's
+    position, the number of groups plus the class's, -1 for a row of both or of none
+    published) must hold: a group row's level is ``level_code[0]`` (``group``), its unit
+    -2 (null), its x, y (``has_xy``: read as numbers, else every group row is wrong), its
+    geometry's point (``geo_state`` 1; 2: not points, every row wrong) and its bbox
+    (``box_state`` 1: fields, valid; 2: no such struct, every row wrong) its
+    representative ``(gx, gy)``; a class row's level and unit are its class's
+    (``level_code[1 + j]``, ``unit_code[j]``), its x, y, geometry and box null or NaN.
+    Adds to ``faults`` (by :data:`_ROW_FAULTS`), to the rows per group and class position
+    (``group_rows``, ``class_rows``; ids at no position are counted as faults) and per
+    key (``key_rows``).
+    """
+    for i in range(g.size):
+        gi = g[i]
+        ci = c[i]
+        if gi >= 0:
+            if gpos[i] >= 0:
+                group_rows[gpos[i]] += 1
+            else:
+                faults[8] += 1
+        if ci >= 0:
+            if cpos[i] >= 0:
+                class_rows[cpos[i]] += 1
+            else:
+                faults[9] += 1
+        k = -1
+        if gi >= 0 and ci >= 0:
+            faults[0] += 1
+        elif gi >= 0:
+            k = gpos[i]
+        elif ci >= 0 and cpos[i] >= 0:
+            k = n_groups + cpos[i]
+        key[i] = k
+        if k < 0:
+            faults[7] += 1
+            continue
+        key_rows[k] += 1
+        is_g = k < n_groups
+        want_level = level_code[0] if is_g else level_code[k - n_groups + 1]
+        if level[i] != want_level:
+            faults[1] += 1
+        want_unit = -2 if is_g or unit_code.size == 0 else unit_code[k - n_groups]
+        if unit[i] != want_unit:
+            faults[2] += 1
+        rx = gx[k] if is_g else 0.0
+        ry = gy[k] if is_g else 0.0
+        if not has_xy:
+            if is_g:
+                faults[3] += 1
+        elif is_g:
+            if not (xs[i] == rx and ys[i] == ry):
+                faults[3] += 1
+        elif not (np.isnan(xs[i]) and np.isnan(ys[i])):
+            faults[4] += 1
+        if geo_state == 2:
+            faults[5] += 1
+        elif geo_state == 1:
+            if is_g:
+                ok = geo_x[i] == rx and geo_y[i] == ry
+            else:
+                ok = np.isnan(geo_x[i]) and np.isnan(geo_y[i])
+            if not ok:
+                faults[5] += 1
+        if box_state == 2:
+            faults[6] += 1
+        elif box_state == 1:
+            if is_g:
+                ok = (
+                    box_valid[i]
+                    and xmin[i] == rx
+                    and xmax[i] == rx
+                    and ymin[i] == ry
+                    and ymax[i] == ry
+                )
+            else:
+                ok = not box_valid[i] or (
+                    np.isnan(xmin[i]) and np.isnan(ymin[i]) and np.isnan(xmax[i])
+                    and np.isnan(ymax[i])
+                )  # fmt: skip
+            if not ok:
+                faults[6] += 1
 
 
-def _summed(parts: list[pd.Series]) -> pd.Series:
-    """The per-id counts of the batches, added up (int64 index, sorted)."""
-    if not parts:
-        return pd.Series(np.zeros(0, dtype=np.int64), index=pd.Index([], dtype=np.int64))
-    both = pd.concat(parts)
-    return both.groupby(level=0).sum().astype(np.int64).sort_index()
+def _rows_per_id(
+    table: NDArray[np.int64], at_position: NDArray[np.int64], others: list[NDArray[np.int64]]
+) -> pd.Series:
+    """Rows per id (int64 index, sorted), as :func:`value_counts` of every row's id counts
+    them: those at a position of the published ids ``table``, and ``others``."""
+    held = np.flatnonzero(at_position)
+    ids = table[held]
+    counts = at_position[held]
+    if others:
+        more = value_counts(np.concatenate(others))
+        ids = np.concatenate([ids, more.index.to_numpy(dtype=np.int64)])
+        counts = np.concatenate([counts, more.to_numpy(dtype=np.int64)])
+    order = np.argsort(ids, kind="stable")
+    return pd.Series(counts[order].astype(np.int64), index=pd.Index(ids[order].astype(np.int64)))

@@ -32,9 +32,11 @@ from numpy.typing import NDArray
 from geokanon.published import GPKG_OWN_COLUMNS, GPKG_STYLE_COLUMNS
 from geokanon.verify import _reader
 from geokanon.verify._arrays import (
+    count_ids,
     dict_indices,
     distinct_values,
     in_sorted,
+    in_sorted_ascending,
     isin,
     np_bool,
     wkb_points,
@@ -1036,8 +1038,7 @@ class _TextColumn:
 
     @cached
     def counts(self) -> NDArray[np.int64]:
-        ok = self.codes >= 0
-        return np.bincount(self.codes[ok], minlength=self.texts.size).astype(np.int64)
+        return count_ids(self.codes, self.texts.size)
 
     @cached
     def arrow(self) -> pa.Array:
@@ -1415,7 +1416,7 @@ class _Numbers:
             return bool((self._entry_hits(coords) & (col.counts > 0)).any())
         if self._found is None:
             uq = self.distinct()
-            self._found = uq[in_sorted(coords, uq)]
+            self._found = uq[in_sorted_ascending(coords, uq)]
         return bool(self._found.size)
 
     def member(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
@@ -1709,6 +1710,26 @@ def wkb_xy(
     return xs, ys
 
 
+def parquet_text_columns(schema: pa.Schema) -> list[str]:
+    """The columns ``no_leak`` reads from a Parquet file as dictionaries (text, and binary
+    other than the geometry: each distinct value is judged once)."""
+    return [
+        f.name
+        for f in schema
+        if pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+        or (pa.types.is_binary(f.type) and f.name != "geometry")
+    ]
+
+
+def parquet_read_whole(schema: pa.Schema) -> bool:
+    """Whether ``no_leak`` reads a Parquet file as one table: repeated column names (or a
+    column named like the geometry's coordinates) make the table-level checks depend on
+    whole columns."""
+    names = [str(n) for n in schema.names]
+    return len(set(names)) != len(names) or bool({"geometry.x", "geometry.y"} & set(names))
+
+
 def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | pa.RecordBatch]]:
     """(schema, whether read whole, the file in batches of rows); text columns as dictionaries.
 
@@ -1721,15 +1742,8 @@ def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | p
 
     try:
         schema = pq.ParquetFile(path).schema_arrow
-        text_cols = [
-            f.name
-            for f in schema
-            if pa.types.is_string(f.type)
-            or pa.types.is_large_string(f.type)
-            or (pa.types.is_binary(f.type) and f.name != "geometry")
-        ]
-        names = [str(n) for n in schema.names]
-        whole = len(set(names)) != len(names) or bool({"geometry.x", "geometry.y"} & set(names))
+        text_cols = parquet_text_columns(schema)
+        whole = parquet_read_whole(schema)
         if whole:
             tables = iter([pq.read_table(path, read_dictionary=text_cols or None)])
             return schema, True, tables
@@ -1803,24 +1817,40 @@ def without_geography(decoded: str, extent: Sequence[float] | None = None) -> st
         return decoded
 
 
-def scan_parquet(path: Path, sec: Secrets) -> list[str]:
-    schema, whole, batches = _parquet_batches(path)
-    top = [str(n) for n in schema.names]
-    # Unit geography (polygons: their vertices and boxes are the unit file's or the grid's,
-    # checked against the geometry by ``counts``) is not searched for coordinates.
-    geography = _unit_geography(schema.metadata or {})
-    skip = {f"bbox.{f}" for f in ("xmin", "ymin", "xmax", "ymax")} if geography else set()
-    # the struct fields' names too
-    names = [
-        n for n, _ in _flat_columns(top, [pa.nulls(0, f.type) for f in schema]) if n not in skip
-    ]
-    scan = TableScan(names, sec, one_batch=whole)
-    text: dict[str, dict[str, int]] = {}
-    for batch in batches:
+class ParquetScan:
+    """``no_leak``'s checks of one Parquet file (its ``schema``, ``whole``: read as one
+    table), fed its batches of rows (:meth:`add`; struct columns as they are read, text
+    as dictionaries): table-level checks of every column, the text of every string
+    column, then its key-value metadata (:meth:`findings`). :func:`scan_parquet` reads
+    the file for it; the records pass of ``records.parquet`` feeds it the batches it reads
+    (:func:`geokanon.verify._records.parquet_tap`), so that file is read once."""
+
+    def __init__(self, schema: pa.Schema, sec: Secrets, *, whole: bool = False) -> None:
+        self.schema, self.sec = schema, sec
+        self.top = [str(n) for n in schema.names]
+        # Unit geography (polygons: their vertices and boxes are the unit file's or the
+        # grid's, checked against the geometry by ``counts``) is not searched for
+        # coordinates.
+        self.geography = _unit_geography(schema.metadata or {})
+        self.skip = (
+            {f"bbox.{f}" for f in ("xmin", "ymin", "xmax", "ymax")} if self.geography else set()
+        )
+        # the struct fields' names too
+        names = [
+            n
+            for n, _ in _flat_columns(self.top, [pa.nulls(0, f.type) for f in schema])
+            if n not in self.skip
+        ]
+        self.scan = TableScan(names, sec, one_batch=whole)
+        self.text: dict[str, dict[str, int]] = {}
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """The next rows of the file."""
+        sec = self.sec
         cols = [
             (n, arr)
-            for n, arr in _flat_columns(top, [batch.column(i) for i in range(len(top))])
-            if n not in skip
+            for n, arr in _flat_columns(self.top, [batch.column(i) for i in range(len(self.top))])
+            if n not in self.skip
         ]
         cells = {
             n: text_column(arr)
@@ -1832,35 +1862,48 @@ def scan_parquet(path: Path, sec: Secrets) -> list[str]:
                 or pa.types.is_large_string(arr.type)
             )
         }
-        scan.add(cols, text_cells=cells)
+        self.scan.add(cols, text_cells=cells)
         # the text of every string column: numbers, timestamps and subject ids
         for n, col in cells.items():
             legit = sec.legit_for(n) if sec.strict else None
-            add_counts(text.setdefault(n, {}), text_counts(col, sec, True, legit))
-    found: list[str] = []
-    meta = schema.metadata or {}
-    for key, value in meta.items():
-        decoded = value.decode("utf-8", errors="replace")
-        if key == b"pandas":
-            try:
-                info = json.loads(decoded)
-            except ValueError:
-                info = {}
-            for idx in info.get("index_columns", []):
-                if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
-                    found.append("a stored pandas index (row numbers)")
-        if key == b"geo" and geography:
-            decoded = without_geography(decoded)
-        elif key == b"geo" and scan.geo_extent is not None:
-            # a point file's bbox is the extent of its points (the published points)
-            decoded = without_geography(decoded, scan.geo_extent)
-        if key == b"geo" and sec.strict:
-            decoded = without_declared_crs(decoded, sec.crs)
-        found += [f"metadata: {f}" for f in scan_text(decoded, sec)]
-    found += scan.findings()
-    text_found = [f for counts in text.values() for f in ordered_counts(counts)]
-    found += [f"text: {f}" for f in merge_counts(text_found)]
-    return found
+            add_counts(self.text.setdefault(n, {}), text_counts(col, sec, True, legit))
+
+    def findings(self) -> list[str]:
+        """Everything found, once every batch has been added."""
+        sec, scan = self.sec, self.scan
+        found: list[str] = []
+        meta = self.schema.metadata or {}
+        for key, value in meta.items():
+            decoded = value.decode("utf-8", errors="replace")
+            if key == b"pandas":
+                try:
+                    info = json.loads(decoded)
+                except ValueError:
+                    info = {}
+                for idx in info.get("index_columns", []):
+                    if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
+                        found.append("a stored pandas index (row numbers)")
+            if key == b"geo" and self.geography:
+                decoded = without_geography(decoded)
+            elif key == b"geo" and scan.geo_extent is not None:
+                # a point file's bbox is the extent of its points (the published points)
+                decoded = without_geography(decoded, scan.geo_extent)
+            if key == b"geo" and sec.strict:
+                decoded = without_declared_crs(decoded, sec.crs)
+            found += [f"metadata: {f}" for f in scan_text(decoded, sec)]
+        found += scan.findings()
+        text_found = [f for counts in self.text.values() for f in ordered_counts(counts)]
+        found += [f"text: {f}" for f in merge_counts(text_found)]
+        return found
+
+
+def scan_parquet(path: Path, sec: Secrets) -> list[str]:
+    """A Parquet file's findings (:class:`ParquetScan`), read in batches of rows."""
+    schema, whole, batches = _parquet_batches(path)
+    scan = ParquetScan(schema, sec, whole=whole)
+    for batch in batches:
+        scan.add(batch)
+    return scan.findings()
 
 
 #: The order in which a text's findings are reported.
@@ -2245,7 +2288,12 @@ def scan_file(path: Path, sec: Secrets, rel: ReleaseReader | None = None) -> lis
     suffix = path.suffix.lower()
     found: list[str] | None = []
     if suffix in (".parquet", ".pq"):
-        found = scan_parquet(path, sec)
+        from geokanon.verify._records import scanned_records
+
+        # records.parquet: the records pass's read of it serves the scan too
+        found = scanned_records(rel, path) if rel is not None else None
+        if found is None:
+            found = scan_parquet(path, sec)
     elif suffix == ".gpkg" and rel is not None:
         from geokanon.verify.gpkg import gpkg_leaks
 

@@ -198,14 +198,20 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
     return sec, scanned
 
 
-def check_no_leak(rel: ReleaseReader) -> CheckResult:
-    # worked out once per audit and source (a later run over the same release re-uses
-    # it), for the manifest's k and CRS it was made for
+def leak_secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
+    """(what ``no_leak`` looks for in ``rel``, what that is, said in words): worked out once
+    per audit and source (a later run over the same release re-uses it), for the
+    manifest's k and CRS it was made for."""
     made_for = (rel.k, rel.output_crs, rel.working_crs)
     held = rel.__dict__.get("_no_leak_secrets")
     if held is not None and held[0] != made_for:
         del rel.__dict__["_no_leak_secrets"]
     _, sec, scanned = once(rel, "_no_leak_secrets", lambda: (made_for, *_secrets(rel)))
+    return sec, scanned
+
+
+def check_no_leak(rel: ReleaseReader) -> CheckResult:
+    sec, scanned = leak_secrets(rel)
     all_files = rel.release_files()
     # files a previous full run scanned, unchanged since (their sha256 is checked by
     # ``manifest``): not scanned again
