@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 from geokanon.errors import InputError
@@ -236,5 +237,6 @@ def verify_release(
             _ = rel.source  # a bad source file is an input error, raised here
         except Unreadable:
             pass
-    results = run_checks(_CHECK_FUNCS, rel, names, progress, lanes=_results.LANES)
+    first = tuple(partial(getattr, rel, name) for name in _results.LANE_READS)
+    results = run_checks(_CHECK_FUNCS, rel, names, progress, lanes=_results.LANES, first=first)
     return VerificationReport(results, digests=dict(rel.digests), derived=rel.carry())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -24,11 +25,39 @@ def group_members(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int
     """(row indices of group members sorted by group, their group ids)."""
 
     def make() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        idx = np.flatnonzero(rel.gid >= 0)
-        order = idx[argsort_stable(rel.gid[idx])]
-        return order, rel.gid[order]
+        gid = rel.gid
+        hi = int(gid.max(initial=-1))
+        if gid.dtype == np.int64 and hi < 4 * gid.size + 1024:  # ids in a short range
+            return _members_by_counting(np.ascontiguousarray(gid), hi + 1)
+        idx = np.flatnonzero(gid >= 0)
+        order = idx[argsort_stable(gid[idx])]
+        return order, gid[order]
 
     return once(rel, "_members", make)
+
+
+@nb.njit(cache=True, nogil=True)
+def _members_by_counting(
+    gid: NDArray[np.int64], span: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`group_members` of group ids in ``0 .. span - 1`` (-1: none), by counting: the
+    rows of each group in row order, groups in id order (a stable sort by id)."""
+    at = np.zeros(span + 1, dtype=np.int64)
+    for i in range(gid.size):
+        if gid[i] >= 0:
+            at[gid[i] + 1] += 1
+    for j in range(span):
+        at[j + 1] += at[j]
+    order = np.empty(at[span], dtype=np.int64)
+    ids = np.empty(at[span], dtype=np.int64)
+    for j in range(span):
+        ids[at[j] : at[j + 1]] = j
+    for i in range(gid.size):
+        g = gid[i]
+        if g >= 0:
+            order[at[g]] = i
+            at[g] += 1
+    return order, ids
 
 
 def member_groups(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

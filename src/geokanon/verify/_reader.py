@@ -39,7 +39,7 @@ from geokanon.verify._arrays import (
     sample_records,
     text_values,
 )
-from geokanon.verify._once import cached
+from geokanon.verify._once import cached, once
 from geokanon.verify._results import CHECKS, Unreadable
 
 if TYPE_CHECKING:
@@ -113,6 +113,9 @@ class Source:
     x_work: NDArray[np.float64] | None = None  # in the working CRS (PointTable)
     y_work: NDArray[np.float64] | None = None
     subjects: NDArray[np.int64] | None = None
+    #: ``subjects`` is each row's own number (no subject column: every record its own
+    #: subject), so a row's subject code is its source row
+    own_subjects: bool = False
     units: NDArray[np.object_] | None = None
     unit_codes: NDArray[np.int64] | None = None  # with unit_names: the units, compactly
     unit_names: NDArray[np.object_] | None = None
@@ -195,6 +198,19 @@ def read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
             yield item  # type: ignore[misc]
 
 
+#: The shape columns of ``groups.parquet`` (the representative's point and its box):
+#: :attr:`ReleaseReader.groups` leaves them out.
+_SHAPES = ("geometry", "bbox")
+
+
+#: The audit's columns the checks read, in two sets read apart: where each record is and
+#: whose it is, and what became of it (with ``time_bin`` when the audit has one).
+AUDIT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "places": ("source_row", "subject", "x_m", "y_m"),
+    "labels": ("disposal", "group_id", "class_id", "unit"),
+}
+
+
 class ReleaseReader:
     """Lazy, cached reader of one release directory."""
 
@@ -273,7 +289,7 @@ class ReleaseReader:
         grouped = rows.kind == "group"
         view.__dict__.update(
             k=k, r_max_m=r_max_m, output_crs=crs, working_crs=crs,
-            _audit_arrays={"": n}, n_audit=n,
+            _audit_columns={"": n}, n_audit=n,
             # the members' kept values: row i is member i (its "source row")
             source=Source(n_rows=n, attributes=pd.DataFrame(rows.kept, index=pd.RangeIndex(n))),
             source_rows=np.arange(n, dtype=np.int64),
@@ -323,10 +339,11 @@ class ReleaseReader:
     #: Cached values derived from the audit and the source only (never from a release
     #: file or the manifest), which a later run over the same audit and source re-uses.
     _CARRIED = (
-        "audit", "_audit_arrays", "n_audit", "gid", "cid", "_disposal_codes", "disposal",
-        "_is_disposal", "xy_m", "source", "subjects", "subject_codes", "audit_subjects",
-        "source_rows", "unit_codes", "units", "synthetic", "syn_gid", "syn_cid",
-        "working_crs", "_members", "_suppressed_subjects", "_unit_subjects", "_no_leak_secrets",
+        "audit", "_audit_schema", "_audit_places", "_audit_labels", "n_audit", "gid", "cid",
+        "_disposal_codes", "disposal", "_is_disposal", "xy_m", "source", "subjects",
+        "subject_codes", "audit_subjects", "source_rows", "unit_codes", "units", "synthetic",
+        "syn_gid", "syn_cid", "working_crs", "_members", "_suppressed_subjects",
+        "_unit_subjects", "_no_leak_secrets",
     )  # fmt: skip
 
     def _inputs_key(self) -> tuple[Any, ...]:
@@ -372,14 +389,17 @@ class ReleaseReader:
 
     # ---- raw files -------------------------------------------------------------------
 
-    def _parquet(self, path: Path, *, arrow_objects: bool = False) -> pd.DataFrame:
-        """A Parquet file as a pandas frame. ``arrow_objects``: binary and struct columns
-        (WKB geometry, GeoParquet's ``bbox``) stay Arrow-backed (``pd.ArrowDtype``), not a
-        Python object per row; their values read the same (``bytes``, ``dict``)."""
+    def _parquet(
+        self, path: Path, *, arrow_objects: bool = False, columns: list[str] | None = None
+    ) -> pd.DataFrame:
+        """A Parquet file (its ``columns``, default all) as a pandas frame.
+        ``arrow_objects``: binary and struct columns (WKB geometry, GeoParquet's ``bbox``)
+        stay Arrow-backed (``pd.ArrowDtype``), not a Python object per row; their values
+        read the same (``bytes``, ``dict``)."""
         if not path.is_file():
             raise Unreadable(f"{path.parent.name}/{path.name} is missing")
         try:
-            table = pq.read_table(path)
+            table = pq.read_table(path, columns=columns)
             if arrow_objects:
                 return table.to_pandas(types_mapper=_arrow_backed)
             return table.to_pandas()
@@ -425,26 +445,53 @@ class ReleaseReader:
         self._audit_arrays  # noqa: B018  (raises Unreadable as the checks would)
         return self._parquet(self.audit_file)
 
-    @cached
+    @property
     def _audit_arrays(self) -> dict[str, Any]:
-        """The audit's columns the checks use, read once with pyarrow in batches of rows
-        into what the checks use (numbers, codes), so no Arrow copy of the audit is held.
+        """The audit's columns the checks use (:data:`AUDIT_COLUMNS`), read once with
+        pyarrow in batches of rows into what the checks use (numbers, codes), so no Arrow
+        copy of the audit is held: ``""`` is its number of rows. Its two sets of columns
+        are read apart (:meth:`_audit_set`), so two lanes of checks read them side by side;
+        either that cannot be read fails both.
 
         A column that cannot be turned holds its exception, raised where it is used.
         """
+        held = self.__dict__.get("_audit_columns")  # a part's reader sets what it holds
+        if held is not None:
+            return held
+        places, labels = self._audit_set("places"), self._audit_set("labels")
+        return {**places, **labels}
+
+    @cached
+    def _audit_schema(self) -> tuple[int, list[str]]:
+        """(rows, column names) of the audit file; refused when it lacks a column."""
         path = self.audit_file
         if not path.is_file():
             raise Unreadable(f"{path.parent.name}/{path.name} is missing")
-        need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
         try:
             pf = pq.ParquetFile(path)
-            names = pf.schema_arrow.names
-            missing = [c for c in need if c not in names]
-            if missing:
-                raise Unreadable(f"{self._audit_name} lacks columns {missing}")
-            cols = need + (["time_bin"] if "time_bin" in names else [])
+            names = [str(n) for n in pf.schema_arrow.names]
             n = int(pf.metadata.num_rows)
-            keep = {c: _AuditColumn(c, n, self.audit_label) for c in cols}
+        except (OSError, pa.ArrowException) as exc:
+            raise Unreadable(f"{self._audit_name} is unreadable ({type(exc).__name__})") from None
+        missing = [c for sets in AUDIT_COLUMNS.values() for c in sets if c not in names]
+        if missing:
+            raise Unreadable(f"{self._audit_name} lacks columns {missing}")
+        return n, names
+
+    def _audit_set(self, which: str) -> dict[str, Any]:
+        """One set of :data:`AUDIT_COLUMNS` (``places``, or ``labels`` with ``time_bin``
+        when the audit has one), read once (whichever check asks first)."""
+        return once(self, f"_audit_{which}", lambda: self._read_audit(which))
+
+    def _read_audit(self, which: str) -> dict[str, Any]:
+        n, names = self._audit_schema
+        path = self.audit_file
+        cols = list(AUDIT_COLUMNS[which])
+        if which == "labels" and "time_bin" in names:
+            cols.append("time_bin")
+        keep = {c: _AuditColumn(c, n, self.audit_label) for c in cols}
+        try:
+            pf = pq.ParquetFile(path)
             # text kept as codes is read as dictionaries (no Python strings per row)
             schema = pf.schema_arrow
             as_dict = [
@@ -473,14 +520,24 @@ class ReleaseReader:
         return self.audit_file.name if self.audit_label == "assignment" else self.audit_label
 
     def _audit(self, name: str) -> Any:
-        value = self._audit_arrays[name]
+        held = self.__dict__.get("_audit_columns")
+        if held is not None:
+            value = held[name]
+        else:  # its set, and the other (the audit fails whole when either cannot be read)
+            which = "places" if name in AUDIT_COLUMNS["places"] else "labels"
+            value = self._audit_set(which)[name]
+            self._audit_set("labels" if which == "places" else "places")
         if isinstance(value, _Failed):
             raise value.exc
         return value
 
     @cached
     def n_audit(self) -> int:
-        return int(self._audit_arrays[""])
+        return int(self._audit_columns_count())
+
+    def _audit_columns_count(self) -> int:
+        held = self.__dict__.get("_audit_columns")
+        return int(held[""]) if held is not None else int(self._audit_arrays[""])
 
     @property
     def time_bins(self) -> pa.ChunkedArray | None:
@@ -561,7 +618,8 @@ class ReleaseReader:
         src = self.source
         rows = self.source_rows
         if src.subjects is not None and rows is not None:
-            return src.subjects[rows]
+            # every record its own subject: its code is its source row (the array itself)
+            return rows if src.own_subjects else src.subjects[rows]
         return self.audit_subjects
 
     @cached
@@ -627,13 +685,27 @@ class ReleaseReader:
     @cached
     def groups(self) -> pd.DataFrame:
         # the checks read its numbers, ids and units; geometry and bbox are read from the
-        # file itself (no_leak) or compared by name only: kept in Arrow (a million Python
+        # file itself (no_leak) or compared by name only (:attr:`group_columns`): left
+        # out; any other binary or struct column is kept in Arrow (a million Python
         # objects per column cost seconds)
-        g = self._parquet(self.rel / "groups.parquet", arrow_objects=True)
+        path = self.rel / "groups.parquet"
+        names = self.group_columns
+        g = self._parquet(path, arrow_objects=True, columns=[c for c in names if c not in _SHAPES])
         for c in ("group_id", "n_records", "x", "y"):
             if c not in g.columns:
                 raise Unreadable(f"groups.parquet lacks column {c!r}")
         return g
+
+    @cached
+    def group_columns(self) -> list[str]:
+        """``groups.parquet``'s column names (:attr:`groups` holds all but the shapes)."""
+        path = self.rel / "groups.parquet"
+        if not path.is_file():
+            raise Unreadable(f"{path.parent.name}/{path.name} is missing")
+        try:
+            return [str(n) for n in pq.read_schema(path).names]
+        except (OSError, pa.ArrowException) as exc:
+            raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
     def groups_column(self, column: str) -> Iterator[pd.Series]:
         """``groups.parquet``'s ``column``, :data:`SCAN_ROWS` rows at a time (nothing when
@@ -641,7 +713,7 @@ class ReleaseReader:
         refuses the file (missing, unreadable, lacking a column it requires); from
         :attr:`groups` when that is loaded already, else streamed (the partitioned driver
         never holds the whole file)."""
-        if "groups" in self.__dict__:
+        if "groups" in self.__dict__ and column not in _SHAPES:
             if column in self.groups:
                 yield self.groups[column]
             return
@@ -784,9 +856,9 @@ class _AuditColumn:
 
     The result is what the whole column would give: :func:`_audit_numbers`,
     :func:`arrow_ids` and :func:`factorize_arrow` work value by value, and text is
-    numbered in sorted order (as ``numpy.unique`` of the texts sorts them) as it comes:
-    the rows already in are numbered again only when a later batch brings a text that
-    sorts before one already seen.
+    numbered in order of first sight, then in sorted order (as ``numpy.unique`` of the
+    texts sorts them) once every batch is in: the rows are numbered again only when the
+    two orders differ.
     """
 
     def __init__(self, name: str, n: int, label: str = "assignment") -> None:
@@ -798,7 +870,7 @@ class _AuditColumn:
         self.at = 0
         self.failed: Exception | None = None
         self.chunks: list[pa.Array] = []  # arrow columns, and text that is not a string type
-        self.texts: dict[str, int] = {}  # text -> its number among the texts seen, sorted
+        self.texts: dict[str, int] = {}  # text -> number in order of first sight
 
     def add(self, arr: pa.Array) -> None:
         start, self.at = self.at, self.at + len(arr)
@@ -818,29 +890,15 @@ class _AuditColumn:
             elif self.kind == "codes" and is_text_type(arr.type) and not self.chunks:
                 idx, texts = arrow_text_codes(arr)
                 # a text as numpy reads it (trailing NULs dropped), as the result sorts it
-                texts = [t.rstrip("\x00") for t in texts]
-                self._number(texts, start)
-                local = np.array([self.texts[t] for t in texts], dtype=np.int64)
+                local = np.array(
+                    [self.texts.setdefault(t.rstrip("\x00"), len(self.texts)) for t in texts],
+                    dtype=np.int64,
+                )
                 self.values[start : self.at] = local[idx] if idx.size else idx
             else:
                 self.chunks.append(arr)
         except Exception as exc:  # raised again where the column is used
             self.failed = exc
-
-    def _number(self, texts: list[str], start: int) -> None:
-        """Number the texts seen so far, with ``texts``, in sorted order; renumber the rows
-        before ``start`` when a number changes."""
-        new = {t for t in texts if t not in self.texts}
-        if not new:
-            return
-        names = sorted({*self.texts, *new})
-        number = {t: i for i, t in enumerate(names)}
-        if start and any(number[t] != i for t, i in self.texts.items()):
-            now = np.zeros(len(self.texts), dtype=np.int64)
-            for t, i in self.texts.items():
-                now[i] = number[t]
-            self.values[:start] = now[self.values[:start]]
-        self.texts = number
 
     def result(self) -> Any:
         if self.failed is not None:
@@ -854,11 +912,15 @@ class _AuditColumn:
                 return self.values
             if self.chunks:  # not text as Arrow reads it: the whole column at once
                 return factorize_arrow(pa.chunked_array(self.chunks))
-            # the texts, numbered in sorted order as they came
-            names = np.empty(len(self.texts), dtype=object)
-            for t, i in self.texts.items():
-                names[i] = t
-            return self.values, names
+            # the texts numbered in sorted order (the rows again only when that differs)
+            names = sorted(self.texts)
+            sight = np.array([self.texts[t] for t in names], dtype=np.int64)
+            codes = self.values
+            if (sight != np.arange(sight.size)).any():
+                rank = np.empty(sight.size, dtype=np.int64)
+                rank[sight] = np.arange(sight.size)
+                codes = rank[codes] if codes.size else codes
+            return codes, np.array(names, dtype=object)
         except Exception as exc:
             return _Failed(exc)
 
@@ -1019,6 +1081,7 @@ def _load_source(
             if raw and same_crs(working_crs, output_crs):
                 src.x, src.y = arg.x, arg.y
         src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
+        src.own_subjects = arg.subjects is None
         src.subject_ids_merged = int(getattr(arg, "subject_ids_merged", 0))
         src.unit_codes = np.asarray(arg.unit_codes, dtype=np.int64)
         src.unit_names = np.asarray(arg.unit_names, dtype=object)

@@ -157,12 +157,18 @@ _CHURNING = frozenset({"no_leak"})
 #: :data:`CHECKS` order (see :func:`run_checks`): the audit's and the tables' checks,
 #: and ``no_leak``'s scans of every file with the checks that take over what it read
 #: (``counts`` the records.csv it hashed on the way, ``manifest`` the checksums it took).
-#: ``None``: one after the other.
+#: ``None``: one after the other. :func:`~geokanon.verify.verify_release` has the first
+#: lane read the audit's labels and the second its places first (:data:`LANE_READS`).
 LANES: tuple[tuple[str, ...], ...] | None = (
     ("k_subjects", "extent", "tau", "unit_cap", "holes", "representation", "fixed_point",
      "report_safety"),
     ("no_leak", "counts", "manifest"),
 )  # fmt: skip
+
+
+#: The reader's values each lane of :data:`LANES` reads first (the audit's two sets of
+#: columns: each lane reads one while the other reads the other).
+LANE_READS: tuple[str, ...] = ("gid", "xy_m")
 
 
 def _run_one(funcs: Mapping[str, Callable[[_R], CheckResult]], rel: _R, name: str) -> CheckResult:
@@ -188,6 +194,7 @@ def run_checks(
     names: Sequence[str],
     progress: Callable[..., None] | None = None,
     lanes: Sequence[Sequence[str]] | None = None,
+    first: Sequence[Callable[[], object]] = (),
 ) -> tuple[CheckResult, ...]:
     """Run the checks ``names`` on the reader ``rel``, in :data:`CHECKS` order: the one loop
     of both layouts (a single-file release's reader, a partitioned release's reduced one).
@@ -198,7 +205,9 @@ def run_checks(
     is raised: the first in :data:`CHECKS` order.
 
     ``lanes``: run the checks of each lane one after the other in a thread of its own,
-    the lanes side by side (a check in no lane joins the first). The reader computes each
+    the lanes side by side (a check in no lane joins the first); ``first[i]``, when given,
+    is called in lane ``i`` before its checks (a read the lane starts with, so that the
+    lanes read apart: what it raises is left to the checks). The reader computes each
     value once, whichever lane asks first (:mod:`geokanon.verify._once`); a check's result
     depends on the release alone, so the results, their details and their order are those
     of one lane. ``progress(name, done=i, total=n)`` is called, in :data:`CHECKS` order,
@@ -219,7 +228,10 @@ def run_checks(
     plan[0] += [n for n in todo if n not in planned]
     results: dict[str, Future[CheckResult]] = {n: Future() for n in todo}
 
-    def run_lane(lane: list[str]) -> None:
+    def run_lane(lane: list[str], warm: Callable[[], object] | None) -> None:
+        if warm is not None:
+            with contextlib.suppress(Exception):
+                warm()
         for name in lane:
             out = results[name]
             try:
@@ -228,7 +240,10 @@ def run_checks(
                 out.set_exception(exc)
 
     with ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="verify") as pool:
-        running = [pool.submit(run_lane, lane) for lane in plan]
+        warms = [first[i] if i < len(first) else None for i in range(len(plan))]
+        running = [
+            pool.submit(run_lane, lane, warm) for lane, warm in zip(plan, warms, strict=True)
+        ]
         ordered = []
         for i, name in enumerate(todo):
             if progress is not None:

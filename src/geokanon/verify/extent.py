@@ -189,7 +189,7 @@ class Ground:
         return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _planar_distances(
     xs: NDArray[np.float64],
     ys: NDArray[np.float64],
@@ -211,6 +211,45 @@ def _planar_distances(
         dy = ys[a] - wy[g]
         d[i] = math.sqrt(dx * dx + dy * dy)
     return d
+
+
+@nb.njit(cache=True, nogil=True)
+def _beyond_limit(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    at: NDArray[np.int64],
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    gi: NDArray[np.int64],
+    limit: NDArray[np.float64],
+    tol: float,
+    bad_group: NDArray[np.bool_],
+) -> tuple[int, float, bool]:
+    """Members beyond their group's limit on the map, in one pass: member ``i`` is
+    ``(xs, ys)[at[i]]`` of group ``gi[i]`` (representative ``(wx, wy)[gi[i]]``), beyond
+    unless :func:`_planar_distances`' distance is <= ``limit[gi[i]] + tol``. Returns
+    (members beyond, the largest distance over the limit among them ignoring NaN, whether
+    any of those is finite) and marks their groups in ``bad_group``."""
+    n = 0
+    worst = -np.inf
+    finite = False
+    for i in range(at.size):
+        a = at[i]
+        g = gi[i]
+        if not (0 <= a < xs.size and 0 <= g < wx.size and a < ys.size and g < wy.size):
+            raise IndexError("a member or representative index out of range")
+        dx = xs[a] - wx[g]
+        dy = ys[a] - wy[g]
+        d = math.sqrt(dx * dx + dy * dy)
+        if d <= limit[g] + tol:
+            continue
+        n += 1
+        bad_group[g] = True
+        over = d - limit[g]
+        if over == over:
+            worst = max(worst, over)
+            finite = finite or math.isfinite(over)
+    return n, worst, finite
 
 
 def check_extent(rel: ReleaseReader) -> CheckResult:
@@ -261,11 +300,22 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
     n_bad = 0
     n_ground = 0
     bad_groups: set[int] = set()
+    bad_group = np.zeros(gids.size, dtype=np.bool_)  # planar only: groups with a member beyond
     for _name, xs, ys, own in coords:
         at = rows
         if _name == "source":
             assert rel.source_rows is not None
             at = rel.source_rows[rows]
+        if ground is None:  # on the map only: one compiled pass, no distances kept
+            n, worst_here, finite = _beyond_limit(
+                np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64), at,
+                np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64), gi,
+                limit, float(rel.tolerance_m), bad_group,
+            )  # fmt: skip
+            if n:
+                n_bad = max(n_bad, int(n))
+                worst_over = max(worst_over, float(worst_here) if finite else 0)
+            continue
         d = _planar_distances(
             np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64), at,
             np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64), gi,
@@ -286,8 +336,9 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
             worst_over = max(worst_over, float(np.nanmax(over)) if np.isfinite(over).any() else 0)
     if n_bad:
         where = f", {n_ground} of them only on the ellipsoid" if n_ground else ""
+        n_groups = len(bad_groups) + int(np.count_nonzero(bad_group))
         problems.append(
-            f"{n_bad} members in {len(bad_groups)} groups beyond r_max{where} "
+            f"{n_bad} members in {n_groups} groups beyond r_max{where} "
             f"(worst {worst_over:.2f} m over)"
         )
     if problems:

@@ -628,8 +628,8 @@ def gpkg_holes_problems(rel: ReleaseReader) -> list[str]:
                     "release format does not declare"
                 )
             continue
-        frame = rel.groups if source == "groups.parquet" else rel.classes
-        extra = fields - set(map(str, frame.columns)) - _gpkg_own_columns()
+        columns = rel.group_columns if source == "groups.parquet" else rel.classes.columns
+        extra = fields - set(map(str, columns)) - _gpkg_own_columns()
         if extra:
             problems.append(
                 f"release.gpkg {name} layer: columns {sorted(extra)[:4]} are figures the "

@@ -39,6 +39,7 @@ from geokanon.verify._arrays import (
     in_sorted_ascending,
     isin,
     np_bool,
+    same_values,
     wkb_points,
 )
 from geokanon.verify._once import cached
@@ -1521,8 +1522,8 @@ class TableScan:
                     same = (
                         "x" in numeric
                         and "y" in numeric
-                        and np.array_equal(gx, numeric["x"].rows(), equal_nan=True)
-                        and np.array_equal(gy, numeric["y"].rows(), equal_nan=True)
+                        and same_values(gx, numeric["x"].rows())
+                        and same_values(gy, numeric["y"].rows())
                     )
                     if gx.size and not same:
                         numeric["geometry.x"], numeric["geometry.y"] = _Numbers(gx), _Numbers(gy)
@@ -1530,8 +1531,8 @@ class TableScan:
                 same = (
                     "x" in every
                     and "y" in every
-                    and np.array_equal(gx, every["x"].rows(), equal_nan=True)
-                    and np.array_equal(gy, every["y"].rows(), equal_nan=True)
+                    and same_values(gx, every["x"].rows())
+                    and same_values(gy, every["y"].rows())
                 )
                 if gx.size:
                     self.geo_seen = True
@@ -1556,7 +1557,7 @@ class TableScan:
                     cell["copies of the mask key"] = cell.get("copies of the mask key", 0) + n_key
                 rows = _arrow_numeric(arr)
                 twin = every.get(_POINT_BOX.get(name, ""))
-                if twin is not None and np.array_equal(rows, twin.rows(), equal_nan=True):
+                if twin is not None and same_values(rows, twin.rows()):
                     nums = twin  # a point's box repeats its x or y: the same values, row by row
                 else:
                     nums = _Numbers(rows=rows, arrow=arr)
