@@ -342,9 +342,9 @@ def wkb_points(
 
 @nb.njit(cache=True, nogil=True)
 def _within(values: NDArray[np.int64], hi: int) -> bool:
-    """Whether every value lies in ``0 .. hi``."""
+    """Whether every value lies in ``-1 .. hi`` (-1: no id, absent, its own answer)."""
     for i in range(values.size):
-        if values[i] < 0 or values[i] > hi:
+        if values[i] < -1 or values[i] > hi:
             return False
     return True
 
@@ -398,7 +398,7 @@ class IdLookup:
         if self.look is not None and values.dtype.kind in "iu":
             if values.dtype == np.int64 and self.lo >= 0:
                 if self.identity and values.size and _within(values, self.hi):
-                    return values  # every id is its own position
+                    return values  # every id is its own position (-1: absent)
                 return _looked_up(self.look, np.ascontiguousarray(values), self.lo)
             inside = (values >= self.lo) & (values <= self.hi)
             return np.where(inside, self.look[np.where(inside, values - self.lo, 0)], -1)
@@ -655,6 +655,32 @@ def _same_values(a: NDArray[np.float64], b: NDArray[np.float64]) -> bool:
     return True
 
 
+def finite_extent(x: NDArray[np.float64], y: NDArray[np.float64]) -> list[float] | None:
+    """[xmin, ymin, xmax, ymax] of the rows where both ``x`` and ``y`` are finite (None:
+    no such row), in one compiled pass."""
+    found, x0, y0, x1, y1 = _finite_extent(
+        np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64)
+    )
+    return [float(x0), float(y0), float(x1), float(y1)] if found else None
+
+
+@nb.njit(cache=True, nogil=True)
+def _finite_extent(
+    x: NDArray[np.float64], y: NDArray[np.float64]
+) -> tuple[bool, float, float, float, float]:
+    found = False
+    x0 = y0 = np.inf
+    x1 = y1 = -np.inf
+    for i in range(min(x.size, y.size)):
+        if np.isfinite(x[i]) and np.isfinite(y[i]):
+            found = True
+            x0 = min(x0, x[i])
+            y0 = min(y0, y[i])
+            x1 = max(x1, x[i])
+            y1 = max(y1, y[i])
+    return found, x0, y0, x1, y1
+
+
 def np_bool(arr: Any) -> NDArray[np.bool_]:
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -677,6 +703,8 @@ def value_counts(ids: NDArray[np.int64]) -> pd.Series:
 _U64 = np.uint64
 _MIX_A = _U64(0xBF58476D1CE4E5B9)
 _MIX_B = _U64(0x94D049BB133111EB)
+_EXP = _U64(0x7FF0000000000000)
+_MANT = _U64(0x000FFFFFFFFFFFFF)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -686,23 +714,47 @@ def _mix_kernel(
     """splitmix64's finaliser of ``v ^ salt``, element by element (uint64 arithmetic wraps);
     ``floats``: ``v`` holds float64 bits, and every NaN is first the one NaN ``nan_bits``."""
     out = np.empty(v.size, dtype=np.uint64)
-    exp = np.uint64(0x7FF0000000000000)
-    mant = np.uint64(0x000FFFFFFFFFFFFF)
     for i in range(v.size):
-        x = v[i]
-        if floats and (x & exp) == exp and (x & mant) != np.uint64(0):
-            x = nan_bits
-        x ^= salt
-        x ^= x >> np.uint64(30)
-        x *= _MIX_A
-        x ^= x >> np.uint64(27)
-        x *= _MIX_B
-        x ^= x >> np.uint64(31)
-        out[i] = x
+        out[i] = _mix_one(v[i], salt, nan_bits, floats)
     return out
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _mix_one(x: np.uint64, salt: np.uint64, nan_bits: np.uint64, floats: bool) -> np.uint64:
+    """:func:`_mix_kernel` of one value."""
+    if floats and (x & _EXP) == _EXP and (x & _MANT) != np.uint64(0):
+        x = nan_bits
+    x ^= salt
+    x ^= x >> np.uint64(30)
+    x *= _MIX_A
+    x ^= x >> np.uint64(27)
+    x *= _MIX_B
+    x ^= x >> np.uint64(31)
+    return x
+
+
+@nb.njit(cache=True, nogil=True)
+def _tied_mix(
+    v: NDArray[np.uint64],
+    salt: np.uint64,
+    nan_bits: np.uint64,
+    floats: bool,
+    valid: NDArray[np.bool_],
+    null: np.uint64,
+    positions: NDArray[np.uint64],
+) -> np.uint64:
+    """The sum of ``_mix_one(v[i]) * positions[i]`` (``null`` for a row ``valid`` marks
+    as not valid, when given), modulo 2**64: hashed and tied without an array of hashes."""
+    total = np.uint64(0)
+    some_null = valid.size > 0
+    for i in range(v.size):
+        h = null if some_null and not valid[i] else _mix_one(v[i], salt, nan_bits, floats)
+        total += h * positions[i]
+    return total
+
+
 _NO_SALT = _U64(0)
+_NO_BOOLS = np.zeros(0, dtype=np.bool_)
 
 
 def _mix(v: NDArray[np.uint64], salt: np.uint64 = _NO_SALT) -> NDArray[np.uint64]:
@@ -769,6 +821,43 @@ class RowHasher:
         idx = dict_indices(enc)
         return look[np.where(idx < 0, look.size - 1, idx)]
 
+    def values_tied_sum(
+        self, arr: pa.Array | pa.ChunkedArray, positions: NDArray[np.uint64]
+    ) -> int:
+        """``tied_sum(values(arr), positions)``, for numbers and dictionary text in one
+        compiled pass (no array of the hashes)."""
+        import pyarrow.compute as pc
+
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        t = arr.type
+        at = np.ascontiguousarray(positions)
+        if pa.types.is_dictionary(t):
+            look = self.values(arr.dictionary)
+            return self.tied_sum_coded(look, dict_indices(arr), self.salt[0], at)
+        if pa.types.is_floating(t):  # one NaN, and a null is a NaN (as values hashes them)
+            f = np.ascontiguousarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False))
+            bits = f.view(np.uint64)
+            return int(_tied_mix(bits, self.salt[1], _NAN_BITS, True, _NO_BOOLS, _NO_SALT, at))
+        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
+            wide = pa.uint64() if pa.types.is_uint64(t) else pa.int64()
+            ints = pc.cast(arr, wide).fill_null(0)
+            v = np.ascontiguousarray(
+                np.asarray(ints.to_numpy(zero_copy_only=False)).view(np.uint64)
+            )
+            valid = _NO_BOOLS
+            if arr.null_count:
+                valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
+            return int(_tied_mix(v, self.salt[2], _NAN_BITS, False, valid, self.salt[0], at))
+        return self.tied_sum(self.values(arr), at)
+
+    def ids_tied_sum(self, ids: NDArray[np.int64], positions: NDArray[np.uint64]) -> int:
+        """:meth:`values_tied_sum` of a signed integer id column (not ``uint64``) read by
+        :func:`arrow_ids` (nulls -1, no other value negative), from those ids."""
+        v = np.ascontiguousarray(ids, dtype=np.int64).view(np.uint64)
+        at = np.ascontiguousarray(positions)
+        return int(_tied_mix_ids(v, self.salt[2], self.salt[0], at))
+
     def rows(self, columns: Sequence[NDArray[np.uint64]], n: int) -> NDArray[np.uint64]:
         """One hash per row of the columns' value hashes, in column order."""
         h = np.full(n, self.salt[4], dtype=np.uint64)
@@ -834,6 +923,19 @@ def _tied_sum_coded(
     for i in range(codes.size):
         c = codes[i]
         total += (null if c < 0 else look[c]) * positions[i]
+    return total
+
+
+@nb.njit(cache=True, nogil=True)
+def _tied_mix_ids(
+    v: NDArray[np.uint64], salt: np.uint64, null: np.uint64, positions: NDArray[np.uint64]
+) -> np.uint64:
+    """:func:`_tied_mix` of ids whose null is -1 (all ones): that row hashes as ``null``."""
+    total = np.uint64(0)
+    none = ~np.uint64(0)
+    for i in range(v.size):
+        h = null if v[i] == none else _mix_one(v[i], salt, _NAN_BITS, False)
+        total += h * positions[i]
     return total
 
 

@@ -481,9 +481,16 @@ class _RecordsPass:
         # every column, tied to the row numbers (records.csv must hold the same)
         hashes: dict[str, NDArray[np.uint64]] = {}
         at = self.hasher.positions(start, n)
+        ids = {"group_id": g, "class_id": c}  # read already (nulls -1, none negative)
         for name in self.column_sums:
-            h = hashes[name] = self.hasher.values(col[name])
-            self.column_sums[name] += self.hasher.tied_sum(h, at)
+            t = col[name].type
+            if name in self.compared:  # its hashes are wanted per group and class too
+                h = hashes[name] = self.hasher.values(col[name])
+                self.column_sums[name] += self.hasher.tied_sum(h, at)
+            elif name in ids and pa.types.is_signed_integer(t):
+                self.column_sums[name] += self.hasher.ids_tied_sum(ids[name], at)
+            else:
+                self.column_sums[name] += self.hasher.values_tied_sum(col[name], at)
         # per group and class: the multisets of the compared columns and tuples
         if self.compared:
             parts = [hashes[name] for name in self.compared]
@@ -655,7 +662,7 @@ class _CsvCompare:
                 at = self.hasher.positions(start, batch.num_rows)
                 for name, c in zip(header, batch.columns, strict=True):
                     c = _csv_column(c, parquet_types[name]) if name in cast else c
-                    sums[name] += self.hasher.tied_sum(self.hasher.values(c), at)
+                    sums[name] += self.hasher.values_tied_sum(c, at)
                 start += batch.num_rows
         return header, sums, start
 
@@ -727,7 +734,7 @@ class _CsvTap:
 
         hasher = self.cmp.hasher
         if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return hasher.tied_sum(hasher.values(col), at)
+            return hasher.values_tied_sum(col, at)
         words = col.dictionary
         if pa.types.is_boolean(t):
             yes = np.asarray(pc.is_in(words, value_set=_CSV_TRUE).to_numpy(zero_copy_only=False))

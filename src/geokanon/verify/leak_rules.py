@@ -35,6 +35,7 @@ from geokanon.verify._arrays import (
     count_ids,
     dict_indices,
     distinct_values,
+    finite_extent,
     in_sorted,
     in_sorted_ascending,
     isin,
@@ -1475,10 +1476,9 @@ class TableScan:
         self.geo_extent: list[float] | None = None
 
     def _extend(self, gx: NDArray[np.float64], gy: NDArray[np.float64]) -> None:
-        ok = np.isfinite(gx) & np.isfinite(gy)
-        if not ok.any():
+        box = finite_extent(gx, gy)
+        if box is None:
             return
-        box = [gx[ok].min(), gy[ok].min(), gx[ok].max(), gy[ok].max()]
         if self.geo_extent is None:
             self.geo_extent = [float(v) for v in box]
         else:
@@ -1671,7 +1671,9 @@ def wkb_xy(
     """Point coordinates of a WKB column (NaN for nulls, empty and non-point geometries).
 
     Little-endian 2-D points (21 bytes each) are read directly; any other geometry
-    sends the whole column through shapely.
+    sends the whole column through shapely. The column read last is remembered (with its
+    buffers, so their addresses stay its own): the records pass and ``no_leak``'s scan
+    read the same column of a batch. The arrays returned must not be changed.
     """
     if isinstance(arr, pd.Series):
         arr = pa.array(
@@ -1685,6 +1687,25 @@ def wkb_xy(
         return np.array([]), np.array([])
     if n == 0:
         return np.full(0, np.nan), np.full(0, np.nan)
+    global _LAST_WKB
+    buffers = arr.buffers()
+    key = (str(arr.type), arr.offset, n, *(0 if b is None else b.address for b in buffers))
+    last = _LAST_WKB
+    if last is not None and last[0] == key:
+        return last[2]
+    xy = _wkb_xy(arr, n)
+    _LAST_WKB = (key, buffers, xy)
+    return xy
+
+
+#: (key, buffers, points) of the WKB column :func:`wkb_xy` read last
+_LAST_WKB: (
+    tuple[tuple[Any, ...], list[Any], tuple[NDArray[np.float64], NDArray[np.float64]]] | None
+) = None
+
+
+def _wkb_xy(arr: pa.Array, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`wkb_xy` of a binary array of ``n`` > 0 rows."""
     valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
     offsets = np.frombuffer(arr.buffers()[1], dtype=off_type)[arr.offset : arr.offset + n + 1]
