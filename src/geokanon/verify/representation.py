@@ -33,6 +33,7 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
     rows, gi = member_groups(rel)
     if (gi < 0).any():  # members of no published group: extent says so
         rows, gi = rows[gi >= 0], gi[gi >= 0]
+    rows, starts = _in_group_order(rows, gi, gids.size)
     # member i is audit row rows[i]: its working coordinates are read where they are
     xm, ym = (np.ascontiguousarray(v, dtype=np.float64) for v in rel.xy_m)
     # in the output CRS: the members' working coordinates (sent forward when the CRSs
@@ -56,8 +57,9 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
     # within the tolerance, in the working CRS
     wx, wy = (gx, gy) if rel.to_working is None else rel.to_working(gx, gy)
     wx, wy = (np.ascontiguousarray(v, dtype=np.float64) for v in (wx, wy))
-    equal, cnt, mx, my = _members_at_representatives(
-        xm, ym, rows, gi, np.ascontiguousarray(gx, dtype=np.float64),
+    subj = np.ascontiguousarray(rel.subjects, dtype=np.int64)
+    equal, cnt, mx, my, moments = _member_pass(
+        xm, ym, subj, rows, starts, np.ascontiguousarray(gx, dtype=np.float64),
         np.ascontiguousarray(gy, dtype=np.float64), wx, wy, fx, fy, forward is None, sx, sy,
         s_at, float(rel.tolerance_m),
     )  # fmt: skip
@@ -81,8 +83,7 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
         problems.append(f"{n_centroid} representatives are the exact centroid of their members")
     # the rule the writer follows (docs/release-format.md)
     step, r = _rule_step_of(rel)
-    off = rule_violations(xm, ym, rows, np.asarray(rel.subjects, dtype=np.int64), gi, wx, wy,
-                          step, r, forward, (gx, gy))  # fmt: skip
+    off = _rule_breaches(xm, ym, rows, starts, moments, wx, wy, step, r, forward, (gx, gy))
     n_off = int(np.count_nonzero(off))
     if n_off:
         problems.append(
@@ -104,12 +105,34 @@ _NONE = np.zeros(0, dtype=np.float64)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
+def _in_group_order(
+    rows: NDArray[np.int64], gi: NDArray[np.int64], ng: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(the members' rows ordered by group, stably; where each group's members start, and
+    the end): members ``starts[g]:starts[g + 1]`` are group ``g``'s."""
+    if gi.size and (gi[1:] < gi[:-1]).any():  # members not yet in group order
+        by = argsort_stable(gi)
+        rows, gi = rows[by], gi[by]
+    starts = np.zeros(ng + 1, dtype=np.int64)
+    np.cumsum(np.bincount(gi, minlength=ng)[:ng], out=starts[1:])
+    return np.ascontiguousarray(rows, dtype=np.int64), starts
+
+
+#: Per group, what the members make: (members, centroid x, y, RMS radius about it, the
+#: most records one subject has in it), as :func:`_member_pass` works it out.
+Moments = tuple[
+    NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+    NDArray[np.float64],
+]  # fmt: skip
+
+
 @nb.njit(cache=True, nogil=True)
-def _members_at_representatives(
+def _member_pass(
     xm: NDArray[np.float64],
     ym: NDArray[np.float64],
+    subj: NDArray[np.int64],
     rows: NDArray[np.int64],
-    gi: NDArray[np.int64],
+    starts: NDArray[np.int64],
     gx: NDArray[np.float64],
     gy: NDArray[np.float64],
     wx: NDArray[np.float64],
@@ -121,45 +144,115 @@ def _members_at_representatives(
     sy: NDArray[np.float64],
     s_at: NDArray[np.int64],
     tol: float,
-) -> tuple[NDArray[np.bool_], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
-    """One pass over the members (member ``i``: audit row ``rows[i]`` of group ``gi[i]``).
+) -> tuple[
+    NDArray[np.bool_], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+    tuple[
+        NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+        NDArray[np.float64],
+    ],
+]:  # fmt: skip
+    """One pass over each group's members (members ``starts[g]:starts[g + 1]``, member
+    ``i`` audit row ``rows[i]``, read once into a buffer of the group's).
 
     Per group: whether a member's coordinate equals its published representative
     ``(gx, gy)`` in the output CRS (its working coordinate when ``as_working``, else
     ``(fx[i], fy[i])`` sent forward; and its source coordinate ``(sx, sy)[s_at[row]]``
     when ``s_at`` is given) or, with ``tol`` > 0, lies within ``tol`` of the
-    representative ``(wx, wy)`` in the working CRS; the members; and the sums of the
+    representative ``(wx, wy)`` in the working CRS; the members; the sums of the
     members' offsets from ``(wx, wy)``, added in member order (as ``numpy.bincount``
-    adds its weights).
+    adds its weights); and the :data:`Moments`: the centroid ``x0 + sum(x - x0) / n``
+    with ``x0`` its first member's (the sum in member order), the RMS radius about it
+    and the most records one subject (``subj[row]``) has in it. A group without members
+    has count 0, the centroid of the member at its start (clipped to the last), radius
+    0, 0.
     """
-    ng = gx.size
+    ng = starts.size - 1
+    m = rows.size
     equal = np.zeros(ng, dtype=np.bool_)
     cnt = np.zeros(ng, dtype=np.int64)
     mx = np.zeros(ng)
     my = np.zeros(ng)
+    members = np.zeros(ng)
+    cx = np.zeros(ng)
+    cy = np.zeros(ng)
+    sigma = np.zeros(ng)
+    wmax = np.zeros(ng)
+    longest = 0
+    for g in range(ng):
+        longest = max(longest, starts[g + 1] - starts[g])
+    bx = np.empty(longest)
+    by = np.empty(longest)
+    ss = np.empty(longest, dtype=np.int64)  # one group's subjects, sorted
     with_source = s_at.size > 0
-    for i in range(rows.size):
-        r = rows[i]
-        g = gi[i]
-        x = xm[r]
-        y = ym[r]
-        if as_working:
-            hit = x == gx[g] and y == gy[g]
-        else:
-            hit = fx[i] == gx[g] and fy[i] == gy[g]
-        if with_source:
-            s = s_at[r]
-            hit = hit or (sx[s] == gx[g] and sy[s] == gy[g])
-        dx = x - wx[g]
-        dy = y - wy[g]
-        if tol > 0.0 and math.sqrt(dx * dx + dy * dy) <= tol:
-            hit = True
-        if hit:
-            equal[g] = True
-        cnt[g] += 1
-        mx[g] += dx
-        my[g] += dy
-    return equal, cnt, mx, my
+    for g in range(ng):
+        a = starts[g]
+        b = starts[g + 1]
+        k = b - a
+        for j in range(k):
+            i = a + j
+            r = rows[i]
+            x = xm[r]
+            y = ym[r]
+            bx[j] = x
+            by[j] = y
+            ss[j] = subj[r]
+            if as_working:
+                hit = x == gx[g] and y == gy[g]
+            else:
+                hit = fx[i] == gx[g] and fy[i] == gy[g]
+            if with_source:
+                s = s_at[r]
+                hit = hit or (sx[s] == gx[g] and sy[s] == gy[g])
+            dx = x - wx[g]
+            dy = y - wy[g]
+            if tol > 0.0 and math.sqrt(dx * dx + dy * dy) <= tol:
+                hit = True
+            if hit:
+                equal[g] = True
+            cnt[g] += 1
+            mx[g] += dx
+            my[g] += dy
+        if m == 0:
+            continue
+        # count, centroid (local to the first member, for precision), RMS radius
+        f = rows[min(a, m - 1)]
+        x0 = xm[f]
+        y0 = ym[f]
+        n = max(float(k), 1.0)
+        sx0 = 0.0
+        sy0 = 0.0
+        for j in range(k):
+            sx0 += bx[j] - x0
+            sy0 += by[j] - y0
+        ox = sx0 / n
+        oy = sy0 / n
+        cx[g] = x0 + ox
+        cy[g] = y0 + oy
+        sq = 0.0
+        for j in range(k):
+            ex = bx[j] - x0 - ox
+            ey = by[j] - y0 - oy
+            sq += ex * ex + ey * ey
+        sigma[g] = math.sqrt(sq / n)
+        members[g] = float(k)
+        if k > 0:  # the largest subject's records: its subjects sorted
+            if k > 64:
+                ss[:k].sort()
+            else:  # a few members: sorted by insertion
+                for i in range(1, k):
+                    v = ss[i]
+                    j = i
+                    while j > 0 and ss[j - 1] > v:
+                        ss[j] = ss[j - 1]
+                        j -= 1
+                    ss[j] = v
+            best = 1
+            run = 1
+            for i in range(1, k):
+                run = run + 1 if ss[i] == ss[i - 1] else 1
+                best = max(best, run)
+            wmax[g] = float(best)
+    return equal, cnt, mx, my, (members, cx, cy, sigma, wmax)
 
 
 # --------------------------------------------------------------------------- the rule
@@ -273,80 +366,6 @@ def _nearer_admissible(
     return out
 
 
-@nb.njit(cache=True, nogil=True)
-def _group_moments(
-    px: NDArray[np.float64],
-    py: NDArray[np.float64],
-    subj: NDArray[np.int64],
-    rows: NDArray[np.int64],
-    starts: NDArray[np.int64],
-) -> tuple[
-    NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
-    NDArray[np.float64],
-]:  # fmt: skip
-    """Per group of the members ``starts[g]:starts[g + 1]`` (in group order; member ``i``
-    is at ``(px, py)[rows[i]]``, its subject ``subj[rows[i]]``): the number of members,
-    the centroid ``x0 + sum(px - x0) / n`` with ``x0`` its first member's (the sums run
-    in member order, so they equal ``numpy.bincount``'s), the RMS radius about it, and
-    the most records one subject has in it. A group without members has count 0, the
-    centroid of the member at its start (clipped to the last), radius 0, 0."""
-    ng = starts.size - 1
-    m = rows.size
-    longest = 0
-    for g in range(ng):
-        longest = max(longest, starts[g + 1] - starts[g])
-    ss = np.empty(longest, dtype=np.int64)  # one group's subjects, sorted
-    cnt = np.zeros(ng)
-    cx = np.empty(ng)
-    cy = np.empty(ng)
-    sigma = np.zeros(ng)
-    wmax = np.zeros(ng)
-    for g in range(ng):
-        a = starts[g]
-        b = starts[g + 1]
-        f = rows[min(a, m - 1)]
-        x0 = px[f]
-        y0 = py[f]
-        n = max(float(b - a), 1.0)
-        sx = 0.0
-        sy = 0.0
-        for i in range(a, b):
-            sx += px[rows[i]] - x0
-            sy += py[rows[i]] - y0
-        mx = sx / n
-        my = sy / n
-        cx[g] = x0 + mx
-        cy[g] = y0 + my
-        sq = 0.0
-        for i in range(a, b):
-            dx = px[rows[i]] - x0 - mx
-            dy = py[rows[i]] - y0 - my
-            sq += dx * dx + dy * dy
-        sigma[g] = math.sqrt(sq / n)
-        cnt[g] = float(b - a)
-        if b > a:
-            k = b - a
-            for i in range(k):
-                ss[i] = subj[rows[a + i]]
-            if k > 64:
-                ss[:k].sort()
-            else:  # a few members: sorted by insertion
-                for i in range(1, k):
-                    v = ss[i]
-                    j = i
-                    while j > 0 and ss[j - 1] > v:
-                        ss[j] = ss[j - 1]
-                        j -= 1
-                    ss[j] = v
-            best = 1
-            run = 1
-            for i in range(1, k):
-                run = run + 1 if ss[i] == ss[i - 1] else 1
-                best = max(best, run)
-            wmax[g] = float(best)
-    return cnt, cx, cy, sigma, wmax
-
-
 def _rule_step_of(rel: ReleaseReader) -> tuple[float, float]:
     """(snap step S, radius held in working metres) of the release."""
     r_max = rel.r_max_m
@@ -393,19 +412,40 @@ def rule_violations(
     ng = wx.size
     if gi.size == 0:
         return np.zeros(ng, dtype=bool)
-    if (gi[1:] < gi[:-1]).any():  # members not yet in group order
-        by = argsort_stable(gi)
-        rows, gi = rows[by], gi[by]
-        del by
-    starts = np.searchsorted(gi, np.arange(ng + 1)).astype(np.int64)
+    rows, starts = _in_group_order(rows, gi, ng)
     px = np.ascontiguousarray(px, dtype=np.float64)
     py = np.ascontiguousarray(py, dtype=np.float64)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
     # per group, in one pass over its members: count, centroid (in coordinates local to
     # its first member, for precision), RMS radius and its largest subject's records
-    cnt, cx, cy, sigma, wmax = _group_moments(
-        px, py, np.ascontiguousarray(subj, dtype=np.int64), rows, starts
-    )
+    zero = np.zeros(ng)
+    *_, moments = _member_pass(
+        px, py, np.ascontiguousarray(subj, dtype=np.int64), rows, starts, zero, zero, zero,
+        zero, _NONE, _NONE, True, _NONE, _NONE, _NO_ROWS, 0.0,
+    )  # fmt: skip
+    wx = np.ascontiguousarray(wx, dtype=np.float64)
+    wy = np.ascontiguousarray(wy, dtype=np.float64)
+    return _rule_breaches(px, py, rows, starts, moments, wx, wy, step, r, forward, published)
+
+
+def _rule_breaches(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    rows: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    moments: Moments,
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    step: float,
+    r: float,
+    forward: Callable[[Any, Any], tuple[Any, Any]] | None,
+    published: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
+) -> NDArray[np.bool_]:
+    """:func:`rule_violations` of members already in group order (``rows``, ``starts``)
+    whose :data:`Moments` are at hand."""
+    ng = wx.size
+    if rows.size == 0:
+        return np.zeros(ng, dtype=bool)
+    cnt, cx, cy, sigma, wmax = moments
     has = cnt > 0
     n = np.maximum(cnt, 1.0)
     need = np.maximum(sigma * wmax / n, STEP_FLOOR_M)
@@ -431,7 +471,7 @@ def rule_violations(
         # judge the representative's own admissibility)
         todo = np.flatnonzero(on & has & ~ok_any)
         nearer = _nearer_admissible(
-            px, py, rows, starts.astype(np.int64), cx, cy, cx, cy, dist, s, o, r,
+            px, py, rows, starts, cx, cy, cx, cy, dist, s, o, r,
             RULE_TOLERANCE_M, RULE_TOLERANCE_M, todo.astype(np.int64),
         )  # fmt: skip
         good = np.zeros(ng, dtype=bool)
