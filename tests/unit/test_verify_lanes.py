@@ -101,6 +101,19 @@ def test_a_value_that_raises_leaves_nothing_and_is_computed_again() -> None:
     assert once(box, "value", lambda: 3) == 3 == once(box, "value", fail)
 
 
+def _planted(
+    kind: str,
+    built: tuple[Path, Path, pd.DataFrame],
+    tmp_path: Path,  # noqa: F811
+) -> tuple[Path, Path]:
+    """(a copy of the built release with ``kind`` planted, its source file)."""
+    root, source, src = built
+    rel = tmp_path / "rel"
+    shutil.copytree(root, rel)
+    _plant(kind, rel, src)
+    return rel, source
+
+
 def _one_lane(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_results, "LANES", None)
 
@@ -112,10 +125,7 @@ def test_lanes_give_the_report_of_one_lane(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    root, source, src = built
-    rel = tmp_path / "rel"
-    shutil.copytree(root, rel)
-    _plant(kind, rel, src)
+    rel, source = _planted(kind, built, tmp_path)
     if kind == "none":  # and a records.csv row that is not records.parquet's
         _records_csv(rel, lambda f: pd.concat([f, f.iloc[[3]]], ignore_index=True))
     started: list[tuple[str, str]] = []
@@ -141,10 +151,7 @@ def test_records_parquet_read_once_reports_as_its_own_scan(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    root, source, src = built
-    rel = tmp_path / "rel"
-    shutil.copytree(root, rel)
-    _plant(kind, rel, src)
+    rel, source = _planted(kind, built, tmp_path)
     scanned: list[str] = []
     own_scan = leak_rules_module.scan_parquet
 

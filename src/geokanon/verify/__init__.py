@@ -22,7 +22,11 @@ A single file is one partition: its reader is the part's and the release's; a pa
 partitioned release gets its reader from
 :meth:`~geokanon.verify._reader.ReleaseReader.of_part`, and one loop
 (:func:`~geokanon.verify._results.run_checks`) runs the checks in both layouts (see "One
-design for both layouts" in ``docs/release-format.md``).
+design for both layouts" in ``docs/release-format.md``). A single-file release's checks
+run in two lanes side by side (:data:`~geokanon.verify._results.LANES`: the audit's and
+tables' checks; ``no_leak`` with ``counts`` and ``manifest``, which take over what it
+read), over one reader whose values are computed once whichever lane asks first
+(:mod:`~geokanon.verify._once`): the report is the one a single lane gives.
 """
 
 from __future__ import annotations
@@ -159,9 +163,10 @@ def verify_release(
         manifest's checksums with these instead of reading them again. Every other
         file is checked in full.
     progress
-        Called as ``progress(name, done=i, total=n)`` as each check starts (the
-        protocol of ``geokanon._progress``; a callable, so no module is imported);
-        ``source`` first, when the source file is read.
+        Called as ``progress(name, done=i, total=n)`` for each check in :data:`CHECKS`
+        order, from this thread, once the checks before it are done (the protocol of
+        ``geokanon._progress``; a callable, so no module is imported); ``source``
+        first, when the source file is read.
     before_report
         ``True``: the release writer's first run, before it writes ``report.html``
         (which shows these results), so ``manifest`` does not require the report

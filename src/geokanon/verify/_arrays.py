@@ -536,16 +536,22 @@ def _member_filtered(
         w, two = _bit_spots(vb[i], mask)
         if bits[w] & two != two:
             continue
-        lo = 0
-        hi = n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if table[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[i] = lo < n and table[lo] == v
+        at = _first_not_below(table, v, 0, n)
+        out[i] = at < n and table[at] == v
     return out
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _first_not_below(table: NDArray[Any], v: Any, lo: int, hi: int) -> int:
+    """The first place in ``lo .. hi`` of the sorted ``table`` whose value is not below
+    ``v`` (``hi``: none), by bisection."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if table[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
@@ -600,15 +606,7 @@ def _member_ascending(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.b
                 prev = cur
                 step *= 2
                 cur = prev + step
-            a = prev + 1
-            b = min(cur, n)
-            while a < b:
-                mid = (a + b) // 2
-                if table[mid] < v:
-                    a = mid + 1
-                else:
-                    b = mid
-            pos = a
+            pos = _first_not_below(table, v, prev + 1, min(cur, n))
         lo = pos
         out[i] = pos < n and table[pos] == v
     return out

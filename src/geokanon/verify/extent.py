@@ -203,14 +203,26 @@ def _planar_distances(
     gathers and element-wise arithmetic give it)."""
     d = np.empty(at.size)
     for i in range(at.size):
-        a = at[i]
-        g = gi[i]
-        if not (0 <= a < xs.size and 0 <= g < wx.size and a < ys.size and g < wy.size):
-            raise IndexError("a member or representative index out of range")
-        dx = xs[a] - wx[g]
-        dy = ys[a] - wy[g]
-        d[i] = math.sqrt(dx * dx + dy * dy)
+        d[i] = _distance(xs, ys, at[i], wx, wy, gi[i])
     return d
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _distance(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    a: int,
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    g: int,
+) -> float:
+    """``sqrt(dx * dx + dy * dy)`` of member ``a`` of ``xs, ys`` from representative ``g``
+    of ``wx, wy`` (an index out of range raises)."""
+    if not (0 <= a < xs.size and 0 <= g < wx.size and a < ys.size and g < wy.size):
+        raise IndexError("a member or representative index out of range")
+    dx = xs[a] - wx[g]
+    dy = ys[a] - wy[g]
+    return math.sqrt(dx * dx + dy * dy)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -234,13 +246,8 @@ def _beyond_limit(
     worst = -np.inf
     finite = False
     for i in range(at.size):
-        a = at[i]
         g = gi[i]
-        if not (0 <= a < xs.size and 0 <= g < wx.size and a < ys.size and g < wy.size):
-            raise IndexError("a member or representative index out of range")
-        dx = xs[a] - wx[g]
-        dy = ys[a] - wy[g]
-        d = math.sqrt(dx * dx + dy * dy)
+        d = _distance(xs, ys, at[i], wx, wy, g)
         if d <= limit[g] + tol:
             continue
         n += 1
