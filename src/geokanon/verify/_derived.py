@@ -69,6 +69,14 @@ def member_groups(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int
     return rows, look(mg)
 
 
+def group_positions(rel: ReleaseReader) -> NDArray[np.int64]:
+    """Each audit row's group's position in :func:`rep_arrays`' groups (-1: in no group,
+    or in one that is not published); the lookup is prepared once per reader (ids 0..G-1
+    in order: the audit's own group ids, as they are)."""
+    look = once(rel, "_group_lookup", lambda: IdLookup(rep_arrays(rel)[0]))
+    return look(rel.gid)
+
+
 def rep_arrays(
     rel: ReleaseReader,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:

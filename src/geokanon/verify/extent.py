@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.verify._derived import audit_holds, member_groups, rep_arrays
+from geokanon.verify._derived import audit_holds, group_positions, member_groups, rep_arrays
 from geokanon.verify._reader import ReleaseReader, same_crs
 from geokanon.verify._results import CheckResult
 
@@ -201,10 +201,23 @@ def _planar_distances(
     """The planar distance ``sqrt(dx * dx + dy * dy)`` of member ``at[i]`` of ``xs, ys``
     from representative ``gi[i]`` of ``wx, wy``, pair by pair in one pass (as numpy's
     gathers and element-wise arithmetic give it)."""
+    _check_indices(at, min(xs.size, ys.size), gi, 0, min(wx.size, wy.size))
     d = np.empty(at.size)
     for i in range(at.size):
         d[i] = _distance(xs, ys, at[i], wx, wy, gi[i])
     return d
+
+
+@nb.njit(cache=True, nogil=True)
+def _check_indices(at: NDArray[np.int64], n: int, gi: NDArray[np.int64], lo: int, ng: int) -> None:
+    """Raise when a member index ``at`` is not in ``0..n-1`` or a representative index
+    ``gi`` not in ``lo..ng-1``."""
+    for i in range(at.size):
+        if not 0 <= at[i] < n:
+            raise IndexError("a member or representative index out of range")
+    for i in range(gi.size):
+        if not lo <= gi[i] < ng:
+            raise IndexError("a member or representative index out of range")
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -217,9 +230,7 @@ def _distance(
     g: int,
 ) -> float:
     """``sqrt(dx * dx + dy * dy)`` of member ``a`` of ``xs, ys`` from representative ``g``
-    of ``wx, wy`` (an index out of range raises)."""
-    if not (0 <= a < xs.size and 0 <= g < wx.size and a < ys.size and g < wy.size):
-        raise IndexError("a member or representative index out of range")
+    of ``wx, wy`` (the indices checked before: :func:`_check_indices`)."""
     dx = xs[a] - wx[g]
     dy = ys[a] - wy[g]
     return math.sqrt(dx * dx + dy * dy)
@@ -238,16 +249,24 @@ def _beyond_limit(
     bad_group: NDArray[np.bool_],
 ) -> tuple[int, float, bool]:
     """Members beyond their group's limit on the map, in one pass: member ``i`` is
-    ``(xs, ys)[at[i]]`` of group ``gi[i]`` (representative ``(wx, wy)[gi[i]]``), beyond
-    unless :func:`_planar_distances`' distance is <= ``limit[gi[i]] + tol``. Returns
-    (members beyond, the largest distance over the limit among them ignoring NaN, whether
-    any of those is finite) and marks their groups in ``bad_group``."""
+    ``(xs, ys)[at[i]]`` (``at`` empty: row ``i``) of group ``gi[i]`` (representative
+    ``(wx, wy)[gi[i]]``; -1: no member), beyond unless :func:`_planar_distances`'
+    distance is <= ``limit[gi[i]] + tol``. Returns (members beyond, the largest distance
+    over the limit among them ignoring NaN, whether any of those is finite) and marks
+    their groups in ``bad_group``."""
+    in_place = at.size == 0
+    n_members = min(xs.size, ys.size)
+    if in_place and gi.size > n_members:
+        raise IndexError("a member or representative index out of range")
+    _check_indices(at, n_members, gi, -1, min(wx.size, wy.size))  # -1: no member
     n = 0
     worst = -np.inf
     finite = False
-    for i in range(at.size):
+    for i in range(gi.size):
         g = gi[i]
-        d = _distance(xs, ys, at[i], wx, wy, g)
+        if g < 0:
+            continue
+        d = _distance(xs, ys, i if in_place else at[i], wx, wy, g)
         if d <= limit[g] + tol:
             continue
         n += 1
@@ -257,6 +276,9 @@ def _beyond_limit(
             worst = max(worst, over)
             finite = finite or math.isfinite(over)
     return n, worst, finite
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def check_extent(rel: ReleaseReader) -> CheckResult:
@@ -275,12 +297,21 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
     wx, wy = gx, gy
     if rel.to_working is not None:
         wx, wy = rel.to_working(gx, gy)
-    rows, gi = member_groups(rel)
-    orphans = gi < 0
-    if orphans.any():
-        problems.append(f"{int(orphans.sum())} members belong to no published group")
-        rows, gi = rows[~orphans], gi[~orphans]
     ground = rel.ground
+    if ground is None:
+        # on the map only: the members in audit order (each row's group's position, -1
+        # for none), read in place; the order of the members changes no figure below
+        rows, gi = _NO_ROWS, group_positions(rel)
+        n_orphans = int(np.count_nonzero((gi < 0) & (rel.gid >= 0)))
+        n_members = int(np.count_nonzero(gi >= 0))
+    else:
+        rows, gi = member_groups(rel)
+        n_orphans = int(np.count_nonzero(gi < 0))
+        if n_orphans:
+            rows, gi = rows[gi >= 0], gi[gi >= 0]
+        n_members = rows.size
+    if n_orphans:
+        problems.append(f"{n_orphans} members belong to no published group")
     # (name, member x, y in working metres, members' own output-CRS coordinates or None)
     coords: list[tuple[str, Any, Any, Any]] = [("working", *rel.xy_m, None)]
     src = rel.source
@@ -312,7 +343,7 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
         at = rows
         if _name == "source":
             assert rel.source_rows is not None
-            at = rel.source_rows[rows]
+            at = rel.source_rows if ground is None else rel.source_rows[rows]
         if ground is None:  # on the map only: one compiled pass, no distances kept
             n, worst_here, finite = _beyond_limit(
                 np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64), at,
@@ -354,5 +385,5 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
     return CheckResult(
         "extent",
         True,
-        f"{rows.size} members of {gids.size} groups within {r_max:g} m of their representative{on}",
+        f"{n_members} members of {gids.size} groups within {r_max:g} m of their representative{on}",
     )
