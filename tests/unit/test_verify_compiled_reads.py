@@ -245,3 +245,33 @@ def test_tied_sums_as_the_products_summed() -> None:
         full = np.append(look, null)
         want = sum_u64(h.at(full[np.where(codes < 0, full.size - 1, codes)], at))
         assert h.tied_sum_coded(look, codes, null, at) == want
+
+
+def test_audit_ids_and_codes_read_from_their_buffers_as_arrow_reads_them() -> None:
+    """The audit's id and text-code columns, read from Arrow's buffers (nulls in the
+    validity bitmap, arrays sliced at any offset), are what arrow_ids and
+    arrow_text_codes give."""
+    from geokanon.verify._arrays import arrow_ids, arrow_text_codes, codes_into, ids_into
+    from geokanon.verify._results import Unreadable
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(1, 80))
+        a, b = sorted(rng.integers(0, n + 1, 2))
+        values = rng.integers(0, 50, n).astype(object)
+        values[rng.random(n) < 0.3] = None
+        ids = pa.array(list(values), type=pa.int64()).slice(a, b - a)
+        got = np.empty(len(ids), dtype=np.int64)
+        ids_into(ids, "ids", got)
+        np.testing.assert_array_equal(got, arrow_ids(pa.chunked_array([ids], pa.int64()), "ids"))
+        words = np.array(["grouped", "merged", None, "suppressed"], dtype=object)
+        text = pa.array(list(words[rng.integers(0, 4, n)])).dictionary_encode().slice(a, b - a)
+        idx, texts = arrow_text_codes(text)
+        number: dict[str, int] = {}
+        local = [number.setdefault(str(v), len(number)) for v in text.dictionary.to_pylist()]
+        null = number.setdefault("None", len(number)) if text.null_count else -1
+        codes = np.empty(len(text), dtype=np.int64)
+        codes_into(text, np.array([*local, null], dtype=np.int64), codes)
+        np.testing.assert_array_equal(codes, [number[texts[i]] for i in idx.tolist()])
+    with pytest.raises(Unreadable):
+        ids_into(pa.array([1, -3, None]), "ids", np.empty(3, dtype=np.int64))

@@ -89,6 +89,91 @@ def arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
     return out
 
 
+def _bitmap(arr: pa.Array) -> NDArray[np.uint8]:
+    """An array's validity bitmap as bytes (empty: no nulls); bit ``arr.offset + i`` is
+    row ``i``'s."""
+    buf = arr.buffers()[0]
+    if arr.null_count == 0 or buf is None:
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def _values_of(arr: pa.Array, dtype: Any) -> NDArray[Any]:
+    """A primitive array's values buffer as numpy (its rows, nulls' slots as they are)."""
+    buf = arr.buffers()[1]
+    return np.frombuffer(buf, dtype=dtype)[arr.offset : arr.offset + len(arr)]
+
+
+def ids_into(arr: pa.Array, what: str, out: NDArray[np.int64]) -> None:
+    """``out[:] = arrow_ids(arr, what)`` of a non-chunked id array, read from its buffers in
+    one compiled pass when it is int64 (nulls -1; a negative id refused)."""
+    if arr.type != pa.int64():
+        out[:] = arrow_ids(pa.chunked_array([arr]), what)
+        return
+    if _ids_from_buffers(_values_of(arr, np.int64), _bitmap(arr), arr.offset, out):
+        raise Unreadable(f"{what} has negative ids")
+
+
+@nb.njit(cache=True, nogil=True)
+def _ids_from_buffers(
+    values: NDArray[np.int64], bits: NDArray[np.uint8], offset: int, out: NDArray[np.int64]
+) -> bool:
+    """``out[i] = values[i]``, -1 where bit ``offset + i`` of ``bits`` is clear (``bits``
+    empty: no nulls); whether some value that is not null is negative."""
+    negative = False
+    with_nulls = bits.size > 0
+    for i in range(values.size):
+        if with_nulls and not (bits[(offset + i) >> 3] >> ((offset + i) & 7)) & 1:
+            out[i] = -1
+            continue
+        v = values[i]
+        negative = negative or v < 0
+        out[i] = v
+    return negative
+
+
+def codes_into(arr: pa.DictionaryArray, local: NDArray[np.int64], out: NDArray[np.int64]) -> None:
+    """``out[:] = local[codes]`` of a dictionary array's codes (a null's code is
+    ``local[-1]``, as :func:`arrow_text_codes` numbers it), in one compiled pass when its
+    codes are int32."""
+    ind = arr.indices
+    if ind.type != pa.int32():
+        idx, _ = arrow_text_codes(arr)
+        out[:] = local[idx] if idx.size else idx
+        return
+    _codes_from_buffers(_values_of(ind, np.int32), _bitmap(ind), ind.offset, local, out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _codes_from_buffers(
+    codes: NDArray[np.int32],
+    bits: NDArray[np.uint8],
+    offset: int,
+    local: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """``out[i] = local[codes[i]]``, ``local[-1]`` where bit ``offset + i`` of ``bits`` is
+    clear (``bits`` empty: no nulls)."""
+    with_nulls = bits.size > 0
+    null = local[local.size - 1]
+    for i in range(codes.size):
+        if with_nulls and not (bits[(offset + i) >> 3] >> ((offset + i) & 7)) & 1:
+            out[i] = null
+        else:
+            out[i] = local[codes[i]]
+
+
+def renumber(codes: NDArray[np.int64], new: NDArray[np.int64]) -> None:
+    """``codes[:] = new[codes]``, in place, in one compiled pass."""
+    _renumber(codes, np.ascontiguousarray(new, dtype=np.int64))
+
+
+@nb.njit(cache=True, nogil=True)
+def _renumber(codes: NDArray[np.int64], new: NDArray[np.int64]) -> None:
+    for i in range(codes.size):
+        codes[i] = new[codes[i]]
+
+
 def nunique(values: NDArray[Any]) -> int:
     """Distinct values of an array (by counting integers that span a short range, else by
     sorting: numpy's hashing unique is slow)."""

@@ -29,13 +29,14 @@ from geokanon.io.read import (
     sha256_file,
 )
 from geokanon.verify._arrays import (
-    arrow_ids,
-    arrow_text_codes,
+    codes_into,
     dense_codes,
     factorize_arrow,
     factorize_text,
+    ids_into,
     int_ids,
     is_text_type,
+    renumber,
     sample_records,
     text_values,
 )
@@ -885,16 +886,17 @@ class _AuditColumn:
                     pa.chunked_array([arr]), self.name, self.arg, self.label
                 )
             elif self.kind == "ids":
-                what = f"{self.label} {self.name}"
-                self.values[start : self.at] = arrow_ids(pa.chunked_array([arr]), what)
+                ids_into(arr, f"{self.label} {self.name}", self.values[start : self.at])
             elif self.kind == "codes" and is_text_type(arr.type) and not self.chunks:
-                idx, texts = arrow_text_codes(arr)
-                # a text as numpy reads it (trailing NULs dropped), as the result sorts it
-                local = np.array(
-                    [self.texts.setdefault(t.rstrip("\x00"), len(self.texts)) for t in texts],
-                    dtype=np.int64,
-                )
-                self.values[start : self.at] = local[idx] if idx.size else idx
+                if not pa.types.is_dictionary(arr.type):
+                    arr = arr.dictionary_encode()
+                # a text as numpy reads it (trailing NULs dropped), as the result sorts it;
+                # a null reads "None" (as arrow_text_codes reads it)
+                texts = [str(v).rstrip("\x00") for v in arr.dictionary.to_pylist()]
+                number = [self.texts.setdefault(t, len(self.texts)) for t in texts]
+                null = self.texts.setdefault("None", len(self.texts)) if arr.null_count else -1
+                local = np.array([*number, null], dtype=np.int64)
+                codes_into(arr, local, self.values[start : self.at])
             else:
                 self.chunks.append(arr)
         except Exception as exc:  # raised again where the column is used
@@ -919,7 +921,7 @@ class _AuditColumn:
             if (sight != np.arange(sight.size)).any():
                 rank = np.empty(sight.size, dtype=np.int64)
                 rank[sight] = np.arange(sight.size)
-                codes = rank[codes] if codes.size else codes
+                renumber(codes, rank)  # in place: the column is this reader's own
             return codes, np.array(names, dtype=object)
         except Exception as exc:
             return _Failed(exc)
