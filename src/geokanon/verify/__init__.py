@@ -242,6 +242,6 @@ def verify_release(
             _ = rel.source  # a bad source file is an input error, raised here
         except Unreadable:
             pass
-    first = tuple(partial(getattr, rel, name) for name in _results.LANE_READS)
+    first = {check: partial(getattr, rel, read) for check, read in _results.LANE_READS.items()}
     results = run_checks(_CHECK_FUNCS, rel, names, progress, lanes=_results.LANES, first=first)
     return VerificationReport(results, digests=dict(rel.digests), derived=rel.carry())

@@ -157,8 +157,9 @@ _CHURNING = frozenset({"no_leak"})
 #: :data:`CHECKS` order (see :func:`run_checks`): the audit's and the tables' checks,
 #: and ``no_leak``'s scans of every file with the checks that take over what it read
 #: (``counts`` the records.csv it hashed on the way, ``manifest`` the checksums it took).
-#: ``None``: one after the other. :func:`~geokanon.verify.verify_release` has the first
-#: lane read the audit's labels and the second its places first (:data:`LANE_READS`).
+#: ``None``: one after the other. :func:`~geokanon.verify.verify_release` has a lane
+#: that starts with ``k_subjects`` read the audit's labels first and one that starts
+#: with ``no_leak`` its places (:data:`LANE_READS`).
 LANES: tuple[tuple[str, ...], ...] | None = (
     ("k_subjects", "extent", "tau", "unit_cap", "holes", "representation", "fixed_point",
      "report_safety"),
@@ -166,9 +167,9 @@ LANES: tuple[tuple[str, ...], ...] | None = (
 )  # fmt: skip
 
 
-#: The reader's values each lane of :data:`LANES` reads first (the audit's two sets of
-#: columns: each lane reads one while the other reads the other).
-LANE_READS: tuple[str, ...] = ("gid", "xy_m")
+#: The reader's value a lane of :data:`LANES` that starts with the check reads first (the
+#: audit's two sets of columns: each lane reads one while the other reads the other).
+LANE_READS: dict[str, str] = {"k_subjects": "gid", "no_leak": "xy_m"}
 
 
 def _run_one(funcs: Mapping[str, Callable[[_R], CheckResult]], rel: _R, name: str) -> CheckResult:
@@ -194,7 +195,7 @@ def run_checks(
     names: Sequence[str],
     progress: Callable[..., None] | None = None,
     lanes: Sequence[Sequence[str]] | None = None,
-    first: Sequence[Callable[[], object]] = (),
+    first: Mapping[str, Callable[[], object]] | None = None,
 ) -> tuple[CheckResult, ...]:
     """Run the checks ``names`` on the reader ``rel``, in :data:`CHECKS` order: the one loop
     of both layouts (a single-file release's reader, a partitioned release's reduced one).
@@ -205,9 +206,10 @@ def run_checks(
     is raised: the first in :data:`CHECKS` order.
 
     ``lanes``: run the checks of each lane one after the other in a thread of its own,
-    the lanes side by side (a check in no lane joins the first); ``first[i]``, when given,
-    is called in lane ``i`` before its checks (a read the lane starts with, so that the
-    lanes read apart: what it raises is left to the checks). The reader computes each
+    the lanes side by side (a check in no lane joins the first); ``first[name]``, when
+    given, is called in the lane whose first check is ``name`` before its checks (a read
+    the lane starts with, so that the lanes read apart: what it raises is left to the
+    checks). The reader computes each
     value once, whichever lane asks first (:mod:`geokanon.verify._once`); a check's result
     depends on the release alone, so the results, their details and their order are those
     of one lane. ``progress(name, done=i, total=n)`` is called, in :data:`CHECKS` order,
@@ -240,7 +242,7 @@ def run_checks(
                 out.set_exception(exc)
 
     with ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="verify") as pool:
-        warms = [first[i] if i < len(first) else None for i in range(len(plan))]
+        warms = [(first or {}).get(lane[0]) for lane in plan]
         running = [
             pool.submit(run_lane, lane, warm) for lane, warm in zip(plan, warms, strict=True)
         ]
