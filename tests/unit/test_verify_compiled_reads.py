@@ -16,7 +16,7 @@ import pytest
 import shapely
 
 from geokanon.verify._arrays import IdLookup, RowHasher, positions_in
-from geokanon.verify._records import _bbox_ok
+from geokanon.verify._records import _ROW_FAULTS, _box_fields, _check_rows
 from geokanon.verify.leak_rules import wkb_xy
 
 _A = np.uint64(0xBF58476D1CE4E5B9)
@@ -136,6 +136,34 @@ def test_prepared_lookup_finds_the_first_row_of_each_id(
     np.testing.assert_array_equal(positions_in(table, values), want)
 
 
+def _boxes_ok(
+    struct: pa.StructArray, is_g: np.ndarray, rx: np.ndarray, ry: np.ndarray
+) -> np.ndarray:
+    """Per row, whether the records pass's compiled row check finds its bbox right: row i
+    is a member of group i (representative ``rx[i], ry[i]``) or of the one class."""
+    n = is_g.size
+    g = np.where(is_g, np.arange(n), -1)
+    c = np.where(is_g, -1, 0)
+    level = np.where(is_g, 0, 1)  # the group's level, the class's
+    unit = np.where(is_g, -2, 0)  # null, the class's unit
+    box = _box_fields(struct)
+    assert box is not None
+    none = np.zeros(0)
+    ok = np.zeros(n, dtype=bool)
+    for i in range(n):
+        faults = np.zeros(len(_ROW_FAULTS), dtype=np.int64)
+        _check_rows(
+            g[i : i + 1], c[i : i + 1], g[i : i + 1], c[i : i + 1], n, level[i : i + 1],
+            np.array([0, 1]), unit[i : i + 1], np.array([0]), none, none, False, rx, ry, 0,
+            none, none, 1, *(a[i : i + 1] for a in box), np.empty(1, dtype=np.int64),
+            np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64),
+            np.zeros(n + 1, dtype=np.int64), faults,
+        )  # fmt: skip
+        assert faults[_ROW_FAULTS.index("level")] == faults[_ROW_FAULTS.index("unit")] == 0
+        ok[i] = faults[_ROW_FAULTS.index("bbox")] == 0
+    return ok
+
+
 def test_point_boxes_checked_per_row() -> None:
     rng = np.random.default_rng(5)
     n = 400
@@ -156,7 +184,7 @@ def test_point_boxes_checked_per_row() -> None:
         names=["xmin", "ymin", "xmax", "ymax"],
         mask=pa.array(~valid),
     )
-    got = _bbox_ok(struct, is_g, rx, ry)
+    got = _boxes_ok(struct, is_g, rx, ry)
     point = valid & (xmin == rx) & (xmax == rx) & (ymin == ry) & (ymax == ry)
     empty = ~valid | (np.isnan(xmin) & np.isnan(ymin) & np.isnan(xmax) & np.isnan(ymax))
     np.testing.assert_array_equal(got, np.where(is_g, point, empty))
@@ -217,3 +245,33 @@ def test_tied_sums_as_the_products_summed() -> None:
         full = np.append(look, null)
         want = sum_u64(h.at(full[np.where(codes < 0, full.size - 1, codes)], at))
         assert h.tied_sum_coded(look, codes, null, at) == want
+
+
+def test_audit_ids_and_codes_read_from_their_buffers_as_arrow_reads_them() -> None:
+    """The audit's id and text-code columns, read from Arrow's buffers (nulls in the
+    validity bitmap, arrays sliced at any offset), are what arrow_ids and
+    arrow_text_codes give."""
+    from geokanon.verify._arrays import arrow_ids, arrow_text_codes, codes_into, ids_into
+    from geokanon.verify._results import Unreadable
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(1, 80))
+        a, b = sorted(rng.integers(0, n + 1, 2))
+        values = rng.integers(0, 50, n).astype(object)
+        values[rng.random(n) < 0.3] = None
+        ids = pa.array(list(values), type=pa.int64()).slice(a, b - a)
+        got = np.empty(len(ids), dtype=np.int64)
+        ids_into(ids, "ids", got)
+        np.testing.assert_array_equal(got, arrow_ids(pa.chunked_array([ids], pa.int64()), "ids"))
+        words = np.array(["grouped", "merged", None, "suppressed"], dtype=object)
+        text = pa.array(list(words[rng.integers(0, 4, n)])).dictionary_encode().slice(a, b - a)
+        idx, texts = arrow_text_codes(text)
+        number: dict[str, int] = {}
+        local = [number.setdefault(str(v), len(number)) for v in text.dictionary.to_pylist()]
+        null = number.setdefault("None", len(number)) if text.null_count else -1
+        codes = np.empty(len(text), dtype=np.int64)
+        codes_into(text, np.array([*local, null], dtype=np.int64), codes)
+        np.testing.assert_array_equal(codes, [number[texts[i]] for i in idx.tolist()])
+    with pytest.raises(Unreadable):
+        ids_into(pa.array([1, -3, None]), "ids", np.empty(3, dtype=np.int64))

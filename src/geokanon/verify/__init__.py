@@ -22,7 +22,11 @@ A single file is one partition: its reader is the part's and the release's; a pa
 partitioned release gets its reader from
 :meth:`~geokanon.verify._reader.ReleaseReader.of_part`, and one loop
 (:func:`~geokanon.verify._results.run_checks`) runs the checks in both layouts (see "One
-design for both layouts" in ``docs/release-format.md``).
+design for both layouts" in ``docs/release-format.md``). A single-file release's checks
+run in two lanes side by side (:data:`~geokanon.verify._results.LANES`: the audit's and
+tables' checks; ``no_leak`` with ``counts`` and ``manifest``, which take over what it
+read), over one reader whose values are computed once whichever lane asks first
+(:mod:`~geokanon.verify._once`): the report is the one a single lane gives.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 from geokanon.errors import InputError
 from geokanon.io.read import DatabaseInput, PointTable
+from geokanon.verify import _results
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -157,9 +163,10 @@ def verify_release(
         manifest's checksums with these instead of reading them again. Every other
         file is checked in full.
     progress
-        Called as ``progress(name, done=i, total=n)`` as each check starts (the
-        protocol of ``geokanon._progress``; a callable, so no module is imported);
-        ``source`` first, when the source file is read.
+        Called as ``progress(name, done=i, total=n)`` for each check in :data:`CHECKS`
+        order, from this thread, once the checks before it are done (the protocol of
+        ``geokanon._progress``; a callable, so no module is imported); ``source``
+        first, when the source file is read.
     before_report
         ``True``: the release writer's first run, before it writes ``report.html``
         (which shows these results), so ``manifest`` does not require the report
@@ -225,6 +232,7 @@ def verify_release(
     rel = ReleaseReader(root, src, tolerance_m, raw)
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
     rel.before_report = None if before_report is None else bool(before_report)
+    rel.checks = frozenset(names)
     if reuse is not None:
         rel.adopt(reuse.derived)
     if isinstance(src, Path | DatabaseInput) or raw is not None:
@@ -234,5 +242,6 @@ def verify_release(
             _ = rel.source  # a bad source file is an input error, raised here
         except Unreadable:
             pass
-    results = run_checks(_CHECK_FUNCS, rel, names, progress)
+    first = {check: partial(getattr, rel, read) for check, read in _results.LANE_READS.items()}
+    results = run_checks(_CHECK_FUNCS, rel, names, progress, lanes=_results.LANES, first=first)
     return VerificationReport(results, digests=dict(rel.digests), derived=rel.carry())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -88,6 +89,91 @@ def arrow_ids(col: pa.ChunkedArray, what: str) -> NDArray[np.int64]:
     return out
 
 
+def _bitmap(arr: pa.Array) -> NDArray[np.uint8]:
+    """An array's validity bitmap as bytes (empty: no nulls); bit ``arr.offset + i`` is
+    row ``i``'s."""
+    buf = arr.buffers()[0]
+    if arr.null_count == 0 or buf is None:
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def _values_of(arr: pa.Array, dtype: Any) -> NDArray[Any]:
+    """A primitive array's values buffer as numpy (its rows, nulls' slots as they are)."""
+    buf = arr.buffers()[1]
+    return np.frombuffer(buf, dtype=dtype)[arr.offset : arr.offset + len(arr)]
+
+
+def ids_into(arr: pa.Array, what: str, out: NDArray[np.int64]) -> None:
+    """``out[:] = arrow_ids(arr, what)`` of a non-chunked id array, read from its buffers in
+    one compiled pass when it is int64 (nulls -1; a negative id refused)."""
+    if arr.type != pa.int64():
+        out[:] = arrow_ids(pa.chunked_array([arr]), what)
+        return
+    if _ids_from_buffers(_values_of(arr, np.int64), _bitmap(arr), arr.offset, out):
+        raise Unreadable(f"{what} has negative ids")
+
+
+@nb.njit(cache=True, nogil=True)
+def _ids_from_buffers(
+    values: NDArray[np.int64], bits: NDArray[np.uint8], offset: int, out: NDArray[np.int64]
+) -> bool:
+    """``out[i] = values[i]``, -1 where bit ``offset + i`` of ``bits`` is clear (``bits``
+    empty: no nulls); whether some value that is not null is negative."""
+    negative = False
+    with_nulls = bits.size > 0
+    for i in range(values.size):
+        if with_nulls and not (bits[(offset + i) >> 3] >> ((offset + i) & 7)) & 1:
+            out[i] = -1
+            continue
+        v = values[i]
+        negative = negative or v < 0
+        out[i] = v
+    return negative
+
+
+def codes_into(arr: pa.DictionaryArray, local: NDArray[np.int64], out: NDArray[np.int64]) -> None:
+    """``out[:] = local[codes]`` of a dictionary array's codes (a null's code is
+    ``local[-1]``, as :func:`arrow_text_codes` numbers it), in one compiled pass when its
+    codes are int32."""
+    ind = arr.indices
+    if ind.type != pa.int32():
+        idx, _ = arrow_text_codes(arr)
+        out[:] = local[idx] if idx.size else idx
+        return
+    _codes_from_buffers(_values_of(ind, np.int32), _bitmap(ind), ind.offset, local, out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _codes_from_buffers(
+    codes: NDArray[np.int32],
+    bits: NDArray[np.uint8],
+    offset: int,
+    local: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """``out[i] = local[codes[i]]``, ``local[-1]`` where bit ``offset + i`` of ``bits`` is
+    clear (``bits`` empty: no nulls)."""
+    with_nulls = bits.size > 0
+    null = local[local.size - 1]
+    for i in range(codes.size):
+        if with_nulls and not (bits[(offset + i) >> 3] >> ((offset + i) & 7)) & 1:
+            out[i] = null
+        else:
+            out[i] = local[codes[i]]
+
+
+def renumber(codes: NDArray[np.int64], new: NDArray[np.int64]) -> None:
+    """``codes[:] = new[codes]``, in place, in one compiled pass."""
+    _renumber(codes, np.ascontiguousarray(new, dtype=np.int64))
+
+
+@nb.njit(cache=True, nogil=True)
+def _renumber(codes: NDArray[np.int64], new: NDArray[np.int64]) -> None:
+    for i in range(codes.size):
+        codes[i] = new[codes[i]]
+
+
 def nunique(values: NDArray[Any]) -> int:
     """Distinct values of an array (by counting integers that span a short range, else by
     sorting: numpy's hashing unique is slow)."""
@@ -113,19 +199,67 @@ def sorted_distinct(values: NDArray[Any]) -> NDArray[Any]:
 
 
 def dense_codes(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
-    """(code per value in 0..m-1, m): values numbered in sorted order."""
+    """(code per value in 0..m-1, m): values numbered in sorted order.
+
+    Values that are already ``0..m-1``, every one present, are their own codes (the
+    array itself is returned: do not change it).
+    """
     if values.size == 0:
         return np.zeros(0, dtype=np.int64), 0
     lo, hi = int(values.min()), int(values.max())
-    if hi - lo <= 4 * values.size + 1024:
-        at = values - lo if lo else values
-        present = np.zeros(hi - lo + 1, dtype=bool)
-        present[at] = True
-        code = np.cumsum(present, dtype=np.int64)
-        code -= 1
-        return code[at], int(code[-1]) + 1
+    if hi - lo <= 4 * values.size + 1024 and values.dtype.kind in "iu":
+        v = np.ascontiguousarray(values, dtype=np.int64)
+        code, m = _dense_small(v, np.int64(lo), np.int64(hi - lo + 1))
+        if code.size == 0:  # every value of lo..hi present: its offset is its code
+            code = v if lo == 0 else v - lo
+        return code, int(m)
     uniq, inverse = np.unique(values, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64), int(uniq.size)
+
+
+@nb.njit(cache=True, nogil=True)
+def _dense_small(
+    v: NDArray[np.int64], lo: np.int64, span: np.int64
+) -> tuple[NDArray[np.int64], int]:
+    """:func:`dense_codes` of values in ``lo .. lo + span - 1``: (codes, m), or (an empty
+    array, span) when every value of the range is present (each is then its offset)."""
+    code = np.zeros(span, dtype=np.int64)
+    for i in range(v.size):
+        code[v[i] - lo] = 1
+    m = 0
+    for j in range(span):
+        present = code[j]
+        code[j] = m
+        m += present
+    if m == span:
+        return np.zeros(0, dtype=np.int64), m
+    out = np.empty(v.size, dtype=np.int64)
+    for i in range(v.size):
+        out[i] = code[v[i] - lo]
+    return out, m
+
+
+@nb.njit(cache=True, nogil=True)
+def _count_ids(ids: NDArray[np.int64], size: int) -> tuple[NDArray[np.int64], bool]:
+    """(rows per id in ``0..size-1``, ids < 0 left out; whether every id is below ``size``:
+    else the counts are incomplete)."""
+    out = np.zeros(size, dtype=np.int64)
+    for i in range(ids.size):
+        d = ids[i]
+        if d >= size:
+            return out, False
+        if d >= 0:
+            out[d] += 1
+    return out, True
+
+
+def count_ids(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
+    """``np.bincount(ids[ids >= 0], minlength=size)`` (int64), in one compiled pass."""
+    if ids.dtype == np.int64:
+        out, whole = _count_ids(np.ascontiguousarray(ids), int(size))
+        if whole:
+            return out
+    return np.bincount(ids[ids >= 0], minlength=size).astype(np.int64)
 
 
 #: ``id(codes)`` -> (weak reference to ``codes``, :func:`_single_rows` of it)
@@ -161,6 +295,13 @@ def distinct_counts(
 
     ``dense``: ``dense_codes(subjects)`` when it is at hand (any one-to-one numbering will do).
     """
+    if dense is not None:
+        # whether each row's subject has no other row at all is worked out once per
+        # numbering (several checks count over the same subjects); a subject with one
+        # row among the ids' rows but more elsewhere takes the sorted path below
+        single, every = _single_rows(dense[0], dense[1])
+        if every:  # one row per subject: each row counts once where it is
+            return count_ids(ids, size)
     ok = ids >= 0
     i = ids[ok]
     if i.size == 0:
@@ -169,12 +310,6 @@ def distinct_counts(
         s, span = dense_codes(subjects[ok])
         once = np.bincount(s, minlength=span)[s] == 1
     else:
-        # whether each row's subject has no other row at all is worked out once per
-        # numbering (several checks count over the same subjects); a subject with one
-        # row among the ids' rows but more elsewhere takes the sorted path below
-        single, every = _single_rows(dense[0], dense[1])
-        if every:  # one row per subject: each row counts once where it is
-            return np.bincount(i, minlength=size).astype(np.int64)
         s, span = dense[0][ok], dense[1]
         once = single[ok]
     # a subject with one row counts once where that row is; only the (id, subject)
@@ -210,7 +345,7 @@ def argsort_stable(values: NDArray[np.int64]) -> NDArray[np.int64]:
     return key
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _counting_order(v: NDArray[np.int64], lo: int, span: int) -> NDArray[np.int64]:
     """The stable order of ``v`` (values in ``lo .. lo + span - 1``), by counting."""
     at = np.zeros(span + 1, dtype=np.int64)
@@ -230,7 +365,7 @@ def _counting_order(v: NDArray[np.int64], lo: int, span: int) -> NDArray[np.int6
 _NAN_BITS = np.float64(np.nan).view(np.uint64)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _wkb_point_bits(
     offsets: NDArray[np.int64],
     data: NDArray[np.uint8],
@@ -290,7 +425,16 @@ def wkb_points(
     return xs.view(np.float64), ys.view(np.float64)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
+def _within(values: NDArray[np.int64], hi: int) -> bool:
+    """Whether every value lies in ``-1 .. hi`` (-1: no id, absent, its own answer)."""
+    for i in range(values.size):
+        if values[i] < -1 or values[i] > hi:
+            return False
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
 def _looked_up(look: NDArray[np.int64], values: NDArray[np.int64], lo: int) -> NDArray[np.int64]:
     """``look[v - lo]`` for each value ``v`` in ``lo .. lo + look.size - 1``, else -1."""
     out = np.empty(values.size, dtype=np.int64)
@@ -304,7 +448,9 @@ def _looked_up(look: NDArray[np.int64], values: NDArray[np.int64], lo: int) -> N
 class IdLookup:
     """Positions in ``table`` (unique ids) of the values looked up, prepared once for many
     lookups: a table of positions when the ids span a short range and none repeats, else
-    the ids sorted."""
+    the ids sorted. When the ids are ``0 .. n-1`` in order (the writer numbers groups and
+    classes so), each id is its own position: values all within are returned as they are
+    (the array itself: do not change it)."""
 
     def __init__(self, table: NDArray[np.int64]) -> None:
         self.size = int(table.size)
@@ -313,6 +459,7 @@ class IdLookup:
         self.lo = self.hi = 0
         self.order: NDArray[np.int64] | None = None
         self.sorted: NDArray[np.int64] | None = None
+        self.identity = False
         if table.size == 0:
             return
         if table.dtype.kind in "iu":
@@ -327,6 +474,7 @@ class IdLookup:
                 look = np.full(span, -1, dtype=np.int64)
                 look[table - lo] = np.arange(table.size, dtype=np.int64)
                 self.look, self.lo, self.hi = look, lo, hi
+                self.identity = lo == 0 and bool((look == np.arange(span)).all())
 
     def __call__(self, values: NDArray[np.int64]) -> NDArray[np.int64]:
         """Position of each value, -1 where it is absent."""
@@ -334,6 +482,8 @@ class IdLookup:
             return np.full(values.size, -1, dtype=np.int64)
         if self.look is not None and values.dtype.kind in "iu":
             if values.dtype == np.int64 and self.lo >= 0:
+                if self.identity and values.size and _within(values, self.hi):
+                    return values  # every id is its own position (-1: absent)
                 return _looked_up(self.look, np.ascontiguousarray(values), self.lo)
             inside = (values >= self.lo) & (values <= self.hi)
             return np.where(inside, self.look[np.where(inside, values - self.lo, 0)], -1)
@@ -391,13 +541,160 @@ def sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.sort(v[np.isfinite(v)])
 
 
+#: Sorted float tables at least this long (the source's coordinates) are looked up
+#: through a bit filter first.
+_FILTER_MIN = 1 << 22
+#: ``id(table)`` -> (weak reference to ``table``, its bit filter, its size)
+_FILTERS: dict[int, tuple[weakref.ref[NDArray[np.float64]], NDArray[np.uint64], int]] = {}
+_FILTER_LOCK = threading.Lock()
+_NEG_ZERO = np.uint64(0x8000000000000000)
+
+
+def _filter_of(table: NDArray[Any]) -> NDArray[np.uint64] | None:
+    """The bit filter of a long sorted float64 ``table`` (made once while it lives; it
+    must not be changed): 8 bits per value, two set per value in one 64-bit word (one
+    memory access per value), so about 6 % of the values that are not in the table pass
+    it (and are then searched for)."""
+    if table.size < _FILTER_MIN or table.dtype != np.float64 or not table.flags.c_contiguous:
+        return None
+    key = id(table)
+    hit = _FILTERS.get(key)
+    if hit is None or hit[0]() is not table or hit[2] != table.size:
+        with _FILTER_LOCK:  # one filter per table, whichever thread asks first
+            hit = _FILTERS.get(key)
+            if hit is None or hit[0]() is not table or hit[2] != table.size:
+                words = 1 << max(10, (8 * table.size - 1).bit_length() - 6)
+                bits = _bit_filter(table.view(np.uint64), words)
+
+                def _forget(_ref: object, k: int = key) -> None:
+                    _FILTERS.pop(k, None)
+
+                hit = (weakref.ref(table, _forget), bits, table.size)
+                _FILTERS[key] = hit
+    return hit[1]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _bit_spots(b: np.uint64, mask: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """(the word of a filter of ``mask + 1`` words, its two bits) a float's bit pattern
+    ``b`` (-0.0 read as 0.0) sets."""
+    if b == _NEG_ZERO:
+        b = np.uint64(0)
+    b ^= b >> np.uint64(30)
+    b *= _MIX_A
+    b ^= b >> np.uint64(27)
+    b *= _MIX_B
+    b ^= b >> np.uint64(31)
+    one = np.uint64(1)
+    two = (one << ((b >> np.uint64(52)) & np.uint64(63))) | (
+        one << ((b >> np.uint64(58)) & np.uint64(63))
+    )
+    return b & mask, two
+
+
+@nb.njit(cache=True, nogil=True)
+def _bit_filter(table: NDArray[np.uint64], words: int) -> NDArray[np.uint64]:
+    """A filter of ``words`` 64-bit words (a power of two) with two bits of one word set
+    per value of ``table`` (float64 bit patterns)."""
+    bits = np.zeros(words, dtype=np.uint64)
+    mask = np.uint64(words - 1)
+    for i in range(table.size):
+        w, two = _bit_spots(table[i], mask)
+        bits[w] |= two
+    return bits
+
+
+@nb.njit(cache=True, nogil=True)
+def _member_filtered(
+    table: NDArray[np.float64], bits: NDArray[np.uint64], values: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """Per value: whether the sorted ``table`` holds it (``==``; NaN never), the values that
+    pass its bit filter ``bits`` searched for."""
+    out = np.zeros(values.size, dtype=np.bool_)
+    mask = np.uint64(bits.size - 1)
+    vb = values.view(np.uint64)
+    n = table.size
+    for i in range(values.size):
+        v = values[i]
+        if v != v:
+            continue
+        w, two = _bit_spots(vb[i], mask)
+        if bits[w] & two != two:
+            continue
+        at = _first_not_below(table, v, 0, n)
+        out[i] = at < n and table[at] == v
+    return out
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _first_not_below(table: NDArray[Any], v: Any, lo: int, hi: int) -> int:
+    """The first place in ``lo .. hi`` of the sorted ``table`` whose value is not below
+    ``v`` (``hi``: none), by bisection."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if table[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
     """Exact membership of ``values`` in the sorted array ``table``."""
     if table.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
+    bits = _filter_of(table) if values.dtype == np.float64 else None
+    if bits is not None:
+        return _member_filtered(table, bits, np.ascontiguousarray(values))
     i = np.searchsorted(table, values)
     np.minimum(i, table.size - 1, out=i)
     return np.asarray(table[i] == values, dtype=bool)
+
+
+def in_sorted_ascending(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
+    """:func:`in_sorted` of ``values`` that are sorted too (NaN last, as ``np.sort`` puts
+    it): one merge-like compiled pass that gallops through ``table`` from the last value's
+    place, so many values cost little more than a few."""
+    if table.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if values.dtype == np.float64 and _filter_of(table) is not None:
+        return in_sorted(table, values)
+    kind = table.dtype.kind + values.dtype.kind
+    if kind == "ff":
+        dtype: Any = np.float64
+    elif kind in ("ii", "iu", "ui", "uu") and table.dtype == values.dtype == np.int64:
+        dtype = np.int64
+    else:
+        return in_sorted(table, values)
+    return _member_ascending(
+        np.ascontiguousarray(table, dtype=dtype), np.ascontiguousarray(values, dtype=dtype)
+    )
+
+
+@nb.njit(cache=True, nogil=True)
+def _member_ascending(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
+    """Per value of the ascending ``values``: whether the ascending ``table`` holds it."""
+    n = table.size
+    out = np.zeros(values.size, dtype=np.bool_)
+    lo = 0
+    for i in range(values.size):
+        if lo >= n:
+            break
+        v = values[i]
+        if table[lo] >= v:
+            pos = lo
+        else:  # table[lo] < v: gallop, then bisect, for the first place >= v
+            prev = lo
+            step = 1
+            cur = lo + 1
+            while cur < n and table[cur] < v:
+                prev = cur
+                step *= 2
+                cur = prev + step
+            pos = _first_not_below(table, v, prev + 1, min(cur, n))
+        lo = pos
+        out[i] = pos < n and table[pos] == v
+    return out
 
 
 def distinct_values(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -417,13 +714,54 @@ def isin(values: NDArray[Any], table: NDArray[Any]) -> NDArray[np.bool_]:
     values = np.asarray(values, dtype=np.float64)
     if table.size == 0 or values.size == 0:
         return np.zeros(values.size, dtype=bool)
-    if values.size <= 4096:
+    if values.size <= 4096 or _filter_of(table) is not None:
         return in_sorted(table, values)
     uq = distinct_values(values)
-    found = uq[in_sorted(table, uq)]
+    found = uq[in_sorted_ascending(table, uq)]
     if found.size == 0:
         return np.zeros(values.size, dtype=bool)
     return in_sorted(found, values)
+
+
+def same_values(a: NDArray[np.float64], b: NDArray[np.float64]) -> bool:
+    """``np.array_equal(a, b, equal_nan=True)`` of two float arrays, in one compiled pass."""
+    if a.shape != b.shape or a.dtype != np.float64 or b.dtype != np.float64:
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(_same_values(np.ascontiguousarray(a), np.ascontiguousarray(b)))
+
+
+@nb.njit(cache=True, nogil=True)
+def _same_values(a: NDArray[np.float64], b: NDArray[np.float64]) -> bool:
+    for i in range(a.size):
+        if a[i] != b[i] and not (a[i] != a[i] and b[i] != b[i]):
+            return False
+    return True
+
+
+def finite_extent(x: NDArray[np.float64], y: NDArray[np.float64]) -> list[float] | None:
+    """[xmin, ymin, xmax, ymax] of the rows where both ``x`` and ``y`` are finite (None:
+    no such row), in one compiled pass."""
+    found, x0, y0, x1, y1 = _finite_extent(
+        np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64)
+    )
+    return [float(x0), float(y0), float(x1), float(y1)] if found else None
+
+
+@nb.njit(cache=True, nogil=True)
+def _finite_extent(
+    x: NDArray[np.float64], y: NDArray[np.float64]
+) -> tuple[bool, float, float, float, float]:
+    found = False
+    x0 = y0 = np.inf
+    x1 = y1 = -np.inf
+    for i in range(min(x.size, y.size)):
+        if np.isfinite(x[i]) and np.isfinite(y[i]):
+            found = True
+            x0 = min(x0, x[i])
+            y0 = min(y0, y[i])
+            x1 = max(x1, x[i])
+            y1 = max(y1, y[i])
+    return found, x0, y0, x1, y1
 
 
 def np_bool(arr: Any) -> NDArray[np.bool_]:
@@ -448,32 +786,58 @@ def value_counts(ids: NDArray[np.int64]) -> pd.Series:
 _U64 = np.uint64
 _MIX_A = _U64(0xBF58476D1CE4E5B9)
 _MIX_B = _U64(0x94D049BB133111EB)
+_EXP = _U64(0x7FF0000000000000)
+_MANT = _U64(0x000FFFFFFFFFFFFF)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _mix_kernel(
     v: NDArray[np.uint64], salt: np.uint64, nan_bits: np.uint64, floats: bool
 ) -> NDArray[np.uint64]:
     """splitmix64's finaliser of ``v ^ salt``, element by element (uint64 arithmetic wraps);
     ``floats``: ``v`` holds float64 bits, and every NaN is first the one NaN ``nan_bits``."""
     out = np.empty(v.size, dtype=np.uint64)
-    exp = np.uint64(0x7FF0000000000000)
-    mant = np.uint64(0x000FFFFFFFFFFFFF)
     for i in range(v.size):
-        x = v[i]
-        if floats and (x & exp) == exp and (x & mant) != np.uint64(0):
-            x = nan_bits
-        x ^= salt
-        x ^= x >> np.uint64(30)
-        x *= _MIX_A
-        x ^= x >> np.uint64(27)
-        x *= _MIX_B
-        x ^= x >> np.uint64(31)
-        out[i] = x
+        out[i] = _mix_one(v[i], salt, nan_bits, floats)
     return out
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _mix_one(x: np.uint64, salt: np.uint64, nan_bits: np.uint64, floats: bool) -> np.uint64:
+    """:func:`_mix_kernel` of one value."""
+    if floats and (x & _EXP) == _EXP and (x & _MANT) != np.uint64(0):
+        x = nan_bits
+    x ^= salt
+    x ^= x >> np.uint64(30)
+    x *= _MIX_A
+    x ^= x >> np.uint64(27)
+    x *= _MIX_B
+    x ^= x >> np.uint64(31)
+    return x
+
+
+@nb.njit(cache=True, nogil=True)
+def _tied_mix(
+    v: NDArray[np.uint64],
+    salt: np.uint64,
+    nan_bits: np.uint64,
+    floats: bool,
+    valid: NDArray[np.bool_],
+    null: np.uint64,
+    positions: NDArray[np.uint64],
+) -> np.uint64:
+    """The sum of ``_mix_one(v[i]) * positions[i]`` (``null`` for a row ``valid`` marks
+    as not valid, when given), modulo 2**64: hashed and tied without an array of hashes."""
+    total = np.uint64(0)
+    some_null = valid.size > 0
+    for i in range(v.size):
+        h = null if some_null and not valid[i] else _mix_one(v[i], salt, nan_bits, floats)
+        total += h * positions[i]
+    return total
+
+
 _NO_SALT = _U64(0)
+_NO_BOOLS = np.zeros(0, dtype=np.bool_)
 
 
 def _mix(v: NDArray[np.uint64], salt: np.uint64 = _NO_SALT) -> NDArray[np.uint64]:
@@ -540,6 +904,43 @@ class RowHasher:
         idx = dict_indices(enc)
         return look[np.where(idx < 0, look.size - 1, idx)]
 
+    def values_tied_sum(
+        self, arr: pa.Array | pa.ChunkedArray, positions: NDArray[np.uint64]
+    ) -> int:
+        """``tied_sum(values(arr), positions)``, for numbers and dictionary text in one
+        compiled pass (no array of the hashes)."""
+        import pyarrow.compute as pc
+
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        t = arr.type
+        at = np.ascontiguousarray(positions)
+        if pa.types.is_dictionary(t):
+            look = self.values(arr.dictionary)
+            return self.tied_sum_coded(look, dict_indices(arr), self.salt[0], at)
+        if pa.types.is_floating(t):  # one NaN, and a null is a NaN (as values hashes them)
+            f = np.ascontiguousarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False))
+            bits = f.view(np.uint64)
+            return int(_tied_mix(bits, self.salt[1], _NAN_BITS, True, _NO_BOOLS, _NO_SALT, at))
+        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
+            wide = pa.uint64() if pa.types.is_uint64(t) else pa.int64()
+            ints = pc.cast(arr, wide).fill_null(0)
+            v = np.ascontiguousarray(
+                np.asarray(ints.to_numpy(zero_copy_only=False)).view(np.uint64)
+            )
+            valid = _NO_BOOLS
+            if arr.null_count:
+                valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
+            return int(_tied_mix(v, self.salt[2], _NAN_BITS, False, valid, self.salt[0], at))
+        return self.tied_sum(self.values(arr), at)
+
+    def ids_tied_sum(self, ids: NDArray[np.int64], positions: NDArray[np.uint64]) -> int:
+        """:meth:`values_tied_sum` of a signed integer id column (not ``uint64``) read by
+        :func:`arrow_ids` (nulls -1, no other value negative), from those ids."""
+        v = np.ascontiguousarray(ids, dtype=np.int64).view(np.uint64)
+        at = np.ascontiguousarray(positions)
+        return int(_tied_mix_ids(v, self.salt[2], self.salt[0], at))
+
     def rows(self, columns: Sequence[NDArray[np.uint64]], n: int) -> NDArray[np.uint64]:
         """One hash per row of the columns' value hashes, in column order."""
         h = np.full(n, self.salt[4], dtype=np.uint64)
@@ -586,7 +987,7 @@ class RowHasher:
         return _mix(values ^ _mix(keys.astype(np.uint64), self.salt[2]))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _tied_sum(values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> np.uint64:
     total = np.uint64(0)
     for i in range(values.size):
@@ -594,7 +995,7 @@ def _tied_sum(values: NDArray[np.uint64], positions: NDArray[np.uint64]) -> np.u
     return total
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _tied_sum_coded(
     look: NDArray[np.uint64],
     codes: NDArray[np.int64],
@@ -605,6 +1006,19 @@ def _tied_sum_coded(
     for i in range(codes.size):
         c = codes[i]
         total += (null if c < 0 else look[c]) * positions[i]
+    return total
+
+
+@nb.njit(cache=True, nogil=True)
+def _tied_mix_ids(
+    v: NDArray[np.uint64], salt: np.uint64, null: np.uint64, positions: NDArray[np.uint64]
+) -> np.uint64:
+    """:func:`_tied_mix` of ids whose null is -1 (all ones): that row hashes as ``null``."""
+    total = np.uint64(0)
+    none = ~np.uint64(0)
+    for i in range(v.size):
+        h = null if v[i] == none else _mix_one(v[i], salt, _NAN_BITS, False)
+        total += h * positions[i]
     return total
 
 

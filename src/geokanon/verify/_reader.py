@@ -12,7 +12,6 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,17 +29,19 @@ from geokanon.io.read import (
     sha256_file,
 )
 from geokanon.verify._arrays import (
-    arrow_ids,
-    arrow_text_codes,
+    codes_into,
     dense_codes,
     factorize_arrow,
     factorize_text,
+    ids_into,
     int_ids,
     is_text_type,
+    renumber,
     sample_records,
     text_values,
 )
-from geokanon.verify._results import Unreadable
+from geokanon.verify._once import cached, once
+from geokanon.verify._results import CHECKS, Unreadable
 
 if TYPE_CHECKING:
     from geokanon.verify.extent import Ground
@@ -113,6 +114,9 @@ class Source:
     x_work: NDArray[np.float64] | None = None  # in the working CRS (PointTable)
     y_work: NDArray[np.float64] | None = None
     subjects: NDArray[np.int64] | None = None
+    #: ``subjects`` is each row's own number (no subject column: every record its own
+    #: subject), so a row's subject code is its source row
+    own_subjects: bool = False
     units: NDArray[np.object_] | None = None
     unit_codes: NDArray[np.int64] | None = None  # with unit_names: the units, compactly
     unit_names: NDArray[np.object_] | None = None
@@ -195,6 +199,19 @@ def read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
             yield item  # type: ignore[misc]
 
 
+#: The shape columns of ``groups.parquet`` (the representative's point and its box):
+#: :attr:`ReleaseReader.groups` leaves them out.
+_SHAPES = ("geometry", "bbox")
+
+
+#: The audit's columns the checks read, in two sets read apart: where each record is and
+#: whose it is, and what became of it (with ``time_bin`` when the audit has one).
+AUDIT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "places": ("source_row", "subject", "x_m", "y_m"),
+    "labels": ("disposal", "group_id", "class_id", "unit"),
+}
+
+
 class ReleaseReader:
     """Lazy, cached reader of one release directory."""
 
@@ -219,6 +236,9 @@ class ReleaseReader:
         self.csv_rows: dict[Path, int] = {}
         #: release file -> sha256 of the bytes ``no_leak`` read, when it read all of them
         self.read_digests: dict[Path, str] = {}
+        #: release file -> ``no_leak``'s findings in it, from another check's read of it
+        #: (``records.parquet``: the records pass)
+        self.parquet_scans: dict[Path, list[str]] = {}
         #: the writer's first run, before ``report.html`` is written (it is not required
         #: then); None: a release whose manifest records no verification results is one
         self.before_report: bool | None = None
@@ -226,6 +246,9 @@ class ReleaseReader:
         #: reader reads its audit part: :meth:`of_source_partition`)
         self.audit_file = self.aud / "assignment.parquet"
         self.audit_label = "assignment"
+        #: the checks this verification runs (a read that one check makes for a later
+        #: one, such as no_leak's of records.csv for counts, is made only when it runs)
+        self.checks: frozenset[str] = frozenset(CHECKS)
         #: the records files this reader checks: None, the release's own
         #: (``records.parquet``); a reader of one part names that part's file
         self.record_files: list[Path] | None = None
@@ -267,7 +290,7 @@ class ReleaseReader:
         grouped = rows.kind == "group"
         view.__dict__.update(
             k=k, r_max_m=r_max_m, output_crs=crs, working_crs=crs,
-            _audit_arrays={"": n}, n_audit=n,
+            _audit_columns={"": n}, n_audit=n,
             # the members' kept values: row i is member i (its "source row")
             source=Source(n_rows=n, attributes=pd.DataFrame(rows.kept, index=pd.RangeIndex(n))),
             source_rows=np.arange(n, dtype=np.int64),
@@ -317,10 +340,11 @@ class ReleaseReader:
     #: Cached values derived from the audit and the source only (never from a release
     #: file or the manifest), which a later run over the same audit and source re-uses.
     _CARRIED = (
-        "audit", "_audit_arrays", "n_audit", "gid", "cid", "_disposal_codes", "disposal",
-        "_is_disposal", "xy_m", "source", "subjects", "subject_codes", "audit_subjects",
-        "source_rows", "unit_codes", "units", "synthetic", "syn_gid", "syn_cid",
-        "working_crs", "_members", "_suppressed_subjects", "_unit_subjects", "_no_leak_secrets",
+        "audit", "_audit_schema", "_audit_places", "_audit_labels", "n_audit", "gid", "cid",
+        "_disposal_codes", "disposal", "_is_disposal", "xy_m", "source", "subjects",
+        "subject_codes", "audit_subjects", "source_rows", "unit_codes", "units", "synthetic",
+        "syn_gid", "syn_cid", "working_crs", "_members", "_suppressed_subjects",
+        "_unit_subjects", "_no_leak_secrets",
     )  # fmt: skip
 
     def _inputs_key(self) -> tuple[Any, ...]:
@@ -366,14 +390,17 @@ class ReleaseReader:
 
     # ---- raw files -------------------------------------------------------------------
 
-    def _parquet(self, path: Path, *, arrow_objects: bool = False) -> pd.DataFrame:
-        """A Parquet file as a pandas frame. ``arrow_objects``: binary and struct columns
-        (WKB geometry, GeoParquet's ``bbox``) stay Arrow-backed (``pd.ArrowDtype``), not a
-        Python object per row; their values read the same (``bytes``, ``dict``)."""
+    def _parquet(
+        self, path: Path, *, arrow_objects: bool = False, columns: list[str] | None = None
+    ) -> pd.DataFrame:
+        """A Parquet file (its ``columns``, default all) as a pandas frame.
+        ``arrow_objects``: binary and struct columns (WKB geometry, GeoParquet's ``bbox``)
+        stay Arrow-backed (``pd.ArrowDtype``), not a Python object per row; their values
+        read the same (``bytes``, ``dict``)."""
         if not path.is_file():
             raise Unreadable(f"{path.parent.name}/{path.name} is missing")
         try:
-            table = pq.read_table(path)
+            table = pq.read_table(path, columns=columns)
             if arrow_objects:
                 return table.to_pandas(types_mapper=_arrow_backed)
             return table.to_pandas()
@@ -391,54 +418,81 @@ class ReleaseReader:
             raise Unreadable(f"{path.name} is not a JSON object")
         return data
 
-    @cached_property
+    @cached
     def manifest(self) -> dict[str, Any]:
         return self._json(self.rel / "manifest.json")
 
-    @cached_property
+    @cached
     def audit(self) -> dict[str, Any]:
         return self._json(self.aud / "audit.json")
 
-    @cached_property
+    @cached
     def k(self) -> int:
         k = self.manifest.get("k")
         if isinstance(k, bool) or not isinstance(k, int) or k < 2:
             raise Unreadable("manifest k is not an integer >= 2")
         return k
 
-    @cached_property
+    @cached
     def r_max_m(self) -> float:
         r = self.manifest.get("r_max_m")
         if isinstance(r, bool) or not isinstance(r, int | float) or not r > 0:
             raise Unreadable("manifest r_max_m is not a positive number")
         return float(r)
 
-    @cached_property
+    @cached
     def assignment(self) -> pd.DataFrame:
         """The whole audit as a pandas frame (for other readers; the checks do not use it)."""
         self._audit_arrays  # noqa: B018  (raises Unreadable as the checks would)
         return self._parquet(self.audit_file)
 
-    @cached_property
+    @property
     def _audit_arrays(self) -> dict[str, Any]:
-        """The audit's columns the checks use, read once with pyarrow in batches of rows
-        into what the checks use (numbers, codes), so no Arrow copy of the audit is held.
+        """The audit's columns the checks use (:data:`AUDIT_COLUMNS`), read once with
+        pyarrow in batches of rows into what the checks use (numbers, codes), so no Arrow
+        copy of the audit is held: ``""`` is its number of rows. Its two sets of columns
+        are read apart (:meth:`_audit_set`), so two lanes of checks read them side by side;
+        either that cannot be read fails both.
 
         A column that cannot be turned holds its exception, raised where it is used.
         """
+        held = self.__dict__.get("_audit_columns")  # a part's reader sets what it holds
+        if held is not None:
+            return held
+        places, labels = self._audit_set("places"), self._audit_set("labels")
+        return {**places, **labels}
+
+    @cached
+    def _audit_schema(self) -> tuple[int, list[str]]:
+        """(rows, column names) of the audit file; refused when it lacks a column."""
         path = self.audit_file
         if not path.is_file():
             raise Unreadable(f"{path.parent.name}/{path.name} is missing")
-        need = ["source_row", "disposal", "group_id", "class_id", "unit", "subject", "x_m", "y_m"]
         try:
             pf = pq.ParquetFile(path)
-            names = pf.schema_arrow.names
-            missing = [c for c in need if c not in names]
-            if missing:
-                raise Unreadable(f"{self._audit_name} lacks columns {missing}")
-            cols = need + (["time_bin"] if "time_bin" in names else [])
+            names = [str(n) for n in pf.schema_arrow.names]
             n = int(pf.metadata.num_rows)
-            keep = {c: _AuditColumn(c, n, self.audit_label) for c in cols}
+        except (OSError, pa.ArrowException) as exc:
+            raise Unreadable(f"{self._audit_name} is unreadable ({type(exc).__name__})") from None
+        missing = [c for sets in AUDIT_COLUMNS.values() for c in sets if c not in names]
+        if missing:
+            raise Unreadable(f"{self._audit_name} lacks columns {missing}")
+        return n, names
+
+    def _audit_set(self, which: str) -> dict[str, Any]:
+        """One set of :data:`AUDIT_COLUMNS` (``places``, or ``labels`` with ``time_bin``
+        when the audit has one), read once (whichever check asks first)."""
+        return once(self, f"_audit_{which}", lambda: self._read_audit(which))
+
+    def _read_audit(self, which: str) -> dict[str, Any]:
+        n, names = self._audit_schema
+        path = self.audit_file
+        cols = list(AUDIT_COLUMNS[which])
+        if which == "labels" and "time_bin" in names:
+            cols.append("time_bin")
+        keep = {c: _AuditColumn(c, n, self.audit_label) for c in cols}
+        try:
+            pf = pq.ParquetFile(path)
             # text kept as codes is read as dictionaries (no Python strings per row)
             schema = pf.schema_arrow
             as_dict = [
@@ -467,33 +521,43 @@ class ReleaseReader:
         return self.audit_file.name if self.audit_label == "assignment" else self.audit_label
 
     def _audit(self, name: str) -> Any:
-        value = self._audit_arrays[name]
+        held = self.__dict__.get("_audit_columns")
+        if held is not None:
+            value = held[name]
+        else:  # its set, and the other (the audit fails whole when either cannot be read)
+            which = "places" if name in AUDIT_COLUMNS["places"] else "labels"
+            value = self._audit_set(which)[name]
+            self._audit_set("labels" if which == "places" else "places")
         if isinstance(value, _Failed):
             raise value.exc
         return value
 
-    @cached_property
+    @cached
     def n_audit(self) -> int:
-        return int(self._audit_arrays[""])
+        return int(self._audit_columns_count())
+
+    def _audit_columns_count(self) -> int:
+        held = self.__dict__.get("_audit_columns")
+        return int(held[""]) if held is not None else int(self._audit_arrays[""])
 
     @property
     def time_bins(self) -> pa.ChunkedArray | None:
         """The audit's ``time_bin`` column, when it has one."""
         return self._audit("time_bin") if "time_bin" in self._audit_arrays else None
 
-    @cached_property
+    @cached
     def gid(self) -> NDArray[np.int64]:
         return self._audit("group_id")
 
-    @cached_property
+    @cached
     def cid(self) -> NDArray[np.int64]:
         return self._audit("class_id")
 
-    @cached_property
+    @cached
     def _disposal_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
         return self._audit("disposal")
 
-    @cached_property
+    @cached
     def disposal(self) -> NDArray[np.object_]:
         codes, names = self._disposal_codes
         return names[codes]
@@ -509,7 +573,7 @@ class ReleaseReader:
             memo[names] = hit[codes] if hit.size else np.zeros(codes.size, dtype=bool)
         return memo[names]
 
-    @cached_property
+    @cached
     def xy_m(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         return self._audit("x_m"), self._audit("y_m")
 
@@ -519,7 +583,7 @@ class ReleaseReader:
         and working coordinates)."""
         return self.n_audit, sample_records(self.gid, *self.xy_m, every)
 
-    @cached_property
+    @cached
     def source(self) -> Source:
         out, work = self.output_crs, self.working_crs
         src = _load_source(self._source_arg, self.audit, out, work)
@@ -549,21 +613,22 @@ class ReleaseReader:
             subject_raw=raw.subject_raw,
         )
 
-    @cached_property
+    @cached
     def subjects(self) -> NDArray[np.int64]:
         """Subject code per assignment row: the source's when it is given and aligned."""
         src = self.source
         rows = self.source_rows
         if src.subjects is not None and rows is not None:
-            return src.subjects[rows]
+            # every record its own subject: its code is its source row (the array itself)
+            return rows if src.own_subjects else src.subjects[rows]
         return self.audit_subjects
 
-    @cached_property
+    @cached
     def subject_codes(self) -> tuple[NDArray[np.int64], int]:
         """:attr:`subjects` numbered densely (``dense_codes``), worked out once."""
         return dense_codes(self.subjects)
 
-    @cached_property
+    @cached
     def audit_subjects(self) -> NDArray[np.int64]:
         return self._audit("subject")
 
@@ -573,7 +638,7 @@ class ReleaseReader:
         rows: NDArray[np.int64] = self._audit("source_row")
         return rows
 
-    @cached_property
+    @cached
     def source_rows(self) -> NDArray[np.int64] | None:
         """Source row per assignment row when the source is given and the rows line up."""
         n = self.source.n_rows
@@ -586,48 +651,62 @@ class ReleaseReader:
             return None
         return rows
 
-    @cached_property
+    @cached
     def unit_codes(self) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
         """(code per assignment row, unit id per code, sorted)."""
         return self._audit("unit")
 
-    @cached_property
+    @cached
     def units(self) -> NDArray[np.object_]:
         """Unit id per audit row (for other readers; the checks use :attr:`unit_codes`)."""
         codes, names = self.unit_codes
         return names[codes]
 
-    @cached_property
+    @cached
     def synthetic(self) -> pd.DataFrame:
         path = self.aud / "synthetic.parquet"
         if not path.is_file():
             return pd.DataFrame({"group_id": [], "class_id": [], "unit": []})
         return self._parquet(path)
 
-    @cached_property
+    @cached
     def syn_gid(self) -> NDArray[np.int64]:
         s = self.synthetic
         return (
             int_ids(s["group_id"], "synthetic group_id") if "group_id" in s else np.array([], int)
         )
 
-    @cached_property
+    @cached
     def syn_cid(self) -> NDArray[np.int64]:
         s = self.synthetic
         return (
             int_ids(s["class_id"], "synthetic class_id") if "class_id" in s else np.array([], int)
         )
 
-    @cached_property
+    @cached
     def groups(self) -> pd.DataFrame:
         # the checks read its numbers, ids and units; geometry and bbox are read from the
-        # file itself (no_leak) or compared by name only: kept in Arrow (a million Python
+        # file itself (no_leak) or compared by name only (:attr:`group_columns`): left
+        # out; any other binary or struct column is kept in Arrow (a million Python
         # objects per column cost seconds)
-        g = self._parquet(self.rel / "groups.parquet", arrow_objects=True)
+        path = self.rel / "groups.parquet"
+        names = self.group_columns
+        g = self._parquet(path, arrow_objects=True, columns=[c for c in names if c not in _SHAPES])
         for c in ("group_id", "n_records", "x", "y"):
             if c not in g.columns:
                 raise Unreadable(f"groups.parquet lacks column {c!r}")
         return g
+
+    @cached
+    def group_columns(self) -> list[str]:
+        """``groups.parquet``'s column names (:attr:`groups` holds all but the shapes)."""
+        path = self.rel / "groups.parquet"
+        if not path.is_file():
+            raise Unreadable(f"{path.parent.name}/{path.name} is missing")
+        try:
+            return [str(n) for n in pq.read_schema(path).names]
+        except (OSError, pa.ArrowException) as exc:
+            raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
     def groups_column(self, column: str) -> Iterator[pd.Series]:
         """``groups.parquet``'s ``column``, :data:`SCAN_ROWS` rows at a time (nothing when
@@ -635,7 +714,7 @@ class ReleaseReader:
         refuses the file (missing, unreadable, lacking a column it requires); from
         :attr:`groups` when that is loaded already, else streamed (the partitioned driver
         never holds the whole file)."""
-        if "groups" in self.__dict__:
+        if "groups" in self.__dict__ and column not in _SHAPES:
             if column in self.groups:
                 yield self.groups[column]
             return
@@ -656,17 +735,17 @@ class ReleaseReader:
         except (OSError, pa.ArrowException) as exc:
             raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
 
-    @cached_property
+    @cached
     def group_ids(self) -> NDArray[np.int64]:
         """``groups.parquet``'s ``group_id`` as ids (-1: missing), read once for every check."""
         return int_ids(self.groups["group_id"], "groups group_id")
 
-    @cached_property
+    @cached
     def class_ids(self) -> NDArray[np.int64]:
         """``classes.parquet``'s ``class_id`` as ids (-1: missing), read once for every check."""
         return int_ids(self.classes["class_id"], "classes class_id")
 
-    @cached_property
+    @cached
     def classes(self) -> pd.DataFrame:
         path = self.rel / "classes.parquet"
         if not path.is_file():
@@ -679,7 +758,7 @@ class ReleaseReader:
                 raise Unreadable(f"classes.parquet lacks column {col!r}")
         return c
 
-    @cached_property
+    @cached
     def units_table(self) -> pd.DataFrame:
         path = self.rel / "units.csv"
         if not path.is_file():
@@ -693,33 +772,33 @@ class ReleaseReader:
                 raise Unreadable(f"units.csv lacks column {col!r}")
         return t
 
-    @cached_property
+    @cached
     def working_crs(self) -> str | None:
         v = self.audit.get("working_crs")
         return None if v in (None, "") else str(v)
 
-    @cached_property
+    @cached
     def output_crs(self) -> str | None:
         v = self.manifest.get("crs", self.audit.get("output_crs"))
         return None if v in (None, "") else str(v)
 
-    @cached_property
+    @cached
     def to_working(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
         """Transform output-CRS coordinates to the working CRS, or None when they are the same."""
         return _transformer(self.output_crs, self.working_crs)
 
-    @cached_property
+    @cached
     def to_output(self) -> Callable[[Any, Any], tuple[Any, Any]] | None:
         return _transformer(self.working_crs, self.output_crs)
 
-    @cached_property
+    @cached
     def ground(self) -> Ground | None:
         """Ellipsoidal distances in the working CRS's datum (``None``: unnamed metric CRS)."""
         from geokanon.verify.extent import Ground  # the extent check's measure
 
         return Ground.of(self.working_crs, self.output_crs)
 
-    @cached_property
+    @cached
     def own_subjects(self) -> bool:
         col = self.audit.get("subject_column")
         if col is None:
@@ -778,7 +857,9 @@ class _AuditColumn:
 
     The result is what the whole column would give: :func:`_audit_numbers`,
     :func:`arrow_ids` and :func:`factorize_arrow` work value by value, and text is
-    numbered in sorted order once every batch is in.
+    numbered in order of first sight, then in sorted order (as ``numpy.unique`` of the
+    texts sorts them) once every batch is in: the rows are numbered again only when the
+    two orders differ.
     """
 
     def __init__(self, name: str, n: int, label: str = "assignment") -> None:
@@ -805,12 +886,17 @@ class _AuditColumn:
                     pa.chunked_array([arr]), self.name, self.arg, self.label
                 )
             elif self.kind == "ids":
-                what = f"{self.label} {self.name}"
-                self.values[start : self.at] = arrow_ids(pa.chunked_array([arr]), what)
+                ids_into(arr, f"{self.label} {self.name}", self.values[start : self.at])
             elif self.kind == "codes" and is_text_type(arr.type) and not self.chunks:
-                idx, texts = arrow_text_codes(arr)
-                local = np.array([self.texts.setdefault(t, len(self.texts)) for t in texts])
-                self.values[start : self.at] = local[idx] if idx.size else idx
+                if not pa.types.is_dictionary(arr.type):
+                    arr = arr.dictionary_encode()
+                # a text as numpy reads it (trailing NULs dropped), as the result sorts it;
+                # a null reads "None" (as arrow_text_codes reads it)
+                texts = [str(v).rstrip("\x00") for v in arr.dictionary.to_pylist()]
+                number = [self.texts.setdefault(t, len(self.texts)) for t in texts]
+                null = self.texts.setdefault("None", len(self.texts)) if arr.null_count else -1
+                local = np.array([*number, null], dtype=np.int64)
+                codes_into(arr, local, self.values[start : self.at])
             else:
                 self.chunks.append(arr)
         except Exception as exc:  # raised again where the column is used
@@ -828,15 +914,15 @@ class _AuditColumn:
                 return self.values
             if self.chunks:  # not text as Arrow reads it: the whole column at once
                 return factorize_arrow(pa.chunked_array(self.chunks))
-            # number the texts in sorted order
-            names = np.array(list(self.texts), dtype=object)
-            uniq, inverse = np.unique(names.astype(str), return_inverse=True)
-            codes = (
-                inverse.reshape(-1).astype(np.int64)[self.values]
-                if self.values.size
-                else self.values
-            )
-            return codes, uniq.astype(object)
+            # the texts numbered in sorted order (the rows again only when that differs)
+            names = sorted(self.texts)
+            sight = np.array([self.texts[t] for t in names], dtype=np.int64)
+            codes = self.values
+            if (sight != np.arange(sight.size)).any():
+                rank = np.empty(sight.size, dtype=np.int64)
+                rank[sight] = np.arange(sight.size)
+                renumber(codes, rank)  # in place: the column is this reader's own
+            return codes, np.array(names, dtype=object)
         except Exception as exc:
             return _Failed(exc)
 
@@ -997,6 +1083,7 @@ def _load_source(
             if raw and same_crs(working_crs, output_crs):
                 src.x, src.y = arg.x, arg.y
         src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
+        src.own_subjects = arg.subjects is None
         src.subject_ids_merged = int(getattr(arg, "subject_ids_merged", 0))
         src.unit_codes = np.asarray(arg.unit_codes, dtype=np.int64)
         src.unit_names = np.asarray(arg.unit_names, dtype=object)

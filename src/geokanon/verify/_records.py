@@ -38,9 +38,10 @@ from geokanon.verify._arrays import (
     value_runs,
 )
 from geokanon.verify._derived import rep_arrays
+from geokanon.verify._once import once
 from geokanon.verify._reader import ReleaseReader, read_ahead
 from geokanon.verify._results import Unreadable
-from geokanon.verify.leak_rules import CSV_NA, wkb_xy
+from geokanon.verify.leak_rules import CSV_NA, ParquetScan, wkb_xy
 
 #: Columns of the records files that the format defines; any other is a kept column.
 RECORD_FORMAT_COLUMNS = (
@@ -144,9 +145,18 @@ class RecordRows:
     compared: tuple[str, ...] = ()
     #: whether the records were read (see :func:`_rows_apply`)
     read: bool = True
-    #: ``records.csv`` against ``records.parquet``, still to compare (its findings go
-    #: to ``problems``; see :func:`record_rows`)
-    csv: _CsvCompare | None = field(default=None, repr=False)
+    #: per column of ``records.parquet`` (less ``geometry``, ``bbox``), the sum of its
+    #: values' keyed hashes tied to their rows (what ``records.csv`` must sum to)
+    column_sums: dict[str, int] = field(default_factory=dict, repr=False)
+    #: whether ``records.csv`` is still to be compared with ``records.parquet`` (a
+    #: single-file release whose records were read; its findings go to ``problems``)
+    csv_due: bool = False
+
+
+def _text_columns(schema: pa.Schema) -> list[str]:
+    """The text columns of a records file (read as dictionaries: each distinct text once)."""
+    text = (pa.types.is_string, pa.types.is_large_string)
+    return [f.name for f in schema if any(t(f.type) for t in text)]
 
 
 def record_paths(rel: ReleaseReader) -> list[Path]:
@@ -172,13 +182,12 @@ def _rows_apply(rel: ReleaseReader) -> bool:
 
 def audit_time_bins(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
     """(code per audit row, label per code, sorted) when the audit has time bins."""
-    if "_audit_time_bins" not in rel.__dict__:
+
+    def make() -> tuple[NDArray[np.int64], NDArray[np.object_]] | None:
         tb = rel.time_bins
-        rel.__dict__["_audit_time_bins"] = (
-            None if tb is None else factorize_arrow(tb.cast(pa.string()).fill_null(""))
-        )
-    found: tuple[NDArray[np.int64], NDArray[np.object_]] | None = rel.__dict__["_audit_time_bins"]
-    return found
+        return None if tb is None else factorize_arrow(tb.cast(pa.string()).fill_null(""))
+
+    return once(rel, "_audit_time_bins", make)
 
 
 def _published_ids(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -190,38 +199,73 @@ def _published_ids(rel: ReleaseReader) -> tuple[NDArray[np.int64], NDArray[np.in
 def audit_keys(rel: ReleaseReader) -> NDArray[np.int64]:
     """Each audit row's key (numbered as :func:`_published_ids` says; -1: in no group
     or class, or in one that is not published)."""
-    if "_audit_keys" not in rel.__dict__:
+
+    def make() -> NDArray[np.int64]:
         gids, cids = _published_ids(rel)
         key = np.where(rel.gid >= 0, positions_in(gids, rel.gid), -1)
         cpos = positions_in(cids, rel.cid)
         at_class = (rel.gid < 0) & (rel.cid >= 0) & (cpos >= 0)
         key[at_class] = gids.size + cpos[at_class]
-        rel.__dict__["_audit_keys"] = key
-    keys: NDArray[np.int64] = rel.__dict__["_audit_keys"]
-    return keys
+        return key
+
+    return once(rel, "_audit_keys", make)
 
 
 def record_rows(rel: ReleaseReader, *, csv: bool = True) -> RecordRows:
     """The records files read once, row by row, against the release's tables, the audit
     and the source (see :class:`_RecordsPass`); cached on ``rel``.
 
-    ``csv``: compare ``records.csv`` with ``records.parquet`` too (when not yet done).
-    Without it the comparison waits, so that ``no_leak``'s read of ``records.csv``, when
-    it comes first, serves it too (:func:`csv_tap`).
+    ``csv``: compare ``records.csv`` with ``records.parquet`` too (once). Without it the
+    comparison waits, so that ``no_leak``'s read of ``records.csv``, when it comes first,
+    serves it too (:func:`csv_tap`).
     """
-    if "_record_rows" not in rel.__dict__:
+
+    def make() -> RecordRows:
         out = RecordRows(read=_rows_apply(rel))
         try:
             if out.read:
                 _RecordsPass(rel, out).run()
         except Unreadable as exc:
             out.unreadable = str(exc)
-        rel.__dict__["_record_rows"] = out
-    found: RecordRows = rel.__dict__["_record_rows"]
-    if csv and found.csv is not None:
-        pending, found.csv = found.csv, None
-        pending.compare()
+        return out
+
+    found = once(rel, "_record_rows", make)
+    if csv and found.csv_due:
+        once(rel, "_records_csv_compared", lambda: _compare_csv(rel, found))
     return found
+
+
+def _row_hasher(rel: ReleaseReader) -> RowHasher:
+    """The keyed hashes of one verification's records pass and of its comparison of
+    ``records.csv`` with ``records.parquet`` (drawn once per reader)."""
+    return once(rel, "_row_hasher", RowHasher)
+
+
+def _csv_compare(rel: ReleaseReader) -> _CsvCompare | None:
+    """``records.csv``'s comparison with ``records.parquet`` of a single-file release (made
+    once per reader, before or after the records pass; None: a part's reader, or a
+    ``records.parquet`` missing or unreadable, which the pass says)."""
+
+    def make() -> _CsvCompare | None:
+        path = rel.rel / "records.parquet"
+        if rel.record_files is not None or record_paths(rel) != [path]:
+            return None
+        try:
+            return _CsvCompare(rel, pq.read_schema(path))
+        except (OSError, pa.ArrowException):
+            return None
+
+    return once(rel, "_csv_compare", make)
+
+
+def _compare_csv(rel: ReleaseReader, rows: RecordRows) -> bool:
+    """Compare ``records.csv`` with the records pass's ``records.parquet`` (its problems
+    go to ``rows.problems``)."""
+    cmp = _csv_compare(rel)
+    if cmp is None:  # not so when the pass read the file
+        return False
+    cmp.compare(rows)
+    return True
 
 
 class _RecordsPass:
@@ -267,18 +311,20 @@ class _RecordsPass:
         )
         self.unit_look = pd.Index(sorted(set(map(str, un))))
         self.unit_code = np.asarray(self.unit_look.get_indexer(pd.Index(un)), np.int64).reshape(-1)
+        # a single-file release's schema as records.csv's comparison read it
+        cmp = _csv_compare(rel)
         try:
-            self.schema = pq.read_schema(self.paths[0])
+            self.schema = pq.read_schema(self.paths[0]) if cmp is None else cmp.schema
         except (OSError, pa.ArrowException) as exc:
             raise Unreadable(f"{self.paths[0].name} is unreadable ({type(exc).__name__})") from None
+        self.csv_due = cmp is not None
         self.names = [str(n) for n in self.schema.names]
         #: text columns, read as dictionaries (each distinct text handled once)
-        text = (pa.types.is_string, pa.types.is_large_string)
-        self.text_columns = [f.name for f in self.schema if any(t(f.type) for t in text)]
+        self.text_columns = _text_columns(self.schema)
         lacking = [c for c in RECORD_FORMAT_COLUMNS[:6] if c not in self.names]
         if lacking:
             raise Unreadable(f"records.parquet lacks columns {lacking}")
-        self.hasher = RowHasher()
+        self.hasher = _row_hasher(rel)
         self.bins = audit_time_bins(rel)
         has_bins = "time_bin" in self.names
         if has_bins and self.bins is None:
@@ -303,12 +349,16 @@ class _RecordsPass:
         self.synthetic[self.n_groups + sc[sc >= 0]] = True
         self.syn_rows: list[NDArray[np.uint64]] = []
         self.column_sums = dict.fromkeys((n for n in self.names if n not in _PARQUET_ONLY), 0)
-        self.per_group: list[pd.Series] = []
-        self.per_class: list[pd.Series] = []
+        # rows per published group and class (by position), and ids no table publishes
+        self.group_rows = np.zeros(self.n_groups, dtype=np.int64)
+        self.class_rows = np.zeros(self.cids.size, dtype=np.int64)
+        self.other_groups: list[NDArray[np.int64]] = []
+        self.other_classes: list[NDArray[np.int64]] = []
+        #: rows per key (the cells when there are no time bins)
+        self.key_rows = np.zeros(self.n_keys, dtype=np.int64)
         self.cells: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
-        self.bad = dict.fromkeys(
-            ("both", "level", "unit", "xy", "class_xy", "geometry", "bbox"), 0
-        )  # fmt: skip
+        #: the rows found wrong, by :data:`_ROW_FAULTS`
+        self.faults = np.zeros(len(_ROW_FAULTS), dtype=np.int64)
 
     def _source_columns(self) -> dict[str, pa.Array]:
         """The kept columns of the source, as the published columns' types (source order)."""
@@ -332,6 +382,7 @@ class _RecordsPass:
     def run(self) -> None:
         start = 0
         for path in self.paths:
+            tap = _parquet_tap(self.rel, path, self.schema, self.text_columns)
             try:
                 pf = pq.ParquetFile(path, read_dictionary=self.text_columns or None)
                 if [str(n) for n in pf.schema_arrow.names] != self.names:
@@ -341,14 +392,21 @@ class _RecordsPass:
                 with contextlib.closing(read_ahead(batches)) as ahead:
                     for batch in ahead:
                         self._batch(batch, start)
+                        tap = _tap_batch(tap, batch)
                         start += batch.num_rows
             except (OSError, pa.ArrowException) as exc:
                 raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
+            _tap_done(self.rel, path, tap)
         out = self.out
         out.rows = start
-        out.per_group = _summed(self.per_group)
-        out.per_class = _summed(self.per_class)
-        if self.cells:
+        out.per_group = _rows_per_id(self.gids, self.group_rows, self.other_groups)
+        out.per_class = _rows_per_id(self.cids, self.class_rows, self.other_classes)
+        bad = dict(zip(_ROW_FAULTS, self.faults.tolist(), strict=True))
+        out.orphans = bad.pop("orphans")
+        if not self.with_bins:  # a cell is a key
+            out.cells = np.flatnonzero(self.key_rows).astype(np.int64)
+            out.cell_rows = self.key_rows[out.cells]
+        elif self.cells:
             cell = np.concatenate([c for c, _ in self.cells])
             rows = np.concatenate([r for _, r in self.cells])
             order = np.argsort(cell, kind="stable")
@@ -366,20 +424,20 @@ class _RecordsPass:
             "geometry": "rows publish a geometry other than their group's representative "
             "point (null for a class row)",
         }
-        for what, n in self.bad.items():
+        for what, n in bad.items():
             if n:
                 out.problems.append(f"{n} records.parquet {said[what]}")
-        if out.orphans - self.bad["both"] > 0:
+        if out.orphans - bad["both"] > 0:
             out.problems.append(
-                f"{out.orphans - self.bad['both']} records.parquet rows belong to no "
+                f"{out.orphans - bad['both']} records.parquet rows belong to no "
                 "published group or class"
             )
         if self.compared:
             self._members()
-        if self.paths == [self.rel.rel / "records.parquet"]:
-            # compared when a check needs it (``counts``), from no_leak's read of the
-            # file when that came first (:func:`csv_tap`)
-            out.csv = _CsvCompare(self, start)
+        # records.csv is compared when a check needs it (``counts``), from no_leak's
+        # read of the file when that came first (:func:`csv_tap`)
+        out.column_sums = self.column_sums
+        out.csv_due = self.csv_due
 
     def _batch(self, batch: pa.RecordBatch, start: int) -> None:
         import pyarrow.compute as pc
@@ -389,53 +447,50 @@ class _RecordsPass:
         col = dict(zip(self.names, batch.columns, strict=True))
         g = arrow_ids(col["group_id"], "records group_id")
         c = arrow_ids(col["class_id"], "records class_id")
-        self.per_group.append(value_counts(g[g >= 0]))
-        self.per_class.append(value_counts(c[c >= 0]))
-        both = (g >= 0) & (c >= 0)
-        key = np.where(g >= 0, self.gid_at(g), -1)
-        at_c = (g < 0) & (c >= 0)
-        cpos = self.cid_at(c)
-        key[at_c] = np.where(cpos[at_c] >= 0, self.n_groups + cpos[at_c], -1)
-        key[both] = -1
-        self.bad["both"] += int(np.count_nonzero(both))
-        known = key >= 0
-        out.orphans += int(np.count_nonzero(~known))
-        is_g = known & (key < self.n_groups)
-        is_c = known & ~is_g
-        # level and unit
-        want = self.level_code[np.where(is_c, key - self.n_groups + 1, 0)]
-        got = _text_positions(col["level"], self.level_look)
-        self.bad["level"] += int(np.count_nonzero(known & (got != want)))
-        if self.unit_code.size:
-            want = np.where(is_c, self.unit_code[np.where(is_c, key - self.n_groups, 0)], -2)
-        else:
-            want = np.full(n, -2, dtype=np.int64)
-        got = _text_positions(col["unit"], self.unit_look)
-        self.bad["unit"] += int(np.count_nonzero(known & (got != want)))
-        # the representative, as x, y and as the geometry
-        gi = np.where(is_g, key, 0)
-        rx, ry = (self.gx[gi], self.gy[gi]) if self.n_groups else (np.zeros(n), np.zeros(n))
+        gpos, cpos = self.gid_at(g), self.cid_at(c)
+        level = _text_positions(col["level"], self.level_look)
+        unit = _text_positions(col["unit"], self.unit_look)
+        # the representative, as x, y, as the geometry and as its bbox
         xs, ys = _float_column(col["x"]), _float_column(col["y"])
-        if xs is None or ys is None:
-            self.bad["xy"] += int(np.count_nonzero(is_g))
-        else:
-            self.bad["xy"] += int(np.count_nonzero(is_g & ~((xs == rx) & (ys == ry))))
-            self.bad["class_xy"] += int(np.count_nonzero(is_c & ~(np.isnan(xs) & np.isnan(ys))))
-        if "bbox" in col:
-            self.bad["bbox"] += int(np.count_nonzero(known & ~_bbox_ok(col["bbox"], is_g, rx, ry)))
+        has_xy = xs is not None and ys is not None
+        rx, ry = (xs, ys) if xs is not None and ys is not None else (_NO_FLOATS, _NO_FLOATS)
+        geo_state, gx_, gy_ = 0, _NO_FLOATS, _NO_FLOATS
         if "geometry" in col:
-            wx, wy = wkb_xy(col["geometry"])
-            if wx.size != n:
-                self.bad["geometry"] += int(np.count_nonzero(known))
-            else:
-                ok = np.where(is_g, (wx == rx) & (wy == ry), np.isnan(wx) & np.isnan(wy))
-                self.bad["geometry"] += int(np.count_nonzero(known & ~ok))
+            gx_, gy_ = wkb_xy(col["geometry"])
+            geo_state = 1 if gx_.size == n else 2
+        box_state, box = 0, (_NO_BOOLS, _NO_FLOATS, _NO_FLOATS, _NO_FLOATS, _NO_FLOATS)
+        if "bbox" in col:
+            fields = _box_fields(col["bbox"])
+            box_state = 2 if fields is None else 1
+            box = box if fields is None else fields
+        key = np.empty(n, dtype=np.int64)
+        _check_rows(
+            g, c, gpos, cpos, self.n_groups, level, self.level_code, unit, self.unit_code,
+            np.ascontiguousarray(rx), np.ascontiguousarray(ry), has_xy, self.gx,
+            self.gy, geo_state, np.ascontiguousarray(gx_, dtype=np.float64),
+            np.ascontiguousarray(gy_, dtype=np.float64), box_state, *box, key,
+            self.group_rows, self.class_rows, self.key_rows, self.faults,
+        )  # fmt: skip
+        if self.faults[_OTHER_GROUP]:
+            self.other_groups.append(g[(g >= 0) & (gpos < 0)])
+            self.faults[_OTHER_GROUP] = 0
+        if self.faults[_OTHER_CLASS]:
+            self.other_classes.append(c[(c >= 0) & (cpos < 0)])
+            self.faults[_OTHER_CLASS] = 0
+        known = key >= 0
         # every column, tied to the row numbers (records.csv must hold the same)
         hashes: dict[str, NDArray[np.uint64]] = {}
         at = self.hasher.positions(start, n)
+        ids = {"group_id": g, "class_id": c}  # read already (nulls -1, none negative)
         for name in self.column_sums:
-            h = hashes[name] = self.hasher.values(col[name])
-            self.column_sums[name] += self.hasher.tied_sum(h, at)
+            t = col[name].type
+            if name in self.compared:  # its hashes are wanted per group and class too
+                h = hashes[name] = self.hasher.values(col[name])
+                self.column_sums[name] += self.hasher.tied_sum(h, at)
+            elif name in ids and pa.types.is_signed_integer(t):
+                self.column_sums[name] += self.hasher.ids_tied_sum(ids[name], at)
+            else:
+                self.column_sums[name] += self.hasher.values_tied_sum(col[name], at)
         # per group and class: the multisets of the compared columns and tuples
         if self.compared:
             parts = [hashes[name] for name in self.compared]
@@ -445,11 +500,11 @@ class _RecordsPass:
             syn = known & self.synthetic[np.where(known, key, 0)]
             if syn.any():
                 self.syn_rows.append(self.hasher.keyed(whole[syn], key[syn]))
-        # the (group or class, time bin) cells
-        code = np.zeros(n, dtype=np.int64)
-        if self.with_bins:
-            tb = pc.index_in(pc.cast(col["time_bin"], pa.large_string()), value_set=self.bin_names)
-            code = np.asarray(tb.fill_null(out.stride - 1).to_numpy(zero_copy_only=False), np.int64)
+        # the (group or class, time bin) cells (without time bins, counted per key)
+        if not self.with_bins:
+            return
+        tb = pc.index_in(pc.cast(col["time_bin"], pa.large_string()), value_set=self.bin_names)
+        code = np.asarray(tb.fill_null(out.stride - 1).to_numpy(zero_copy_only=False), np.int64)
         cell = key[known] * np.int64(out.stride) + code[known]
         if cell.size:
             if not (cell[1:] >= cell[:-1]).all():  # rows come sorted: runs, unless not
@@ -521,19 +576,20 @@ class _CsvCompare:
     :class:`_RecordsPass`): from a :class:`_CsvTap` that saw the whole file, else read
     here with the Parquet file's column types."""
 
-    def __init__(self, rp: _RecordsPass, n_rows: int) -> None:
-        self.rel, self.out, self.hasher = rp.rel, rp.out, rp.hasher
-        self.path = rp.rel.rel / "records.csv"
-        self.names, self.schema, self.text_columns = rp.names, rp.schema, rp.text_columns
-        self.column_sums = rp.column_sums
-        self.n_rows = n_rows
+    def __init__(self, rel: ReleaseReader, schema: pa.Schema) -> None:
+        self.rel, self.hasher = rel, _row_hasher(rel)
+        self.path = rel.rel / "records.csv"
+        self.schema = schema
+        self.names = [str(n) for n in schema.names]
+        self.text_columns = _text_columns(schema)
         #: the columns ``records.csv`` must have, in order
         self.want = [n for n in self.names if n not in _PARQUET_ONLY]
         #: (header, sums, rows) as :meth:`_csv_sums` has them, from a tap's read
         self.tapped: tuple[list[str], dict[str, int], int] | None = None
 
-    def compare(self) -> None:
-        out, path, want = self.out, self.path, self.want
+    def compare(self, out: RecordRows) -> None:
+        """``records.csv`` against the records pass's ``out`` (its findings go there)."""
+        path, want = self.path, self.want
         if not path.is_file():
             out.problems.append("release/records.csv is missing")
             return
@@ -566,11 +622,11 @@ class _CsvCompare:
             )
             return
         self.rel.csv_rows.setdefault(path, rows)
-        if rows != self.n_rows:
-            out.problems.append(f"records.csv has {rows} rows, records.parquet {self.n_rows}")
+        if rows != out.rows:
+            out.problems.append(f"records.csv has {rows} rows, records.parquet {out.rows}")
             return
         mask = (1 << 64) - 1
-        differ = [n for n in want if (sums[n] - self.column_sums[n]) & mask]
+        differ = [n for n in want if (sums[n] - out.column_sums[n]) & mask]
         if differ:
             out.problems.append(
                 f"records.csv differs from records.parquet in column(s) {', '.join(differ)}"
@@ -606,7 +662,7 @@ class _CsvCompare:
                 at = self.hasher.positions(start, batch.num_rows)
                 for name, c in zip(header, batch.columns, strict=True):
                     c = _csv_column(c, parquet_types[name]) if name in cast else c
-                    sums[name] += self.hasher.tied_sum(self.hasher.values(c), at)
+                    sums[name] += self.hasher.values_tied_sum(c, at)
                 start += batch.num_rows
         return header, sums, start
 
@@ -678,7 +734,7 @@ class _CsvTap:
 
         hasher = self.cmp.hasher
         if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return hasher.tied_sum(hasher.values(col), at)
+            return hasher.values_tied_sum(col, at)
         words = col.dictionary
         if pa.types.is_boolean(t):
             yes = np.asarray(pc.is_in(words, value_set=_CSV_TRUE).to_numpy(zero_copy_only=False))
@@ -693,12 +749,78 @@ class _CsvTap:
         return hasher.tied_sum_coded(hasher.values(typed), dict_indices(col), null, at)
 
 
+def _parquet_tap(
+    rel: ReleaseReader, path: Path, schema: pa.Schema, text_columns: list[str]
+) -> ParquetScan | None:
+    """``no_leak``'s scan of ``records.parquet`` (a single-file release's), fed the batches
+    the records pass reads, so that the file is read once: when ``no_leak`` runs in this
+    verification (``rel.checks``), scans the file (it is not among ``rel.unchanged``) and
+    reads it as the pass does (the same columns as dictionaries, in batches)."""
+    from geokanon.verify.leak_rules import (
+        ParquetScan,
+        parquet_read_whole,
+        parquet_text_columns,
+    )
+    from geokanon.verify.no_leak import leak_secrets
+
+    if (
+        "no_leak" not in rel.checks
+        or rel.record_files is not None
+        or path != rel.rel / "records.parquet"
+        or "records.parquet" in rel.unchanged
+        or parquet_read_whole(schema)
+        or sorted(parquet_text_columns(schema)) != sorted(text_columns)
+    ):
+        return None
+    try:
+        sec, _ = leak_secrets(rel)
+        return ParquetScan(schema, sec)
+    except Exception:  # no_leak meets it again when it scans the file itself
+        return None
+
+
+def _tap_batch(tap: ParquetScan | None, batch: pa.RecordBatch) -> ParquetScan | None:
+    """``tap`` fed ``batch``; None once it failed (``no_leak`` then scans the file itself
+    and meets what failed in its own right)."""
+    if tap is None:
+        return None
+    try:
+        tap.add(batch)
+    except Exception:
+        return None
+    return tap
+
+
+def _tap_done(rel: ReleaseReader, path: Path, tap: ParquetScan | None) -> None:
+    """Note the findings of a tap that saw the whole file, for ``no_leak``."""
+    if tap is None:
+        return
+    try:
+        rel.parquet_scans[path] = tap.findings()
+    except Exception:
+        return
+
+
+def scanned_records(rel: ReleaseReader, path: Path) -> list[str] | None:
+    """``no_leak``'s findings in ``records.parquet`` from the records pass's read of it, when
+    a check that reads the records runs in this verification (the pass is run here when
+    none has yet); None: scan the file."""
+    if path != rel.rel / "records.parquet" or not {"k_subjects", "counts"} & rel.checks:
+        return None
+    if rel.record_files is not None:
+        return None
+    record_rows(rel, csv=False)
+    return rel.parquet_scans.get(path)
+
+
 def csv_tap(rel: ReleaseReader, path: Path) -> _CsvTap | None:
-    """A tap for ``no_leak``'s read of ``path`` when it is the ``records.csv`` whose
-    comparison with ``records.parquet`` waits (:func:`record_rows`) and every column's
-    type is one the tap reads."""
-    rows: RecordRows | None = rel.__dict__.get("_record_rows")
-    cmp = None if rows is None else rows.csv
+    """A tap for ``no_leak``'s read of ``path`` when it is the ``records.csv`` of a
+    single-file release whose comparison with ``records.parquet`` is still to come
+    (``counts`` runs in this verification: ``rel.checks``; :func:`record_rows`) and every
+    column's type is one the tap reads. The records pass may come before or after."""
+    if "counts" not in rel.checks or "_records_csv_compared" in rel.__dict__:
+        return None
+    cmp = _csv_compare(rel)
     if cmp is None or cmp.tapped is not None or path != cmp.path:
         return None
     if not all(_tap_reads(cmp.schema.field(n).type) for n in cmp.want):
@@ -706,55 +828,166 @@ def csv_tap(rel: ReleaseReader, path: Path) -> _CsvTap | None:
     return _CsvTap(cmp)
 
 
-def _bbox_ok(
-    col: pa.Array, is_g: NDArray[np.bool_], rx: NDArray[np.float64], ry: NDArray[np.float64]
-) -> NDArray[np.bool_]:
-    """Per row: a group row's GeoParquet ``bbox`` is its representative's point box, a
-    class row's is null (or all NaN)."""
-    n = len(col)
+def _box_fields(
+    col: pa.Array,
+) -> tuple[
+    NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+    NDArray[np.float64],
+] | None:  # fmt: skip
+    """A GeoParquet ``bbox`` column as (valid, xmin, ymin, xmax, ymax); None when it is no
+    struct of those four numbers (then no row's box is right)."""
     fields = ("xmin", "ymin", "xmax", "ymax")
     if not pa.types.is_struct(col.type) or any(col.type.get_field_index(f) < 0 for f in fields):
-        return np.zeros(n, dtype=bool)
+        return None
     xmin, ymin, xmax, ymax = (_float_column(col.field(f)) for f in fields)
     if xmin is None or ymin is None or xmax is None or ymax is None:
-        return np.zeros(n, dtype=bool)
+        return None
     valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    return _boxes_ok(is_g, valid, xmin, ymin, xmax, ymax, rx, ry)
+    return valid, xmin, ymin, xmax, ymax
 
 
-@nb.njit(cache=True)
-def _boxes_ok(
-    is_g: NDArray[np.bool_],
-    valid: NDArray[np.bool_],
+#: What :func:`_check_rows` counts, in its order: rows of a group and a class at once,
+#: rows with another level, another unit, another x, y than their group's representative,
+#: class rows with an x, y, rows with another geometry, another bbox; rows in no
+#: published group or class; rows naming a group or class id no table publishes.
+_ROW_FAULTS = (
+    "both", "level", "unit", "xy", "class_xy", "geometry", "bbox", "orphans", "other group",
+    "other class",
+)  # fmt: skip
+_OTHER_GROUP = _ROW_FAULTS.index("other group")
+_OTHER_CLASS = _ROW_FAULTS.index("other class")
+_NO_FLOATS = np.zeros(0, dtype=np.float64)
+_NO_BOOLS = np.zeros(0, dtype=np.bool_)
+
+
+@nb.njit(cache=True, nogil=True)
+def _check_rows(
+    g: NDArray[np.int64],
+    c: NDArray[np.int64],
+    gpos: NDArray[np.int64],
+    cpos: NDArray[np.int64],
+    n_groups: int,
+    level: NDArray[np.int64],
+    level_code: NDArray[np.int64],
+    unit: NDArray[np.int64],
+    unit_code: NDArray[np.int64],
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    has_xy: bool,
+    gx: NDArray[np.float64],
+    gy: NDArray[np.float64],
+    geo_state: int,
+    geo_x: NDArray[np.float64],
+    geo_y: NDArray[np.float64],
+    box_state: int,
+    box_valid: NDArray[np.bool_],
     xmin: NDArray[np.float64],
     ymin: NDArray[np.float64],
     xmax: NDArray[np.float64],
     ymax: NDArray[np.float64],
-    rx: NDArray[np.float64],
-    ry: NDArray[np.float64],
-) -> NDArray[np.bool_]:
-    """Per row: a group row's box is valid and the point box of (``rx``, ``ry``); any
-    other row's is null or all NaN."""
-    out = np.empty(is_g.size, dtype=np.bool_)
-    for i in range(is_g.size):
-        if is_g[i]:
-            out[i] = (
-                valid[i]
-                and xmin[i] == rx[i]
-                and xmax[i] == rx[i]
-                and ymin[i] == ry[i]
-                and ymax[i] == ry[i]
-            )
-        else:
-            out[i] = not valid[i] or (
-                np.isnan(xmin[i]) and np.isnan(ymin[i]) and np.isnan(xmax[i]) and np.isnan(ymax[i])
-            )
-    return out
+    key: NDArray[np.int64],
+    group_rows: NDArray[np.int64],
+    class_rows: NDArray[np.int64],
+    key_rows: NDArray[np.int64],
+    faults: NDArray[np.int64],
+) -> None:
+    """One batch of records rows against the published tables, in one pass.
+
+    Row ``i`` names group ``g[i]`` and class ``c[i]`` (-1: none), at positions ``gpos[i]``,
+    ``cpos[i]`` of the tables (-1: not published). Its key (``key[i]``: the group's
+    position, the number of groups plus the class's, -1 for a row of both or of none
+    published) must hold: a group row's level is ``level_code[0]`` (``group``), its unit
+    -2 (null), its x, y (``has_xy``: read as numbers, else every group row is wrong), its
+    geometry's point (``geo_state`` 1; 2: not points, every row wrong) and its bbox
+    (``box_state`` 1: fields, valid; 2: no such struct, every row wrong) its
+    representative ``(gx, gy)``; a class row's level and unit are its class's
+    (``level_code[1 + j]``, ``unit_code[j]``), its x, y, geometry and box null or NaN.
+    Adds to ``faults`` (by :data:`_ROW_FAULTS`), to the rows per group and class position
+    (``group_rows``, ``class_rows``; ids at no position are counted as faults) and per
+    key (``key_rows``).
+    """
+    for i in range(g.size):
+        gi = g[i]
+        ci = c[i]
+        if gi >= 0:
+            if gpos[i] >= 0:
+                group_rows[gpos[i]] += 1
+            else:
+                faults[8] += 1
+        if ci >= 0:
+            if cpos[i] >= 0:
+                class_rows[cpos[i]] += 1
+            else:
+                faults[9] += 1
+        k = -1
+        if gi >= 0 and ci >= 0:
+            faults[0] += 1
+        elif gi >= 0:
+            k = gpos[i]
+        elif ci >= 0 and cpos[i] >= 0:
+            k = n_groups + cpos[i]
+        key[i] = k
+        if k < 0:
+            faults[7] += 1
+            continue
+        key_rows[k] += 1
+        is_g = k < n_groups
+        want_level = level_code[0] if is_g else level_code[k - n_groups + 1]
+        if level[i] != want_level:
+            faults[1] += 1
+        want_unit = -2 if is_g or unit_code.size == 0 else unit_code[k - n_groups]
+        if unit[i] != want_unit:
+            faults[2] += 1
+        rx = gx[k] if is_g else 0.0
+        ry = gy[k] if is_g else 0.0
+        if not has_xy:
+            if is_g:
+                faults[3] += 1
+        elif is_g:
+            if not (xs[i] == rx and ys[i] == ry):
+                faults[3] += 1
+        elif not (np.isnan(xs[i]) and np.isnan(ys[i])):
+            faults[4] += 1
+        if geo_state == 2:
+            faults[5] += 1
+        elif geo_state == 1:
+            if is_g:
+                ok = geo_x[i] == rx and geo_y[i] == ry
+            else:
+                ok = np.isnan(geo_x[i]) and np.isnan(geo_y[i])
+            if not ok:
+                faults[5] += 1
+        if box_state == 2:
+            faults[6] += 1
+        elif box_state == 1:
+            if is_g:
+                ok = (
+                    box_valid[i]
+                    and xmin[i] == rx
+                    and xmax[i] == rx
+                    and ymin[i] == ry
+                    and ymax[i] == ry
+                )
+            else:
+                ok = not box_valid[i] or (
+                    np.isnan(xmin[i]) and np.isnan(ymin[i]) and np.isnan(xmax[i])
+                    and np.isnan(ymax[i])
+                )  # fmt: skip
+            if not ok:
+                faults[6] += 1
 
 
-def _summed(parts: list[pd.Series]) -> pd.Series:
-    """The per-id counts of the batches, added up (int64 index, sorted)."""
-    if not parts:
-        return pd.Series(np.zeros(0, dtype=np.int64), index=pd.Index([], dtype=np.int64))
-    both = pd.concat(parts)
-    return both.groupby(level=0).sum().astype(np.int64).sort_index()
+def _rows_per_id(
+    table: NDArray[np.int64], at_position: NDArray[np.int64], others: list[NDArray[np.int64]]
+) -> pd.Series:
+    """Rows per id (int64 index, sorted), as :func:`value_counts` of every row's id counts
+    them: those at a position of the published ids ``table``, and ``others``."""
+    held = np.flatnonzero(at_position)
+    ids = table[held]
+    counts = at_position[held]
+    if others:
+        more = value_counts(np.concatenate(others))
+        ids = np.concatenate([ids, more.index.to_numpy(dtype=np.int64)])
+        counts = np.concatenate([counts, more.to_numpy(dtype=np.int64)])
+    order = np.argsort(ids, kind="stable")
+    return pd.Series(counts[order].astype(np.int64), index=pd.Index(ids[order].astype(np.int64)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -152,37 +153,104 @@ def _return_free_memory() -> None:
 #: Checks that read whole files in batches: the memory they churned is returned after them.
 _CHURNING = frozenset({"no_leak"})
 
+#: The single-file verifier's checks in two lanes that run side by side, each in
+#: :data:`CHECKS` order (see :func:`run_checks`): the audit's and the tables' checks,
+#: and ``no_leak``'s scans of every file with the checks that take over what it read
+#: (``counts`` the records.csv it hashed on the way, ``manifest`` the checksums it took).
+#: ``None``: one after the other. :func:`~geokanon.verify.verify_release` has a lane
+#: that starts with ``k_subjects`` read the audit's labels first and one that starts
+#: with ``no_leak`` its places (:data:`LANE_READS`).
+LANES: tuple[tuple[str, ...], ...] | None = (
+    ("k_subjects", "extent", "tau", "unit_cap", "holes", "representation", "fixed_point",
+     "report_safety"),
+    ("no_leak", "counts", "manifest"),
+)  # fmt: skip
+
+
+#: The reader's value a lane of :data:`LANES` that starts with the check reads first (the
+#: audit's two sets of columns: each lane reads one while the other reads the other).
+LANE_READS: dict[str, str] = {"k_subjects": "gid", "no_leak": "xy_m"}
+
+
+def _run_one(funcs: Mapping[str, Callable[[_R], CheckResult]], rel: _R, name: str) -> CheckResult:
+    """One check's result; a release that cannot be read as the check needs fails it, an
+    :class:`~geokanon.errors.InputError` is raised (see :func:`run_checks`)."""
+    try:
+        try:
+            return funcs[name](rel)
+        finally:
+            if name in _CHURNING:
+                _return_free_memory()
+    except Unreadable as exc:
+        return CheckResult(name, False, f"cannot check: {exc}")
+    except InputError:
+        raise
+    except Exception as exc:  # a malformed release must fail the check, not crash verify
+        return CheckResult(name, False, f"cannot check: {type(exc).__name__} while reading")
+
 
 def run_checks(
     funcs: Mapping[str, Callable[[_R], CheckResult]],
     rel: _R,
     names: Sequence[str],
     progress: Callable[..., None] | None = None,
+    lanes: Sequence[Sequence[str]] | None = None,
+    first: Mapping[str, Callable[[], object]] | None = None,
 ) -> tuple[CheckResult, ...]:
     """Run the checks ``names`` on the reader ``rel``, in :data:`CHECKS` order: the one loop
     of both layouts (a single-file release's reader, a partitioned release's reduced one).
 
-    ``progress(name, done=i, total=n)`` is called as each starts. A release that cannot
-    be read as a check needs fails that check (``cannot check: ...``, naming the
-    exception's type only, never a value), so a malformed release never crashes verify;
-    an :class:`~geokanon.errors.InputError` (a bad source, a bad argument) is raised.
+    A release that cannot be read as a check needs fails that check (``cannot check:
+    ...``, naming the exception's type only, never a value), so a malformed release never
+    crashes verify; an :class:`~geokanon.errors.InputError` (a bad source, a bad argument)
+    is raised: the first in :data:`CHECKS` order.
+
+    ``lanes``: run the checks of each lane one after the other in a thread of its own,
+    the lanes side by side (a check in no lane joins the first); ``first[name]``, when
+    given, is called in the lane whose first check is ``name`` before its checks (a read
+    the lane starts with, so that the lanes read apart: what it raises is left to the
+    checks). The reader computes each
+    value once, whichever lane asks first (:mod:`geokanon.verify._once`); a check's result
+    depends on the release alone, so the results, their details and their order are those
+    of one lane. ``progress(name, done=i, total=n)`` is called, in :data:`CHECKS` order,
+    as each check starts (with lanes: once the checks before it are done; from this
+    thread only).
     """
     todo = [n for n in CHECKS if n in names]
-    done = []
-    for i, name in enumerate(todo):
-        if progress is not None:
-            progress(name, done=i, total=len(todo))
-        try:
+    plan = [[n for n in lane if n in todo] for lane in lanes or ()]
+    plan = [lane for lane in plan if lane]
+    if len(plan) < 2:
+        done = []
+        for i, name in enumerate(todo):
+            if progress is not None:
+                progress(name, done=i, total=len(todo))
+            done.append(_run_one(funcs, rel, name))
+        return tuple(done)
+    planned = {n for lane in plan for n in lane}
+    plan[0] += [n for n in todo if n not in planned]
+    results: dict[str, Future[CheckResult]] = {n: Future() for n in todo}
+
+    def run_lane(lane: list[str], warm: Callable[[], object] | None) -> None:
+        if warm is not None:
+            with contextlib.suppress(Exception):
+                warm()
+        for name in lane:
+            out = results[name]
             try:
-                done.append(funcs[name](rel))
-            finally:
-                if name in _CHURNING:
-                    _return_free_memory()
-        except Unreadable as exc:
-            done.append(CheckResult(name, False, f"cannot check: {exc}"))
-        except InputError:
-            raise
-        except Exception as exc:  # a malformed release must fail the check, not crash verify
-            detail = f"cannot check: {type(exc).__name__} while reading"
-            done.append(CheckResult(name, False, detail))
-    return tuple(done)
+                out.set_result(_run_one(funcs, rel, name))
+            except BaseException as exc:  # an InputError (or worse): raised in order below
+                out.set_exception(exc)
+
+    with ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="verify") as pool:
+        warms = [(first or {}).get(lane[0]) for lane in plan]
+        running = [
+            pool.submit(run_lane, lane, warm) for lane, warm in zip(plan, warms, strict=True)
+        ]
+        ordered = []
+        for i, name in enumerate(todo):
+            if progress is not None:
+                progress(name, done=i, total=len(todo))
+            ordered.append(results[name].result())
+        for lane in running:
+            lane.result()
+    return tuple(ordered)

@@ -78,7 +78,7 @@ from geokanon.verify._arrays import (
     text_codes,
     value_counts,
 )
-from geokanon.verify._derived import suppressed_subjects, unit_rows
+from geokanon.verify._derived import group_members, suppressed_subjects, unit_rows
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -269,7 +269,7 @@ def records_total_problems(rows: int, released: int, records: str = "records.par
     return [f"{records} has {rows} rows, the audit releases {released}"]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _majority_units(
     g: NDArray[np.int64], u: NDArray[np.int64], ids: NDArray[np.int64], m: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
@@ -290,6 +290,18 @@ def _majority_units(
     for i in range(g.size):
         units[fill[g[i]]] = u[i]
         fill[g[i]] += 1
+    major, size = _majority_in_runs(units, at)
+    return major, size, gid_of
+
+
+@nb.njit(cache=True, nogil=True)
+def _majority_in_runs(
+    units: NDArray[np.int64], at: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per run ``units[at[j]:at[j + 1]]`` (a group's members' unit codes): the unit most of
+    them hold, the smallest of those tied (-1: an empty run), and the run's length. A
+    run's units are counted directly (a few) or sorted and counted in runs."""
+    m = at.size - 1
     major = np.full(m, -1, dtype=np.int64)
     size = np.zeros(m, dtype=np.int64)
     for j in range(m):
@@ -318,7 +330,7 @@ def _majority_units(
                     most = count
                     best = run[i]
         major[j] = best
-    return major, size, gid_of
+    return major, size
 
 
 def group_units(
@@ -357,15 +369,8 @@ def group_units(
         per unit code: ``n_units + 1`` entries, the last for an unknown unit).
     """
     nu = n_units
-    released = np.zeros(nu + 1, dtype=np.int64)
-
-    def add_codes(codes: NDArray[np.int64]) -> None:
-        released[:] += np.bincount(np.where(codes >= 0, codes, nu), minlength=nu + 1)
-
     if pub_ucode is None:
-        add_codes(ucode)
-        add_codes(syn_ucode)
-        return 0, released
+        return 0, _unit_tallies(ucode, nu) + _unit_tallies(syn_ucode, nu)
     gcode, m = dense_codes(np.concatenate([gid, syn_gid]))
     n_members = gid.size
     g_members = gcode[:n_members]
@@ -377,16 +382,38 @@ def group_units(
         np.ascontiguousarray(gid, dtype=np.int64),
         m,
     )
+    return _group_units_judged(
+        major, size, gid_of, major[gcode[n_members:]], nu, pub_gid, pub_ucode
+    )
+
+
+def _unit_tallies(codes: NDArray[np.int64], nu: int) -> NDArray[np.int64]:
+    """Records per unit code ``0..nu-1``, and (the last entry) of an unknown unit (-1)."""
+    return np.bincount(np.where(codes >= 0, codes, nu), minlength=nu + 1).astype(np.int64)
+
+
+def _group_units_judged(
+    major: NDArray[np.int64],
+    size: NDArray[np.int64],
+    gid_of: NDArray[np.int64],
+    syn_major: NDArray[np.int64],
+    nu: int,
+    pub_gid: NDArray[np.int64],
+    pub_ucode: NDArray[np.int64],
+) -> tuple[int, NDArray[np.int64]]:
+    """:func:`group_units`' result from each group's majority unit ``major``, members
+    ``size`` and id ``gid_of``, and each synthetic record's group's majority unit
+    ``syn_major`` (-1: its group has no members)."""
     has_members = size > 0
     at = positions_in(pub_gid, gid_of[has_members])
     named = at >= 0
     wrong = int(np.count_nonzero(pub_ucode[at[named]] != major[has_members][named]))
     # every member counts in its group's unit (a group with members has one)
+    released = np.zeros(nu + 1, dtype=np.int64)
     released[: max(nu, 0)] += np.bincount(
         major[has_members], weights=size[has_members], minlength=nu
     ).astype(np.int64)[:nu]
-    add_codes(major[gcode[n_members:]])
-    return wrong, released
+    return wrong, released + _unit_tallies(syn_major, nu)
 
 
 def class_units(
@@ -616,7 +643,6 @@ def group_unit_tally(rel: ReleaseReader) -> tuple[int, dict[str, int]]:
     :func:`group_units`."""
     ucode, unames = rel.unit_codes
     nu = unames.size
-    at_group = rel.gid >= 0
     syn = rel.synthetic
     syn_code = (
         text_codes(syn["unit"].astype(str), unames)
@@ -628,13 +654,58 @@ def group_unit_tally(rel: ReleaseReader) -> tuple[int, dict[str, int]]:
         text_codes(rel.groups["unit"].astype(str), unames) if "unit" in rel.groups.columns
         else None
     )  # fmt: skip
-    wrong, released = group_units(
-        rel.gid[at_group], ucode[at_group], rel.syn_gid[syn_g], syn_code[syn_g], nu,
-        rel.group_ids if pub_ucode is not None
-        else np.zeros(0, dtype=np.int64),
-        pub_ucode,
-    )  # fmt: skip
+    if pub_ucode is None:
+        at_group = rel.gid >= 0
+        wrong, released = group_units(
+            rel.gid[at_group], ucode[at_group], rel.syn_gid[syn_g], syn_code[syn_g], nu,
+            np.zeros(0, dtype=np.int64), None,
+        )  # fmt: skip
+    else:
+        # group_units' rule, on the members already in group order (group_members)
+        rows, ids = group_members(rel)
+        starts = np.zeros(1, dtype=np.int64)  # where each group's members start, and the end
+        if ids.size:
+            starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1], [True]]))
+        gid_of = ids[starts[:-1]]
+        major, size = _majority_in_runs(
+            np.ascontiguousarray(ucode[rows], dtype=np.int64), starts.astype(np.int64)
+        )
+        at = positions_in(gid_of, rel.syn_gid[syn_g])
+        syn_major = np.where(at >= 0, major[np.maximum(at, 0)], -1) if major.size else at
+        wrong, released = _group_units_judged(
+            major, size, gid_of, syn_major, nu, rel.group_ids, pub_ucode
+        )
     return wrong, {str(u): int(released[i]) for i, u in enumerate(unames.tolist())}
+
+
+@nb.njit(cache=True, nogil=True)
+def _one_to_one(ca: NDArray[np.int64], cs: NDArray[np.int64], na: int) -> bool:
+    """Whether every row of audit subject code ``ca[i]`` has the one source subject code
+    ``cs[i]`` (the last row of each audit code read as its subject, then every row
+    compared with it)."""
+    one = np.zeros(na, dtype=np.int64)
+    for i in range(ca.size):
+        one[ca[i]] = cs[i]
+    for i in range(ca.size):
+        if one[ca[i]] != cs[i]:
+            return False
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def _other_units(
+    as_audit: NDArray[np.int64],
+    src_unit: NDArray[np.int64],
+    rows: NDArray[np.int64],
+    ucode: NDArray[np.int64],
+) -> int:
+    """Audit rows whose unit code ``ucode[i]`` is not their source row's unit
+    (``as_audit[src_unit[rows[i]]]``: the source's unit code as the audit numbers it)."""
+    n = 0
+    for i in range(rows.size):
+        if as_audit[src_unit[rows[i]]] != ucode[i]:
+            n += 1
+    return n
 
 
 def check_counts(rel: ReleaseReader) -> CheckResult:
@@ -658,9 +729,7 @@ def check_counts(rel: ReleaseReader) -> CheckResult:
                 ca, na = dense_codes(audit_subj)
                 cs, ns = rel.subject_codes
                 # one to one: each audit code meets one source subject, and as many of them
-                one = np.zeros(na, dtype=np.int64)
-                one[ca] = cs
-                if not (na == ns and np.array_equal(one[ca], cs)):
+                if not (na == ns and _one_to_one(ca, np.ascontiguousarray(cs, np.int64), na)):
                     source_problems.append(
                         "audit subject codes disagree with the source's subjects"
                     )
@@ -668,8 +737,14 @@ def check_counts(rel: ReleaseReader) -> CheckResult:
             if src.unit_codes is not None and src.unit_names is not None:
                 ucode, unames = rel.unit_codes
                 as_audit = text_codes(src.unit_names, unames)
-                src_code = as_audit[src.unit_codes[rel.source_rows]]
-                wrong_unit = int(np.count_nonzero(src_code != ucode))
+                wrong_unit = int(
+                    _other_units(
+                        np.ascontiguousarray(as_audit, dtype=np.int64),
+                        np.ascontiguousarray(src.unit_codes, dtype=np.int64),
+                        rel.source_rows,
+                        np.ascontiguousarray(ucode, dtype=np.int64),
+                    )
+                )
     audit = audit_tally(rel.is_disposal, rel.gid, rel.cid, wrong_unit)
     problems += audit_problems(audit)
     problems += source_problems

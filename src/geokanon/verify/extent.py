@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.verify._derived import audit_holds, member_groups, rep_arrays
+from geokanon.verify._derived import audit_holds, group_positions, member_groups, rep_arrays
 from geokanon.verify._reader import ReleaseReader, same_crs
 from geokanon.verify._results import CheckResult
 
@@ -189,7 +189,7 @@ class Ground:
         return np.asarray(lon, dtype=np.float64), np.asarray(lat, dtype=np.float64)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _planar_distances(
     xs: NDArray[np.float64],
     ys: NDArray[np.float64],
@@ -201,16 +201,84 @@ def _planar_distances(
     """The planar distance ``sqrt(dx * dx + dy * dy)`` of member ``at[i]`` of ``xs, ys``
     from representative ``gi[i]`` of ``wx, wy``, pair by pair in one pass (as numpy's
     gathers and element-wise arithmetic give it)."""
+    _check_indices(at, min(xs.size, ys.size), gi, 0, min(wx.size, wy.size))
     d = np.empty(at.size)
     for i in range(at.size):
-        a = at[i]
-        g = gi[i]
-        if not (0 <= a < xs.size and 0 <= g < wx.size and a < ys.size and g < wy.size):
-            raise IndexError("a member or representative index out of range")
-        dx = xs[a] - wx[g]
-        dy = ys[a] - wy[g]
-        d[i] = math.sqrt(dx * dx + dy * dy)
+        d[i] = _distance(xs, ys, at[i], wx, wy, gi[i])
     return d
+
+
+@nb.njit(cache=True, nogil=True)
+def _check_indices(at: NDArray[np.int64], n: int, gi: NDArray[np.int64], lo: int, ng: int) -> None:
+    """Raise when a member index ``at`` is not in ``0..n-1`` or a representative index
+    ``gi`` not in ``lo..ng-1``."""
+    for i in range(at.size):
+        if not 0 <= at[i] < n:
+            raise IndexError("a member or representative index out of range")
+    for i in range(gi.size):
+        if not lo <= gi[i] < ng:
+            raise IndexError("a member or representative index out of range")
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _distance(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    a: int,
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    g: int,
+) -> float:
+    """``sqrt(dx * dx + dy * dy)`` of member ``a`` of ``xs, ys`` from representative ``g``
+    of ``wx, wy`` (the indices checked before: :func:`_check_indices`)."""
+    dx = xs[a] - wx[g]
+    dy = ys[a] - wy[g]
+    return math.sqrt(dx * dx + dy * dy)
+
+
+@nb.njit(cache=True, nogil=True)
+def _beyond_limit(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    at: NDArray[np.int64],
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    gi: NDArray[np.int64],
+    limit: NDArray[np.float64],
+    tol: float,
+    bad_group: NDArray[np.bool_],
+) -> tuple[int, float, bool]:
+    """Members beyond their group's limit on the map, in one pass: member ``i`` is
+    ``(xs, ys)[at[i]]`` (``at`` empty: row ``i``) of group ``gi[i]`` (representative
+    ``(wx, wy)[gi[i]]``; -1: no member), beyond unless :func:`_planar_distances`'
+    distance is <= ``limit[gi[i]] + tol``. Returns (members beyond, the largest distance
+    over the limit among them ignoring NaN, whether any of those is finite) and marks
+    their groups in ``bad_group``."""
+    in_place = at.size == 0
+    n_members = min(xs.size, ys.size)
+    if in_place and gi.size > n_members:
+        raise IndexError("a member or representative index out of range")
+    _check_indices(at, n_members, gi, -1, min(wx.size, wy.size))  # -1: no member
+    n = 0
+    worst = -np.inf
+    finite = False
+    for i in range(gi.size):
+        g = gi[i]
+        if g < 0:
+            continue
+        d = _distance(xs, ys, i if in_place else at[i], wx, wy, g)
+        if d <= limit[g] + tol:
+            continue
+        n += 1
+        bad_group[g] = True
+        over = d - limit[g]
+        if over == over:
+            worst = max(worst, over)
+            finite = finite or math.isfinite(over)
+    return n, worst, finite
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def check_extent(rel: ReleaseReader) -> CheckResult:
@@ -229,12 +297,21 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
     wx, wy = gx, gy
     if rel.to_working is not None:
         wx, wy = rel.to_working(gx, gy)
-    rows, gi = member_groups(rel)
-    orphans = gi < 0
-    if orphans.any():
-        problems.append(f"{int(orphans.sum())} members belong to no published group")
-        rows, gi = rows[~orphans], gi[~orphans]
     ground = rel.ground
+    if ground is None:
+        # on the map only: the members in audit order (each row's group's position, -1
+        # for none), read in place; the order of the members changes no figure below
+        rows, gi = _NO_ROWS, group_positions(rel)
+        n_orphans = int(np.count_nonzero((gi < 0) & (rel.gid >= 0)))
+        n_members = int(np.count_nonzero(gi >= 0))
+    else:
+        rows, gi = member_groups(rel)
+        n_orphans = int(np.count_nonzero(gi < 0))
+        if n_orphans:
+            rows, gi = rows[gi >= 0], gi[gi >= 0]
+        n_members = rows.size
+    if n_orphans:
+        problems.append(f"{n_orphans} members belong to no published group")
     # (name, member x, y in working metres, members' own output-CRS coordinates or None)
     coords: list[tuple[str, Any, Any, Any]] = [("working", *rel.xy_m, None)]
     src = rel.source
@@ -261,11 +338,22 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
     n_bad = 0
     n_ground = 0
     bad_groups: set[int] = set()
+    bad_group = np.zeros(gids.size, dtype=np.bool_)  # planar only: groups with a member beyond
     for _name, xs, ys, own in coords:
         at = rows
         if _name == "source":
             assert rel.source_rows is not None
-            at = rel.source_rows[rows]
+            at = rel.source_rows if ground is None else rel.source_rows[rows]
+        if ground is None:  # on the map only: one compiled pass, no distances kept
+            n, worst_here, finite = _beyond_limit(
+                np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64), at,
+                np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64), gi,
+                limit, float(rel.tolerance_m), bad_group,
+            )  # fmt: skip
+            if n:
+                n_bad = max(n_bad, int(n))
+                worst_over = max(worst_over, float(worst_here) if finite else 0)
+            continue
         d = _planar_distances(
             np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64), at,
             np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64), gi,
@@ -286,8 +374,9 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
             worst_over = max(worst_over, float(np.nanmax(over)) if np.isfinite(over).any() else 0)
     if n_bad:
         where = f", {n_ground} of them only on the ellipsoid" if n_ground else ""
+        n_groups = len(bad_groups) + int(np.count_nonzero(bad_group))
         problems.append(
-            f"{n_bad} members in {len(bad_groups)} groups beyond r_max{where} "
+            f"{n_bad} members in {n_groups} groups beyond r_max{where} "
             f"(worst {worst_over:.2f} m over)"
         )
     if problems:
@@ -296,5 +385,5 @@ def check_extent(rel: ReleaseReader) -> CheckResult:
     return CheckResult(
         "extent",
         True,
-        f"{rows.size} members of {gids.size} groups within {r_max:g} m of their representative{on}",
+        f"{n_members} members of {gids.size} groups within {r_max:g} m of their representative{on}",
     )

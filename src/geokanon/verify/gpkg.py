@@ -70,10 +70,7 @@ def _cache(rel: ReleaseReader | None) -> dict[Any, Any]:
     small layers), so that each is read once: keyed by the file's path, size and mtime."""
     if rel is None:
         return {}
-    held: dict[Any, Any] | None = getattr(rel, "_gpkg_read", None)
-    if held is None:
-        held = {}
-        rel._gpkg_read = held  # type: ignore[attr-defined]
+    held: dict[Any, Any] = rel.__dict__.setdefault("_gpkg_read", {})  # one dict, whoever asks
     return held
 
 
@@ -631,8 +628,8 @@ def gpkg_holes_problems(rel: ReleaseReader) -> list[str]:
                     "release format does not declare"
                 )
             continue
-        frame = rel.groups if source == "groups.parquet" else rel.classes
-        extra = fields - set(map(str, frame.columns)) - _gpkg_own_columns()
+        columns = rel.group_columns if source == "groups.parquet" else rel.classes.columns
+        extra = fields - set(map(str, columns)) - _gpkg_own_columns()
         if extra:
             problems.append(
                 f"release.gpkg {name} layer: columns {sorted(extra)[:4]} are figures the "

@@ -50,6 +50,30 @@ def distinct_per(ids: NDArray[np.int64], subjects: NDArray[np.int64]) -> dict[in
     return dict(zip(uniq.tolist(), counts.tolist(), strict=True))
 
 
+def _distinct_per_id(
+    ids: NDArray[np.int64],
+    pub: NDArray[np.int64],
+    subjects: NDArray[np.int64],
+    dense: tuple[NDArray[np.int64], int],
+) -> tuple[NDArray[np.int64], int]:
+    """(distinct subjects of every id the audit names (``ids`` >= 0, one per audit row) or
+    the table publishes (``pub``), in id order; the ids with audit rows). ``dense``: the
+    subjects' dense codes."""
+    hi = max(int(ids.max(initial=-1)), int(pub.max(initial=-1)))
+    if hi < 4 * (ids.size + pub.size) + 1024:  # ids in a short range: counted by id
+        per = distinct_counts(ids, subjects, hi + 1, dense)
+        present = per > 0  # an id with audit rows has a subject
+        present[pub] = True
+        return per[present], int(np.count_nonzero(per))
+    # every published id and every id the audit names, numbered densely
+    sel = ids >= 0
+    code, m = dense_codes(np.concatenate([ids[sel], pub]))
+    member_code = np.full(ids.size, -1, dtype=np.int64)
+    member_code[sel] = code[: int(np.count_nonzero(sel))]
+    distinct = distinct_counts(member_code, subjects, m, dense)
+    return distinct, int(np.count_nonzero(distinct))
+
+
 def check_k_subjects(rel: ReleaseReader) -> CheckResult:
     k = rel.k
     subj = rel.subjects
@@ -61,13 +85,8 @@ def check_k_subjects(rel: ReleaseReader) -> CheckResult:
         ("classes", rel.cid, rel.classes["class_id"]),
     ):
         pub = int_ids(published, f"{what} id")
-        pub = pub[pub >= 0]
-        # every published id and every id the audit names, numbered densely
-        code, m = dense_codes(np.concatenate([ids[ids >= 0], pub]))
-        member_code = np.full(ids.size, -1, dtype=np.int64)
-        member_code[ids >= 0] = code[: int(np.count_nonzero(ids >= 0))]
-        distinct = distinct_counts(member_code, subj, m, rel.subject_codes)
-        n_ids[what] = int(np.count_nonzero(np.bincount(member_code[member_code >= 0], minlength=m)))
+        distinct, n_ids[what] = _distinct_per_id(ids, pub[pub >= 0], subj, rel.subject_codes)
+        m = distinct.size
         small = distinct < k
         if small.any():
             mn = int(distinct[small].min())

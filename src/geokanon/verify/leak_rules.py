@@ -20,7 +20,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,13 +32,18 @@ from numpy.typing import NDArray
 from geokanon.published import GPKG_OWN_COLUMNS, GPKG_STYLE_COLUMNS
 from geokanon.verify import _reader
 from geokanon.verify._arrays import (
+    count_ids,
     dict_indices,
     distinct_values,
+    finite_extent,
     in_sorted,
+    in_sorted_ascending,
     isin,
     np_bool,
+    same_values,
     wkb_points,
 )
+from geokanon.verify._once import cached
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -173,7 +177,7 @@ class Secrets:
     #: the manifest's CRS (its definition in the GeoParquet metadata is no leak)
     crs: str | None = None
 
-    @cached_property
+    @cached
     def ids_arrow(self) -> pa.Array:
         return pa.array(sorted(self.subject_ids), type=pa.string())
 
@@ -184,27 +188,27 @@ class Secrets:
             return got
         return _NO_COLUMN if self.know_columns else _UNKNOWN_COLUMN
 
-    @cached_property
+    @cached
     def key_min_len(self) -> int:
         return min((len(f) for f in self.key_forms), default=0)
 
-    @cached_property
+    @cached
     def times(self) -> NDArray[np.float64]:
         return np.sort(np.concatenate([self.wall, self.epoch]))
 
-    @cached_property
+    @cached
     def has_pairs(self) -> bool:
         # coords holds both values of every finite source pair
         return self.coords.size > 0 or self.near is not None
 
-    @cached_property
+    @cached
     def _pairs(self) -> tuple[tuple[tuple[NDArray[np.float64], NDArray[np.float64]], ...], int]:
         """(the source pair arrays, bits for a row number across them)."""
         sources = self.pair_sources or ((self.px, self.py),)
         total = sum(int(x.size) for x, _ in sources)
         return sources, max(1, (total - 1).bit_length())
 
-    @cached_property
+    @cached
     def pair_keys(self) -> NDArray[np.uint64]:
         """Every finite source pair as one sorted key: a hash of the pair in the high bits,
         the pair's row number (across :attr:`pair_sources`) in the low bits. Built on first use.
@@ -306,14 +310,14 @@ class _Legit:
         self.series = series
         self._copies = copies
 
-    @cached_property
+    @cached
     def copies_secret(self) -> bool:
         """Whether the source column repeats a record's own coordinate or id (row by row)."""
         if self.series is None or self._copies is None:
             return False
         return bool(self._copies(self.series))
 
-    @cached_property
+    @cached
     def _source_numbers(self) -> NDArray[np.float64]:
         assert self.series is not None
         s = self.series
@@ -323,7 +327,7 @@ class _Legit:
             pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         )
 
-    @cached_property
+    @cached
     def _source_texts(self) -> frozenset[str]:
         assert self.series is not None
         if pd.api.types.is_numeric_dtype(self.series.dtype):
@@ -331,7 +335,7 @@ class _Legit:
         s = self.series.dropna()
         return frozenset(str(v).strip() for v in pd.unique(s.astype(str)))
 
-    @cached_property
+    @cached
     def _texts_arrow(self) -> pa.Array:
         texts = self._source_texts if self.kind == "source" else self.texts
         return pa.array(sorted(texts), type=pa.string())
@@ -1034,12 +1038,11 @@ class _TextColumn:
     texts: NDArray[np.object_]
     codes: NDArray[np.int64]
 
-    @cached_property
+    @cached
     def counts(self) -> NDArray[np.int64]:
-        ok = self.codes >= 0
-        return np.bincount(self.codes[ok], minlength=self.texts.size).astype(np.int64)
+        return count_ids(self.codes, self.texts.size)
 
-    @cached_property
+    @cached
     def arrow(self) -> pa.Array:
         return pa.array(self.texts.tolist(), type=pa.string())
 
@@ -1048,35 +1051,35 @@ class _TextColumn:
         {"arrow", "ascii", "whole_number", "no_digit", "other", "other_tokens", "parsed", "numeric"}
     )
 
-    @cached_property
+    @cached
     def ascii(self) -> NDArray[np.bool_]:
         import pyarrow.compute as pc
 
         return np_bool(pc.string_is_ascii(self.arrow))
 
-    @cached_property
+    @cached
     def whole_number(self) -> NDArray[np.bool_]:
         """Entries that are exactly one number token (so they read as that number)."""
         import pyarrow.compute as pc
 
         return np_bool(pc.match_substring_regex(self.arrow, _WHOLE_NUMBER)) & self.ascii
 
-    @cached_property
+    @cached
     def no_digit(self) -> NDArray[np.bool_]:
         import pyarrow.compute as pc
 
         return np_bool(pc.match_substring_regex(self.arrow, _NO_DIGIT)) & self.ascii
 
-    @cached_property
+    @cached
     def other(self) -> NDArray[np.int64]:
         """Entries neither empty of digits nor one number: read with the regex."""
         return np.flatnonzero(~self.no_digit & ~self.whole_number)
 
-    @cached_property
+    @cached
     def other_tokens(self) -> dict[int, list[str]]:
         return {int(i): _NUMBER.findall(self.texts[i]) for i in self.other.tolist()}
 
-    @cached_property
+    @cached
     def parsed(self) -> NDArray[np.float64]:
         """Each entry that is one number token, as that number (else NaN)."""
         out = np.full(self.texts.size, np.nan)
@@ -1103,7 +1106,7 @@ class _TextColumn:
                 has[i] = True
         return value, has
 
-    @cached_property
+    @cached
     def numeric(self) -> NDArray[np.float64]:
         """Each entry read as a number the way ``pd.to_numeric(errors='coerce')`` does."""
         out = self.parsed.copy()
@@ -1415,7 +1418,7 @@ class _Numbers:
             return bool((self._entry_hits(coords) & (col.counts > 0)).any())
         if self._found is None:
             uq = self.distinct()
-            self._found = uq[in_sorted(coords, uq)]
+            self._found = uq[in_sorted_ascending(coords, uq)]
         return bool(self._found.size)
 
     def member(self, coords: NDArray[np.float64]) -> NDArray[np.bool_]:
@@ -1473,10 +1476,9 @@ class TableScan:
         self.geo_extent: list[float] | None = None
 
     def _extend(self, gx: NDArray[np.float64], gy: NDArray[np.float64]) -> None:
-        ok = np.isfinite(gx) & np.isfinite(gy)
-        if not ok.any():
+        box = finite_extent(gx, gy)
+        if box is None:
             return
-        box = [gx[ok].min(), gy[ok].min(), gx[ok].max(), gy[ok].max()]
         if self.geo_extent is None:
             self.geo_extent = [float(v) for v in box]
         else:
@@ -1520,8 +1522,8 @@ class TableScan:
                     same = (
                         "x" in numeric
                         and "y" in numeric
-                        and np.array_equal(gx, numeric["x"].rows(), equal_nan=True)
-                        and np.array_equal(gy, numeric["y"].rows(), equal_nan=True)
+                        and same_values(gx, numeric["x"].rows())
+                        and same_values(gy, numeric["y"].rows())
                     )
                     if gx.size and not same:
                         numeric["geometry.x"], numeric["geometry.y"] = _Numbers(gx), _Numbers(gy)
@@ -1529,8 +1531,8 @@ class TableScan:
                 same = (
                     "x" in every
                     and "y" in every
-                    and np.array_equal(gx, every["x"].rows(), equal_nan=True)
-                    and np.array_equal(gy, every["y"].rows(), equal_nan=True)
+                    and same_values(gx, every["x"].rows())
+                    and same_values(gy, every["y"].rows())
                 )
                 if gx.size:
                     self.geo_seen = True
@@ -1555,7 +1557,7 @@ class TableScan:
                     cell["copies of the mask key"] = cell.get("copies of the mask key", 0) + n_key
                 rows = _arrow_numeric(arr)
                 twin = every.get(_POINT_BOX.get(name, ""))
-                if twin is not None and np.array_equal(rows, twin.rows(), equal_nan=True):
+                if twin is not None and same_values(rows, twin.rows()):
                     nums = twin  # a point's box repeats its x or y: the same values, row by row
                 else:
                     nums = _Numbers(rows=rows, arrow=arr)
@@ -1669,7 +1671,9 @@ def wkb_xy(
     """Point coordinates of a WKB column (NaN for nulls, empty and non-point geometries).
 
     Little-endian 2-D points (21 bytes each) are read directly; any other geometry
-    sends the whole column through shapely.
+    sends the whole column through shapely. The column read last is remembered (with its
+    buffers, so their addresses stay its own): the records pass and ``no_leak``'s scan
+    read the same column of a batch. The arrays returned must not be changed.
     """
     if isinstance(arr, pd.Series):
         arr = pa.array(
@@ -1683,6 +1687,25 @@ def wkb_xy(
         return np.array([]), np.array([])
     if n == 0:
         return np.full(0, np.nan), np.full(0, np.nan)
+    global _LAST_WKB
+    buffers = arr.buffers()
+    key = (str(arr.type), arr.offset, n, *(0 if b is None else b.address for b in buffers))
+    last = _LAST_WKB
+    if last is not None and last[0] == key:
+        return last[2]
+    xy = _wkb_xy(arr, n)
+    _LAST_WKB = (key, buffers, xy)
+    return xy
+
+
+#: (key, buffers, points) of the WKB column :func:`wkb_xy` read last
+_LAST_WKB: (
+    tuple[tuple[Any, ...], list[Any], tuple[NDArray[np.float64], NDArray[np.float64]]] | None
+) = None
+
+
+def _wkb_xy(arr: pa.Array, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`wkb_xy` of a binary array of ``n`` > 0 rows."""
     valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
     offsets = np.frombuffer(arr.buffers()[1], dtype=off_type)[arr.offset : arr.offset + n + 1]
@@ -1709,6 +1732,26 @@ def wkb_xy(
     return xs, ys
 
 
+def parquet_text_columns(schema: pa.Schema) -> list[str]:
+    """The columns ``no_leak`` reads from a Parquet file as dictionaries (text, and binary
+    other than the geometry: each distinct value is judged once)."""
+    return [
+        f.name
+        for f in schema
+        if pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+        or (pa.types.is_binary(f.type) and f.name != "geometry")
+    ]
+
+
+def parquet_read_whole(schema: pa.Schema) -> bool:
+    """Whether ``no_leak`` reads a Parquet file as one table: repeated column names (or a
+    column named like the geometry's coordinates) make the table-level checks depend on
+    whole columns."""
+    names = [str(n) for n in schema.names]
+    return len(set(names)) != len(names) or bool({"geometry.x", "geometry.y"} & set(names))
+
+
 def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | pa.RecordBatch]]:
     """(schema, whether read whole, the file in batches of rows); text columns as dictionaries.
 
@@ -1721,15 +1764,8 @@ def _parquet_batches(path: Path) -> tuple[pa.Schema, bool, Iterator[pa.Table | p
 
     try:
         schema = pq.ParquetFile(path).schema_arrow
-        text_cols = [
-            f.name
-            for f in schema
-            if pa.types.is_string(f.type)
-            or pa.types.is_large_string(f.type)
-            or (pa.types.is_binary(f.type) and f.name != "geometry")
-        ]
-        names = [str(n) for n in schema.names]
-        whole = len(set(names)) != len(names) or bool({"geometry.x", "geometry.y"} & set(names))
+        text_cols = parquet_text_columns(schema)
+        whole = parquet_read_whole(schema)
         if whole:
             tables = iter([pq.read_table(path, read_dictionary=text_cols or None)])
             return schema, True, tables
@@ -1803,24 +1839,40 @@ def without_geography(decoded: str, extent: Sequence[float] | None = None) -> st
         return decoded
 
 
-def scan_parquet(path: Path, sec: Secrets) -> list[str]:
-    schema, whole, batches = _parquet_batches(path)
-    top = [str(n) for n in schema.names]
-    # Unit geography (polygons: their vertices and boxes are the unit file's or the grid's,
-    # checked against the geometry by ``counts``) is not searched for coordinates.
-    geography = _unit_geography(schema.metadata or {})
-    skip = {f"bbox.{f}" for f in ("xmin", "ymin", "xmax", "ymax")} if geography else set()
-    # the struct fields' names too
-    names = [
-        n for n, _ in _flat_columns(top, [pa.nulls(0, f.type) for f in schema]) if n not in skip
-    ]
-    scan = TableScan(names, sec, one_batch=whole)
-    text: dict[str, dict[str, int]] = {}
-    for batch in batches:
+class ParquetScan:
+    """``no_leak``'s checks of one Parquet file (its ``schema``, ``whole``: read as one
+    table), fed its batches of rows (:meth:`add`; struct columns as they are read, text
+    as dictionaries): table-level checks of every column, the text of every string
+    column, then its key-value metadata (:meth:`findings`). :func:`scan_parquet` reads
+    the file for it; the records pass of ``records.parquet`` feeds it the batches it reads
+    (:func:`geokanon.verify._records.parquet_tap`), so that file is read once."""
+
+    def __init__(self, schema: pa.Schema, sec: Secrets, *, whole: bool = False) -> None:
+        self.schema, self.sec = schema, sec
+        self.top = [str(n) for n in schema.names]
+        # Unit geography (polygons: their vertices and boxes are the unit file's or the
+        # grid's, checked against the geometry by ``counts``) is not searched for
+        # coordinates.
+        self.geography = _unit_geography(schema.metadata or {})
+        self.skip = (
+            {f"bbox.{f}" for f in ("xmin", "ymin", "xmax", "ymax")} if self.geography else set()
+        )
+        # the struct fields' names too
+        names = [
+            n
+            for n, _ in _flat_columns(self.top, [pa.nulls(0, f.type) for f in schema])
+            if n not in self.skip
+        ]
+        self.scan = TableScan(names, sec, one_batch=whole)
+        self.text: dict[str, dict[str, int]] = {}
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """The next rows of the file."""
+        sec = self.sec
         cols = [
             (n, arr)
-            for n, arr in _flat_columns(top, [batch.column(i) for i in range(len(top))])
-            if n not in skip
+            for n, arr in _flat_columns(self.top, [batch.column(i) for i in range(len(self.top))])
+            if n not in self.skip
         ]
         cells = {
             n: text_column(arr)
@@ -1832,35 +1884,48 @@ def scan_parquet(path: Path, sec: Secrets) -> list[str]:
                 or pa.types.is_large_string(arr.type)
             )
         }
-        scan.add(cols, text_cells=cells)
+        self.scan.add(cols, text_cells=cells)
         # the text of every string column: numbers, timestamps and subject ids
         for n, col in cells.items():
             legit = sec.legit_for(n) if sec.strict else None
-            add_counts(text.setdefault(n, {}), text_counts(col, sec, True, legit))
-    found: list[str] = []
-    meta = schema.metadata or {}
-    for key, value in meta.items():
-        decoded = value.decode("utf-8", errors="replace")
-        if key == b"pandas":
-            try:
-                info = json.loads(decoded)
-            except ValueError:
-                info = {}
-            for idx in info.get("index_columns", []):
-                if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
-                    found.append("a stored pandas index (row numbers)")
-        if key == b"geo" and geography:
-            decoded = without_geography(decoded)
-        elif key == b"geo" and scan.geo_extent is not None:
-            # a point file's bbox is the extent of its points (the published points)
-            decoded = without_geography(decoded, scan.geo_extent)
-        if key == b"geo" and sec.strict:
-            decoded = without_declared_crs(decoded, sec.crs)
-        found += [f"metadata: {f}" for f in scan_text(decoded, sec)]
-    found += scan.findings()
-    text_found = [f for counts in text.values() for f in ordered_counts(counts)]
-    found += [f"text: {f}" for f in merge_counts(text_found)]
-    return found
+            add_counts(self.text.setdefault(n, {}), text_counts(col, sec, True, legit))
+
+    def findings(self) -> list[str]:
+        """Everything found, once every batch has been added."""
+        sec, scan = self.sec, self.scan
+        found: list[str] = []
+        meta = self.schema.metadata or {}
+        for key, value in meta.items():
+            decoded = value.decode("utf-8", errors="replace")
+            if key == b"pandas":
+                try:
+                    info = json.loads(decoded)
+                except ValueError:
+                    info = {}
+                for idx in info.get("index_columns", []):
+                    if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
+                        found.append("a stored pandas index (row numbers)")
+            if key == b"geo" and self.geography:
+                decoded = without_geography(decoded)
+            elif key == b"geo" and scan.geo_extent is not None:
+                # a point file's bbox is the extent of its points (the published points)
+                decoded = without_geography(decoded, scan.geo_extent)
+            if key == b"geo" and sec.strict:
+                decoded = without_declared_crs(decoded, sec.crs)
+            found += [f"metadata: {f}" for f in scan_text(decoded, sec)]
+        found += scan.findings()
+        text_found = [f for counts in self.text.values() for f in ordered_counts(counts)]
+        found += [f"text: {f}" for f in merge_counts(text_found)]
+        return found
+
+
+def scan_parquet(path: Path, sec: Secrets) -> list[str]:
+    """A Parquet file's findings (:class:`ParquetScan`), read in batches of rows."""
+    schema, whole, batches = _parquet_batches(path)
+    scan = ParquetScan(schema, sec, whole=whole)
+    for batch in batches:
+        scan.add(batch)
+    return scan.findings()
 
 
 #: The order in which a text's findings are reported.
@@ -2245,7 +2310,12 @@ def scan_file(path: Path, sec: Secrets, rel: ReleaseReader | None = None) -> lis
     suffix = path.suffix.lower()
     found: list[str] | None = []
     if suffix in (".parquet", ".pq"):
-        found = scan_parquet(path, sec)
+        from geokanon.verify._records import scanned_records
+
+        # records.parquet: the records pass's read of it serves the scan too
+        found = scanned_records(rel, path) if rel is not None else None
+        if found is None:
+            found = scan_parquet(path, sec)
     elif suffix == ".gpkg" and rel is not None:
         from geokanon.verify.gpkg import gpkg_leaks
 

@@ -99,6 +99,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geokanon.verify._arrays import sorted_finite
+from geokanon.verify._derived import audit_holds
+from geokanon.verify._once import once
 from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._results import CheckResult
 from geokanon.verify.leak_rules import (
@@ -142,7 +144,10 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
     near = None
     near_tol = 0.0
     if rel.to_output is None:
-        add(*rel.xy_m)
+        # the audit's coordinates, unless they are source coordinates row by row (then
+        # they are those pairs already, each in its source row)
+        if not any(audit_holds(rel, x, y) for x, y in zip(xs_list, ys_list, strict=True)):
+            add(*rel.xy_m)
         if not scanned:
             scanned.append("audit coordinates")
     elif src.x is None:
@@ -193,14 +198,20 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
     return sec, scanned
 
 
-def check_no_leak(rel: ReleaseReader) -> CheckResult:
-    # worked out once per audit and source (a later run over the same release re-uses
-    # it), for the manifest's k and CRS it was made for
+def leak_secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
+    """(what ``no_leak`` looks for in ``rel``, what that is, said in words): worked out once
+    per audit and source (a later run over the same release re-uses it), for the
+    manifest's k and CRS it was made for."""
     made_for = (rel.k, rel.output_crs, rel.working_crs)
     held = rel.__dict__.get("_no_leak_secrets")
-    if held is None or held[0] != made_for:
-        held = rel.__dict__["_no_leak_secrets"] = (made_for, *_secrets(rel))
-    _, sec, scanned = held
+    if held is not None and held[0] != made_for:
+        del rel.__dict__["_no_leak_secrets"]
+    _, sec, scanned = once(rel, "_no_leak_secrets", lambda: (made_for, *_secrets(rel)))
+    return sec, scanned
+
+
+def check_no_leak(rel: ReleaseReader) -> CheckResult:
+    sec, scanned = leak_secrets(rel)
     all_files = rel.release_files()
     # files a previous full run scanned, unchanged since (their sha256 is checked by
     # ``manifest``): not scanned again

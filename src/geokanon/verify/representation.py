@@ -22,7 +22,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon.verify._arrays import argsort_stable, nunique, positions_in
+from geokanon.verify._arrays import argsort_stable, positions_in
 from geokanon.verify._derived import audit_holds, member_groups, rep_arrays
 from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._results import CheckResult
@@ -33,44 +33,44 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
     rows, gi = member_groups(rel)
     if (gi < 0).any():  # members of no published group: extent says so
         rows, gi = rows[gi >= 0], gi[gi >= 0]
-    # the members' working coordinates, gathered once
-    xr, yr = (v[rows] for v in rel.xy_m)
-    equal = np.zeros(rows.size, dtype=bool)
-    # in the output CRS
-    candidates: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
-    if rel.to_output is None:
-        candidates.append((xr, yr))
-    else:
-        ox, oy = rel.to_output(xr, yr)
-        candidates.append((ox, oy))
+    rows, starts = _in_group_order(rows, gi, gids.size)
+    # member i is audit row rows[i]: its working coordinates are read where they are
+    xm, ym = (np.ascontiguousarray(v, dtype=np.float64) for v in rel.xy_m)
+    # in the output CRS: the members' working coordinates (sent forward when the CRSs
+    # differ, member by member), and the source's own when the source is given
+    forward = rel.to_output
+    fx = fy = _NONE
+    if forward is not None:
+        fx, fy = (np.ascontiguousarray(v, dtype=np.float64) for v in forward(xm[rows], ym[rows]))
     src = rel.source
     srows = rel.source_rows
+    sx = sy = _NONE
+    s_at = _NO_ROWS
     if (
         srows is not None
         and src.x is not None
         and src.y is not None
-        and not (rel.to_output is None and audit_holds(rel, src.x, src.y))
+        and not (forward is None and audit_holds(rel, src.x, src.y))
     ):
-        candidates.append((src.x[srows[rows]], src.y[srows[rows]]))
-    px, py = gx[gi], gy[gi]
-    for cx, cy in candidates:
-        equal |= (cx == px) & (cy == py)
-    del px, py
+        sx, sy = (np.ascontiguousarray(v, dtype=np.float64) for v in (src.x, src.y))
+        s_at = np.ascontiguousarray(srows, dtype=np.int64)
     # within the tolerance, in the working CRS
     wx, wy = (gx, gy) if rel.to_working is None else rel.to_working(gx, gy)
-    if rel.tolerance_m > 0:
-        dx, dy = xr - wx[gi], yr - wy[gi]
-        equal |= np.sqrt(dx * dx + dy * dy) <= rel.tolerance_m
+    wx, wy = (np.ascontiguousarray(v, dtype=np.float64) for v in (wx, wy))
+    subj = np.ascontiguousarray(rel.subjects, dtype=np.int64)
+    equal, cnt, mx, my, moments = _member_pass(
+        xm, ym, subj, rows, starts, np.ascontiguousarray(gx, dtype=np.float64),
+        np.ascontiguousarray(gy, dtype=np.float64), wx, wy, fx, fy, forward is None, sx, sy,
+        s_at, float(rel.tolerance_m),
+    )  # fmt: skip
     problems: list[str] = []
-    if equal.any():
-        problems.append(f"{nunique(gi[equal])} group representatives equal a member's coordinate")
-    # the exact centroid of the members (groups without synthetic records)
+    n_equal = int(np.count_nonzero(equal))
+    if n_equal:
+        problems.append(f"{n_equal} group representatives equal a member's coordinate")
+    # the exact centroid of the members (groups without synthetic records): the members'
+    # mean offset from the representative is 0
     n_centroid = 0
     if rows.size:
-        # members' mean offset from the representative (exact mean: offset 0)
-        cnt = np.bincount(gi, minlength=gids.size)
-        mx = np.bincount(gi, weights=xr - wx[gi], minlength=gids.size)
-        my = np.bincount(gi, weights=yr - wy[gi], minlength=gids.size)
         has = cnt > 0
         mx = np.where(has, mx / np.maximum(cnt, 1), np.nan)
         my = np.where(has, my / np.maximum(cnt, 1), np.nan)
@@ -83,9 +83,7 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
         problems.append(f"{n_centroid} representatives are the exact centroid of their members")
     # the rule the writer follows (docs/release-format.md)
     step, r = _rule_step_of(rel)
-    off = rule_violations(xr, yr, np.asarray(rel.subjects, dtype=np.int64)[rows], gi,
-                          np.asarray(wx, dtype=np.float64), np.asarray(wy, dtype=np.float64),
-                          step, r, rel.to_output, (gx, gy))  # fmt: skip
+    off = _rule_breaches(xm, ym, rows, starts, moments, wx, wy, step, r, forward, (gx, gy))
     n_off = int(np.count_nonzero(off))
     if n_off:
         problems.append(
@@ -100,6 +98,161 @@ def check_representation(rel: ReleaseReader) -> CheckResult:
         f"{gids.size} representatives follow the rule and differ from every member's "
         "coordinate and centroid",
     )
+
+
+#: An absent coordinate array or row array of the compiled passes.
+_NONE = np.zeros(0, dtype=np.float64)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _in_group_order(
+    rows: NDArray[np.int64], gi: NDArray[np.int64], ng: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(the members' rows ordered by group, stably; where each group's members start, and
+    the end): members ``starts[g]:starts[g + 1]`` are group ``g``'s."""
+    if gi.size and (gi[1:] < gi[:-1]).any():  # members not yet in group order
+        by = argsort_stable(gi)
+        rows, gi = rows[by], gi[by]
+    starts = np.zeros(ng + 1, dtype=np.int64)
+    np.cumsum(np.bincount(gi, minlength=ng)[:ng], out=starts[1:])
+    return np.ascontiguousarray(rows, dtype=np.int64), starts
+
+
+#: Per group, what the members make: (members, centroid x, y, RMS radius about it, the
+#: most records one subject has in it), as :func:`_member_pass` works it out.
+Moments = tuple[
+    NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+    NDArray[np.float64],
+]  # fmt: skip
+
+
+@nb.njit(cache=True, nogil=True)
+def _member_pass(
+    xm: NDArray[np.float64],
+    ym: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    rows: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    gx: NDArray[np.float64],
+    gy: NDArray[np.float64],
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    fx: NDArray[np.float64],
+    fy: NDArray[np.float64],
+    as_working: bool,
+    sx: NDArray[np.float64],
+    sy: NDArray[np.float64],
+    s_at: NDArray[np.int64],
+    tol: float,
+) -> tuple[
+    NDArray[np.bool_], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+    tuple[
+        NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+        NDArray[np.float64],
+    ],
+]:  # fmt: skip
+    """One pass over each group's members (members ``starts[g]:starts[g + 1]``, member
+    ``i`` audit row ``rows[i]``, read once into a buffer of the group's).
+
+    Per group: whether a member's coordinate equals its published representative
+    ``(gx, gy)`` in the output CRS (its working coordinate when ``as_working``, else
+    ``(fx[i], fy[i])`` sent forward; and its source coordinate ``(sx, sy)[s_at[row]]``
+    when ``s_at`` is given) or, with ``tol`` > 0, lies within ``tol`` of the
+    representative ``(wx, wy)`` in the working CRS; the members; the sums of the
+    members' offsets from ``(wx, wy)``, added in member order (as ``numpy.bincount``
+    adds its weights); and the :data:`Moments`: the centroid ``x0 + sum(x - x0) / n``
+    with ``x0`` its first member's (the sum in member order), the RMS radius about it
+    and the most records one subject (``subj[row]``) has in it. A group without members
+    has count 0, the centroid of the member at its start (clipped to the last), radius
+    0, 0.
+    """
+    ng = starts.size - 1
+    m = rows.size
+    equal = np.zeros(ng, dtype=np.bool_)
+    cnt = np.zeros(ng, dtype=np.int64)
+    mx = np.zeros(ng)
+    my = np.zeros(ng)
+    members = np.zeros(ng)
+    cx = np.zeros(ng)
+    cy = np.zeros(ng)
+    sigma = np.zeros(ng)
+    wmax = np.zeros(ng)
+    longest = 0
+    for g in range(ng):
+        longest = max(longest, starts[g + 1] - starts[g])
+    bx = np.empty(longest)
+    by = np.empty(longest)
+    ss = np.empty(longest, dtype=np.int64)  # one group's subjects, sorted
+    with_source = s_at.size > 0
+    for g in range(ng):
+        a = starts[g]
+        b = starts[g + 1]
+        k = b - a
+        for j in range(k):
+            i = a + j
+            r = rows[i]
+            x = xm[r]
+            y = ym[r]
+            bx[j] = x
+            by[j] = y
+            ss[j] = subj[r]
+            if as_working:
+                hit = x == gx[g] and y == gy[g]
+            else:
+                hit = fx[i] == gx[g] and fy[i] == gy[g]
+            if with_source:
+                s = s_at[r]
+                hit = hit or (sx[s] == gx[g] and sy[s] == gy[g])
+            dx = x - wx[g]
+            dy = y - wy[g]
+            if tol > 0.0 and math.sqrt(dx * dx + dy * dy) <= tol:
+                hit = True
+            if hit:
+                equal[g] = True
+            cnt[g] += 1
+            mx[g] += dx
+            my[g] += dy
+        if m == 0:
+            continue
+        # count, centroid (local to the first member, for precision), RMS radius
+        f = rows[min(a, m - 1)]
+        x0 = xm[f]
+        y0 = ym[f]
+        n = max(float(k), 1.0)
+        sx0 = 0.0
+        sy0 = 0.0
+        for j in range(k):
+            sx0 += bx[j] - x0
+            sy0 += by[j] - y0
+        ox = sx0 / n
+        oy = sy0 / n
+        cx[g] = x0 + ox
+        cy[g] = y0 + oy
+        sq = 0.0
+        for j in range(k):
+            ex = bx[j] - x0 - ox
+            ey = by[j] - y0 - oy
+            sq += ex * ex + ey * ey
+        sigma[g] = math.sqrt(sq / n)
+        members[g] = float(k)
+        if k > 0:  # the largest subject's records: its subjects sorted
+            if k > 64:
+                ss[:k].sort()
+            else:  # a few members: sorted by insertion
+                for i in range(1, k):
+                    v = ss[i]
+                    j = i
+                    while j > 0 and ss[j - 1] > v:
+                        ss[j] = ss[j - 1]
+                        j -= 1
+                    ss[j] = v
+            best = 1
+            run = 1
+            for i in range(1, k):
+                run = run + 1 if ss[i] == ss[i - 1] else 1
+                best = max(best, run)
+            wmax[g] = float(best)
+    return equal, cnt, mx, my, (members, cx, cy, sigma, wmax)
 
 
 # --------------------------------------------------------------------------- the rule
@@ -120,7 +273,7 @@ def _ladder(need: NDArray[np.float64], step: float) -> NDArray[np.float64]:
     return _halvings(np.ascontiguousarray(need, dtype=np.float64), float(step), MAX_HALVINGS)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _halvings(need: NDArray[np.float64], step: float, times: int) -> NDArray[np.float64]:
     """:func:`_ladder`, element by element: ``times`` rounds of halving ``s`` (from
     ``step``) while the half is still >= ``need`` (a NaN need halves never)."""
@@ -134,10 +287,11 @@ def _halvings(need: NDArray[np.float64], step: float, times: int) -> NDArray[np.
     return out
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _nearer_admissible(
     px: NDArray[np.float64],
     py: NDArray[np.float64],
+    rows: NDArray[np.int64],
     starts: NDArray[np.int64],
     cx: NDArray[np.float64],
     cy: NDArray[np.float64],
@@ -151,9 +305,10 @@ def _nearer_admissible(
     slack: float,
     todo: NDArray[np.int64],
 ) -> NDArray[np.bool_]:
-    """For each group in ``todo``: is there a lattice point ``o + s (i, j)`` nearer
-    (cx, cy) than ``dist - slack`` that lies within ``r - tol`` of every member and is
-    no member's coordinate nor, within 1e-9 relative, (ex, ey)? The lattice rows within
+    """For each group in ``todo`` (members ``starts[g]:starts[g + 1]``, member ``m`` at
+    ``(px, py)[rows[m]]``): is there a lattice point ``o + s (i, j)`` nearer (cx, cy)
+    than ``dist - slack`` that lies within ``r - tol`` of every member and is no
+    member's coordinate nor, within 1e-9 relative, (ex, ey)? The lattice rows within
     that distance are scanned; in each, the lattice points in the intersection of the
     members' discs and the centre's disc are checked one by one."""
     out = np.zeros(todo.size, np.bool_)
@@ -178,14 +333,14 @@ def _nearer_admissible(
             lo = cx[g] - half
             hi = cx[g] + half
             for m in range(a, b):
-                h2 = rr * rr - (y - py[m]) ** 2
+                h2 = rr * rr - (y - py[rows[m]]) ** 2
                 if h2 < 0.0:
                     lo = 1.0
                     hi = 0.0
                     break
                 h = math.sqrt(h2)
-                lo = max(lo, px[m] - h)
-                hi = min(hi, px[m] + h)
+                lo = max(lo, px[rows[m]] - h)
+                hi = min(hi, px[rows[m]] + h)
             if lo > hi:
                 continue
             for i in range(math.ceil((lo - o) / sg), math.floor((hi - o) / sg) + 1):
@@ -197,8 +352,8 @@ def _nearer_admissible(
                     continue
                 good = True
                 for m in range(a, b):
-                    fx = px[m] - x
-                    fy = py[m] - y
+                    fx = px[rows[m]] - x
+                    fy = py[rows[m]] - y
                     if math.sqrt(fx * fx + fy * fy) > rr or (fx == 0.0 and fy == 0.0):
                         good = False
                         break
@@ -209,62 +364,6 @@ def _nearer_admissible(
                 break
         out[t] = hit
     return out
-
-
-@nb.njit(cache=True)
-def _group_moments(
-    px: NDArray[np.float64],
-    py: NDArray[np.float64],
-    subj: NDArray[np.int64],
-    starts: NDArray[np.int64],
-) -> tuple[
-    NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
-    NDArray[np.float64],
-]:  # fmt: skip
-    """Per group of the members ``starts[g]:starts[g + 1]`` (in group order): the number of
-    members, the centroid ``x0 + sum(px - x0) / n`` with ``x0`` its first member's (the
-    sums run in member order, so they equal ``numpy.bincount``'s), the RMS radius about
-    it, and the most records one subject has in it. A group without members has count
-    0, the centroid of the member at its start (clipped to the last), radius 0, 0."""
-    ng = starts.size - 1
-    m = px.size
-    cnt = np.zeros(ng)
-    cx = np.empty(ng)
-    cy = np.empty(ng)
-    sigma = np.zeros(ng)
-    wmax = np.zeros(ng)
-    for g in range(ng):
-        a = starts[g]
-        b = starts[g + 1]
-        f = min(a, m - 1)
-        x0 = px[f]
-        y0 = py[f]
-        n = max(float(b - a), 1.0)
-        sx = 0.0
-        sy = 0.0
-        for i in range(a, b):
-            sx += px[i] - x0
-            sy += py[i] - y0
-        mx = sx / n
-        my = sy / n
-        cx[g] = x0 + mx
-        cy[g] = y0 + my
-        sq = 0.0
-        for i in range(a, b):
-            dx = px[i] - x0 - mx
-            dy = py[i] - y0 - my
-            sq += dx * dx + dy * dy
-        sigma[g] = math.sqrt(sq / n)
-        cnt[g] = float(b - a)
-        if b > a:
-            ss = np.sort(subj[a:b])
-            best = 1
-            run = 1
-            for i in range(1, ss.size):
-                run = run + 1 if ss[i] == ss[i - 1] else 1
-                best = max(best, run)
-            wmax[g] = float(best)
-    return cnt, cx, cy, sigma, wmax
 
 
 def _rule_step_of(rel: ReleaseReader) -> tuple[float, float]:
@@ -281,6 +380,7 @@ def _rule_step_of(rel: ReleaseReader) -> tuple[float, float]:
 def rule_violations(
     px: NDArray[np.float64],
     py: NDArray[np.float64],
+    rows: NDArray[np.int64],
     subj: NDArray[np.int64],
     gi: NDArray[np.int64],
     wx: NDArray[np.float64],
@@ -297,11 +397,12 @@ def rule_violations(
     brings back only to within a fraction of a millimetre; the nearest lattice point
     sent forward again must then give the published coordinates (to 1e-12 relative).
 
-    Members are records (``px, py`` working coordinates, subject codes ``subj``) of the
-    groups ``gi`` (0 .. G-1). The rule of ``docs/release-format.md``: with W
-    records, centroid c, RMS radius sigma and a largest subject of w records, the step
-    is the coarsest ``step / 2**m`` (m = 0..16) still >= max(sigma * w / W, 1 m) (the
-    snap step when that is larger); the representative is the point of the lattice
+    Members are records (member ``i``: working coordinates ``(px, py)[rows[i]]``, subject
+    code ``subj[rows[i]]``) of the groups ``gi`` (0 .. G-1). The rule of
+    ``docs/release-format.md``: with W records, centroid c, RMS radius sigma and a
+    largest subject of w records, the step is the coarsest ``step / 2**m`` (m = 0..16)
+    still >= max(sigma * w / W, 1 m) (the snap step when that is larger); the
+    representative is the point of the lattice
     ``(0.5 + LATTICE_OFFSET) * step + s * (i, j)`` nearest c among those within r of
     every member that are no member's coordinate and not c. Slack:
     ``RULE_TOLERANCE_M`` in the lattice test, in the covering test and in the distance
@@ -311,19 +412,40 @@ def rule_violations(
     ng = wx.size
     if gi.size == 0:
         return np.zeros(ng, dtype=bool)
-    if (gi[1:] < gi[:-1]).any():  # members not yet in group order
-        by = argsort_stable(gi)
-        px, py, subj, gi = px[by], py[by], subj[by], gi[by]
-        del by
-    starts = np.searchsorted(gi, np.arange(ng + 1)).astype(np.int64)
+    rows, starts = _in_group_order(rows, gi, ng)
+    px = np.ascontiguousarray(px, dtype=np.float64)
+    py = np.ascontiguousarray(py, dtype=np.float64)
     # per group, in one pass over its members: count, centroid (in coordinates local to
     # its first member, for precision), RMS radius and its largest subject's records
-    cnt, cx, cy, sigma, wmax = _group_moments(
-        np.ascontiguousarray(px, dtype=np.float64),
-        np.ascontiguousarray(py, dtype=np.float64),
-        np.ascontiguousarray(subj, dtype=np.int64),
-        starts,
-    )
+    zero = np.zeros(ng)
+    *_, moments = _member_pass(
+        px, py, np.ascontiguousarray(subj, dtype=np.int64), rows, starts, zero, zero, zero,
+        zero, _NONE, _NONE, True, _NONE, _NONE, _NO_ROWS, 0.0,
+    )  # fmt: skip
+    wx = np.ascontiguousarray(wx, dtype=np.float64)
+    wy = np.ascontiguousarray(wy, dtype=np.float64)
+    return _rule_breaches(px, py, rows, starts, moments, wx, wy, step, r, forward, published)
+
+
+def _rule_breaches(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    rows: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    moments: Moments,
+    wx: NDArray[np.float64],
+    wy: NDArray[np.float64],
+    step: float,
+    r: float,
+    forward: Callable[[Any, Any], tuple[Any, Any]] | None,
+    published: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
+) -> NDArray[np.bool_]:
+    """:func:`rule_violations` of members already in group order (``rows``, ``starts``)
+    whose :data:`Moments` are at hand."""
+    ng = wx.size
+    if rows.size == 0:
+        return np.zeros(ng, dtype=bool)
+    cnt, cx, cy, sigma, wmax = moments
     has = cnt > 0
     n = np.maximum(cnt, 1.0)
     need = np.maximum(sigma * wmax / n, STEP_FLOOR_M)
@@ -349,7 +471,7 @@ def rule_violations(
         # judge the representative's own admissibility)
         todo = np.flatnonzero(on & has & ~ok_any)
         nearer = _nearer_admissible(
-            px, py, starts.astype(np.int64), cx, cy, cx, cy, dist, s, o, r,
+            px, py, rows, starts, cx, cy, cx, cy, dist, s, o, r,
             RULE_TOLERANCE_M, RULE_TOLERANCE_M, todo.astype(np.int64),
         )  # fmt: skip
         good = np.zeros(ng, dtype=bool)
