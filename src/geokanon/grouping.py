@@ -58,6 +58,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
 from geokanon.neighbours import (
+    argsort_halves,
     cell_values,
     cells_around,
     pack_key,
@@ -835,9 +836,10 @@ def _canonical_order(
     Coordinates come before the content key and the content key before the subject
     code (a row number when there is no subject column): only records equal in
     every column are left in an order the integer sort chose (it need not be
-    stable: they are interchangeable, one atom).
+    stable: they are interchangeable, one atom). The integer sort runs on two
+    threads (:func:`~geokanon.neighbours.argsort_halves`).
     """
-    order = np.argsort(h)  # not stable: every tie is ordered below
+    order = argsort_halves(h)  # not stable: every tie is ordered below
     pos = _tied(h, order)
     if pos.size:
         idx = order[pos]
@@ -846,25 +848,38 @@ def _canonical_order(
     return order
 
 
-@nb.njit(cache=True)
+#: Pieces of the compiled passes over records or atoms that run side by side and
+#: then join their parts in order (:func:`_tied`, :func:`_collapse`): fixed, so
+#: that nothing depends on the number of threads.
+PASS_PIECES = 64
+
+
+@nb.njit(cache=True, parallel=True)
 def _tied(
     h: NDArray[np.int64], order: NDArray[np.int64]
 ) -> NDArray[np.int64]:  # pragma: no cover - compiled
-    """The places in ``order`` whose key ``h`` equals the one before or after it."""
+    """The places in ``order`` whose key ``h`` equals the one before or after it
+    (ascending; counted, then written, piece by piece)."""
     n = order.size
-    m = 0
-    for i in range(1, n):
-        if h[order[i]] == h[order[i - 1]]:
-            m += 1
-    out = np.empty(2 * m, np.int64)
-    m = 0
-    for i in range(n):
-        if (i > 0 and h[order[i]] == h[order[i - 1]]) or (
-            i + 1 < n and h[order[i + 1]] == h[order[i]]
-        ):
-            out[m] = i
-            m += 1
-    return out[:m]
+    count = np.zeros(PASS_PIECES + 1, np.int64)
+    for piece in nb.prange(PASS_PIECES):
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            if (i > 0 and h[order[i]] == h[order[i - 1]]) or (
+                i + 1 < n and h[order[i + 1]] == h[order[i]]
+            ):
+                count[piece + 1] += 1
+    for piece in range(PASS_PIECES):
+        count[piece + 1] += count[piece]
+    out = np.empty(count[PASS_PIECES], np.int64)
+    for piece in nb.prange(PASS_PIECES):
+        m = count[piece]
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            if (i > 0 and h[order[i]] == h[order[i - 1]]) or (
+                i + 1 < n and h[order[i + 1]] == h[order[i]]
+            ):
+                out[m] = i
+                m += 1
+    return out
 
 
 def _nearest_reps(
@@ -1007,7 +1022,7 @@ def _atoms(
     return _collapse(order, np.ascontiguousarray(subj, dtype=np.int64), x, y)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _collapse(
     order: NDArray[np.int64],
     subj: NDArray[np.int64],
@@ -1020,35 +1035,48 @@ def _collapse(
     NDArray[np.int64],
     NDArray[np.float64],
 ]:  # pragma: no cover - compiled
-    """Runs of ``order`` with the same subject and coordinates as atoms (one pass): each
-    record's atom, and per atom its x, y, subject and record count."""
+    """Runs of ``order`` with the same subject and coordinates as atoms: each record's
+    atom, and per atom its x, y, subject and record count. The runs are counted piece by
+    piece, then numbered and written piece by piece (each piece from its first run's
+    number), so the atoms are those of one pass in order."""
     n = order.size
+    count = np.zeros(PASS_PIECES + 1, np.int64)
+    for piece in nb.prange(PASS_PIECES):
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            j = order[i]
+            if i == 0:
+                count[piece + 1] += 1
+            else:
+                p = order[i - 1]
+                if subj[j] != subj[p] or x[j] != x[p] or y[j] != y[p]:
+                    count[piece + 1] += 1
+    for piece in range(PASS_PIECES):
+        count[piece + 1] += count[piece]
+    na = count[PASS_PIECES]
     atom_of = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
-    m = -1
-    for i in range(n):
-        j = order[i]
-        if i == 0:
-            m = 0
-            first[0] = j
-        else:
-            p = order[i - 1]
-            if subj[j] != subj[p] or x[j] != x[p] or y[j] != y[p]:
-                m += 1
-                first[m] = j
-        atom_of[j] = m
-    na = m + 1
+    first = np.empty(na + 1, np.int64)  # each atom's first place in ``order``
     axs = np.empty(na)
     ays = np.empty(na)
     asub = np.empty(na, np.int64)
-    counts = np.zeros(na)
-    for a in range(na):
-        j = first[a]
-        axs[a] = x[j]
-        ays[a] = y[j]
-        asub[a] = subj[j]
-    for j in range(n):
-        counts[atom_of[j]] += 1.0
+    for piece in nb.prange(PASS_PIECES):
+        m = count[piece] - 1
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            j = order[i]
+            new = i == 0
+            if not new:
+                p = order[i - 1]
+                new = subj[j] != subj[p] or x[j] != x[p] or y[j] != y[p]
+            if new:
+                m += 1
+                first[m] = i
+                axs[m] = x[j]
+                ays[m] = y[j]
+                asub[m] = subj[j]
+            atom_of[j] = m
+    first[na] = n
+    counts = np.empty(na)
+    for a in nb.prange(na):
+        counts[a] = float(first[a + 1] - first[a])
     return atom_of, axs, ays, asub, counts
 
 
@@ -2627,10 +2655,13 @@ def _sweep_piece(
     c_b = np.empty(2 * nq, np.int64)
     c_g = np.empty(2 * nq)
     c_hh = np.empty(2 * nq)
+    c_tried = np.zeros(2 * nq, np.bool_)
     t = int(now)
+    p_lo = int(p * piece)  # piece p's atoms: p_lo <= b < p_hi
+    p_hi = int((p + 1) * piece)
     if order is None:
-        lo = 0 if rest else int(p * piece)
-        hi = na if rest else min(na, int((p + 1) * piece))
+        lo = 0 if rest else p_lo
+        hi = na if rest else min(na, p_hi)
     for i in range(lo, hi):
         if order is None:
             a = i
@@ -2650,7 +2681,7 @@ def _sweep_piece(
                     if b < 0:
                         continue
                     # b's piece first: another piece's atoms are not read
-                    if b // piece != p or (atom_group[b] >= 0 and home[atom_group[b]] != p):
+                    if b < p_lo or b >= p_hi or (atom_group[b] >= 0 and home[atom_group[b]] != p):
                         ok = False
                         break
             inner[a] = ok
@@ -2741,9 +2772,15 @@ def _sweep_piece(
                 nc += 1
         if nc == 0:
             continue
-        # the best valid change (ties: the first found)
+        # the best valid change (ties: the first found), the greatest gain first
         pick = -1
-        for o in np.argsort(-c_gain[:nc], kind="mergesort"):
+        c_tried[:nc] = False
+        for _ in range(nc):
+            o = -1
+            for e in range(nc):
+                if not c_tried[e] and (o < 0 or c_gain[e] > c_gain[o]):
+                    o = e
+            c_tried[o] = True
             h = c_h[o]
             b = c_b[o]
             if _feasible(g, a, b, head, nxt, ax, ay, aw, asub, bx, by, bw, bs, k, r, step) and (
@@ -3314,7 +3351,7 @@ def _near_atoms_sorted(
 ) -> NDArray[np.int32]:  # pragma: no cover - compiled
     """:func:`_near_atoms` given the atoms' cell keys and their order by key, then index."""
     n = ax.size
-    out = np.full((n, q), -1, np.int32)
+    out = np.empty((n, q), np.int32)  # every row is written below
     ox = ax.min()
     oy = ay.min()
     # the scanned data in cell order
@@ -3360,6 +3397,9 @@ def _near_atoms_sorted(
         l_ring = np.empty(81, np.int64)
         tmp_cell = np.empty(81, np.int64)
         tmp_ring = np.empty(81, np.int64)
+        # the listed cells' lower corners, less the slack (once per cell, not per atom)
+        l_lox = np.empty(81)
+        l_loy = np.empty(81)
         for c in range(c0, min(n_cells, c0 + chunk)):
             col = ukey[c] // wy
             row = ukey[c] % wy
@@ -3367,6 +3407,7 @@ def _near_atoms_sorted(
             for t in range(ustart[c], ustart[c + 1]):
                 g = pg[t]
                 if g < 0:
+                    out[order[t], :] = -1  # an atom without a group has no neighbours
                     continue
                 span = reach[g] / side
                 rings = int(span)
@@ -3399,8 +3440,11 @@ def _near_atoms_sorted(
             for ring in range(big + 1):
                 for e in range(m):
                     if tmp_ring[e] == ring:
-                        l_cell[nl] = tmp_cell[e]
+                        cc = tmp_cell[e]
+                        l_cell[nl] = cc
                         l_ring[nl] = ring
+                        l_lox[nl] = ox + (ukey[cc] // wy - 5) * side - slack
+                        l_loy[nl] = oy + (ukey[cc] % wy - 5) * side - slack
                         nl += 1
             for t in range(ustart[c], ustart[c + 1]):
                 g = pg[t]
@@ -3412,6 +3456,7 @@ def _near_atoms_sorted(
                 for u in range(q):
                     bd[u] = np.inf
                     bj[u] = -1
+                filled = 0  # bd[filled:] are inf, bj[filled:] -1
                 span = reach[g] / side
                 rings = int(span)
                 if rings < span:
@@ -3422,8 +3467,8 @@ def _near_atoms_sorted(
                         break
                     cc = l_cell[e]
                     if bd[q - 1] < np.inf:
-                        lo_x = ox + (ukey[cc] // wy - 5) * side - slack
-                        lo_y = oy + (ukey[cc] % wy - 5) * side - slack
+                        lo_x = l_lox[e]
+                        lo_y = l_loy[e]
                         ex = max(0.0, lo_x - xa, xa - (lo_x + side + 2 * slack))
                         ey = max(0.0, lo_y - ya, ya - (lo_y + side + 2 * slack))
                         if ex * ex + ey * ey > bd[q - 1]:
@@ -3438,7 +3483,9 @@ def _near_atoms_sorted(
                         j = order[s]
                         if d == bd[q - 1] and j > bj[q - 1]:
                             continue
-                        u = q - 1
+                        # the empty slots hold inf: a new entry moves down from the first
+                        u = min(filled, q - 1)
+                        filled += 1
                         while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
                             bd[u] = bd[u - 1]
                             bj[u] = bj[u - 1]
