@@ -48,6 +48,7 @@ records are always disposed of together:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -799,6 +800,52 @@ class _Members:
         self._lists[self._n] = atoms
         self._n += 1
 
+    def csr(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Every group's atoms as they stand, in their lists' order:
+        ``order[start[g]:start[g + 1]]``."""
+        if not self._lists:
+            return self._order, self._start
+        n = len(self._lists)
+        ids = np.fromiter(self._lists.keys(), np.int64, n)
+        lens = np.fromiter(map(len, self._lists.values()), np.int64, n)
+        flat = np.fromiter(
+            itertools.chain.from_iterable(self._lists.values()), np.int64, int(lens.sum())
+        )
+        return _merged_lists(self._order, self._start, self._n, ids, lens, flat)
+
+
+@nb.njit(cache=True)
+def _merged_lists(
+    order: NDArray[np.int64],
+    start: NDArray[np.int64],
+    n_groups: int,
+    ids: NDArray[np.int64],
+    lens: NDArray[np.int64],
+    flat: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """The lists ``order[start[g]:start[g + 1]]`` with those of the groups ``ids``
+    replaced (their atoms one after another in ``flat``, ``lens`` each), as one list of
+    ``n_groups`` groups (a group with neither has none)."""
+    at = np.full(n_groups, -1, np.int64)  # where a replaced group's atoms are in flat
+    size = np.zeros(n_groups, np.int64)
+    for g in range(min(n_groups, start.size - 1)):
+        size[g] = start[g + 1] - start[g]
+    f = 0
+    for i in range(ids.size):
+        at[ids[i]] = f
+        size[ids[i]] = lens[i]
+        f += lens[i]
+    out_start = np.zeros(n_groups + 1, np.int64)
+    for g in range(n_groups):
+        out_start[g + 1] = out_start[g] + size[g]
+    out = np.empty(out_start[n_groups], np.int64)
+    for g in range(n_groups):
+        src = at[g] if at[g] >= 0 else start[g]
+        lst = flat if at[g] >= 0 else order
+        for j in range(size[g]):
+            out[out_start[g] + j] = lst[src + j]
+    return out, out_start
+
 
 @dataclass(frozen=True)
 class Grouping:
@@ -960,10 +1007,11 @@ class _LocalTree:
             np.floor((x - self._ox) / self._side), np.floor((y - self._oy) / self._side)
         )
 
-    def _covered(self, pts: NDArray[np.float64]) -> bool:
+    def _covered(self, pts: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Per point, whether its cell lies within 2 cells of a seed's."""
         keys = self._cells(pts[:, 0], pts[:, 1])
         i = np.minimum(np.searchsorted(self._safe, keys), self._safe.size - 1)
-        return bool((self._safe[i] == keys).all())  # _safe is sorted and distinct
+        return self._safe[i] == keys  # _safe is sorted and distinct
 
     def _whole(self) -> cKDTree:
         if self._full is None:
@@ -972,18 +1020,37 @@ class _LocalTree:
 
     def query_ball_point(self, pt: list[float], r: float) -> list[int]:
         """Indices of the atoms within ``r <= 2 r_max`` of ``pt``."""
-        if not self._covered(np.asarray([pt], dtype=np.float64)):
+        if not self._covered(np.asarray([pt], dtype=np.float64))[0]:
             return list(self._whole().query_ball_point(pt, r=r))
         return self._idx[np.asarray(self._tree.query_ball_point(pt, r=r), dtype=np.int64)].tolist()
 
     def query(self, pts: ArrayLike, k: int, distance_upper_bound: float = math.inf) -> Any:
-        """As ``cKDTree.query``; a missing neighbour is ``len(ax)``, as on the whole tree."""
+        """As ``cKDTree.query``; a missing neighbour is ``len(ax)``, as on the whole tree.
+
+        Each point is answered as it would be alone: by the local tree where its cell
+        is covered, else by the tree over all atoms."""
         p = np.atleast_2d(np.asarray(pts, dtype=np.float64))
         single = np.asarray(pts).ndim == 1
-        if not self._covered(p):
-            return self._whole().query(pts, k=k, distance_upper_bound=distance_upper_bound)
+        covered = self._covered(p)
+        if covered.all():
+            d, out = self._local(p, k, distance_upper_bound)
+        elif not covered.any():
+            d, out = self._far(p, k, distance_upper_bound)
+        else:
+            d = np.empty((p.shape[0], k))
+            out = np.empty((p.shape[0], k), dtype=np.int64)
+            d[covered], out[covered] = self._local(p[covered], k, distance_upper_bound)
+            d[~covered], out[~covered] = self._far(p[~covered], k, distance_upper_bound)
+        if k == 1:
+            d, out = d[:, 0], out[:, 0]
+        return (d[0], out[0]) if single else (d, out)
+
+    def _local(
+        self, p: NDArray[np.float64], k: int, bound: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The local tree's answer for points (rows) whose cells are covered."""
         kk = min(k, self._idx.size)
-        d, i = self._tree.query(p, k=kk, distance_upper_bound=distance_upper_bound)
+        d, i = self._tree.query(p, k=kk, distance_upper_bound=bound)
         d = np.asarray(d).reshape(p.shape[0], kk)
         i = np.asarray(i).reshape(p.shape[0], kk)
         if kk < k:
@@ -991,9 +1058,14 @@ class _LocalTree:
             i = np.c_[i, np.full((p.shape[0], k - kk), self._idx.size)]
         out = np.where(i < self._idx.size, self._idx[np.minimum(i, self._idx.size - 1)],
                        self._ax.size)  # fmt: skip
-        if k == 1:
-            d, out = d[:, 0], out[:, 0]
-        return (d[0], out[0]) if single else (d, out)
+        return d, out
+
+    def _far(
+        self, p: NDArray[np.float64], k: int, bound: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The whole tree's answer for points (rows)."""
+        d, i = self._whole().query(p, k=k, distance_upper_bound=bound)
+        return np.asarray(d).reshape(p.shape[0], k), np.asarray(i).reshape(p.shape[0], k)
 
 
 def _atoms(
@@ -1279,70 +1351,215 @@ def _join_groups(
     """Each atom joins the nearest group whose disc covers it (re-centred if one disc can
     cover the members and the atom); joining only adds members, so every group stays
     valid. ``check_live``: skip groups left with fewer than k subjects (after the rescue
-    has moved members)."""
+    has moved members). The atoms are taken in order in one compiled pass
+    (:func:`_join_atoms`); the members and representatives are then brought up to date."""
     if not reps_x or not atoms.size:
         return
     dist, idx = _nearest_reps(ax[atoms], ay[atoms], reps_x, reps_y, 8, 2 * r_max)
-    # Joining only adds members: a group live (>= k subjects) stays live, and one that is
-    # not gains no member here, so liveness is counted once per group.
-    live: dict[int, bool] = {}
-    # Per group, its members extreme in 8 directions: an atom farther than 2 r_max from
-    # one of them cannot share a disc of radius r_max with the group, whatever the
-    # centre, so the exact check (which costs the group's size) is not needed.
-    ext: dict[int, NDArray[np.float64]] = {}
+    order, start = members.csr()
+    rx = np.asarray(reps_x, dtype=np.float64)
+    ry = np.asarray(reps_y, dtype=np.float64)
+    joined, moved = _join_atoms(
+        np.ascontiguousarray(atoms, dtype=np.int64), np.ascontiguousarray(dist),
+        np.ascontiguousarray(idx), ax, ay, aw, asub, atom_group, order, start, rx, ry, k,
+        float(r_max), float(step), np.bool_(check_live),
+    )  # fmt: skip
+    for t in np.flatnonzero(joined >= 0).tolist():
+        members.add(int(joined[t]), int(atoms[t]))
+    for g in moved.tolist():
+        reps_x[g], reps_y[g] = float(rx[g]), float(ry[g])
+
+
+@nb.njit(cache=True)
+def _join_atoms(
+    atoms: NDArray[np.int64],
+    dist: NDArray[np.float64],
+    idx: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    order: NDArray[np.int64],
+    start: NDArray[np.int64],
+    rx: NDArray[np.float64],
+    ry: NDArray[np.float64],
+    k: int,
+    r_max: float,
+    step: float,
+    check_live: KernelBool,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """:func:`_join_groups`' pass: each atom in turn tries its nearest representatives
+    (``dist``, ``idx``: nearest first, within ``2 r_max``), in place on ``atom_group`` and
+    the representatives ``rx``, ``ry``. The groups' atoms are ``order[start[g]:start[g +
+    1]]`` and, after them, those joined here, in the order they joined.
+
+    Per group, its members extreme in 8 directions (:func:`_extremes`) are kept from
+    its first exact check on: an atom farther than 2 r_max from one of them cannot share
+    a disc of radius r_max with the group, whatever the centre, so the exact check (which
+    costs the group's size) is not needed. Joining only adds members: a group live (>= k
+    subjects) stays live, and one that is not gains no member here, so liveness
+    (``check_live``) is counted once per group.
+
+    Returns the group each atom joined (-1: none) and the groups re-centred.
+    """
+    nt = atoms.size
+    n_groups = rx.size
+    joined = np.full(nt, -1, np.int64)
+    # the atoms joined to each group, through their places t in ``atoms``
+    x_head = np.full(n_groups, -1, np.int64)
+    x_tail = np.full(n_groups, -1, np.int64)
+    x_next = np.full(nt, -1, np.int64)
+    live = np.full(n_groups, -1, np.int8)
+    slot = np.full(n_groups, -1, np.int64)  # the group's extremes, once worked out
+    n_slots = 0
+    ext_x = np.empty((max(16, nt), 9))
+    ext_y = np.empty((max(16, nt), 9))
+    ext_n = np.empty(max(16, nt), np.int64)
+    recentred = np.zeros(n_groups, np.bool_)
+    px = np.empty(64)
+    py = np.empty(64)
+    pw = np.empty(64)
     reach = 2.0 * r_max * (1.0 + 1e-9) + 1e-6
-    for t, a in enumerate(atoms):
-        for d, g in zip(dist[t], idx[t], strict=True):
+    for t in range(nt):
+        a = atoms[t]
+        for u in range(idx.shape[1]):
+            d = dist[t, u]
             if not math.isfinite(d) or d > 2 * r_max:
                 break
-            g = int(g)
+            g = idx[t, u]
             if check_live:
-                if g not in live:
-                    live[g] = len(set(asub[members.get(g)].tolist())) >= k
-                if not live[g]:
+                if live[g] < 0:
+                    seen = set()
+                    for j in range(start[g], start[g + 1]):
+                        seen.add(asub[order[j]])
+                    e = x_head[g]
+                    while e >= 0:
+                        seen.add(asub[atoms[e]])
+                        e = x_next[e]
+                    live[g] = 1 if len(seen) >= k else 0
+                if live[g] == 0:
                     continue  # a group the rescue emptied: not one to join
-            dx = ax[a] - reps_x[g]
-            dy = ay[a] - reps_y[g]
-            if math.sqrt(dx * dx + dy * dy) <= r_max and not (
-                ax[a] == reps_x[g] and ay[a] == reps_y[g]
-            ):
-                members.add(g, int(a))
-                atom_group[a] = g
-                if g in ext:
-                    ext[g] = _extremes(np.concatenate((ext[g], [[ax[a], ay[a]]])))
-                break
-            e = ext.get(g)
-            if e is None:
-                m = np.asarray(members.get(g), dtype=np.int64)
-                e = ext[g] = _extremes(np.column_stack((ax[m], ay[m])))
-            if (
-                e.size
-                and float(np.max((e[:, 0] - ax[a]) ** 2 + (e[:, 1] - ay[a]) ** 2)) > reach * reach
-            ):
-                continue
-            mem = np.asarray([*members.get(g), int(a)])
-            rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
-            if rep is not None:
-                members.add(g, int(a))
-                atom_group[a] = g
-                reps_x[g], reps_y[g] = rep
-                ext[g] = _extremes(np.concatenate((e, [[ax[a], ay[a]]])))
-                break
+            dx = ax[a] - rx[g]
+            dy = ay[a] - ry[g]
+            direct = math.sqrt(dx * dx + dy * dy) <= r_max and not (
+                ax[a] == rx[g] and ay[a] == ry[g]
+            )
+            if not direct:
+                # the group's atoms gathered (the buffers grow as needed; one more place
+                # for this atom)
+                m = start[g + 1] - start[g]
+                e = x_head[g]
+                while e >= 0:
+                    m += 1
+                    e = x_next[e]
+                if m + 1 > px.size:
+                    px = np.empty(2 * (m + 1))
+                    py = np.empty(2 * (m + 1))
+                    pw = np.empty(2 * (m + 1))
+                i = 0
+                for j in range(start[g], start[g + 1]):
+                    b = order[j]
+                    px[i], py[i], pw[i] = ax[b], ay[b], aw[b]
+                    i += 1
+                e = x_head[g]
+                while e >= 0:
+                    b = atoms[e]
+                    px[i], py[i], pw[i] = ax[b], ay[b], aw[b]
+                    i += 1
+                    e = x_next[e]
+                if slot[g] < 0:
+                    if n_slots == ext_n.size:
+                        ext_x = np.concatenate((ext_x, np.empty_like(ext_x)))
+                        ext_y = np.concatenate((ext_y, np.empty_like(ext_y)))
+                        ext_n = np.concatenate((ext_n, np.empty_like(ext_n)))
+                    slot[g] = n_slots
+                    n_slots += 1
+                    ext_n[slot[g]] = _extremes(px, py, m, ext_x[slot[g]], ext_y[slot[g]])
+                s = slot[g]
+                far = False
+                for j in range(ext_n[s]):
+                    if (ext_x[s, j] - ax[a]) ** 2 + (ext_y[s, j] - ay[a]) ** 2 > reach * reach:
+                        far = True
+                        break
+                if far:
+                    continue
+                px[m], py[m], pw[m] = ax[a], ay[a], aw[a]
+                ok, qx, qy = _covering_rep_nb(
+                    px[: m + 1], py[: m + 1], pw[: m + 1], r_max, step, np.nan, np.nan
+                )
+                if not ok:
+                    continue
+                rx[g] = qx
+                ry[g] = qy
+                recentred[g] = True
+            # a joins g
+            joined[t] = g
+            atom_group[a] = g
+            if x_tail[g] >= 0:
+                x_next[x_tail[g]] = t
+            else:
+                x_head[g] = t
+            x_tail[g] = t
+            s = slot[g]
+            if s >= 0:  # its extremes with the atom
+                n_e = ext_n[s]
+                ext_x[s, n_e] = ax[a]
+                ext_y[s, n_e] = ay[a]
+                ext_n[s] = _extremes(ext_x[s], ext_y[s], n_e + 1, ext_x[s], ext_y[s])
+            break
+    return joined, np.flatnonzero(recentred)
 
 
-def _extremes(pts: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The points of ``pts`` (rows x, y) extreme in x, y, x + y and x - y, both ways.
+@nb.njit(cache=True)
+def _extremes(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    m: int,
+    out_x: NDArray[np.float64],
+    out_y: NDArray[np.float64],
+) -> int:  # pragma: no cover - compiled
+    """The points ``(px[:m], py[:m])`` extreme in x, y, x + y and x - y, both ways (the
+    first of equal ones), written to ``out_x``, ``out_y`` (which may be ``px``, ``py``);
+    all of them when they are 8 or fewer. Returns how many were written.
 
     The extremes of a set and one more point are among the extremes of the set and
     that point, so they are kept up to date as a group grows.
     """
-    if pts.shape[0] <= 8:
-        return pts
-    u = pts[:, 0] + pts[:, 1]
-    v = pts[:, 0] - pts[:, 1]
-    idx = [np.argmax(pts[:, 0]), np.argmin(pts[:, 0]), np.argmax(pts[:, 1])]
-    idx += [np.argmin(pts[:, 1]), np.argmax(u), np.argmin(u), np.argmax(v), np.argmin(v)]
-    return pts[idx]
+    if m <= 8:
+        for i in range(m):
+            out_x[i] = px[i]
+            out_y[i] = py[i]
+        return m
+    pick = np.zeros(8, np.int64)  # argmax x, argmin x, argmax y, argmin y, then of u, v
+    for i in range(1, m):
+        u = px[i] + py[i]
+        v = px[i] - py[i]
+        if px[i] > px[pick[0]]:
+            pick[0] = i
+        if px[i] < px[pick[1]]:
+            pick[1] = i
+        if py[i] > py[pick[2]]:
+            pick[2] = i
+        if py[i] < py[pick[3]]:
+            pick[3] = i
+        if u > px[pick[4]] + py[pick[4]]:
+            pick[4] = i
+        if u < px[pick[5]] + py[pick[5]]:
+            pick[5] = i
+        if v > px[pick[6]] - py[pick[6]]:
+            pick[6] = i
+        if v < px[pick[7]] - py[pick[7]]:
+            pick[7] = i
+    ex = np.empty(8)
+    ey = np.empty(8)
+    for j in range(8):
+        ex[j] = px[pick[j]]
+        ey[j] = py[pick[j]]
+    for j in range(8):
+        out_x[j] = ex[j]
+        out_y[j] = ey[j]
+    return 8
 
 
 @nb.njit(cache=True)
@@ -1892,6 +2109,13 @@ def _plan(
     donors = set(taken)
     for g in broken:
         gone = set(taken[g])
+        # the nearest atoms of those that must find another group, asked for at once
+        ask = [a for a in members.get(g) if a not in gone and a not in near_cache
+               and (ax[a] - cx) ** 2 + (ay[a] - cy) ** 2 > r_in * r_in]  # fmt: skip
+        if ask:
+            found = tree.query(np.c_[ax[ask], ay[ask]], k=min(24, ax.size))[1]
+            for a, nb_a in zip(ask, np.asarray(found).reshape(len(ask), -1), strict=True):
+                near_cache[a] = nb_a[nb_a < ax.size]  # a local tree may hold fewer than 24
         for a in members.get(g):
             if a in gone:
                 continue
@@ -1899,11 +2123,7 @@ def _plan(
             if (ax[a] - cx) ** 2 + (ay[a] - cy) ** 2 <= r_in * r_in:
                 chosen.append(a)
                 continue
-            nb_a = near_cache.get(a)
-            if nb_a is None:
-                nb_a = np.atleast_1d(tree.query([ax[a], ay[a]], k=min(24, ax.size))[1])
-                nb_a = nb_a[nb_a < ax.size]  # a local tree may hold fewer than 24
-                near_cache[a] = nb_a
+            nb_a = near_cache[a]
             homes = sorted({int(g) for g in atom_group[nb_a]} - donors - {-1})
             h = _rehome(a, ax, ay, aw, members, reps_x, reps_y, r_max, step, homes, adds,
                         new_reps)  # fmt: skip
@@ -3349,11 +3569,15 @@ def _near_atoms_sorted(
     wy: int,
     order: NDArray[np.int64],
 ) -> NDArray[np.int32]:  # pragma: no cover - compiled
-    """:func:`_near_atoms` given the atoms' cell keys and their order by key, then index."""
+    """:func:`_near_atoms` given the atoms' cell keys and their order by key, then index.
+
+    Per cell, the atoms of the cells around it are copied once, nearest ring first,
+    into one run (position, group, index); each of the cell's atoms then works out its
+    squared distance to every atom of its rings in one pass (an atom of its own group,
+    or of none, at ``inf``: refused, as it is never listed) and keeps the q nearest
+    (distance, then index) in a second."""
     n = ax.size
     out = np.empty((n, q), np.int32)  # every row is written below
-    ox = ax.min()
-    oy = ay.min()
     # the scanned data in cell order
     px = np.empty(n)
     py = np.empty(n)
@@ -3379,7 +3603,6 @@ def _near_atoms_sorted(
             ustart[c] = t
             c += 1
     ustart[n_cells] = n
-    slack = 1e-6 * side + 1e-9
     chunk = 2048
     n_chunks = (n_cells + chunk - 1) // chunk
     for ch in nb.prange(n_chunks):
@@ -3392,14 +3615,15 @@ def _near_atoms_sorted(
         row0 = ukey[c0] % wy
         for dx in range(-4, 5):
             ptr[dx + 4] = np.searchsorted(ukey, (col0 + dx) * wy + row0 - 4)
-        # the cells around one cell, nearest ring first
-        l_cell = np.empty(81, np.int64)
-        l_ring = np.empty(81, np.int64)
         tmp_cell = np.empty(81, np.int64)
         tmp_ring = np.empty(81, np.int64)
-        # the listed cells' lower corners, less the slack (once per cell, not per atom)
-        l_lox = np.empty(81)
-        l_loy = np.empty(81)
+        ring_end = np.empty(5, np.int64)  # the run's end after each ring
+        # the run of the atoms around a cell (grown as needed) and one atom's distances
+        rx = np.empty(256)
+        ry = np.empty(256)
+        rg = np.empty(256, np.int64)
+        rj = np.empty(256, np.int64)
+        rd = np.empty(256)
         for c in range(c0, min(n_cells, c0 + chunk)):
             col = ukey[c] // wy
             row = ukey[c] % wy
@@ -3435,17 +3659,28 @@ def _near_atoms_sorted(
                     u += 1
             if big == 0:
                 continue
-            # counting sort by ring (stable)
-            nl = 0
+            # the run, ring by ring (each ring's cells in key order)
+            size = 0
+            for e in range(m):
+                size += ustart[tmp_cell[e] + 1] - ustart[tmp_cell[e]]
+            if size > rx.size:
+                rx = np.empty(2 * size)
+                ry = np.empty(2 * size)
+                rg = np.empty(2 * size, np.int64)
+                rj = np.empty(2 * size, np.int64)
+                rd = np.empty(2 * size)
+            nr = 0
             for ring in range(big + 1):
                 for e in range(m):
                     if tmp_ring[e] == ring:
                         cc = tmp_cell[e]
-                        l_cell[nl] = cc
-                        l_ring[nl] = ring
-                        l_lox[nl] = ox + (ukey[cc] // wy - 5) * side - slack
-                        l_loy[nl] = oy + (ukey[cc] % wy - 5) * side - slack
-                        nl += 1
+                        for s in range(ustart[cc], ustart[cc + 1]):
+                            rx[nr] = px[s]
+                            ry[nr] = py[s]
+                            rg[nr] = pg[s]
+                            rj[nr] = order[s]
+                            nr += 1
+                ring_end[ring] = nr
             for t in range(ustart[c], ustart[c + 1]):
                 g = pg[t]
                 if g < 0:
@@ -3453,45 +3688,35 @@ def _near_atoms_sorted(
                 a = order[t]
                 xa = px[t]
                 ya = py[t]
-                for u in range(q):
-                    bd[u] = np.inf
-                    bj[u] = -1
-                filled = 0  # bd[filled:] are inf, bj[filled:] -1
                 span = reach[g] / side
                 rings = int(span)
                 if rings < span:
                     rings += 1
                 rings = min(max(1, rings), 4)
-                for e in range(nl):
-                    if l_ring[e] > rings:
-                        break
-                    cc = l_cell[e]
-                    if bd[q - 1] < np.inf:
-                        lo_x = l_lox[e]
-                        lo_y = l_loy[e]
-                        ex = max(0.0, lo_x - xa, xa - (lo_x + side + 2 * slack))
-                        ey = max(0.0, lo_y - ya, ya - (lo_y + side + 2 * slack))
-                        if ex * ex + ey * ey > bd[q - 1]:
-                            continue
-                    for s in range(ustart[cc], ustart[cc + 1]):
-                        hg = pg[s]
-                        if hg < 0 or hg == g:
-                            continue
-                        d = (px[s] - xa) ** 2 + (py[s] - ya) ** 2
-                        if d > bd[q - 1]:
-                            continue
-                        j = order[s]
-                        if d == bd[q - 1] and j > bj[q - 1]:
-                            continue
-                        # the empty slots hold inf: a new entry moves down from the first
-                        u = min(filled, q - 1)
-                        filled += 1
-                        while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
-                            bd[u] = bd[u - 1]
-                            bj[u] = bj[u - 1]
-                            u -= 1
-                        bd[u] = d
-                        bj[u] = j
+                lim = ring_end[rings]
+                for s in range(lim):
+                    d = (rx[s] - xa) ** 2 + (ry[s] - ya) ** 2
+                    rd[s] = np.inf if rg[s] < 0 or rg[s] == g else d
+                for u in range(q):
+                    bd[u] = np.inf
+                    bj[u] = -1
+                filled = 0  # bd[filled:] are inf, bj[filled:] -1
+                for s in range(lim):
+                    d = rd[s]
+                    if d > bd[q - 1]:
+                        continue
+                    j = rj[s]
+                    if d == bd[q - 1] and j > bj[q - 1]:
+                        continue
+                    # the empty slots hold inf: a new entry moves down from the first
+                    u = min(filled, q - 1)
+                    filled += 1
+                    while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
+                        bd[u] = bd[u - 1]
+                        bj[u] = bj[u - 1]
+                        u -= 1
+                    bd[u] = d
+                    bj[u] = j
                 for u in range(q):
                     out[a, u] = bj[u]
     return out
