@@ -660,52 +660,28 @@ def _fine_keys(
     return keys
 
 
-@nb.njit(cache=True)
-def _sort_by_key(
-    keys: NDArray[np.int64], low_bits: int, top_buckets: int
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """Stable LSD radix sort of ``keys``: the permutation, sorted keys, top-digit starts.
-
-    The ``low_bits`` low bits are sorted in passes of at most 16 bits; the top
-    digit ``key >> low_bits`` (``< top_buckets``) in one final counting pass whose
-    prefix sums are returned: points of top bucket ``b`` are ``start[b]:start[b+1]``.
-    """
+@nb.njit(cache=True, parallel=True)
+def _sorted_starts(
+    keys: NDArray[np.int64], order: NDArray[np.int64], low_bits: int, top_buckets: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The keys in ``order`` (their stable sort), and where each top digit's run starts:
+    points of top bucket ``b`` (``key >> low_bits``, ``< top_buckets``) are
+    ``start[b]:start[b + 1]`` of the sorted keys."""
     n = keys.size
-    order = np.arange(n, dtype=np.int64)
-    cur = keys.copy()
-    tmp_k = np.empty(n, np.int64)
-    tmp_o = np.empty(n, np.int64)
-    shift = 0
-    while shift < low_bits:
-        width = min(16, low_bits - shift)
-        mask = (1 << width) - 1
-        cnt = np.zeros((1 << width) + 1, np.int64)
-        for i in range(n):
-            cnt[((cur[i] >> shift) & mask) + 1] += 1
-        for b in range(1 << width):
-            cnt[b + 1] += cnt[b]
-        for i in range(n):
-            b = (cur[i] >> shift) & mask
-            p = cnt[b]
-            cnt[b] = p + 1
-            tmp_k[p] = cur[i]
-            tmp_o[p] = order[i]
-        cur, tmp_k = tmp_k, cur
-        order, tmp_o = tmp_o, order
-        shift += width
-    start = np.zeros(top_buckets + 1, np.int64)
+    skeys = np.empty(n, np.int64)
+    for i in nb.prange(n):
+        skeys[i] = keys[order[i]]
+    start = np.empty(top_buckets + 1, np.int64)
+    b = 0  # every bucket up to the current key's starts here
     for i in range(n):
-        start[(cur[i] >> low_bits) + 1] += 1
-    for b in range(top_buckets):
-        start[b + 1] += start[b]
-    pos = start[:top_buckets].copy()
-    for i in range(n):
-        b = cur[i] >> low_bits
-        p = pos[b]
-        pos[b] = p + 1
-        tmp_k[p] = cur[i]
-        tmp_o[p] = order[i]
-    return tmp_o, tmp_k, start
+        top = skeys[i] >> low_bits
+        while b <= top:
+            start[b] = i
+            b += 1
+    while b <= top_buckets:
+        start[b] = n
+        b += 1
+    return skeys, start
 
 
 @nb.njit(cache=True, parallel=True)
@@ -1130,7 +1106,8 @@ def _search(
     while 4 ** (bits - table_level) > limit:
         table_level += 1
     keys = _fine_keys(xa, ya, x0, y0, c0)
-    order, skeys, start = _sort_by_key(keys, 2 * table_level, 4 ** (bits - table_level))
+    order = stable_argsort(keys)
+    skeys, start = _sorted_starts(keys, order, 2 * table_level, 4 ** (bits - table_level))
     del keys
     with_subjects = subj is not None
     xs, ys, ss = _gather(
