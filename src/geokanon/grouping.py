@@ -562,23 +562,27 @@ def _try_cells(
     avoid_x: float,
     avoid_y: float,
 ) -> tuple[bool, float, float]:
-    """The nearest of the 4x4 snap-cell centres around (cx, cy) that covers every point."""
+    """The nearest of the 4x4 snap-cell centres around (cx, cy) that covers every point.
+
+    The centres are tried nearest first (ties: row-major from the lower left), each
+    found by a scan of those not tried yet: the first or second one usually covers
+    the points, so the 16 are not sorted (nor any array allocated)."""
     sx0 = (math.floor(cx / step) + 0.5 + OFFSET) * step
     sy0 = (math.floor(cy / step) + 0.5 + OFFSET) * step
-    qxs = np.empty(16)
-    qys = np.empty(16)
-    ds = np.empty(16)
-    t = 0
-    for i in range(-1, 3):
-        for j in range(-1, 3):
-            qxs[t] = sx0 + i * step
-            qys[t] = sy0 + j * step
-            ds[t] = (qxs[t] - cx) ** 2 + (qys[t] - cy) ** 2
-            t += 1
-    order = np.argsort(ds, kind="mergesort")
-    for o in order:
-        qx = qxs[o]
-        qy = qys[o]
+    tried = 0  # bit t: centre t (i = t // 4 - 1, j = t % 4 - 1) was tried
+    for _ in range(16):
+        o = -1
+        best = 0.0
+        for t in range(16):
+            if (tried >> t) & 1:
+                continue
+            d = (sx0 + (t // 4 - 1) * step - cx) ** 2 + (sy0 + (t % 4 - 1) * step - cy) ** 2
+            if o < 0 or d < best:
+                o = t
+                best = d
+        tried |= 1 << o
+        qx = sx0 + (o // 4 - 1) * step
+        qy = sy0 + (o % 4 - 1) * step
         if qx == avoid_x and qy == avoid_y:
             continue
         good = True
@@ -2113,7 +2117,7 @@ def _plan(
         ask = [a for a in members.get(g) if a not in gone and a not in near_cache
                and (ax[a] - cx) ** 2 + (ay[a] - cy) ** 2 > r_in * r_in]  # fmt: skip
         if ask:
-            found = tree.query(np.c_[ax[ask], ay[ask]], k=min(24, ax.size))[1]
+            found = tree.query(np.column_stack((ax[ask], ay[ask])), k=min(24, ax.size))[1]
             for a, nb_a in zip(ask, np.asarray(found).reshape(len(ask), -1), strict=True):
                 near_cache[a] = nb_a[nb_a < ax.size]  # a local tree may hold fewer than 24
         for a in members.get(g):
@@ -2463,54 +2467,79 @@ def _settle(
     ok: NDArray[np.bool_],
 ) -> None:
     """:func:`settle_representatives` over groups given as runs of ``order`` (each group on
-    its own: in parallel, the same answer whatever the threads)."""
+    its own: in parallel, in chunks of groups with their own scratch, the same answer
+    whatever the threads)."""
     o = (0.5 + OFFSET) * step
-    for g in nb.prange(starts.size - 1):
-        a = starts[g]
-        b = starts[g + 1]
-        m = b - a
-        if m == 0:
-            ok[g] = False
-            continue
-        idx = order[a:b]
-        px = ax[idx]
-        py = ay[idx]
-        w = aw[idx]
-        # centroid, in coordinates local to the first member
-        x0 = px[0]
-        y0 = py[0]
-        sw = 0.0
-        sx = 0.0
-        sy = 0.0
-        for t in range(m):
-            sw += w[t]
-            sx += w[t] * (px[t] - x0)
-            sy += w[t] * (py[t] - y0)
-        mx = sx / sw
-        my = sy / sw
-        cx = x0 + mx
-        cy = y0 + my
-        sq = 0.0
-        for t in range(m):
-            ex = px[t] - x0 - mx
-            ey = py[t] - y0 - my
-            sq += w[t] * (ex * ex + ey * ey)
-        # the largest subject's records
-        sub = asub[idx]
-        so = np.argsort(sub, kind="mergesort")
-        wmax = 0.0
-        run = 0.0
-        for t in range(m):
-            if t > 0 and sub[so[t]] != sub[so[t - 1]]:
+    n_groups = starts.size - 1
+    chunk = 4096
+    for ch in nb.prange((n_groups + chunk - 1) // chunk):
+        size = 64
+        sx_ = np.empty(size)
+        sy_ = np.empty(size)
+        sw_ = np.empty(size)
+        ss_ = np.empty(size, np.int64)
+        for g in range(ch * chunk, min(n_groups, (ch + 1) * chunk)):
+            a = starts[g]
+            b = starts[g + 1]
+            m = b - a
+            if m == 0:
+                ok[g] = False
+                continue
+            if m > size:
+                size = 2 * m
+                sx_ = np.empty(size)
+                sy_ = np.empty(size)
+                sw_ = np.empty(size)
+                ss_ = np.empty(size, np.int64)
+            for t in range(m):
+                e = order[a + t]
+                sx_[t] = ax[e]
+                sy_[t] = ay[e]
+                sw_[t] = aw[e]
+                ss_[t] = asub[e]
+            px = sx_[:m]
+            py = sy_[:m]
+            w = sw_[:m]
+            # centroid, in coordinates local to the first member
+            x0 = px[0]
+            y0 = py[0]
+            sw = 0.0
+            sx = 0.0
+            sy = 0.0
+            for t in range(m):
+                sw += w[t]
+                sx += w[t] * (px[t] - x0)
+                sy += w[t] * (py[t] - y0)
+            mx = sx / sw
+            my = sy / sw
+            cx = x0 + mx
+            cy = y0 + my
+            sq = 0.0
+            for t in range(m):
+                ex = px[t] - x0 - mx
+                ey = py[t] - y0 - my
+                sq += w[t] * (ex * ex + ey * ey)
+            # the largest subject's records (each subject's summed in member order)
+            wmax = 0.0
+            for t in range(m):
+                first = True
+                for u in range(t):
+                    if ss_[u] == ss_[t]:
+                        first = False
+                        break
+                if not first:
+                    continue
                 run = 0.0
-            run += w[so[t]]
-            wmax = max(wmax, run)
-        hide = math.sqrt(sq / sw) * wmax / sw
-        s = representative_step(hide, step)
-        good, qx, qy = _rule_point(px, py, cx, cy, r, s, o, cx, cy)
-        ok[g] = good
-        rx[g] = qx
-        ry[g] = qy
+                for u in range(t, m):
+                    if ss_[u] == ss_[t]:
+                        run += w[u]
+                        wmax = max(wmax, run)
+            hide = math.sqrt(sq / sw) * wmax / sw
+            s = representative_step(hide, step)
+            good, qx, qy = _rule_point(px, py, cx, cy, r, s, o, cx, cy)
+            ok[g] = good
+            rx[g] = qx
+            ry[g] = qy
 
 
 def settle_representatives(
