@@ -1260,8 +1260,7 @@ def group_records(
         _polish_groups(before, atom_group, ng, ax, ay, aw, asub, k, r_max, step, lists[0])
     ng = split_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=wide)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, ng, r_max, step)
-    group_id = atom_group[atom_of]
-    return Grouping(group_id, rx, ry)
+    return Grouping(_take(atom_group, atom_of), rx, ry)
 
 
 def repair_groups(
@@ -1334,7 +1333,7 @@ def repair_groups(
     ry = np.asarray(reps_y, dtype=np.float64)
     atom_group, rx, ry, _ = _compact(atom_group, rx, ry, None)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
-    return Grouping(atom_group[atom_of], rx, ry)
+    return Grouping(_take(atom_group, atom_of), rx, ry)
 
 
 def _join_groups(
@@ -2240,12 +2239,13 @@ def _used(atom_group: NDArray[np.int64], n_groups: int) -> NDArray[np.bool_]:  #
     return used
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _renumbered(
     atom_group: NDArray[np.int64], keep: NDArray[np.bool_]
 ) -> NDArray[np.int64]:  # pragma: no cover - compiled
     """The groups kept renumbered 0..m-1 in their order, the others' atoms -1:
-    ``np.where(g >= 0 & keep[g], (np.cumsum(keep) - 1)[g], -1)``, in one pass."""
+    ``np.where(g >= 0 & keep[g], (np.cumsum(keep) - 1)[g], -1)``, in one pass (each
+    atom on its own)."""
     new_id = np.empty(keep.size, np.int64)
     m = 0
     for g in range(keep.size):
@@ -2253,7 +2253,7 @@ def _renumbered(
         if keep[g]:
             m += 1
     out = np.empty(atom_group.size, np.int64)
-    for a in range(atom_group.size):
+    for a in nb.prange(atom_group.size):
         g = atom_group[a]
         out[a] = new_id[g] if g >= 0 else -1
     return out
@@ -3161,9 +3161,11 @@ def _improve(
     group and whose neighbours' groups lie wholly in the piece. A change an inner atom
     makes touches only groups of its piece, and the groups of a piece are read only by
     its own inner atoms, so the pieces run in parallel and each decides exactly as if it
-    ran alone. Then the other atoms are visited, in index order, one thread. The result
-    depends on ``piece``, never on the number of threads; with one piece it is the
-    plain sweep in index order.
+    ran alone. Then the other atoms are visited, in index order: as the components of
+    the groups they touch are independent, each component's atoms in index order, the
+    components side by side (:func:`_by_component`; the same groups as one thread
+    visiting them all in index order). The result depends on ``piece``, never on the
+    number of threads; with one piece it is the plain sweep in index order.
 
     ``bound`` (the default) skips, without costing them, the changes an O(1) lower
     bound on their cost shows cannot gain (see :func:`_sweep_piece`); the groups are
@@ -3203,11 +3205,19 @@ def _improve(
                                        bounded)  # fmt: skip
         made = int(made_in.sum())
         now += int(made_in.max()) + 1
-        rest = _sweep_piece(first, piece, now, others, inner, home, atom_group, head, nxt, prv,
-                            size, sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub,
-                            nbr, k, r, step, cap, screen, bounded)  # fmt: skip
-        now += rest + 1
-        made += rest
+        # the atoms between pieces (those of a group: the others are never visited), by
+        # components side by side (:func:`_by_component`)
+        between = np.flatnonzero(~inner & (atom_group >= 0))
+        order, bounds = _by_component(between, atom_group, nbr, n_groups,
+                                      np.zeros(n_groups, np.bool_))  # fmt: skip
+        made_by = np.zeros(max(1, bounds.size - 1), np.int64)
+        for j in nb.prange(bounds.size - 1):
+            made_by[j] = _sweep_piece(first, piece, now, others, inner, home, atom_group, head,
+                                      nxt, prv, size, sw, sx, sy, cost, slope, changed, seen_at,
+                                      ax, ay, aw, asub, nbr, k, r, step, cap, screen, bounded,
+                                      order, bounds[j], bounds[j + 1])  # fmt: skip
+        now += int(made_by.max()) + 1
+        made += int(made_by.sum())
         changes += made
         if made == 0:
             break
@@ -3299,58 +3309,10 @@ def _polish(
                     v = True
                     break
         visit[a] = v
-    # the groups whose costs the visits read, and the components
+    # the groups whose costs the visits read, and the visits in pieces of components
     need = np.zeros(n_groups, np.bool_)
-    parent = np.arange(n_groups)
-    n_visit = 0
-    for a in range(na):
-        if not visit[a]:
-            continue
-        n_visit += 1
-        g = atom_group[a]
-        need[g] = True
-        for q in range(nq):
-            b = nbr[a, q]
-            if b >= 0 and atom_group[b] >= 0:
-                h = atom_group[b]
-                need[h] = True
-                rg = _root(parent, g)
-                rh = _root(parent, h)
-                if rg != rh:
-                    parent[max(rg, rh)] = min(rg, rh)
-    # the components numbered in order of their first visited atom, their atoms listed
-    # together in index order
-    comp = np.full(n_groups, -1, np.int64)
-    n_comp = 0
-    for a in range(na):
-        if visit[a]:
-            rg = _root(parent, atom_group[a])
-            if comp[rg] < 0:
-                comp[rg] = n_comp
-                n_comp += 1
-    start = np.zeros(n_comp + 1, np.int64)
-    for a in range(na):
-        if visit[a]:
-            start[comp[_root(parent, atom_group[a])] + 1] += 1
-    for c in range(n_comp):
-        start[c + 1] += start[c]
-    fill = start[:-1].copy()
-    order = np.empty(n_visit, np.int64)
-    for a in range(na):
-        if visit[a]:
-            c = comp[_root(parent, atom_group[a])]
-            order[fill[c]] = a
-            fill[c] += 1
-    # pieces of whole components, about n_visit / POLISH_CHUNKS atoms each
-    n_chunks = min(POLISH_CHUNKS, n_comp)
-    cut = np.empty(n_chunks + 1, np.int64)
-    cut[0] = 0
-    c = 0
-    for j in range(1, n_chunks):
-        while c < n_comp and start[c] * n_chunks < j * n_visit:
-            c += 1
-        cut[j] = max(c, cut[j - 1])
-    cut[n_chunks] = n_comp
+    order, bounds = _by_component(np.flatnonzero(visit), atom_group, nbr, n_groups, need)
+    n_chunks = bounds.size - 1
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
     cost, slope = _group_costs(need, head, nxt, ax, ay, aw, sw, sx, sy)
     # every atom as if visited at time 0, the re-cut groups changed at time 1
@@ -3368,9 +3330,79 @@ def _polish(
     for j in nb.prange(n_chunks):
         made[j] = _sweep_piece(first, one, one, listed, visit, home, atom_group, head, nxt,
                                prv, size, sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw,
-                               asub, nbr, k, r, step, cap, screen, bounded, order,
-                               start[cut[j]], start[cut[j + 1]])  # fmt: skip
+                               asub, nbr, k, r, step, cap, screen, bounded, order, bounds[j],
+                               bounds[j + 1])  # fmt: skip
     return int(made.sum())
+
+
+@nb.njit(cache=True)
+def _by_component(
+    atoms: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    nbr: NDArray[np.int32],
+    n_groups: int,
+    need: NDArray[np.bool_],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """Atoms to visit (ascending), put together by component, for visits side by side.
+
+    A visit (:func:`_sweep_piece`) reads and changes only its atom's group and its
+    neighbours' groups, and a change moves an atom between two of them: so, with the
+    groups joined into components wherever an atom's group and a neighbour's group are
+    both placed, every atom stays in a group of its first component, and the visits of
+    one component read and write only its groups and their atoms. Each component's atoms
+    visited in index order are the visits in index order of all of them, whatever the
+    components' order.
+
+    Returns the atoms, component by component (numbered in order of their first atom)
+    and in index order within each, and where each piece of whole components starts
+    (about ``atoms.size / POLISH_CHUNKS`` atoms each) and the last ends. ``need`` is set
+    for the groups the visits read."""
+    nq = nbr.shape[1]
+    parent = np.arange(n_groups)
+    for a in atoms:
+        g = atom_group[a]
+        need[g] = True
+        for q in range(nq):
+            b = nbr[a, q]
+            if b >= 0 and atom_group[b] >= 0:
+                h = atom_group[b]
+                need[h] = True
+                rg = _root(parent, g)
+                rh = _root(parent, h)
+                if rg != rh:
+                    parent[max(rg, rh)] = min(rg, rh)
+    # the components numbered in order of their first atom, their atoms listed together
+    # in index order
+    comp = np.full(n_groups, -1, np.int64)
+    of = np.empty(atoms.size, np.int64)
+    n_comp = 0
+    for i in range(atoms.size):
+        rg = _root(parent, atom_group[atoms[i]])
+        if comp[rg] < 0:
+            comp[rg] = n_comp
+            n_comp += 1
+        of[i] = comp[rg]
+    start = np.zeros(n_comp + 1, np.int64)
+    for i in range(atoms.size):
+        start[of[i] + 1] += 1
+    for c in range(n_comp):
+        start[c + 1] += start[c]
+    fill = start[:-1].copy()
+    order = np.empty(atoms.size, np.int64)
+    for i in range(atoms.size):
+        order[fill[of[i]]] = atoms[i]
+        fill[of[i]] += 1
+    # pieces of whole components, about atoms.size / POLISH_CHUNKS atoms each
+    n_chunks = min(POLISH_CHUNKS, n_comp)
+    bounds = np.empty(n_chunks + 1, np.int64)
+    bounds[0] = 0
+    c = 0
+    for j in range(1, n_chunks):
+        while c < n_comp and start[c] * n_chunks < j * atoms.size:
+            c += 1
+        bounds[j] = max(start[c], bounds[j - 1])
+    bounds[n_chunks] = atoms.size
+    return order, bounds
 
 
 @nb.njit(cache=True)
