@@ -301,6 +301,19 @@ def _group_cost(g: int, head: NDArray[np.int64], nxt: NDArray[np.int64],
     return d
 
 
+@nb.njit(cache=True, parallel=True)
+def _group_costs(need: NDArray[np.bool_], head: NDArray[np.int64], nxt: NDArray[np.int64],
+                 ax: NDArray[np.float64], ay: NDArray[np.float64],
+                 aw: NDArray[np.float64]) -> NDArray[np.float64]:  # fmt: skip
+    """:func:`_group_cost` of every group marked in ``need`` (0 for the others), each
+    group on its own."""
+    cost = np.zeros(head.size)
+    for g in nb.prange(head.size):
+        if need[g]:
+            cost[g] = _group_cost(g, head, nxt, ax, ay, aw)
+    return cost
+
+
 @nb.njit(cache=True)
 def _best_cut(
     g: int,
@@ -517,9 +530,7 @@ def _recut_pairs(
             nxt[a] = head[g]
             head[g] = a
             size[g] += 1
-    cost = np.zeros(n_groups)
-    for g in range(n_groups):
-        cost[g] = _group_cost(g, head, nxt, ax, ay, aw)
+    cost = _group_costs(np.ones(n_groups, np.bool_), head, nxt, ax, ay, aw)
     big = 2 * cap + 2
     words = (big + 62) // 63  # a pool's sides as bits, 63 to a word
     mem = np.empty(big, np.int64)

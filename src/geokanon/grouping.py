@@ -3057,7 +3057,7 @@ def _sweep_piece(
     return int(t - now)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _group_lists(
     atom_group: NDArray[np.int64],
     n_groups: int,
@@ -3093,12 +3093,13 @@ def _group_lists(
         nxt[a] = head[g]
         head[g] = a
         size[g] += 1
-    for a in range(na):
-        g = atom_group[a]
-        if g >= 0:
+    for g in nb.prange(n_groups):  # each group's sums along its list: in index order
+        a = head[g]
+        while a >= 0:
             sw[g] += aw[a]
             sx[g] += aw[a] * ax[a]
             sy[g] += aw[a] * ay[a]
+            a = nxt[a]
     return head, nxt, prv, size, sw, sx, sy
 
 
