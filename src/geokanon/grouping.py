@@ -3133,7 +3133,7 @@ def _group_costs(
     return cost, slope
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _improve(
     atom_group: NDArray[np.int64],
     n_groups: int,
@@ -3172,8 +3172,38 @@ def _improve(
     bound on their cost shows cannot gain (see :func:`_sweep_piece`); the groups are
     those of ``bound`` False.
     """
-    na = ax.size
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
+    return _improve_on(atom_group, n_groups, head, nxt, prv, size, sw, sx, sy, ax, ay, aw, asub,
+                       nbr, k, r, step, cap, sweeps, screen, piece, np.bool_(bound))  # fmt: skip
+
+
+@nb.njit(cache=True, parallel=True)
+def _improve_on(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
+    prv: NDArray[np.int64],
+    size: NDArray[np.int64],
+    sw: NDArray[np.float64],
+    sx: NDArray[np.float64],
+    sy: NDArray[np.float64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    nbr: NDArray[np.int32],
+    k: int,
+    r: float,
+    step: float,
+    cap: int,
+    sweeps: int,
+    screen: float,
+    piece: int,
+    bound: KernelBool,
+) -> int:
+    """:func:`_improve` given the group lists of :func:`_group_lists` (changed in place)."""
+    na = ax.size
     cost, slope = _group_costs(np.ones(n_groups, np.bool_), head, nxt, ax, ay, aw, sw, sx, sy)
     changed = np.zeros(n_groups, np.int64)
     seen_at = np.full(na, -1, np.int64)
@@ -3481,63 +3511,56 @@ def _improve_groups(
     placed = np.flatnonzero(atom_group >= 0)
     if placed.size <= k or n_groups < 2:
         return 0
+    ax = np.ascontiguousarray(ax, dtype=np.float64)
+    ay = np.ascontiguousarray(ay, dtype=np.float64)
+    aw = np.ascontiguousarray(aw, dtype=np.float64)
+    # the group lists the search runs on, and from them the groups' spread
+    head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
+    d2 = _spread_of(head, nxt, ax, ay, aw, sw, sx, sy)
     # Cells about the size of a group: the median of the groups' RMS radii.
-    sw, d2 = _spread(atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
-                     np.ascontiguousarray(ay, dtype=np.float64),
-                     np.ascontiguousarray(aw, dtype=np.float64))  # fmt: skip
     radius = np.sqrt(d2[sw > 0] / sw[sw > 0])
     side = max(float(np.median(radius)) * CELL_RADII, r_work / 64.0, 1e-3)
     reach = np.where(sw > 0, REACH_RADII * np.sqrt(d2 / np.maximum(sw, 1e-300)), 0.0)
-    nbr = _near_atoms(np.ascontiguousarray(ax, dtype=np.float64),
-                      np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
-                      IMPROVE_NEIGHBOURS, reach)  # fmt: skip
+    nbr = _near_atoms(ax, ay, atom_group, side, IMPROVE_NEIGHBOURS, reach)
     if lists is not None:
         lists.append(nbr)
     sub = np.ascontiguousarray(asub, dtype=np.int64).ravel()  # compared by value only
     return int(
-        _improve(
-            atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
-            np.ascontiguousarray(ay, dtype=np.float64), np.ascontiguousarray(aw, dtype=np.float64),
-            sub, nbr, k, r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE,
+        _improve_on(
+            atom_group, n_groups, head, nxt, prv, size, sw, sx, sy, ax, ay, aw, sub, nbr, k,
+            r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE, np.bool_(True),
         )
     )  # fmt: skip
 
 
-@nb.njit(cache=True)
-def _spread(
-    atom_group: NDArray[np.int64],
-    n_groups: int,
+@nb.njit(cache=True, parallel=True)
+def _spread_of(
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
     ax: NDArray[np.float64],
     ay: NDArray[np.float64],
     aw: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # pragma: no cover - compiled
-    """Per group, the weight of its atoms and their weighted summed squared distance to
-    its centroid (atoms of group -1 left out), summed in index order: the numbers
-    ``np.bincount`` gives for the placed atoms (``sw``; ``mx = bincount(g, w * x) /
-    max(sw, 1e-300)``, the same for y; then ``bincount(g, w * ((x - mx[g]) ** 2 + (y -
-    my[g]) ** 2))``), in one pass each and no temporary of the atoms' size."""
-    sw = np.zeros(n_groups)
-    sx = np.zeros(n_groups)
-    sy = np.zeros(n_groups)
-    for a in range(atom_group.size):
-        g = atom_group[a]
-        if g >= 0:
-            w = aw[a]
-            sw[g] += w
-            sx[g] += w * ax[a]
-            sy[g] += w * ay[a]
-    for g in range(n_groups):
-        m = max(sw[g], 1e-300)
-        sx[g] = sx[g] / m
-        sy[g] = sy[g] / m
+    sw: NDArray[np.float64],
+    sx: NDArray[np.float64],
+    sy: NDArray[np.float64],
+) -> NDArray[np.float64]:  # pragma: no cover - compiled
+    """Per group (lists and sums of :func:`_group_lists`), its atoms' weighted summed
+    squared distance to its centroid ``(sx, sy) / max(sw, 1e-300)``, summed along its list
+    (in index order): the numbers ``np.bincount`` gives for the placed atoms
+    (``bincount(g, w * ((x - mx[g]) ** 2 + (y - my[g]) ** 2))``), each group on its own."""
+    n_groups = head.size
     d2 = np.zeros(n_groups)
-    for a in range(atom_group.size):
-        g = atom_group[a]
-        if g >= 0:
-            dx = ax[a] - sx[g]
-            dy = ay[a] - sy[g]
+    for g in nb.prange(n_groups):
+        m = max(sw[g], 1e-300)
+        mx = sx[g] / m
+        my = sy[g] / m
+        a = head[g]
+        while a >= 0:
+            dx = ax[a] - mx
+            dy = ay[a] - my
             d2[g] += aw[a] * (dx * dx + dy * dy)
-    return sw, d2
+            a = nxt[a]
+    return d2
 
 
 def _polish_groups(
