@@ -779,9 +779,19 @@ def _by_group(
 class _Members:
     """Atom lists of groups, materialised only for the groups that are touched."""
 
-    def __init__(self, atom_group: NDArray[np.int64], n_groups: int) -> None:
-        # the placed atoms by group, ascending within each (a counting sort)
-        self._order, self._start = _by_group(atom_group, n_groups)
+    def __init__(
+        self,
+        atom_group: NDArray[np.int64],
+        n_groups: int,
+        runs: tuple[NDArray[np.int64], NDArray[np.bool_]] | None = None,
+    ) -> None:
+        # the placed atoms by group, ascending within each: a counting sort, or, when the
+        # groups are the valid runs ``starts[i]:starts[i + 1]`` (``runs``: starts, ok) of
+        # :func:`_run_groups`, those runs one after another
+        if runs is None:
+            self._order, self._start = _by_group(atom_group, n_groups)
+        else:
+            self._order, self._start = _run_lists(*runs)
         self._lists: dict[int, list[int]] = {}
         self._n = n_groups
 
@@ -1235,7 +1245,7 @@ def group_records(
     atom_group = _run_groups(starts, ok)
     reps_x: list[float] = rep_x[ok].tolist()
     reps_y: list[float] = rep_y[ok].tolist()
-    members = _Members(atom_group, len(reps_x))
+    members = _Members(atom_group, len(reps_x), runs=(starts, ok))
 
     leftovers = np.flatnonzero(atom_group < 0)
     if leftovers.size:
@@ -2257,6 +2267,30 @@ def _renumbered(
         g = atom_group[a]
         out[a] = new_id[g] if g >= 0 else -1
     return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _run_lists(
+    starts: NDArray[np.int64], ok: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """:func:`_by_group` of :func:`_run_groups`' answer: the atoms of the valid runs
+    (``ok``) one after another, and where each run's atoms start (each run on its own)."""
+    n_runs = starts.size - 1
+    start = np.zeros(n_runs + 1, np.int64)  # over the valid runs, then cut to their number
+    at = np.empty(n_runs, np.int64)  # each valid run's number
+    m = 0
+    for i in range(n_runs):
+        at[i] = m
+        if ok[i]:
+            start[m + 1] = start[m] + starts[i + 1] - starts[i]
+            m += 1
+    order = np.empty(start[m], np.int64)
+    for i in nb.prange(n_runs):
+        if ok[i]:
+            b = start[at[i]]
+            for a in range(starts[i], starts[i + 1]):
+                order[b + a - starts[i]] = a
+    return order, start[: m + 1].copy()
 
 
 @nb.njit(cache=True)
