@@ -3091,7 +3091,7 @@ def _sweep_piece(
     return int(t - now)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _group_lists(
     atom_group: NDArray[np.int64],
     n_groups: int,
@@ -3110,10 +3110,30 @@ def _group_lists(
     """The local search's group lists: per group its first atom (``head``, -1: empty),
     per atom the next and previous atom of its group (in index order), per group its
     atoms, weight and weighted coordinate sums (summed in index order)."""
+    head, nxt, size, sw, sx, sy = _group_links(atom_group, n_groups, ax, ay, aw)
+    return head, nxt, _prev_links(nxt), size, sw, sx, sy
+
+
+@nb.njit(cache=True, parallel=True)
+def _group_links(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+) -> tuple[
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+]:  # pragma: no cover - compiled
+    """:func:`_group_lists` without the previous atoms (``head``, ``nxt``, ``size`` and
+    the sums, each group's summed along its list: in index order)."""
     na = ax.size
     head = np.full(n_groups, -1, np.int64)
     nxt = np.full(na, -1, np.int64)
-    prv = np.full(na, -1, np.int64)
     size = np.zeros(n_groups, np.int64)
     sw = np.zeros(n_groups)
     sx = np.zeros(n_groups)
@@ -3122,19 +3142,28 @@ def _group_lists(
         g = atom_group[a]
         if g < 0:
             continue
-        if head[g] >= 0:
-            prv[head[g]] = a
         nxt[a] = head[g]
         head[g] = a
         size[g] += 1
-    for g in nb.prange(n_groups):  # each group's sums along its list: in index order
+    for g in nb.prange(n_groups):
         a = head[g]
         while a >= 0:
             sw[g] += aw[a]
             sx[g] += aw[a] * ax[a]
             sy[g] += aw[a] * ay[a]
             a = nxt[a]
-    return head, nxt, prv, size, sw, sx, sy
+    return head, nxt, size, sw, sx, sy
+
+
+@nb.njit(cache=True, parallel=True)
+def _prev_links(nxt: NDArray[np.int64]) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """Per atom, the atom before it in its group's list (-1: the first), from ``nxt``
+    (each atom on its own: no two point to the same next atom)."""
+    prv = np.full(nxt.size, -1, np.int64)
+    for a in nb.prange(nxt.size):
+        if nxt[a] >= 0:
+            prv[nxt[a]] = a
+    return prv
 
 
 @nb.njit(cache=True, parallel=True)
@@ -3548,8 +3577,9 @@ def _improve_groups(
     ax = np.ascontiguousarray(ax, dtype=np.float64)
     ay = np.ascontiguousarray(ay, dtype=np.float64)
     aw = np.ascontiguousarray(aw, dtype=np.float64)
-    # the group lists the search runs on, and from them the groups' spread
-    head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
+    # the group lists the search runs on, and from them the groups' spread (the links
+    # back are made after the neighbour lists, which need the most memory)
+    head, nxt, size, sw, sx, sy = _group_links(atom_group, n_groups, ax, ay, aw)
     d2 = _spread_of(head, nxt, ax, ay, aw, sw, sx, sy)
     # Cells about the size of a group: the median of the groups' RMS radii.
     radius = np.sqrt(d2[sw > 0] / sw[sw > 0])
@@ -3561,8 +3591,8 @@ def _improve_groups(
     sub = np.ascontiguousarray(asub, dtype=np.int64).ravel()  # compared by value only
     return int(
         _improve_on(
-            atom_group, n_groups, head, nxt, prv, size, sw, sx, sy, ax, ay, aw, sub, nbr, k,
-            r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE, np.bool_(True),
+            atom_group, n_groups, head, nxt, _prev_links(nxt), size, sw, sx, sy, ax, ay, aw, sub,
+            nbr, k, r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE, np.bool_(True),
         )
     )  # fmt: skip
 
@@ -3653,7 +3683,9 @@ def _near_atoms(
         return np.full((0, q), -1, np.int32)
     key, wy = _cell_keys(ax, ay, side)
     order = stable_argsort(key)
-    return _near_atoms_sorted(ax, ay, atom_group, side, q, reach, key, wy, order)
+    skey = _gather(key, order)  # the keys in cell order; the others go before the scan
+    del key
+    return _near_atoms_sorted(ax, ay, atom_group, side, q, reach, skey, wy, order)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -3684,11 +3716,12 @@ def _near_atoms_sorted(
     side: float,
     q: int,
     reach: NDArray[np.float64],
-    key: NDArray[np.int64],
+    skey: NDArray[np.int64],
     wy: int,
     order: NDArray[np.int64],
 ) -> NDArray[np.int32]:  # pragma: no cover - compiled
-    """:func:`_near_atoms` given the atoms' cell keys and their order by key, then index.
+    """:func:`_near_atoms` given the atoms' order by cell key, then index, and their keys in
+    that order (``skey``).
 
     Per cell, the atoms of the cells around it are copied once, nearest ring first,
     into one run (position, group, index); each of the cell's atoms then works out its
@@ -3697,17 +3730,15 @@ def _near_atoms_sorted(
     (distance, then index) in a second."""
     n = ax.size
     out = np.empty((n, q), np.int32)  # every row is written below
-    # the scanned data in cell order
+    # the scanned data in cell order (groups as int32: fewer than 2**31 atoms)
     px = np.empty(n)
     py = np.empty(n)
-    pg = np.empty(n, np.int64)
-    skey = np.empty(n, np.int64)
+    pg = np.empty(n, np.int32)
     for t in nb.prange(n):  # a gather: 0.25 s at 1e7 on one thread
         j = order[t]
         px[t] = ax[j]
         py[t] = ay[j]
         pg[t] = atom_group[j]
-        skey[t] = key[j]
     # the occupied cells: key and first position (a cell's atoms end where the next starts)
     n_cells = 1
     for t in range(1, n):
