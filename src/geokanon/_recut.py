@@ -54,6 +54,8 @@ RECUT_EXACT = 2
 RECUT_ROUNDS = 4
 #: Pairs per parallel task (a task's scratch buffers are allocated once).
 _CHUNK = 2048
+#: Pieces of :func:`_window_pairs`' scan, each counted and then written on its own.
+_WINDOW_PIECES = 64
 
 
 def recut_groups(
@@ -299,6 +301,19 @@ def _group_cost(g: int, head: NDArray[np.int64], nxt: NDArray[np.int64],
     return d
 
 
+@nb.njit(cache=True, parallel=True)
+def _group_costs(need: NDArray[np.bool_], head: NDArray[np.int64], nxt: NDArray[np.int64],
+                 ax: NDArray[np.float64], ay: NDArray[np.float64],
+                 aw: NDArray[np.float64]) -> NDArray[np.float64]:  # fmt: skip
+    """:func:`_group_cost` of every group marked in ``need`` (0 for the others), each
+    group on its own."""
+    cost = np.zeros(head.size)
+    for g in nb.prange(head.size):
+        if need[g]:
+            cost[g] = _group_cost(g, head, nxt, ax, ay, aw)
+    return cost
+
+
 @nb.njit(cache=True)
 def _best_cut(
     g: int,
@@ -453,9 +468,12 @@ def _propose(
     n_dir: int,
     m_exact: int,
     gain: NDArray[np.float64],
+    cut: NDArray[np.int64],
 ) -> None:
     """Every active pair's best cut against the current groups, each pair on its own
-    (so in parallel, in chunks of :data:`_CHUNK` pairs with their own scratch)."""
+    (so in parallel, in chunks of :data:`_CHUNK` pairs with their own scratch): its gain
+    and, when it gains, its sides as bits (``cut[j]``: bit t of word t // 63 set when
+    the pool's t-th atom, g's then h's in index order, goes to h)."""
     big = 2 * cap + 2
     n_chunks = (active.size + _CHUNK - 1) // _CHUNK
     for ci in nb.prange(n_chunks):
@@ -463,6 +481,7 @@ def _propose(
         buf_f = np.empty((8, big))
         cand_v = np.empty(n_dir * big)
         cand_i = np.empty(n_dir * big, np.int64)
+        side = buf_i[5]
         for j in range(ci * _CHUNK, min(active.size, (ci + 1) * _CHUNK)):
             p = active[j]
             g = pairs[p, 0]
@@ -470,8 +489,13 @@ def _propose(
             gain[j] = 0.0
             if size[g] > cap or size[h] > cap or size[g] < k or size[h] < k:
                 continue
-            gain[j] = _best_cut(g, h, cost[g] + cost[h], head, nxt, ax, ay, aw, asub, k, r,
-                                step, n_dir, m_exact, buf_i, buf_f, cand_v, cand_i)[0]  # fmt: skip
+            gain[j], n = _best_cut(g, h, cost[g] + cost[h], head, nxt, ax, ay, aw, asub, k, r,
+                                   step, n_dir, m_exact, buf_i, buf_f, cand_v, cand_i)  # fmt: skip
+            if gain[j] > 0.0:
+                cut[j, :] = 0
+                for t in range(n):
+                    if side[t] != 0:
+                        cut[j, t // 63] |= np.int64(1) << (t % 63)
 
 
 @nb.njit(cache=True)
@@ -506,16 +530,11 @@ def _recut_pairs(
             nxt[a] = head[g]
             head[g] = a
             size[g] += 1
-    cost = np.zeros(n_groups)
-    for g in range(n_groups):
-        cost[g] = _group_cost(g, head, nxt, ax, ay, aw)
+    cost = _group_costs(np.ones(n_groups, np.bool_), head, nxt, ax, ay, aw)
     big = 2 * cap + 2
-    buf_i = np.empty((7, big), np.int64)
-    buf_f = np.empty((8, big))
-    cand_v = np.empty(n_dir * big)
-    cand_i = np.empty(n_dir * big, np.int64)
-    mem = buf_i[0]
-    side = buf_i[5]
+    words = (big + 62) // 63  # a pool's sides as bits, 63 to a word
+    mem = np.empty(big, np.int64)
+    side = np.empty(big, np.int64)
     stamp = np.zeros(n_groups, np.int64)
     active = np.arange(pairs.shape[0])
     changes = 0
@@ -524,8 +543,9 @@ def _recut_pairs(
         if m == 0:
             break
         gain = np.empty(m)
+        cut = np.empty((m, words), np.int64)
         _propose(active, pairs, size, cost, head, nxt, ax, ay, aw, asub, k, r, step, cap,
-                 n_dir, m_exact, gain)  # fmt: skip
+                 n_dir, m_exact, gain, cut)  # fmt: skip
         made = 0
         for j in np.argsort(-gain, kind="mergesort"):
             if gain[j] <= 0.0:
@@ -535,9 +555,15 @@ def _recut_pairs(
             h = pairs[p, 1]
             if stamp[g] == rnd or stamp[h] == rnd:
                 continue
-            # neither group changed since the proposal: the same cut again
-            n = _best_cut(g, h, cost[g] + cost[h], head, nxt, ax, ay, aw, asub, k, r, step,
-                          n_dir, m_exact, buf_i, buf_f, cand_v, cand_i)[1]  # fmt: skip
+            # neither group changed since the proposal: its cut, on the same pool
+            n = 0
+            for e in (g, h):
+                a = head[e]
+                while a >= 0:
+                    mem[n] = a
+                    side[n] = (cut[j, n // 63] >> (n % 63)) & 1
+                    n += 1
+                    a = nxt[a]
             n0 = 0
             for t in range(n):
                 if side[t] == 0:
@@ -623,7 +649,7 @@ def _group_stats(
     return mx, my, rad, size
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _window_pairs(
     order: NDArray[np.int64],
     mx: NDArray[np.float64],
@@ -636,23 +662,31 @@ def _window_pairs(
 ) -> NDArray[np.int64]:
     """Pairs (lo, hi) of groups at most ``window`` apart in ``order`` whose centroids
     are at most ``reach`` times the sum of their radii apart and which hold at least
-    ``least`` atoms together."""
+    ``least`` atoms together (in order of their first place; counted, then written,
+    piece by piece)."""
     m = order.size
-    count = 0
+    pieces = _WINDOW_PIECES
+    count = np.zeros(pieces + 1, np.int64)
+    out = np.empty((0, 2), np.int64)
     for phase in range(2):
         if phase == 1:
-            out = np.empty((count, 2), np.int64)
-            count = 0
-        for i in range(m):
-            g = order[i]
-            for j in range(i + 1, min(m, i + window + 1)):
-                h = order[j]
-                if size[g] + size[h] < least:
-                    continue
-                d = math.sqrt((mx[g] - mx[h]) ** 2 + (my[g] - my[h]) ** 2)
-                if d <= reach * (rad[g] + rad[h]):
-                    if phase == 1:
-                        out[count, 0] = min(g, h)
-                        out[count, 1] = max(g, h)
-                    count += 1
+            for c in range(pieces):
+                count[c + 1] += count[c]
+            out = np.empty((count[pieces], 2), np.int64)
+        for c in nb.prange(pieces):
+            at = count[c] if phase == 1 else 0
+            for i in range(m * c // pieces, m * (c + 1) // pieces):
+                g = order[i]
+                for j in range(i + 1, min(m, i + window + 1)):
+                    h = order[j]
+                    if size[g] + size[h] < least:
+                        continue
+                    d = math.sqrt((mx[g] - mx[h]) ** 2 + (my[g] - my[h]) ** 2)
+                    if d <= reach * (rad[g] + rad[h]):
+                        if phase == 1:
+                            out[at, 0] = min(g, h)
+                            out[at, 1] = max(g, h)
+                        at += 1
+            if phase == 0:
+                count[c + 1] = at
     return out

@@ -29,7 +29,7 @@ import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
-from geokanon._recut import _group_cost, _pool_cost, _pool_valid, candidate_pairs
+from geokanon._recut import _group_costs, _pool_cost, _pool_valid, candidate_pairs
 from geokanon.grouping import CAP_K, KernelInt
 
 __all__ = ["split_groups"]
@@ -461,13 +461,13 @@ def _split_all(
         if k <= size[g] <= cap and k <= size[h] <= cap and size[g] + size[h] >= 3 * k:
             m += 1
     cand = np.empty((m, 2), np.int64)
-    cost = np.zeros(n_groups)
+    need = np.zeros(n_groups, np.bool_)
     m = 0
     for g in range(n_groups):
         if 2 * k <= size[g] <= cap:
             cand[m, 0] = g
             cand[m, 1] = -1
-            cost[g] = _group_cost(g, head, nxt, ax, ay, aw)
+            need[g] = True
             m += 1
     for p in range(pairs.shape[0]):
         g = pairs[p, 0]
@@ -475,11 +475,12 @@ def _split_all(
         if k <= size[g] <= cap and k <= size[h] <= cap and size[g] + size[h] >= 3 * k:
             cand[m, 0] = g
             cand[m, 1] = h
-            cost[g] = _group_cost(g, head, nxt, ax, ay, aw)
-            cost[h] = _group_cost(h, head, nxt, ax, ay, aw)
+            need[g] = True
+            need[h] = True
             m += 1
     if m == 0:
         return n_groups
+    cost = _group_costs(need, head, nxt, ax, ay, aw)
     gain = np.empty(m)
     part = np.empty((m, 2 * cap + 2), np.int8)
     _propose(cand, cost, head, nxt, ax, ay, aw, asub, k, r, step, cap, n_dir, m_exact,

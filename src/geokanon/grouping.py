@@ -48,6 +48,7 @@ records are always disposed of together:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -58,6 +59,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
 from geokanon.neighbours import (
+    argsort_halves,
     cell_values,
     cells_around,
     pack_key,
@@ -560,23 +562,27 @@ def _try_cells(
     avoid_x: float,
     avoid_y: float,
 ) -> tuple[bool, float, float]:
-    """The nearest of the 4x4 snap-cell centres around (cx, cy) that covers every point."""
+    """The nearest of the 4x4 snap-cell centres around (cx, cy) that covers every point.
+
+    The centres are tried nearest first (ties: row-major from the lower left), each
+    found by a scan of those not tried yet: the first or second one usually covers
+    the points, so the 16 are not sorted (nor any array allocated)."""
     sx0 = (math.floor(cx / step) + 0.5 + OFFSET) * step
     sy0 = (math.floor(cy / step) + 0.5 + OFFSET) * step
-    qxs = np.empty(16)
-    qys = np.empty(16)
-    ds = np.empty(16)
-    t = 0
-    for i in range(-1, 3):
-        for j in range(-1, 3):
-            qxs[t] = sx0 + i * step
-            qys[t] = sy0 + j * step
-            ds[t] = (qxs[t] - cx) ** 2 + (qys[t] - cy) ** 2
-            t += 1
-    order = np.argsort(ds, kind="mergesort")
-    for o in order:
-        qx = qxs[o]
-        qy = qys[o]
+    tried = 0  # bit t: centre t (i = t // 4 - 1, j = t % 4 - 1) was tried
+    for _ in range(16):
+        o = -1
+        best = 0.0
+        for t in range(16):
+            if (tried >> t) & 1:
+                continue
+            d = (sx0 + (t // 4 - 1) * step - cx) ** 2 + (sy0 + (t % 4 - 1) * step - cy) ** 2
+            if o < 0 or d < best:
+                o = t
+                best = d
+        tried |= 1 << o
+        qx = sx0 + (o // 4 - 1) * step
+        qy = sy0 + (o % 4 - 1) * step
         if qx == avoid_x and qy == avoid_y:
             continue
         good = True
@@ -773,9 +779,19 @@ def _by_group(
 class _Members:
     """Atom lists of groups, materialised only for the groups that are touched."""
 
-    def __init__(self, atom_group: NDArray[np.int64], n_groups: int) -> None:
-        # the placed atoms by group, ascending within each (a counting sort)
-        self._order, self._start = _by_group(atom_group, n_groups)
+    def __init__(
+        self,
+        atom_group: NDArray[np.int64],
+        n_groups: int,
+        runs: tuple[NDArray[np.int64], NDArray[np.bool_]] | None = None,
+    ) -> None:
+        # the placed atoms by group, ascending within each: a counting sort, or, when the
+        # groups are the valid runs ``starts[i]:starts[i + 1]`` (``runs``: starts, ok) of
+        # :func:`_run_groups`, those runs one after another
+        if runs is None:
+            self._order, self._start = _by_group(atom_group, n_groups)
+        else:
+            self._order, self._start = _run_lists(*runs)
         self._lists: dict[int, list[int]] = {}
         self._n = n_groups
 
@@ -797,6 +813,52 @@ class _Members:
     def new(self, atoms: list[int]) -> None:
         self._lists[self._n] = atoms
         self._n += 1
+
+    def csr(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Every group's atoms as they stand, in their lists' order:
+        ``order[start[g]:start[g + 1]]``."""
+        if not self._lists:
+            return self._order, self._start
+        n = len(self._lists)
+        ids = np.fromiter(self._lists.keys(), np.int64, n)
+        lens = np.fromiter(map(len, self._lists.values()), np.int64, n)
+        flat = np.fromiter(
+            itertools.chain.from_iterable(self._lists.values()), np.int64, int(lens.sum())
+        )
+        return _merged_lists(self._order, self._start, self._n, ids, lens, flat)
+
+
+@nb.njit(cache=True)
+def _merged_lists(
+    order: NDArray[np.int64],
+    start: NDArray[np.int64],
+    n_groups: int,
+    ids: NDArray[np.int64],
+    lens: NDArray[np.int64],
+    flat: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """The lists ``order[start[g]:start[g + 1]]`` with those of the groups ``ids``
+    replaced (their atoms one after another in ``flat``, ``lens`` each), as one list of
+    ``n_groups`` groups (a group with neither has none)."""
+    at = np.full(n_groups, -1, np.int64)  # where a replaced group's atoms are in flat
+    size = np.zeros(n_groups, np.int64)
+    for g in range(min(n_groups, start.size - 1)):
+        size[g] = start[g + 1] - start[g]
+    f = 0
+    for i in range(ids.size):
+        at[ids[i]] = f
+        size[ids[i]] = lens[i]
+        f += lens[i]
+    out_start = np.zeros(n_groups + 1, np.int64)
+    for g in range(n_groups):
+        out_start[g + 1] = out_start[g] + size[g]
+    out = np.empty(out_start[n_groups], np.int64)
+    for g in range(n_groups):
+        src = at[g] if at[g] >= 0 else start[g]
+        lst = flat if at[g] >= 0 else order
+        for j in range(size[g]):
+            out[out_start[g] + j] = lst[src + j]
+    return out, out_start
 
 
 @dataclass(frozen=True)
@@ -835,9 +897,10 @@ def _canonical_order(
     Coordinates come before the content key and the content key before the subject
     code (a row number when there is no subject column): only records equal in
     every column are left in an order the integer sort chose (it need not be
-    stable: they are interchangeable, one atom).
+    stable: they are interchangeable, one atom). The integer sort runs on two
+    threads (:func:`~geokanon.neighbours.argsort_halves`).
     """
-    order = np.argsort(h)  # not stable: every tie is ordered below
+    order = argsort_halves(h)  # not stable: every tie is ordered below
     pos = _tied(h, order)
     if pos.size:
         idx = order[pos]
@@ -846,25 +909,38 @@ def _canonical_order(
     return order
 
 
-@nb.njit(cache=True)
+#: Pieces of the compiled passes over records or atoms that run side by side and
+#: then join their parts in order (:func:`_tied`, :func:`_collapse`): fixed, so
+#: that nothing depends on the number of threads.
+PASS_PIECES = 64
+
+
+@nb.njit(cache=True, parallel=True)
 def _tied(
     h: NDArray[np.int64], order: NDArray[np.int64]
 ) -> NDArray[np.int64]:  # pragma: no cover - compiled
-    """The places in ``order`` whose key ``h`` equals the one before or after it."""
+    """The places in ``order`` whose key ``h`` equals the one before or after it
+    (ascending; counted, then written, piece by piece)."""
     n = order.size
-    m = 0
-    for i in range(1, n):
-        if h[order[i]] == h[order[i - 1]]:
-            m += 1
-    out = np.empty(2 * m, np.int64)
-    m = 0
-    for i in range(n):
-        if (i > 0 and h[order[i]] == h[order[i - 1]]) or (
-            i + 1 < n and h[order[i + 1]] == h[order[i]]
-        ):
-            out[m] = i
-            m += 1
-    return out[:m]
+    count = np.zeros(PASS_PIECES + 1, np.int64)
+    for piece in nb.prange(PASS_PIECES):
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            if (i > 0 and h[order[i]] == h[order[i - 1]]) or (
+                i + 1 < n and h[order[i + 1]] == h[order[i]]
+            ):
+                count[piece + 1] += 1
+    for piece in range(PASS_PIECES):
+        count[piece + 1] += count[piece]
+    out = np.empty(count[PASS_PIECES], np.int64)
+    for piece in nb.prange(PASS_PIECES):
+        m = count[piece]
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            if (i > 0 and h[order[i]] == h[order[i - 1]]) or (
+                i + 1 < n and h[order[i + 1]] == h[order[i]]
+            ):
+                out[m] = i
+                m += 1
+    return out
 
 
 def _nearest_reps(
@@ -945,10 +1021,11 @@ class _LocalTree:
             np.floor((x - self._ox) / self._side), np.floor((y - self._oy) / self._side)
         )
 
-    def _covered(self, pts: NDArray[np.float64]) -> bool:
+    def _covered(self, pts: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Per point, whether its cell lies within 2 cells of a seed's."""
         keys = self._cells(pts[:, 0], pts[:, 1])
         i = np.minimum(np.searchsorted(self._safe, keys), self._safe.size - 1)
-        return bool((self._safe[i] == keys).all())  # _safe is sorted and distinct
+        return self._safe[i] == keys  # _safe is sorted and distinct
 
     def _whole(self) -> cKDTree:
         if self._full is None:
@@ -957,18 +1034,37 @@ class _LocalTree:
 
     def query_ball_point(self, pt: list[float], r: float) -> list[int]:
         """Indices of the atoms within ``r <= 2 r_max`` of ``pt``."""
-        if not self._covered(np.asarray([pt], dtype=np.float64)):
+        if not self._covered(np.asarray([pt], dtype=np.float64))[0]:
             return list(self._whole().query_ball_point(pt, r=r))
         return self._idx[np.asarray(self._tree.query_ball_point(pt, r=r), dtype=np.int64)].tolist()
 
     def query(self, pts: ArrayLike, k: int, distance_upper_bound: float = math.inf) -> Any:
-        """As ``cKDTree.query``; a missing neighbour is ``len(ax)``, as on the whole tree."""
+        """As ``cKDTree.query``; a missing neighbour is ``len(ax)``, as on the whole tree.
+
+        Each point is answered as it would be alone: by the local tree where its cell
+        is covered, else by the tree over all atoms."""
         p = np.atleast_2d(np.asarray(pts, dtype=np.float64))
         single = np.asarray(pts).ndim == 1
-        if not self._covered(p):
-            return self._whole().query(pts, k=k, distance_upper_bound=distance_upper_bound)
+        covered = self._covered(p)
+        if covered.all():
+            d, out = self._local(p, k, distance_upper_bound)
+        elif not covered.any():
+            d, out = self._far(p, k, distance_upper_bound)
+        else:
+            d = np.empty((p.shape[0], k))
+            out = np.empty((p.shape[0], k), dtype=np.int64)
+            d[covered], out[covered] = self._local(p[covered], k, distance_upper_bound)
+            d[~covered], out[~covered] = self._far(p[~covered], k, distance_upper_bound)
+        if k == 1:
+            d, out = d[:, 0], out[:, 0]
+        return (d[0], out[0]) if single else (d, out)
+
+    def _local(
+        self, p: NDArray[np.float64], k: int, bound: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The local tree's answer for points (rows) whose cells are covered."""
         kk = min(k, self._idx.size)
-        d, i = self._tree.query(p, k=kk, distance_upper_bound=distance_upper_bound)
+        d, i = self._tree.query(p, k=kk, distance_upper_bound=bound)
         d = np.asarray(d).reshape(p.shape[0], kk)
         i = np.asarray(i).reshape(p.shape[0], kk)
         if kk < k:
@@ -976,9 +1072,14 @@ class _LocalTree:
             i = np.c_[i, np.full((p.shape[0], k - kk), self._idx.size)]
         out = np.where(i < self._idx.size, self._idx[np.minimum(i, self._idx.size - 1)],
                        self._ax.size)  # fmt: skip
-        if k == 1:
-            d, out = d[:, 0], out[:, 0]
-        return (d[0], out[0]) if single else (d, out)
+        return d, out
+
+    def _far(
+        self, p: NDArray[np.float64], k: int, bound: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """The whole tree's answer for points (rows)."""
+        d, i = self._whole().query(p, k=k, distance_upper_bound=bound)
+        return np.asarray(d).reshape(p.shape[0], k), np.asarray(i).reshape(p.shape[0], k)
 
 
 def _atoms(
@@ -1007,7 +1108,7 @@ def _atoms(
     return _collapse(order, np.ascontiguousarray(subj, dtype=np.int64), x, y)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _collapse(
     order: NDArray[np.int64],
     subj: NDArray[np.int64],
@@ -1020,35 +1121,48 @@ def _collapse(
     NDArray[np.int64],
     NDArray[np.float64],
 ]:  # pragma: no cover - compiled
-    """Runs of ``order`` with the same subject and coordinates as atoms (one pass): each
-    record's atom, and per atom its x, y, subject and record count."""
+    """Runs of ``order`` with the same subject and coordinates as atoms: each record's
+    atom, and per atom its x, y, subject and record count. The runs are counted piece by
+    piece, then numbered and written piece by piece (each piece from its first run's
+    number), so the atoms are those of one pass in order."""
     n = order.size
+    count = np.zeros(PASS_PIECES + 1, np.int64)
+    for piece in nb.prange(PASS_PIECES):
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            j = order[i]
+            if i == 0:
+                count[piece + 1] += 1
+            else:
+                p = order[i - 1]
+                if subj[j] != subj[p] or x[j] != x[p] or y[j] != y[p]:
+                    count[piece + 1] += 1
+    for piece in range(PASS_PIECES):
+        count[piece + 1] += count[piece]
+    na = count[PASS_PIECES]
     atom_of = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
-    m = -1
-    for i in range(n):
-        j = order[i]
-        if i == 0:
-            m = 0
-            first[0] = j
-        else:
-            p = order[i - 1]
-            if subj[j] != subj[p] or x[j] != x[p] or y[j] != y[p]:
-                m += 1
-                first[m] = j
-        atom_of[j] = m
-    na = m + 1
+    first = np.empty(na + 1, np.int64)  # each atom's first place in ``order``
     axs = np.empty(na)
     ays = np.empty(na)
     asub = np.empty(na, np.int64)
-    counts = np.zeros(na)
-    for a in range(na):
-        j = first[a]
-        axs[a] = x[j]
-        ays[a] = y[j]
-        asub[a] = subj[j]
-    for j in range(n):
-        counts[atom_of[j]] += 1.0
+    for piece in nb.prange(PASS_PIECES):
+        m = count[piece] - 1
+        for i in range(n * piece // PASS_PIECES, n * (piece + 1) // PASS_PIECES):
+            j = order[i]
+            new = i == 0
+            if not new:
+                p = order[i - 1]
+                new = subj[j] != subj[p] or x[j] != x[p] or y[j] != y[p]
+            if new:
+                m += 1
+                first[m] = i
+                axs[m] = x[j]
+                ays[m] = y[j]
+                asub[m] = subj[j]
+            atom_of[j] = m
+    first[na] = n
+    counts = np.empty(na)
+    for a in nb.prange(na):
+        counts[a] = float(first[a + 1] - first[a])
     return atom_of, axs, ays, asub, counts
 
 
@@ -1131,7 +1245,7 @@ def group_records(
     atom_group = _run_groups(starts, ok)
     reps_x: list[float] = rep_x[ok].tolist()
     reps_y: list[float] = rep_y[ok].tolist()
-    members = _Members(atom_group, len(reps_x))
+    members = _Members(atom_group, len(reps_x), runs=(starts, ok))
 
     leftovers = np.flatnonzero(atom_group < 0)
     if leftovers.size:
@@ -1156,8 +1270,7 @@ def group_records(
         _polish_groups(before, atom_group, ng, ax, ay, aw, asub, k, r_max, step, lists[0])
     ng = split_groups(atom_group, ng, ax, ay, aw, asub, k, r_max, step, pairs=wide)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, ng, r_max, step)
-    group_id = atom_group[atom_of]
-    return Grouping(group_id, rx, ry)
+    return Grouping(_take(atom_group, atom_of), rx, ry)
 
 
 def repair_groups(
@@ -1230,7 +1343,7 @@ def repair_groups(
     ry = np.asarray(reps_y, dtype=np.float64)
     atom_group, rx, ry, _ = _compact(atom_group, rx, ry, None)
     atom_group, rx, ry = _settled(atom_group, ax, ay, aw, asub, rx.size, r_max, step)
-    return Grouping(atom_group[atom_of], rx, ry)
+    return Grouping(_take(atom_group, atom_of), rx, ry)
 
 
 def _join_groups(
@@ -1251,70 +1364,215 @@ def _join_groups(
     """Each atom joins the nearest group whose disc covers it (re-centred if one disc can
     cover the members and the atom); joining only adds members, so every group stays
     valid. ``check_live``: skip groups left with fewer than k subjects (after the rescue
-    has moved members)."""
+    has moved members). The atoms are taken in order in one compiled pass
+    (:func:`_join_atoms`); the members and representatives are then brought up to date."""
     if not reps_x or not atoms.size:
         return
     dist, idx = _nearest_reps(ax[atoms], ay[atoms], reps_x, reps_y, 8, 2 * r_max)
-    # Joining only adds members: a group live (>= k subjects) stays live, and one that is
-    # not gains no member here, so liveness is counted once per group.
-    live: dict[int, bool] = {}
-    # Per group, its members extreme in 8 directions: an atom farther than 2 r_max from
-    # one of them cannot share a disc of radius r_max with the group, whatever the
-    # centre, so the exact check (which costs the group's size) is not needed.
-    ext: dict[int, NDArray[np.float64]] = {}
+    order, start = members.csr()
+    rx = np.asarray(reps_x, dtype=np.float64)
+    ry = np.asarray(reps_y, dtype=np.float64)
+    joined, moved = _join_atoms(
+        np.ascontiguousarray(atoms, dtype=np.int64), np.ascontiguousarray(dist),
+        np.ascontiguousarray(idx), ax, ay, aw, asub, atom_group, order, start, rx, ry, k,
+        float(r_max), float(step), np.bool_(check_live),
+    )  # fmt: skip
+    for t in np.flatnonzero(joined >= 0).tolist():
+        members.add(int(joined[t]), int(atoms[t]))
+    for g in moved.tolist():
+        reps_x[g], reps_y[g] = float(rx[g]), float(ry[g])
+
+
+@nb.njit(cache=True)
+def _join_atoms(
+    atoms: NDArray[np.int64],
+    dist: NDArray[np.float64],
+    idx: NDArray[np.int64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    order: NDArray[np.int64],
+    start: NDArray[np.int64],
+    rx: NDArray[np.float64],
+    ry: NDArray[np.float64],
+    k: int,
+    r_max: float,
+    step: float,
+    check_live: KernelBool,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """:func:`_join_groups`' pass: each atom in turn tries its nearest representatives
+    (``dist``, ``idx``: nearest first, within ``2 r_max``), in place on ``atom_group`` and
+    the representatives ``rx``, ``ry``. The groups' atoms are ``order[start[g]:start[g +
+    1]]`` and, after them, those joined here, in the order they joined.
+
+    Per group, its members extreme in 8 directions (:func:`_extremes`) are kept from
+    its first exact check on: an atom farther than 2 r_max from one of them cannot share
+    a disc of radius r_max with the group, whatever the centre, so the exact check (which
+    costs the group's size) is not needed. Joining only adds members: a group live (>= k
+    subjects) stays live, and one that is not gains no member here, so liveness
+    (``check_live``) is counted once per group.
+
+    Returns the group each atom joined (-1: none) and the groups re-centred.
+    """
+    nt = atoms.size
+    n_groups = rx.size
+    joined = np.full(nt, -1, np.int64)
+    # the atoms joined to each group, through their places t in ``atoms``
+    x_head = np.full(n_groups, -1, np.int64)
+    x_tail = np.full(n_groups, -1, np.int64)
+    x_next = np.full(nt, -1, np.int64)
+    live = np.full(n_groups, -1, np.int8)
+    slot = np.full(n_groups, -1, np.int64)  # the group's extremes, once worked out
+    n_slots = 0
+    ext_x = np.empty((max(16, nt), 9))
+    ext_y = np.empty((max(16, nt), 9))
+    ext_n = np.empty(max(16, nt), np.int64)
+    recentred = np.zeros(n_groups, np.bool_)
+    px = np.empty(64)
+    py = np.empty(64)
+    pw = np.empty(64)
     reach = 2.0 * r_max * (1.0 + 1e-9) + 1e-6
-    for t, a in enumerate(atoms):
-        for d, g in zip(dist[t], idx[t], strict=True):
+    for t in range(nt):
+        a = atoms[t]
+        for u in range(idx.shape[1]):
+            d = dist[t, u]
             if not math.isfinite(d) or d > 2 * r_max:
                 break
-            g = int(g)
+            g = idx[t, u]
             if check_live:
-                if g not in live:
-                    live[g] = len(set(asub[members.get(g)].tolist())) >= k
-                if not live[g]:
+                if live[g] < 0:
+                    seen = set()
+                    for j in range(start[g], start[g + 1]):
+                        seen.add(asub[order[j]])
+                    e = x_head[g]
+                    while e >= 0:
+                        seen.add(asub[atoms[e]])
+                        e = x_next[e]
+                    live[g] = 1 if len(seen) >= k else 0
+                if live[g] == 0:
                     continue  # a group the rescue emptied: not one to join
-            dx = ax[a] - reps_x[g]
-            dy = ay[a] - reps_y[g]
-            if math.sqrt(dx * dx + dy * dy) <= r_max and not (
-                ax[a] == reps_x[g] and ay[a] == reps_y[g]
-            ):
-                members.add(g, int(a))
-                atom_group[a] = g
-                if g in ext:
-                    ext[g] = _extremes(np.concatenate((ext[g], [[ax[a], ay[a]]])))
-                break
-            e = ext.get(g)
-            if e is None:
-                m = np.asarray(members.get(g), dtype=np.int64)
-                e = ext[g] = _extremes(np.column_stack((ax[m], ay[m])))
-            if (
-                e.size
-                and float(np.max((e[:, 0] - ax[a]) ** 2 + (e[:, 1] - ay[a]) ** 2)) > reach * reach
-            ):
-                continue
-            mem = np.asarray([*members.get(g), int(a)])
-            rep = _covering_rep(ax[mem], ay[mem], aw[mem], r_max, step)
-            if rep is not None:
-                members.add(g, int(a))
-                atom_group[a] = g
-                reps_x[g], reps_y[g] = rep
-                ext[g] = _extremes(np.concatenate((e, [[ax[a], ay[a]]])))
-                break
+            dx = ax[a] - rx[g]
+            dy = ay[a] - ry[g]
+            direct = math.sqrt(dx * dx + dy * dy) <= r_max and not (
+                ax[a] == rx[g] and ay[a] == ry[g]
+            )
+            if not direct:
+                # the group's atoms gathered (the buffers grow as needed; one more place
+                # for this atom)
+                m = start[g + 1] - start[g]
+                e = x_head[g]
+                while e >= 0:
+                    m += 1
+                    e = x_next[e]
+                if m + 1 > px.size:
+                    px = np.empty(2 * (m + 1))
+                    py = np.empty(2 * (m + 1))
+                    pw = np.empty(2 * (m + 1))
+                i = 0
+                for j in range(start[g], start[g + 1]):
+                    b = order[j]
+                    px[i], py[i], pw[i] = ax[b], ay[b], aw[b]
+                    i += 1
+                e = x_head[g]
+                while e >= 0:
+                    b = atoms[e]
+                    px[i], py[i], pw[i] = ax[b], ay[b], aw[b]
+                    i += 1
+                    e = x_next[e]
+                if slot[g] < 0:
+                    if n_slots == ext_n.size:
+                        ext_x = np.concatenate((ext_x, np.empty_like(ext_x)))
+                        ext_y = np.concatenate((ext_y, np.empty_like(ext_y)))
+                        ext_n = np.concatenate((ext_n, np.empty_like(ext_n)))
+                    slot[g] = n_slots
+                    n_slots += 1
+                    ext_n[slot[g]] = _extremes(px, py, m, ext_x[slot[g]], ext_y[slot[g]])
+                s = slot[g]
+                far = False
+                for j in range(ext_n[s]):
+                    if (ext_x[s, j] - ax[a]) ** 2 + (ext_y[s, j] - ay[a]) ** 2 > reach * reach:
+                        far = True
+                        break
+                if far:
+                    continue
+                px[m], py[m], pw[m] = ax[a], ay[a], aw[a]
+                ok, qx, qy = _covering_rep_nb(
+                    px[: m + 1], py[: m + 1], pw[: m + 1], r_max, step, np.nan, np.nan
+                )
+                if not ok:
+                    continue
+                rx[g] = qx
+                ry[g] = qy
+                recentred[g] = True
+            # a joins g
+            joined[t] = g
+            atom_group[a] = g
+            if x_tail[g] >= 0:
+                x_next[x_tail[g]] = t
+            else:
+                x_head[g] = t
+            x_tail[g] = t
+            s = slot[g]
+            if s >= 0:  # its extremes with the atom
+                n_e = ext_n[s]
+                ext_x[s, n_e] = ax[a]
+                ext_y[s, n_e] = ay[a]
+                ext_n[s] = _extremes(ext_x[s], ext_y[s], n_e + 1, ext_x[s], ext_y[s])
+            break
+    return joined, np.flatnonzero(recentred)
 
 
-def _extremes(pts: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The points of ``pts`` (rows x, y) extreme in x, y, x + y and x - y, both ways.
+@nb.njit(cache=True)
+def _extremes(
+    px: NDArray[np.float64],
+    py: NDArray[np.float64],
+    m: int,
+    out_x: NDArray[np.float64],
+    out_y: NDArray[np.float64],
+) -> int:  # pragma: no cover - compiled
+    """The points ``(px[:m], py[:m])`` extreme in x, y, x + y and x - y, both ways (the
+    first of equal ones), written to ``out_x``, ``out_y`` (which may be ``px``, ``py``);
+    all of them when they are 8 or fewer. Returns how many were written.
 
     The extremes of a set and one more point are among the extremes of the set and
     that point, so they are kept up to date as a group grows.
     """
-    if pts.shape[0] <= 8:
-        return pts
-    u = pts[:, 0] + pts[:, 1]
-    v = pts[:, 0] - pts[:, 1]
-    idx = [np.argmax(pts[:, 0]), np.argmin(pts[:, 0]), np.argmax(pts[:, 1])]
-    idx += [np.argmin(pts[:, 1]), np.argmax(u), np.argmin(u), np.argmax(v), np.argmin(v)]
-    return pts[idx]
+    if m <= 8:
+        for i in range(m):
+            out_x[i] = px[i]
+            out_y[i] = py[i]
+        return m
+    pick = np.zeros(8, np.int64)  # argmax x, argmin x, argmax y, argmin y, then of u, v
+    for i in range(1, m):
+        u = px[i] + py[i]
+        v = px[i] - py[i]
+        if px[i] > px[pick[0]]:
+            pick[0] = i
+        if px[i] < px[pick[1]]:
+            pick[1] = i
+        if py[i] > py[pick[2]]:
+            pick[2] = i
+        if py[i] < py[pick[3]]:
+            pick[3] = i
+        if u > px[pick[4]] + py[pick[4]]:
+            pick[4] = i
+        if u < px[pick[5]] + py[pick[5]]:
+            pick[5] = i
+        if v > px[pick[6]] - py[pick[6]]:
+            pick[6] = i
+        if v < px[pick[7]] - py[pick[7]]:
+            pick[7] = i
+    ex = np.empty(8)
+    ey = np.empty(8)
+    for j in range(8):
+        ex[j] = px[pick[j]]
+        ey[j] = py[pick[j]]
+    for j in range(8):
+        out_x[j] = ex[j]
+        out_y[j] = ey[j]
+    return 8
 
 
 @nb.njit(cache=True)
@@ -1864,6 +2122,13 @@ def _plan(
     donors = set(taken)
     for g in broken:
         gone = set(taken[g])
+        # the nearest atoms of those that must find another group, asked for at once
+        ask = [a for a in members.get(g) if a not in gone and a not in near_cache
+               and (ax[a] - cx) ** 2 + (ay[a] - cy) ** 2 > r_in * r_in]  # fmt: skip
+        if ask:
+            found = tree.query(np.column_stack((ax[ask], ay[ask])), k=min(24, ax.size))[1]
+            for a, nb_a in zip(ask, np.asarray(found).reshape(len(ask), -1), strict=True):
+                near_cache[a] = nb_a[nb_a < ax.size]  # a local tree may hold fewer than 24
         for a in members.get(g):
             if a in gone:
                 continue
@@ -1871,11 +2136,7 @@ def _plan(
             if (ax[a] - cx) ** 2 + (ay[a] - cy) ** 2 <= r_in * r_in:
                 chosen.append(a)
                 continue
-            nb_a = near_cache.get(a)
-            if nb_a is None:
-                nb_a = np.atleast_1d(tree.query([ax[a], ay[a]], k=min(24, ax.size))[1])
-                nb_a = nb_a[nb_a < ax.size]  # a local tree may hold fewer than 24
-                near_cache[a] = nb_a
+            nb_a = near_cache[a]
             homes = sorted({int(g) for g in atom_group[nb_a]} - donors - {-1})
             h = _rehome(a, ax, ay, aw, members, reps_x, reps_y, r_max, step, homes, adds,
                         new_reps)  # fmt: skip
@@ -1988,12 +2249,13 @@ def _used(atom_group: NDArray[np.int64], n_groups: int) -> NDArray[np.bool_]:  #
     return used
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _renumbered(
     atom_group: NDArray[np.int64], keep: NDArray[np.bool_]
 ) -> NDArray[np.int64]:  # pragma: no cover - compiled
     """The groups kept renumbered 0..m-1 in their order, the others' atoms -1:
-    ``np.where(g >= 0 & keep[g], (np.cumsum(keep) - 1)[g], -1)``, in one pass."""
+    ``np.where(g >= 0 & keep[g], (np.cumsum(keep) - 1)[g], -1)``, in one pass (each
+    atom on its own)."""
     new_id = np.empty(keep.size, np.int64)
     m = 0
     for g in range(keep.size):
@@ -2001,10 +2263,34 @@ def _renumbered(
         if keep[g]:
             m += 1
     out = np.empty(atom_group.size, np.int64)
-    for a in range(atom_group.size):
+    for a in nb.prange(atom_group.size):
         g = atom_group[a]
         out[a] = new_id[g] if g >= 0 else -1
     return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _run_lists(
+    starts: NDArray[np.int64], ok: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """:func:`_by_group` of :func:`_run_groups`' answer: the atoms of the valid runs
+    (``ok``) one after another, and where each run's atoms start (each run on its own)."""
+    n_runs = starts.size - 1
+    start = np.zeros(n_runs + 1, np.int64)  # over the valid runs, then cut to their number
+    at = np.empty(n_runs, np.int64)  # each valid run's number
+    m = 0
+    for i in range(n_runs):
+        at[i] = m
+        if ok[i]:
+            start[m + 1] = start[m] + starts[i + 1] - starts[i]
+            m += 1
+    order = np.empty(start[m], np.int64)
+    for i in nb.prange(n_runs):
+        if ok[i]:
+            b = start[at[i]]
+            for a in range(starts[i], starts[i + 1]):
+                order[b + a - starts[i]] = a
+    return order, start[: m + 1].copy()
 
 
 @nb.njit(cache=True)
@@ -2215,54 +2501,79 @@ def _settle(
     ok: NDArray[np.bool_],
 ) -> None:
     """:func:`settle_representatives` over groups given as runs of ``order`` (each group on
-    its own: in parallel, the same answer whatever the threads)."""
+    its own: in parallel, in chunks of groups with their own scratch, the same answer
+    whatever the threads)."""
     o = (0.5 + OFFSET) * step
-    for g in nb.prange(starts.size - 1):
-        a = starts[g]
-        b = starts[g + 1]
-        m = b - a
-        if m == 0:
-            ok[g] = False
-            continue
-        idx = order[a:b]
-        px = ax[idx]
-        py = ay[idx]
-        w = aw[idx]
-        # centroid, in coordinates local to the first member
-        x0 = px[0]
-        y0 = py[0]
-        sw = 0.0
-        sx = 0.0
-        sy = 0.0
-        for t in range(m):
-            sw += w[t]
-            sx += w[t] * (px[t] - x0)
-            sy += w[t] * (py[t] - y0)
-        mx = sx / sw
-        my = sy / sw
-        cx = x0 + mx
-        cy = y0 + my
-        sq = 0.0
-        for t in range(m):
-            ex = px[t] - x0 - mx
-            ey = py[t] - y0 - my
-            sq += w[t] * (ex * ex + ey * ey)
-        # the largest subject's records
-        sub = asub[idx]
-        so = np.argsort(sub, kind="mergesort")
-        wmax = 0.0
-        run = 0.0
-        for t in range(m):
-            if t > 0 and sub[so[t]] != sub[so[t - 1]]:
+    n_groups = starts.size - 1
+    chunk = 4096
+    for ch in nb.prange((n_groups + chunk - 1) // chunk):
+        size = 64
+        sx_ = np.empty(size)
+        sy_ = np.empty(size)
+        sw_ = np.empty(size)
+        ss_ = np.empty(size, np.int64)
+        for g in range(ch * chunk, min(n_groups, (ch + 1) * chunk)):
+            a = starts[g]
+            b = starts[g + 1]
+            m = b - a
+            if m == 0:
+                ok[g] = False
+                continue
+            if m > size:
+                size = 2 * m
+                sx_ = np.empty(size)
+                sy_ = np.empty(size)
+                sw_ = np.empty(size)
+                ss_ = np.empty(size, np.int64)
+            for t in range(m):
+                e = order[a + t]
+                sx_[t] = ax[e]
+                sy_[t] = ay[e]
+                sw_[t] = aw[e]
+                ss_[t] = asub[e]
+            px = sx_[:m]
+            py = sy_[:m]
+            w = sw_[:m]
+            # centroid, in coordinates local to the first member
+            x0 = px[0]
+            y0 = py[0]
+            sw = 0.0
+            sx = 0.0
+            sy = 0.0
+            for t in range(m):
+                sw += w[t]
+                sx += w[t] * (px[t] - x0)
+                sy += w[t] * (py[t] - y0)
+            mx = sx / sw
+            my = sy / sw
+            cx = x0 + mx
+            cy = y0 + my
+            sq = 0.0
+            for t in range(m):
+                ex = px[t] - x0 - mx
+                ey = py[t] - y0 - my
+                sq += w[t] * (ex * ex + ey * ey)
+            # the largest subject's records (each subject's summed in member order)
+            wmax = 0.0
+            for t in range(m):
+                first = True
+                for u in range(t):
+                    if ss_[u] == ss_[t]:
+                        first = False
+                        break
+                if not first:
+                    continue
                 run = 0.0
-            run += w[so[t]]
-            wmax = max(wmax, run)
-        hide = math.sqrt(sq / sw) * wmax / sw
-        s = representative_step(hide, step)
-        good, qx, qy = _rule_point(px, py, cx, cy, r, s, o, cx, cy)
-        ok[g] = good
-        rx[g] = qx
-        ry[g] = qy
+                for u in range(t, m):
+                    if ss_[u] == ss_[t]:
+                        run += w[u]
+                        wmax = max(wmax, run)
+            hide = math.sqrt(sq / sw) * wmax / sw
+            s = representative_step(hide, step)
+            good, qx, qy = _rule_point(px, py, cx, cy, r, s, o, cx, cy)
+            ok[g] = good
+            rx[g] = qx
+            ry[g] = qy
 
 
 def settle_representatives(
@@ -2627,10 +2938,13 @@ def _sweep_piece(
     c_b = np.empty(2 * nq, np.int64)
     c_g = np.empty(2 * nq)
     c_hh = np.empty(2 * nq)
+    c_tried = np.zeros(2 * nq, np.bool_)
     t = int(now)
+    p_lo = int(p * piece)  # piece p's atoms: p_lo <= b < p_hi
+    p_hi = int((p + 1) * piece)
     if order is None:
-        lo = 0 if rest else int(p * piece)
-        hi = na if rest else min(na, int((p + 1) * piece))
+        lo = 0 if rest else p_lo
+        hi = na if rest else min(na, p_hi)
     for i in range(lo, hi):
         if order is None:
             a = i
@@ -2650,7 +2964,7 @@ def _sweep_piece(
                     if b < 0:
                         continue
                     # b's piece first: another piece's atoms are not read
-                    if b // piece != p or (atom_group[b] >= 0 and home[atom_group[b]] != p):
+                    if b < p_lo or b >= p_hi or (atom_group[b] >= 0 and home[atom_group[b]] != p):
                         ok = False
                         break
             inner[a] = ok
@@ -2741,9 +3055,15 @@ def _sweep_piece(
                 nc += 1
         if nc == 0:
             continue
-        # the best valid change (ties: the first found)
+        # the best valid change (ties: the first found), the greatest gain first
         pick = -1
-        for o in np.argsort(-c_gain[:nc], kind="mergesort"):
+        c_tried[:nc] = False
+        for _ in range(nc):
+            o = -1
+            for e in range(nc):
+                if not c_tried[e] and (o < 0 or c_gain[e] > c_gain[o]):
+                    o = e
+            c_tried[o] = True
             h = c_h[o]
             b = c_b[o]
             if _feasible(g, a, b, head, nxt, ax, ay, aw, asub, bx, by, bw, bs, k, r, step) and (
@@ -2790,10 +3110,30 @@ def _group_lists(
     """The local search's group lists: per group its first atom (``head``, -1: empty),
     per atom the next and previous atom of its group (in index order), per group its
     atoms, weight and weighted coordinate sums (summed in index order)."""
+    head, nxt, size, sw, sx, sy = _group_links(atom_group, n_groups, ax, ay, aw)
+    return head, nxt, _prev_links(nxt), size, sw, sx, sy
+
+
+@nb.njit(cache=True, parallel=True)
+def _group_links(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+) -> tuple[
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+]:  # pragma: no cover - compiled
+    """:func:`_group_lists` without the previous atoms (``head``, ``nxt``, ``size`` and
+    the sums, each group's summed along its list: in index order)."""
     na = ax.size
     head = np.full(n_groups, -1, np.int64)
     nxt = np.full(na, -1, np.int64)
-    prv = np.full(na, -1, np.int64)
     size = np.zeros(n_groups, np.int64)
     sw = np.zeros(n_groups)
     sx = np.zeros(n_groups)
@@ -2802,18 +3142,28 @@ def _group_lists(
         g = atom_group[a]
         if g < 0:
             continue
-        if head[g] >= 0:
-            prv[head[g]] = a
         nxt[a] = head[g]
         head[g] = a
         size[g] += 1
-    for a in range(na):
-        g = atom_group[a]
-        if g >= 0:
+    for g in nb.prange(n_groups):
+        a = head[g]
+        while a >= 0:
             sw[g] += aw[a]
             sx[g] += aw[a] * ax[a]
             sy[g] += aw[a] * ay[a]
-    return head, nxt, prv, size, sw, sx, sy
+            a = nxt[a]
+    return head, nxt, size, sw, sx, sy
+
+
+@nb.njit(cache=True, parallel=True)
+def _prev_links(nxt: NDArray[np.int64]) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """Per atom, the atom before it in its group's list (-1: the first), from ``nxt``
+    (each atom on its own: no two point to the same next atom)."""
+    prv = np.full(nxt.size, -1, np.int64)
+    for a in nb.prange(nxt.size):
+        if nxt[a] >= 0:
+            prv[nxt[a]] = a
+    return prv
 
 
 @nb.njit(cache=True, parallel=True)
@@ -2846,7 +3196,7 @@ def _group_costs(
     return cost, slope
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _improve(
     atom_group: NDArray[np.int64],
     n_groups: int,
@@ -2875,16 +3225,48 @@ def _improve(
     group and whose neighbours' groups lie wholly in the piece. A change an inner atom
     makes touches only groups of its piece, and the groups of a piece are read only by
     its own inner atoms, so the pieces run in parallel and each decides exactly as if it
-    ran alone. Then the other atoms are visited, in index order, one thread. The result
-    depends on ``piece``, never on the number of threads; with one piece it is the
-    plain sweep in index order.
+    ran alone. Then the other atoms are visited, in index order: as the components of
+    the groups they touch are independent, each component's atoms in index order, the
+    components side by side (:func:`_by_component`; the same groups as one thread
+    visiting them all in index order). The result depends on ``piece``, never on the
+    number of threads; with one piece it is the plain sweep in index order.
 
     ``bound`` (the default) skips, without costing them, the changes an O(1) lower
     bound on their cost shows cannot gain (see :func:`_sweep_piece`); the groups are
     those of ``bound`` False.
     """
-    na = ax.size
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
+    return _improve_on(atom_group, n_groups, head, nxt, prv, size, sw, sx, sy, ax, ay, aw, asub,
+                       nbr, k, r, step, cap, sweeps, screen, piece, np.bool_(bound))  # fmt: skip
+
+
+@nb.njit(cache=True, parallel=True)
+def _improve_on(
+    atom_group: NDArray[np.int64],
+    n_groups: int,
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
+    prv: NDArray[np.int64],
+    size: NDArray[np.int64],
+    sw: NDArray[np.float64],
+    sx: NDArray[np.float64],
+    sy: NDArray[np.float64],
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    aw: NDArray[np.float64],
+    asub: NDArray[np.int64],
+    nbr: NDArray[np.int32],
+    k: int,
+    r: float,
+    step: float,
+    cap: int,
+    sweeps: int,
+    screen: float,
+    piece: int,
+    bound: KernelBool,
+) -> int:
+    """:func:`_improve` given the group lists of :func:`_group_lists` (changed in place)."""
+    na = ax.size
     cost, slope = _group_costs(np.ones(n_groups, np.bool_), head, nxt, ax, ay, aw, sw, sx, sy)
     changed = np.zeros(n_groups, np.int64)
     seen_at = np.full(na, -1, np.int64)
@@ -2917,11 +3299,19 @@ def _improve(
                                        bounded)  # fmt: skip
         made = int(made_in.sum())
         now += int(made_in.max()) + 1
-        rest = _sweep_piece(first, piece, now, others, inner, home, atom_group, head, nxt, prv,
-                            size, sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw, asub,
-                            nbr, k, r, step, cap, screen, bounded)  # fmt: skip
-        now += rest + 1
-        made += rest
+        # the atoms between pieces (those of a group: the others are never visited), by
+        # components side by side (:func:`_by_component`)
+        between = np.flatnonzero(~inner & (atom_group >= 0))
+        order, bounds = _by_component(between, atom_group, nbr, n_groups,
+                                      np.zeros(n_groups, np.bool_))  # fmt: skip
+        made_by = np.zeros(max(1, bounds.size - 1), np.int64)
+        for j in nb.prange(bounds.size - 1):
+            made_by[j] = _sweep_piece(first, piece, now, others, inner, home, atom_group, head,
+                                      nxt, prv, size, sw, sx, sy, cost, slope, changed, seen_at,
+                                      ax, ay, aw, asub, nbr, k, r, step, cap, screen, bounded,
+                                      order, bounds[j], bounds[j + 1])  # fmt: skip
+        now += int(made_by.max()) + 1
+        made += int(made_by.sum())
         changes += made
         if made == 0:
             break
@@ -3013,58 +3403,10 @@ def _polish(
                     v = True
                     break
         visit[a] = v
-    # the groups whose costs the visits read, and the components
+    # the groups whose costs the visits read, and the visits in pieces of components
     need = np.zeros(n_groups, np.bool_)
-    parent = np.arange(n_groups)
-    n_visit = 0
-    for a in range(na):
-        if not visit[a]:
-            continue
-        n_visit += 1
-        g = atom_group[a]
-        need[g] = True
-        for q in range(nq):
-            b = nbr[a, q]
-            if b >= 0 and atom_group[b] >= 0:
-                h = atom_group[b]
-                need[h] = True
-                rg = _root(parent, g)
-                rh = _root(parent, h)
-                if rg != rh:
-                    parent[max(rg, rh)] = min(rg, rh)
-    # the components numbered in order of their first visited atom, their atoms listed
-    # together in index order
-    comp = np.full(n_groups, -1, np.int64)
-    n_comp = 0
-    for a in range(na):
-        if visit[a]:
-            rg = _root(parent, atom_group[a])
-            if comp[rg] < 0:
-                comp[rg] = n_comp
-                n_comp += 1
-    start = np.zeros(n_comp + 1, np.int64)
-    for a in range(na):
-        if visit[a]:
-            start[comp[_root(parent, atom_group[a])] + 1] += 1
-    for c in range(n_comp):
-        start[c + 1] += start[c]
-    fill = start[:-1].copy()
-    order = np.empty(n_visit, np.int64)
-    for a in range(na):
-        if visit[a]:
-            c = comp[_root(parent, atom_group[a])]
-            order[fill[c]] = a
-            fill[c] += 1
-    # pieces of whole components, about n_visit / POLISH_CHUNKS atoms each
-    n_chunks = min(POLISH_CHUNKS, n_comp)
-    cut = np.empty(n_chunks + 1, np.int64)
-    cut[0] = 0
-    c = 0
-    for j in range(1, n_chunks):
-        while c < n_comp and start[c] * n_chunks < j * n_visit:
-            c += 1
-        cut[j] = max(c, cut[j - 1])
-    cut[n_chunks] = n_comp
+    order, bounds = _by_component(np.flatnonzero(visit), atom_group, nbr, n_groups, need)
+    n_chunks = bounds.size - 1
     head, nxt, prv, size, sw, sx, sy = _group_lists(atom_group, n_groups, ax, ay, aw)
     cost, slope = _group_costs(need, head, nxt, ax, ay, aw, sw, sx, sy)
     # every atom as if visited at time 0, the re-cut groups changed at time 1
@@ -3082,9 +3424,79 @@ def _polish(
     for j in nb.prange(n_chunks):
         made[j] = _sweep_piece(first, one, one, listed, visit, home, atom_group, head, nxt,
                                prv, size, sw, sx, sy, cost, slope, changed, seen_at, ax, ay, aw,
-                               asub, nbr, k, r, step, cap, screen, bounded, order,
-                               start[cut[j]], start[cut[j + 1]])  # fmt: skip
+                               asub, nbr, k, r, step, cap, screen, bounded, order, bounds[j],
+                               bounds[j + 1])  # fmt: skip
     return int(made.sum())
+
+
+@nb.njit(cache=True)
+def _by_component(
+    atoms: NDArray[np.int64],
+    atom_group: NDArray[np.int64],
+    nbr: NDArray[np.int32],
+    n_groups: int,
+    need: NDArray[np.bool_],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """Atoms to visit (ascending), put together by component, for visits side by side.
+
+    A visit (:func:`_sweep_piece`) reads and changes only its atom's group and its
+    neighbours' groups, and a change moves an atom between two of them: so, with the
+    groups joined into components wherever an atom's group and a neighbour's group are
+    both placed, every atom stays in a group of its first component, and the visits of
+    one component read and write only its groups and their atoms. Each component's atoms
+    visited in index order are the visits in index order of all of them, whatever the
+    components' order.
+
+    Returns the atoms, component by component (numbered in order of their first atom)
+    and in index order within each, and where each piece of whole components starts
+    (about ``atoms.size / POLISH_CHUNKS`` atoms each) and the last ends. ``need`` is set
+    for the groups the visits read."""
+    nq = nbr.shape[1]
+    parent = np.arange(n_groups)
+    for a in atoms:
+        g = atom_group[a]
+        need[g] = True
+        for q in range(nq):
+            b = nbr[a, q]
+            if b >= 0 and atom_group[b] >= 0:
+                h = atom_group[b]
+                need[h] = True
+                rg = _root(parent, g)
+                rh = _root(parent, h)
+                if rg != rh:
+                    parent[max(rg, rh)] = min(rg, rh)
+    # the components numbered in order of their first atom, their atoms listed together
+    # in index order
+    comp = np.full(n_groups, -1, np.int64)
+    of = np.empty(atoms.size, np.int64)
+    n_comp = 0
+    for i in range(atoms.size):
+        rg = _root(parent, atom_group[atoms[i]])
+        if comp[rg] < 0:
+            comp[rg] = n_comp
+            n_comp += 1
+        of[i] = comp[rg]
+    start = np.zeros(n_comp + 1, np.int64)
+    for i in range(atoms.size):
+        start[of[i] + 1] += 1
+    for c in range(n_comp):
+        start[c + 1] += start[c]
+    fill = start[:-1].copy()
+    order = np.empty(atoms.size, np.int64)
+    for i in range(atoms.size):
+        order[fill[of[i]]] = atoms[i]
+        fill[of[i]] += 1
+    # pieces of whole components, about atoms.size / POLISH_CHUNKS atoms each
+    n_chunks = min(POLISH_CHUNKS, n_comp)
+    bounds = np.empty(n_chunks + 1, np.int64)
+    bounds[0] = 0
+    c = 0
+    for j in range(1, n_chunks):
+        while c < n_comp and start[c] * n_chunks < j * atoms.size:
+            c += 1
+        bounds[j] = max(start[c], bounds[j - 1])
+    bounds[n_chunks] = atoms.size
+    return order, bounds
 
 
 @nb.njit(cache=True)
@@ -3162,63 +3574,57 @@ def _improve_groups(
     placed = np.flatnonzero(atom_group >= 0)
     if placed.size <= k or n_groups < 2:
         return 0
+    ax = np.ascontiguousarray(ax, dtype=np.float64)
+    ay = np.ascontiguousarray(ay, dtype=np.float64)
+    aw = np.ascontiguousarray(aw, dtype=np.float64)
+    # the group lists the search runs on, and from them the groups' spread (the links
+    # back are made after the neighbour lists, which need the most memory)
+    head, nxt, size, sw, sx, sy = _group_links(atom_group, n_groups, ax, ay, aw)
+    d2 = _spread_of(head, nxt, ax, ay, aw, sw, sx, sy)
     # Cells about the size of a group: the median of the groups' RMS radii.
-    sw, d2 = _spread(atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
-                     np.ascontiguousarray(ay, dtype=np.float64),
-                     np.ascontiguousarray(aw, dtype=np.float64))  # fmt: skip
     radius = np.sqrt(d2[sw > 0] / sw[sw > 0])
     side = max(float(np.median(radius)) * CELL_RADII, r_work / 64.0, 1e-3)
     reach = np.where(sw > 0, REACH_RADII * np.sqrt(d2 / np.maximum(sw, 1e-300)), 0.0)
-    nbr = _near_atoms(np.ascontiguousarray(ax, dtype=np.float64),
-                      np.ascontiguousarray(ay, dtype=np.float64), atom_group, side,
-                      IMPROVE_NEIGHBOURS, reach)  # fmt: skip
+    nbr = _near_atoms(ax, ay, atom_group, side, IMPROVE_NEIGHBOURS, reach)
     if lists is not None:
         lists.append(nbr)
     sub = np.ascontiguousarray(asub, dtype=np.int64).ravel()  # compared by value only
     return int(
-        _improve(
-            atom_group, n_groups, np.ascontiguousarray(ax, dtype=np.float64),
-            np.ascontiguousarray(ay, dtype=np.float64), np.ascontiguousarray(aw, dtype=np.float64),
-            sub, nbr, k, r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE,
+        _improve_on(
+            atom_group, n_groups, head, nxt, _prev_links(nxt), size, sw, sx, sy, ax, ay, aw, sub,
+            nbr, k, r_work, step, CAP_K * k, IMPROVE_SWEEPS, SCREEN, IMPROVE_PIECE, np.bool_(True),
         )
     )  # fmt: skip
 
 
-@nb.njit(cache=True)
-def _spread(
-    atom_group: NDArray[np.int64],
-    n_groups: int,
+@nb.njit(cache=True, parallel=True)
+def _spread_of(
+    head: NDArray[np.int64],
+    nxt: NDArray[np.int64],
     ax: NDArray[np.float64],
     ay: NDArray[np.float64],
     aw: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # pragma: no cover - compiled
-    """Per group, the weight of its atoms and their weighted summed squared distance to
-    its centroid (atoms of group -1 left out), summed in index order: the numbers
-    ``np.bincount`` gives for the placed atoms (``sw``; ``mx = bincount(g, w * x) /
-    max(sw, 1e-300)``, the same for y; then ``bincount(g, w * ((x - mx[g]) ** 2 + (y -
-    my[g]) ** 2))``), in one pass each and no temporary of the atoms' size."""
-    sw = np.zeros(n_groups)
-    sx = np.zeros(n_groups)
-    sy = np.zeros(n_groups)
-    for a in range(atom_group.size):
-        g = atom_group[a]
-        if g >= 0:
-            w = aw[a]
-            sw[g] += w
-            sx[g] += w * ax[a]
-            sy[g] += w * ay[a]
-    for g in range(n_groups):
-        m = max(sw[g], 1e-300)
-        sx[g] = sx[g] / m
-        sy[g] = sy[g] / m
+    sw: NDArray[np.float64],
+    sx: NDArray[np.float64],
+    sy: NDArray[np.float64],
+) -> NDArray[np.float64]:  # pragma: no cover - compiled
+    """Per group (lists and sums of :func:`_group_lists`), its atoms' weighted summed
+    squared distance to its centroid ``(sx, sy) / max(sw, 1e-300)``, summed along its list
+    (in index order): the numbers ``np.bincount`` gives for the placed atoms
+    (``bincount(g, w * ((x - mx[g]) ** 2 + (y - my[g]) ** 2))``), each group on its own."""
+    n_groups = head.size
     d2 = np.zeros(n_groups)
-    for a in range(atom_group.size):
-        g = atom_group[a]
-        if g >= 0:
-            dx = ax[a] - sx[g]
-            dy = ay[a] - sy[g]
+    for g in nb.prange(n_groups):
+        m = max(sw[g], 1e-300)
+        mx = sx[g] / m
+        my = sy[g] / m
+        a = head[g]
+        while a >= 0:
+            dx = ax[a] - mx
+            dy = ay[a] - my
             d2[g] += aw[a] * (dx * dx + dy * dy)
-    return sw, d2
+            a = nxt[a]
+    return d2
 
 
 def _polish_groups(
@@ -3277,7 +3683,9 @@ def _near_atoms(
         return np.full((0, q), -1, np.int32)
     key, wy = _cell_keys(ax, ay, side)
     order = stable_argsort(key)
-    return _near_atoms_sorted(ax, ay, atom_group, side, q, reach, key, wy, order)
+    skey = _gather(key, order)  # the keys in cell order; the others go before the scan
+    del key
+    return _near_atoms_sorted(ax, ay, atom_group, side, q, reach, skey, wy, order)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -3308,26 +3716,29 @@ def _near_atoms_sorted(
     side: float,
     q: int,
     reach: NDArray[np.float64],
-    key: NDArray[np.int64],
+    skey: NDArray[np.int64],
     wy: int,
     order: NDArray[np.int64],
 ) -> NDArray[np.int32]:  # pragma: no cover - compiled
-    """:func:`_near_atoms` given the atoms' cell keys and their order by key, then index."""
+    """:func:`_near_atoms` given the atoms' order by cell key, then index, and their keys in
+    that order (``skey``).
+
+    Per cell, the atoms of the cells around it are copied once, nearest ring first,
+    into one run (position, group, index); each of the cell's atoms then works out its
+    squared distance to every atom of its rings in one pass (an atom of its own group,
+    or of none, at ``inf``: refused, as it is never listed) and keeps the q nearest
+    (distance, then index) in a second."""
     n = ax.size
-    out = np.full((n, q), -1, np.int32)
-    ox = ax.min()
-    oy = ay.min()
-    # the scanned data in cell order
+    out = np.empty((n, q), np.int32)  # every row is written below
+    # the scanned data in cell order (groups as int32: fewer than 2**31 atoms)
     px = np.empty(n)
     py = np.empty(n)
-    pg = np.empty(n, np.int64)
-    skey = np.empty(n, np.int64)
+    pg = np.empty(n, np.int32)
     for t in nb.prange(n):  # a gather: 0.25 s at 1e7 on one thread
         j = order[t]
         px[t] = ax[j]
         py[t] = ay[j]
         pg[t] = atom_group[j]
-        skey[t] = key[j]
     # the occupied cells: key and first position (a cell's atoms end where the next starts)
     n_cells = 1
     for t in range(1, n):
@@ -3342,7 +3753,6 @@ def _near_atoms_sorted(
             ustart[c] = t
             c += 1
     ustart[n_cells] = n
-    slack = 1e-6 * side + 1e-9
     chunk = 2048
     n_chunks = (n_cells + chunk - 1) // chunk
     for ch in nb.prange(n_chunks):
@@ -3355,11 +3765,15 @@ def _near_atoms_sorted(
         row0 = ukey[c0] % wy
         for dx in range(-4, 5):
             ptr[dx + 4] = np.searchsorted(ukey, (col0 + dx) * wy + row0 - 4)
-        # the cells around one cell, nearest ring first
-        l_cell = np.empty(81, np.int64)
-        l_ring = np.empty(81, np.int64)
         tmp_cell = np.empty(81, np.int64)
         tmp_ring = np.empty(81, np.int64)
+        ring_end = np.empty(5, np.int64)  # the run's end after each ring
+        # the run of the atoms around a cell (grown as needed) and one atom's distances
+        rx = np.empty(256)
+        ry = np.empty(256)
+        rg = np.empty(256, np.int64)
+        rj = np.empty(256, np.int64)
+        rd = np.empty(256)
         for c in range(c0, min(n_cells, c0 + chunk)):
             col = ukey[c] // wy
             row = ukey[c] % wy
@@ -3367,6 +3781,7 @@ def _near_atoms_sorted(
             for t in range(ustart[c], ustart[c + 1]):
                 g = pg[t]
                 if g < 0:
+                    out[order[t], :] = -1  # an atom without a group has no neighbours
                     continue
                 span = reach[g] / side
                 rings = int(span)
@@ -3394,14 +3809,28 @@ def _near_atoms_sorted(
                     u += 1
             if big == 0:
                 continue
-            # counting sort by ring (stable)
-            nl = 0
+            # the run, ring by ring (each ring's cells in key order)
+            size = 0
+            for e in range(m):
+                size += ustart[tmp_cell[e] + 1] - ustart[tmp_cell[e]]
+            if size > rx.size:
+                rx = np.empty(2 * size)
+                ry = np.empty(2 * size)
+                rg = np.empty(2 * size, np.int64)
+                rj = np.empty(2 * size, np.int64)
+                rd = np.empty(2 * size)
+            nr = 0
             for ring in range(big + 1):
                 for e in range(m):
                     if tmp_ring[e] == ring:
-                        l_cell[nl] = tmp_cell[e]
-                        l_ring[nl] = ring
-                        nl += 1
+                        cc = tmp_cell[e]
+                        for s in range(ustart[cc], ustart[cc + 1]):
+                            rx[nr] = px[s]
+                            ry[nr] = py[s]
+                            rg[nr] = pg[s]
+                            rj[nr] = order[s]
+                            nr += 1
+                ring_end[ring] = nr
             for t in range(ustart[c], ustart[c + 1]):
                 g = pg[t]
                 if g < 0:
@@ -3409,42 +3838,35 @@ def _near_atoms_sorted(
                 a = order[t]
                 xa = px[t]
                 ya = py[t]
-                for u in range(q):
-                    bd[u] = np.inf
-                    bj[u] = -1
                 span = reach[g] / side
                 rings = int(span)
                 if rings < span:
                     rings += 1
                 rings = min(max(1, rings), 4)
-                for e in range(nl):
-                    if l_ring[e] > rings:
-                        break
-                    cc = l_cell[e]
-                    if bd[q - 1] < np.inf:
-                        lo_x = ox + (ukey[cc] // wy - 5) * side - slack
-                        lo_y = oy + (ukey[cc] % wy - 5) * side - slack
-                        ex = max(0.0, lo_x - xa, xa - (lo_x + side + 2 * slack))
-                        ey = max(0.0, lo_y - ya, ya - (lo_y + side + 2 * slack))
-                        if ex * ex + ey * ey > bd[q - 1]:
-                            continue
-                    for s in range(ustart[cc], ustart[cc + 1]):
-                        hg = pg[s]
-                        if hg < 0 or hg == g:
-                            continue
-                        d = (px[s] - xa) ** 2 + (py[s] - ya) ** 2
-                        if d > bd[q - 1]:
-                            continue
-                        j = order[s]
-                        if d == bd[q - 1] and j > bj[q - 1]:
-                            continue
-                        u = q - 1
-                        while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
-                            bd[u] = bd[u - 1]
-                            bj[u] = bj[u - 1]
-                            u -= 1
-                        bd[u] = d
-                        bj[u] = j
+                lim = ring_end[rings]
+                for s in range(lim):
+                    d = (rx[s] - xa) ** 2 + (ry[s] - ya) ** 2
+                    rd[s] = np.inf if rg[s] < 0 or rg[s] == g else d
+                for u in range(q):
+                    bd[u] = np.inf
+                    bj[u] = -1
+                filled = 0  # bd[filled:] are inf, bj[filled:] -1
+                for s in range(lim):
+                    d = rd[s]
+                    if d > bd[q - 1]:
+                        continue
+                    j = rj[s]
+                    if d == bd[q - 1] and j > bj[q - 1]:
+                        continue
+                    # the empty slots hold inf: a new entry moves down from the first
+                    u = min(filled, q - 1)
+                    filled += 1
+                    while u > 0 and (d < bd[u - 1] or (d == bd[u - 1] and j < bj[u - 1])):
+                        bd[u] = bd[u - 1]
+                        bj[u] = bj[u - 1]
+                        u -= 1
+                    bd[u] = d
+                    bj[u] = j
                 for u in range(q):
                     out[a, u] = bj[u]
     return out

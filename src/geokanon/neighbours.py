@@ -37,7 +37,9 @@ gap is within ``t_max`` a ratio above 1 is the spatial ratio exactly.
 from __future__ import annotations
 
 import math
+import threading
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 import numba as nb
@@ -47,6 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 from geokanon.errors import InputError
 
 __all__ = [
+    "argsort_halves",
     "cell_values",
     "cells_around",
     "count_distinct",
@@ -254,6 +257,96 @@ def stable_argsort(values: ArrayLike) -> NDArray[np.int64]:
         done += width
     assert order is not None
     return order
+
+
+#: Values from which :func:`argsort_halves` sorts two halves side by side.
+HALVES_MIN = 1 << 20
+
+
+def argsort_halves(
+    values: ArrayLike, sort: Callable[[NDArray[Any]], NDArray[Any]] = np.argsort
+) -> NDArray[np.int64]:
+    """``sort(values)`` of integers, the two halves sorted side by side on two threads
+    (numpy's sorts let go of the GIL) and merged in compiled passes.
+
+    The merge takes the first half's value first on ties, so a stable ``sort`` (such as
+    :func:`stable_argsort`) gives the stable order; with numpy's default sort the ties
+    come in an order of its choosing, as from ``np.argsort`` itself. The answer does not
+    depend on the number of threads.
+
+    Examples
+    --------
+    >>> argsort_halves(np.array([3, 1, 3, 2, 1]), stable_argsort).tolist()
+    [1, 4, 3, 0, 2]
+    """
+    v = np.asarray(values)
+    n = v.size
+    if n < HALVES_MIN:
+        return np.asarray(sort(v), dtype=np.int64)
+    m = n // 2
+    upper: list[Any] = [None]
+
+    def second() -> None:
+        try:
+            upper[0] = np.asarray(sort(v[m:]), dtype=np.int64)
+        except BaseException as exc:  # raised again on the calling thread
+            upper[0] = exc
+
+    worker = threading.Thread(target=second)
+    worker.start()
+    try:
+        lower = np.asarray(sort(v[:m]), dtype=np.int64)
+    finally:
+        worker.join()
+    if isinstance(upper[0], BaseException):
+        raise upper[0]
+    return _merge_halves(np.ascontiguousarray(v, dtype=np.int64), lower, upper[0], m)
+
+
+#: Pieces of :func:`_merge_halves`' output merged side by side.
+MERGE_PIECES = 16
+
+
+@nb.njit(cache=True, parallel=True)
+def _merge_halves(
+    v: NDArray[np.int64], lower: NDArray[np.int64], upper: NDArray[np.int64], m: int
+) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """The positions of ``v`` in ``lower`` (sorted positions in ``v[:m]``) and ``upper``
+    (in ``v[m:]``) merged by value, ``lower``'s first on ties: each piece of the output
+    starts where a binary search of the two sorted runs puts it."""
+    na = lower.size
+    nb_ = upper.size
+    a = np.empty(na, np.int64)
+    b = np.empty(nb_, np.int64)
+    for i in nb.prange(na):
+        a[i] = v[lower[i]]
+    for i in nb.prange(nb_):
+        b[i] = v[m + upper[i]]
+    n = na + nb_
+    out = np.empty(n, np.int64)
+    for piece in nb.prange(MERGE_PIECES):
+        k0 = n * piece // MERGE_PIECES
+        k1 = n * (piece + 1) // MERGE_PIECES
+        # how many of the first k0 outputs come from ``lower`` (they precede b[j] when
+        # not greater: ties to ``lower``)
+        lo = max(0, k0 - nb_)
+        hi = min(k0, na)
+        while lo < hi:
+            i = (lo + hi) // 2
+            if a[i] <= b[k0 - i - 1]:
+                lo = i + 1
+            else:
+                hi = i
+        i = lo
+        j = k0 - i
+        for t in range(k0, k1):
+            if j >= nb_ or (i < na and a[i] <= b[j]):
+                out[t] = lower[i]
+                i += 1
+            else:
+                out[t] = m + upper[j]
+                j += 1
+    return out
 
 
 def _dense_integer_codes(arr: NDArray[np.integer]) -> NDArray[np.int64]:
@@ -567,52 +660,28 @@ def _fine_keys(
     return keys
 
 
-@nb.njit(cache=True)
-def _sort_by_key(
-    keys: NDArray[np.int64], low_bits: int, top_buckets: int
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """Stable LSD radix sort of ``keys``: the permutation, sorted keys, top-digit starts.
-
-    The ``low_bits`` low bits are sorted in passes of at most 16 bits; the top
-    digit ``key >> low_bits`` (``< top_buckets``) in one final counting pass whose
-    prefix sums are returned: points of top bucket ``b`` are ``start[b]:start[b+1]``.
-    """
+@nb.njit(cache=True, parallel=True)
+def _sorted_starts(
+    keys: NDArray[np.int64], order: NDArray[np.int64], low_bits: int, top_buckets: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The keys in ``order`` (their stable sort), and where each top digit's run starts:
+    points of top bucket ``b`` (``key >> low_bits``, ``< top_buckets``) are
+    ``start[b]:start[b + 1]`` of the sorted keys."""
     n = keys.size
-    order = np.arange(n, dtype=np.int64)
-    cur = keys.copy()
-    tmp_k = np.empty(n, np.int64)
-    tmp_o = np.empty(n, np.int64)
-    shift = 0
-    while shift < low_bits:
-        width = min(16, low_bits - shift)
-        mask = (1 << width) - 1
-        cnt = np.zeros((1 << width) + 1, np.int64)
-        for i in range(n):
-            cnt[((cur[i] >> shift) & mask) + 1] += 1
-        for b in range(1 << width):
-            cnt[b + 1] += cnt[b]
-        for i in range(n):
-            b = (cur[i] >> shift) & mask
-            p = cnt[b]
-            cnt[b] = p + 1
-            tmp_k[p] = cur[i]
-            tmp_o[p] = order[i]
-        cur, tmp_k = tmp_k, cur
-        order, tmp_o = tmp_o, order
-        shift += width
-    start = np.zeros(top_buckets + 1, np.int64)
+    skeys = np.empty(n, np.int64)
+    for i in nb.prange(n):
+        skeys[i] = keys[order[i]]
+    start = np.empty(top_buckets + 1, np.int64)
+    b = 0  # every bucket up to the current key's starts here
     for i in range(n):
-        start[(cur[i] >> low_bits) + 1] += 1
-    for b in range(top_buckets):
-        start[b + 1] += start[b]
-    pos = start[:top_buckets].copy()
-    for i in range(n):
-        b = cur[i] >> low_bits
-        p = pos[b]
-        pos[b] = p + 1
-        tmp_k[p] = cur[i]
-        tmp_o[p] = order[i]
-    return tmp_o, tmp_k, start
+        top = skeys[i] >> low_bits
+        while b <= top:
+            start[b] = i
+            b += 1
+    while b <= top_buckets:
+        start[b] = n
+        b += 1
+    return skeys, start
 
 
 @nb.njit(cache=True, parallel=True)
@@ -1037,7 +1106,8 @@ def _search(
     while 4 ** (bits - table_level) > limit:
         table_level += 1
     keys = _fine_keys(xa, ya, x0, y0, c0)
-    order, skeys, start = _sort_by_key(keys, 2 * table_level, 4 ** (bits - table_level))
+    order = stable_argsort(keys)
+    skeys, start = _sorted_starts(keys, order, 2 * table_level, 4 ** (bits - table_level))
     del keys
     with_subjects = subj is not None
     xs, ys, ss = _gather(

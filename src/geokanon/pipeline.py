@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 
@@ -407,15 +408,28 @@ def _describe_scale(table: PointTable, policy: OutlierPolicy) -> str:
     )
 
 
-def _fmix64(v: np.ndarray) -> np.ndarray:
+@nb.njit(cache=True, inline="always")
+def _fmix64(h: np.uint64) -> np.uint64:  # pragma: no cover - compiled
     """MurmurHash3's 64-bit finaliser: a bijection of uint64 that maps 0 to 0."""
-    with np.errstate(over="ignore"):
-        h = v ^ (v >> np.uint64(33))
-        h *= np.uint64(0xFF51AFD7ED558CCD)
-        h ^= h >> np.uint64(33)
-        h *= np.uint64(0xC4CEB9FE1A85EC53)
-        h ^= h >> np.uint64(33)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
     return h
+
+
+@nb.njit(cache=True, parallel=True)
+def _mixed(
+    part: np.ndarray, mult: np.uint64, add: np.uint64, key: np.ndarray, with_key: bool | np.bool_
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per record, ``fmix64(part * mult + add)`` (wrapping), folded into ``key`` by
+    ``fmix64(key ^ mixed)`` when ``with_key``; each record on its own."""
+    out = np.empty(part.size, np.uint64)
+    for i in nb.prange(part.size):
+        h = _fmix64(part[i] * mult + add)
+        out[i] = _fmix64(key[i] ^ h) if with_key else h
+    return out
 
 
 def content_tiebreak(
@@ -464,9 +478,10 @@ def content_tiebreak(
         key = np.array(attributes, dtype=np.uint64)
     for i, part in enumerate(parts):
         # a different odd multiplier per column, so equal values in two columns do not cancel
-        with np.errstate(over="ignore"):
-            mixed = _fmix64(part * np.uint64(2 * i + 3) + np.uint64(i + 1))
-        key = mixed if key is None else _fmix64(key ^ mixed)
+        key = _mixed(
+            np.ascontiguousarray(part, dtype=np.uint64), np.uint64(2 * i + 3), np.uint64(i + 1),
+            np.zeros(0, np.uint64) if key is None else key, np.bool_(key is not None),
+        )  # fmt: skip
     return key
 
 

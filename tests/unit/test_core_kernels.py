@@ -5,9 +5,9 @@ the plain steps they replace.
 the count of changes are those of one sweep over the visited atoms in index order (the
 local search's own sweep, :func:`geokanon.grouping._sweep_piece`). ``_partition`` costs
 its candidate runs block by block: the cuts do not depend on the block, and are those
-of the plain recurrence. The compiled glue (``_spread``, ``_run_groups``,
-``_renumbered``, ``_used``, ``_take``) equals the numpy expressions it replaced, bit
-for bit.
+of the plain recurrence. The compiled glue (``_group_lists`` with ``_spread_of``,
+``_run_groups`` with ``_run_lists``, ``_renumbered``, ``_used``, ``_take``) equals the
+numpy expressions it replaced, bit for bit.
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def test_spread_is_the_bincounts() -> None:
         mx = np.bincount(gp, wp * x[p], ng) / np.maximum(sw, 1e-300)
         my = np.bincount(gp, wp * y[p], ng) / np.maximum(sw, 1e-300)
         d2 = np.bincount(gp, wp * ((x[p] - mx[gp]) ** 2 + (y[p] - my[gp]) ** 2), ng)
-        got_sw, got_d2 = grouping._spread(g, ng, x, y, w)
+        head, nxt, _, _, got_sw, sx, sy = grouping._group_lists(g, ng, x, y, w)
+        got_d2 = grouping._spread_of(head, nxt, x, y, w, got_sw, sx, sy)
         assert np.array_equal(got_sw, sw) and np.array_equal(got_d2, d2)
 
 
@@ -183,6 +184,10 @@ def test_run_groups_renumbered_and_used_are_the_numpy_expressions() -> None:
         g = np.where(ok[run_of_atom], run_of_atom, -1)
         want = np.where(g >= 0, (np.cumsum(ok) - 1)[np.maximum(g, 0)], -1)
         assert np.array_equal(grouping._run_groups(starts, ok), want)
+        # the members of those groups listed from the runs, as the counting sort lists them
+        by_runs = grouping._run_lists(starts, ok)
+        by_sort = grouping._by_group(want, int(ok.sum()))
+        assert all(np.array_equal(a, b) for a, b in zip(by_runs, by_sort, strict=True))
         ng = runs.size
         used = np.bincount(g[g >= 0], minlength=ng) > 0
         assert np.array_equal(grouping._used(g, ng), used)
