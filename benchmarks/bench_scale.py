@@ -297,6 +297,21 @@ def _full_policy(policy: Any) -> Any:
     return dataclasses.replace(policy, tau=0.5, unit_cap=1.0)
 
 
+def _stage_printer(mem: PeakMemory, t0: float) -> Any:
+    """A progress callback: each new stage (or step) starts a stage of ``mem``, printed."""
+    last: list[str] = []
+
+    def progress(stage: str, step: str | None = None, **_: Any) -> None:
+        name = stage if step is None else f"{stage}: {step}"
+        if last and last[-1] == name:
+            return  # a done/total update of the current step
+        last.append(name)
+        mem.stage(name)
+        print(f"    {time.perf_counter() - t0:7.1f} s  {name}", flush=True)
+
+    return progress
+
+
 def run_dask_full(
     n: int,
     policy: Any,
@@ -315,16 +330,7 @@ def run_dask_full(
         with PeakMemory() as mem, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            last: list[str] = []
-
-            def progress(stage: str, step: str | None = None, **_: Any) -> None:
-                name = stage if step is None else f"{stage}: {step}"
-                if last and last[-1] == name:
-                    return  # a done/total update of the current step
-                last.append(name)
-                mem.stage(name)
-                print(f"    {time.perf_counter() - t0:7.1f} s  {name}", flush=True)
-
+            progress = _stage_printer(mem, t0)
             res = release_partitions(
                 src, pol, os.path.join(tmp, "out"), ReleaseOptions(local_metres=True),
                 tiling=Tiling.for_policy(pol, tile_m=tile_m),
@@ -346,7 +352,7 @@ def run_dask_full(
     return Row(n, f"dask x{workers}", "full release", dt, mem.peak / 2**30, workers, note)
 
 
-def run_single_full(n: int, policy: Any) -> Row:
+def run_single_full(n: int, policy: Any, stage_memory: bool = False) -> Row:
     from geokanon.io import table_from_frame
     from geokanon.pipeline import release_points
     from geokanon.release import ReleaseOptions
@@ -358,14 +364,20 @@ def run_single_full(n: int, policy: Any) -> Row:
         with PeakMemory() as mem, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
+            progress = _stage_printer(mem, t0) if stage_memory else None
             table = table_from_frame(frame, unit="unit")
             local = ReleaseOptions(local_metres=True)  # synthetic x/y: metres, no CRS
             res = release_points(
-                table, pol, os.path.join(tmp, "out"), local, check_determinism=False
-            )
+                table, pol, os.path.join(tmp, "out"), local, check_determinism=False,
+                progress=progress,
+            )  # fmt: skip
             dt = time.perf_counter() - t0
+            mem.stage("done")
     ok = all(res.manifest["verification"].values())
-    note = f"{res.manifest['groups']:,} groups, verified {'ok' if ok else 'FAILED'}"
+    note = (f"{res.manifest['groups']:,} groups, verified {'ok' if ok else 'FAILED'}, "
+            f"{mem.cpu_seconds:,.0f} CPU s")  # fmt: skip
+    if stage_memory:
+        mem.print_stages(f"single full release {n:,}")
     return Row(n, "single", "full release", dt, mem.peak / 2**30, os.cpu_count() or 1, note)
 
 
@@ -426,7 +438,7 @@ def main() -> None:
         rows += run_single(n, policy, core=n in core)
         print(f"  single {n:,}: {rows[-1].seconds:.1f} s", flush=True)
     for n in full_single:
-        rows.append(run_single_full(n, policy))
+        rows.append(run_single_full(n, policy, args.stage_memory))
         print(f"  single full release {n:,}: {rows[-1].seconds:.1f} s", flush=True)
 
     from geokanon.distributed import dask_client

@@ -1080,14 +1080,21 @@ def _join_existing(
                 break
     # A group that gained records takes the representative the rule gives its members
     # (it has one: its present point is on the coarsest lattice and covers them all).
-    for g in sorted(added):
-        mem = members(g)
-        rx, ry, ok = settle_representatives(
-            np.zeros(mem.size, np.int64), x[mem], y[mem], np.ones(mem.size),
-            np.asarray(subjects[mem], dtype=np.int64), 1, r_max, step,
-        )  # fmt: skip
-        if ok[0]:
-            rep_x[g], rep_y[g] = rx[0], ry[0]
+    # One call for all of them: the rule settles each group on its own, from its
+    # members in the order given (here each group's, as ``members`` lists them).
+    gained = sorted(added)
+    if not gained:
+        return
+    mems = [members(g) for g in gained]
+    mem = np.concatenate(mems)
+    of = np.repeat(np.arange(len(gained), dtype=np.int64), [m.size for m in mems])
+    rx, ry, ok = settle_representatives(
+        of, x[mem], y[mem], np.ones(mem.size), np.asarray(subjects[mem], dtype=np.int64),
+        len(gained), r_max, step,
+    )  # fmt: skip
+    for j, g in enumerate(gained):
+        if ok[j]:
+            rep_x[g], rep_y[g] = rx[j], ry[j]
 
 
 def run_core_distributed(

@@ -282,10 +282,15 @@ def _source_task(
         # number of ids merged
         out["raw_ids"] = np.unique(pd.util.hash_array(sid.written.astype(str)))
     unit = src.units if src.units is not None else np.full(n, "all", dtype=object)
+    if src.unit_codes is not None and src.unit_names is not None:  # as pd.factorize(unit)
+        ucode, unames = src.unit_codes, src.unit_names
+    else:
+        ucode, unames = pd.factorize(unit)
+        unames = np.asarray(unames, dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
     attrs = _kept_values(source, f, i, kept, out["problems"])
-    texts = published["texts"] | {str(u) for u in pd.unique(unit)}
+    texts = published["texts"] | {str(u) for u in unames}
     sec = _strict_secrets(
         Path(published["root"]), x, y, subj, attrs, k=k, bad_names=bad_names,
         figures=figures, unit_texts=frozenset(texts), published=published["numbers"],
@@ -332,8 +337,6 @@ def _source_task(
     generalised = is_disposal("generalised")
     sup = is_disposal("suppressed")
     out["disposals"] = tally.disposals
-    ucode, unames = pd.factorize(unit)
-    unames = np.asarray(unames, dtype=object)
     out["unit_records"] = pd.Series(np.bincount(ucode, minlength=unames.size), index=unames)
     sup_u = np.bincount(ucode[sup], minlength=unames.size)
     out["unit_suppressed_records"] = pd.Series(sup_u[sup_u > 0], index=unames[sup_u > 0])
@@ -342,16 +345,37 @@ def _source_task(
     out["class_released"] = pd.Series(cls_released[:-1], index=unames.astype(str))
     up_u = np.bincount(ucode[up], minlength=unames.size)
     out["unit_up_records"] = pd.Series(up_u[up_u > 0], index=unames[up_u > 0])
-    if has_subject:
+    if sid is not None:
+        # the distinct (unit, subject, suppressed, up) rows, found on codes: only they
+        # are turned into text
+        four = pd.DataFrame({"u": ucode, "s": sid.codes, "sup": sup, "up": up}).drop_duplicates()
         out["triples"] = pd.DataFrame(
-            {"unit": unit, "subject": skey, "sup": sup, "up": up}
-        ).drop_duplicates()
+            {
+                "unit": unames[four["u"].to_numpy()],
+                "subject": sid.keys[four["s"].to_numpy()],
+                "sup": four["sup"].to_numpy(),
+                "up": four["up"].to_numpy(),
+            }
+        )
     if route is None:
         return out
-    # route members (with their kept values) and coordinates to the release parts
-    # without a subject column every record is its own subject: its row number stands for it
+    # Route members (with their kept values) and coordinates to the release parts.
+    # Without a subject column every record is its own subject: its row number stands
+    # for it. Units travel as dictionary codes (the part reads them back as text).
     own = skey if skey is not None else offset + np.arange(n, dtype=np.int64)
     raw_own = subj if subj is not None else own
+    unit_dict = pa.array(unames.astype(str), type=pa.string())
+    # every record's group part by its tile (-1: none): a member routed to that part is
+    # not routed to it again with the coordinates (the part takes both as one set)
+    lo = np.asarray(route["group"]["tile_lo"], dtype=np.int64)
+    hi = np.asarray(route["group"]["tile_hi"], dtype=np.int64)
+    in_part = np.full(n, -1, dtype=np.int64)
+    if lo.size:
+        key = _tile_key(x, y, route["tiling"])
+        p = np.searchsorted(lo, key, side="right") - 1
+        okp = (p >= 0) & (key <= hi[np.maximum(p, 0)])
+        in_part[okp] = p[okp]
+    routed = np.zeros(n, dtype=bool)
     for kind, ids_, mask in (("group", gid, at_group), ("class", cid, generalised)):
         sel = np.flatnonzero(mask & (ids_ >= 0))
         first = np.asarray(route[kind]["first"], dtype=np.int64)
@@ -362,20 +386,30 @@ def _source_task(
         if (~okp).any():
             problems.append(f"audit part {i}: {int((~okp).sum())} {kind} ids outside every part")
         sel, p = sel[okp], p[okp]
-        piece = pd.DataFrame({"id": ids_[sel], "x": x[sel], "y": y[sel], "subject": own[sel],
-                              "raw_subject": raw_own[sel], "unit": unit[sel]})  # fmt: skip
-        for c, values in attrs.items():
-            piece[_KEPT + c] = values.iloc[sel].reset_index(drop=True)
+        if kind == "group":
+            routed[sel] = in_part[sel] == p
+        codes = pa.array(ucode[sel], type=pa.int32())
+        cols = {
+            "id": pa.array(ids_[sel]),
+            "x": pa.array(x[sel]),
+            "y": pa.array(y[sel]),
+            "subject": pa.array(own[sel], from_pandas=True),
+            "raw_subject": pa.array(raw_own[sel], from_pandas=True),
+            "unit": pa.DictionaryArray.from_arrays(codes, unit_dict),
+        }
+        piece = pa.table(cols)
+        if attrs:
+            values = pd.DataFrame({_KEPT + c: v.iloc[sel].reset_index(drop=True)
+                                   for c, v in attrs.items()})  # fmt: skip
+            extra = pa.Table.from_pandas(values, preserve_index=False)
+            for name in extra.column_names:
+                piece = piece.append_column(name, extra.column(name))
         _write_pieces(scratch, index[p], f"m{i:06d}", piece)
-    lo = np.asarray(route["group"]["tile_lo"], dtype=np.int64)
-    hi = np.asarray(route["group"]["tile_hi"], dtype=np.int64)
-    if lo.size:
-        key = _tile_key(x, y, route["tiling"])
-        p = np.searchsorted(lo, key, side="right") - 1
-        okp = (p >= 0) & (key <= hi[np.maximum(p, 0)])
-        sel = np.flatnonzero(okp)
+    sel = np.flatnonzero((in_part >= 0) & ~routed)
+    if sel.size:
         index = np.asarray(route["group"]["index"], dtype=np.int64)
-        _write_pieces(scratch, index[p[sel]], f"c{i:06d}", pd.DataFrame({"x": x[sel], "y": y[sel]}))
+        coords = pa.table({"x": pa.array(x[sel]), "y": pa.array(y[sel])})
+        _write_pieces(scratch, index[in_part[sel]], f"c{i:06d}", coords)
     return out
 
 
@@ -410,19 +444,20 @@ def _kept_values(
     return found
 
 
-def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.DataFrame) -> None:
+def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, table: pa.Table) -> None:
+    """Row ``r`` of ``table`` to the scratch piece ``name`` of part ``part[r]``."""
     import pyarrow.feather as feather
 
     if not part.size:
         return
-    table = pa.Table.from_pandas(frame, preserve_index=False)
     order = np.argsort(part, kind="stable")
     up, start = np.unique(part[order], return_index=True)
     bounds = np.r_[start, order.size]
+    table = table.take(order)  # one copy, sliced by part below
     for t, p in enumerate(up):
         d = Path(scratch) / f"v{int(p):05d}"
         d.mkdir(parents=True, exist_ok=True)
-        rows = table.take(order[bounds[t] : bounds[t + 1]])
+        rows = table.slice(int(bounds[t]), int(bounds[t + 1] - bounds[t]))
         feather.write_feather(rows, d / f"{name}.arrow", compression="uncompressed")
 
 
@@ -440,7 +475,11 @@ def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
     # the kept columns of source partitions may differ in type (int in one, float or
     # null in another): unified as Arrow promotes them
     tables = [feather.read_table(p) for p in files]
-    return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    table = pa.concat_tables(tables, promote_options="permissive")
+    for j, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):  # units, sent as codes: read as text
+            table = table.set_column(j, field.name, pc.cast(table.column(j), pa.string()))
+    return table.to_pandas()
 
 
 def _id_ranges(path: Path, id_col: str) -> list[tuple[int, int] | None]:
