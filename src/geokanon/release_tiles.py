@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
@@ -403,6 +404,34 @@ def _renumbered(core: CoreResult, layout: _Layout) -> CoreResult:
     )
 
 
+#: The dtype pandas gives a column built from an object array of texts (``str``, held in
+#: Arrow, under pandas 3; ``object`` before), and the ``"string"`` dtype.
+_STR = pd.DataFrame({"t": np.asarray(["t"], dtype=object)})["t"].dtype
+_STRING = pd.StringDtype()
+
+
+def _texts(
+    names: NDArray[Any],
+    codes: NDArray[np.integer[Any]],
+    *,
+    missing: NDArray[np.bool_] | None = None,
+    dtype: Any = _STR,
+) -> Any:
+    """``names[codes]`` (rows ``missing``: missing) as the column pandas builds of that
+    object array as ``dtype``: the same column, made by one Arrow take when pandas holds
+    its texts in Arrow (no Python string per row)."""
+    if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"):
+        col = pd.Series(names[codes], dtype=dtype)
+        return col if missing is None else col.where(~missing)
+    values = pa.array([str(t) for t in names.tolist()], type=pa.large_string())
+    return pd.Series(values.take(pa.array(codes, mask=missing)), dtype=dtype)
+
+
+def _ids(values: NDArray[np.integer[Any]], present: NDArray[np.bool_]) -> Any:
+    """``values`` as a nullable ``Int64`` column, missing where not ``present``."""
+    return pd.arrays.IntegerArray(np.where(present, values, 0).astype(np.int64), ~present)
+
+
 def _write_source_part(
     source: Any,
     i: int,
@@ -436,37 +465,37 @@ def _write_source_part(
     assignment = pd.DataFrame(
         {
             "source_row": offset + np.arange(n, dtype=np.int64),
-            "label": first_text[sl["first_labels"]],
-            "disposal": disp_text[sl["disposal"]],
-            "group_id": pd.array(np.where(at_group, g, 0), dtype="Int64"),
-            "class_id": pd.array(np.where(generalised, c, 0), dtype="Int64"),
-            "unit": unames[sl["unit_codes"]].astype(str),
+            "label": _texts(first_text, sl["first_labels"]),
+            "disposal": _texts(disp_text, sl["disposal"]),
+            "group_id": _ids(g, at_group),
+            "class_id": _ids(c, generalised),
+            "unit": _texts(unames, sl["unit_codes"]),
             "subject": sl["subjects"],
             "x_m": x,
             "y_m": y,
             "iota": sl["iota"],
         }
     )
-    assignment.loc[~at_group, "group_id"] = pd.NA
-    assignment.loc[~generalised, "class_id"] = pd.NA
     _write_parquet(assignment, Path(audit_dir) / f"part-{i:05d}.parquet")
+    del assignment
     keep: tuple[str, ...] = meta["keep"]
     attrs = source.load_attributes(i, keep) if keep else None
     pub = np.flatnonzero(at_group | generalised)
-    levels = np.asarray((*meta["class_level"], ""), dtype=object)
-    cunits = np.asarray((*meta["class_unit"], ""), dtype=object)
+    gp, cp = at_group[pub], generalised[pub]
+    nc = len(meta["class_level"])
+    # a group's level is "group"; a class's its own (codes into the classes, then "group")
+    levels = np.asarray((*meta["class_level"], "group"), dtype=object)
+    cunits = np.asarray(meta["class_unit"] or ("",), dtype=object)
     frame = pd.DataFrame(
         {
-            "group_id": pd.array(np.where(at_group[pub], g[pub], 0), dtype="Int64"),
-            "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
-            "level": np.where(at_group[pub], "group", levels[c[pub]]),
-            "unit": pd.Series(cunits[c[pub]], dtype="string").where(generalised[pub]),
-            "x": np.where(at_group[pub], sl["pub_x"][pub], np.nan),
-            "y": np.where(at_group[pub], sl["pub_y"][pub], np.nan),
+            "group_id": _ids(g[pub], gp),
+            "class_id": _ids(c[pub], cp),
+            "level": _texts(levels, np.where(gp, nc, c[pub])),
+            "unit": _texts(cunits, np.where(cp, c[pub], 0), missing=~cp, dtype=_STRING),
+            "x": np.where(gp, sl["pub_x"][pub], np.nan),
+            "y": np.where(gp, sl["pub_y"][pub], np.nan),
         }
     )
-    frame.loc[~at_group[pub], "group_id"] = pd.NA
-    frame.loc[~generalised[pub], "class_id"] = pd.NA
     if attrs is not None:
         for col in keep:
             frame[col] = attrs[col].to_numpy()[pub]
@@ -479,14 +508,16 @@ def _write_source_part(
     if pub.size:
         import pyarrow.feather as feather
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
         order = np.argsort(part, kind="stable")
         up, start = np.unique(part[order], return_index=True)
         bounds = np.r_[start, order.size]
+        # one copy in part order, sliced by part
+        table = pa.Table.from_pandas(frame, preserve_index=False).take(order)
+        del frame
         for t, p in enumerate(up):
             d = Path(scratch) / f"r{int(p):05d}"
             d.mkdir(parents=True, exist_ok=True)
-            rows = table.take(order[bounds[t] : bounds[t + 1]])
+            rows = table.slice(int(bounds[t]), int(bounds[t + 1] - bounds[t]))
             feather.write_feather(rows, d / f"s{i:06d}.arrow", compression="uncompressed")
     bias = None
     if attrs is not None:
@@ -507,32 +538,34 @@ def _assemble_part(
     import pyarrow.feather as feather
 
     pieces = sorted(Path(piece_dir).glob("s*.arrow"))
-    frame = pa.concat_tables([feather.read_table(p) for p in pieces]).to_pandas()
-    level = frame["level"].to_numpy(dtype=object)
-    rank = np.zeros(len(frame), dtype=np.int8)
-    for i, lv in enumerate(LEVELS):
-        rank[level == lv] = i
+    # sorted as Arrow: the pieces' columns (and pandas metadata) are the ones the source
+    # tasks' frames gave, so the part is what their pandas frame would write
+    table = pa.concat_tables([feather.read_table(p) for p in pieces])
+    level = table.column("level")
+    at = pc.index_in(level, value_set=pa.array(LEVELS, type=level.type))
+    rank = pc.fill_null(at, 0).to_numpy().astype(np.int8)
     # Missing ids sort first (as na_position="first"): ids are >= 0.
-    gid = frame["group_id"].to_numpy(dtype=np.int64, na_value=-1)
-    cid = frame["class_id"].to_numpy(dtype=np.int64, na_value=-1)
+    gid = pc.fill_null(table.column("group_id"), -1).to_numpy().astype(np.int64, copy=False)
+    cid = pc.fill_null(table.column("class_id"), -1).to_numpy().astype(np.int64, copy=False)
     if keep:
         keys = pd.DataFrame({"_rank": rank, "_g": gid, "_c": cid})
+        kept = table.select(list(keep)).to_pandas()
         for col in keep:
-            keys[col] = frame[col].to_numpy()
+            keys[col] = kept[col].to_numpy()
         order = keys.sort_values(
             ["_rank", "_g", "_c", *keep], kind="stable", na_position="first"
         ).index.to_numpy()
     else:
         order = np.lexsort((cid, gid, rank))
-    frame = frame.take(order).reset_index(drop=True)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    x, y = frame["x"].to_numpy(dtype=np.float64), frame["y"].to_numpy(dtype=np.float64)
+    table = table.take(order)
+    x = table.column("x").to_numpy().astype(np.float64, copy=False)
+    y = table.column("y").to_numpy().astype(np.float64, copy=False)
     table = table.append_column("geometry", _wkb_points(x, y)).append_column(
         "bbox", point_bbox(x, y)
     )
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     _write_arrow_parquet(table, Path(out_file), geo)
-    return len(frame)
+    return int(table.num_rows)
 
 
 # ----------------------------------------------------------------------------
