@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -573,6 +574,25 @@ def _assemble_part(
 # ----------------------------------------------------------------------------
 
 
+@nb.njit(cache=True)
+def _unit_range(
+    gi: NDArray[np.integer[Any]],
+    uc: NDArray[np.integer[Any]],
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled
+    """Each group's smallest and largest unit code so far (``np.minimum.at`` and
+    ``np.maximum.at`` over the records with a group, in one pass)."""
+    for r in range(gi.size):
+        g = gi[r]
+        if g >= 0:
+            u = np.int64(uc[r])
+            if u < lo[g]:
+                lo[g] = u
+            if u > hi[g]:
+                hi[g] = u
+
+
 def _group_units(
     chunks: Callable[[], Iterable[tuple[NDArray[Any], ...]]], ng: int
 ) -> NDArray[np.int64]:
@@ -589,9 +609,7 @@ def _group_units(
     lo = np.full(ng, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(ng, -1, dtype=np.int64)
     for gi, uc in chunks():
-        keep = gi >= 0
-        np.minimum.at(lo, gi[keep], uc[keep])
-        np.maximum.at(hi, gi[keep], uc[keep])
+        _unit_range(gi, uc, lo, hi)
     out[hi >= 0] = lo[hi >= 0]
     mixed = (hi >= 0) & (lo != hi)
     if not mixed.any():
@@ -775,19 +793,19 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
         gid = np.where(gid >= 0, renumber[np.maximum(gid, 0)], -1)
     frame = pd.DataFrame(
         {
-            "group_id": pd.array(np.where(gid >= 0, gid, 0), dtype="Int64"),
+            "group_id": _ids(gid, gid >= 0),
             "subject": joined["subject"].astype(np.int64),
             "x_m": joined["x_m"].astype(np.float64),
             "y_m": joined["y_m"].astype(np.float64),
             "iota": joined["iota"].astype(np.float64),
             # the report's isolation ratios leave suppressed records out when their number
             # is hidden (a histogram of every record would bound it)
-            "disposal": np.where(
-                joined["disposal"] == Disposal.SUPPRESSED, "suppressed", "published"
+            "disposal": _texts(
+                np.asarray(["published", "suppressed"], dtype=object),
+                (joined["disposal"] == Disposal.SUPPRESSED).astype(np.int8),
             ),
         }
     )
-    frame.loc[gid < 0, "group_id"] = pd.NA
     entry = None
     if picked is not None:
         # what the verifier recomputes from the audit (docs/release-format.md)
@@ -811,6 +829,11 @@ def _rows_of(path: Path, rows: NDArray[np.int64]) -> pa.Table:
     return pa.concat_tables(pieces) if pieces else pf.schema_arrow.empty_table()
 
 
+def _scratch_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` as an uncompressed Parquet file the report reads (not published)."""
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, compression="none")
+
+
 def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch: Path) -> None:
     """``report.html`` from the sample taken by :func:`_take_report_sample`, with
     :func:`geokanon.report.html.build_report`."""
@@ -825,9 +848,9 @@ def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch:
     if sample.picked is not None:
         groups = _rows_of(root / "release" / "groups.parquet", sample.picked).to_pandas()
         groups = groups.assign(group_id=np.arange(sample.picked.size, dtype=np.int64))
-        _write_parquet(groups, work / "release" / "groups.parquet")
+        _scratch_parquet(groups, work / "release" / "groups.parquet")
         del groups
-    _write_parquet(sample.frame, work / "audit" / "assignment.parquet")
+    _scratch_parquet(sample.frame, work / "audit" / "assignment.parquet")
     path = build_report(work, verification=checks)
     text = path.read_text(encoding="utf-8")
     para = (
