@@ -795,10 +795,15 @@ def classify_tiled(
             iota_space[owned] = cls.iota_space
             space_labels[owned] = cls.space_labels
 
-    _run(client, _classify_task, payloads(), consume=consume)
+    _run(client, _classify_task, payloads(), consume=consume, records=_payload_records)
     return Classification(
         labels=labels, iota=iota, iota_space=iota_space, space_labels=space_labels
     )
+
+
+def _payload_records(payload: tuple[Any, ...]) -> int:
+    """The records of a tile task's payload (its first array: the x coordinates)."""
+    return int(payload[0].size)
 
 
 def _check_halo(tiling: Tiling, policy: OutlierPolicy) -> None:
@@ -810,12 +815,19 @@ def _check_halo(tiling: Tiling, policy: OutlierPolicy) -> None:
         )
 
 
+#: Records a tile task takes at least (tiles are batched up to it): a task has a fixed
+#: cost on the driver and the worker (scheduling, messages), a few milliseconds, which
+#: many small tiles would pay each.
+TASK_RECORDS = 150_000
+
+
 def _run(
     client: Any,
     func: Callable[..., Any],
     payloads: Iterable[tuple[Any, ...]],
     window: int | None = None,
     consume: Callable[[int, Any], None] | None = None,
+    records: Callable[[tuple[Any, ...]], int] | None = None,
 ) -> list[Any]:
     """``func(*payload)`` for every payload, results in payload order.
 
@@ -825,8 +837,10 @@ def _run(
     On a cluster, at most ``window`` tasks (default: two per worker, plus two) are
     in flight, and ``payloads`` is consumed lazily: a payload (a copy of one tile's
     arrays, say) is built only when its task is submitted and dropped once its
-    result is back, so the driver never holds every tile's payload at once. Without
-    a client the tasks run here, one after the other.
+    result is back, so the driver never holds every tile's payload at once. With
+    ``records`` (a payload's record count), consecutive payloads are sent as one
+    task of at least :data:`TASK_RECORDS` records (each still ``func(*payload)``
+    on its own). Without a client the tasks run here, one after the other.
     """
     results: dict[int, Any] = {}
 
@@ -844,22 +858,25 @@ def _run(
 
     if window is None:
         window = 2 * max(1, len(client.scheduler_info().get("workers", {}))) + 2
-    todo = iter(enumerate(payloads))
+    todo = iter(_batches(payloads, records))
     index: dict[str, int] = {}
     running = as_completed(loop=client.loop)
 
     def submit_next() -> None:
         nxt = next(todo, None)
         if nxt is not None:
-            fut = client.submit(func, *nxt[1], pure=False)
-            index[fut.key] = nxt[0]
+            first, batch = nxt
+            fut = client.submit(_each, func, batch, pure=False)
+            index[fut.key] = first
             running.add(fut)
 
     for _ in range(window):
         submit_next()
     try:
         for fut in running:
-            take(index.pop(fut.key), _gather(client, [fut])[0])
+            first = index.pop(fut.key)
+            for j, result in enumerate(_gather(client, [fut])[0]):
+                take(first + j, result)
             fut.release()
             submit_next()
     finally:
@@ -867,6 +884,30 @@ def _run(
         if left:
             client.cancel(left)
     return [results[i] for i in range(len(results))]
+
+
+def _batches(
+    payloads: Iterable[tuple[Any, ...]], records: Callable[[tuple[Any, ...]], int] | None
+) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
+    """``(index of the first payload, consecutive payloads)``: one payload each, or with
+    ``records``, as many as reach :data:`TASK_RECORDS` records together."""
+    batch: list[tuple[Any, ...]] = []
+    first = size = 0
+    for i, p in enumerate(payloads):
+        if not batch:
+            first = i
+        batch.append(p)
+        size += records(p) if records is not None else TASK_RECORDS
+        if size >= TASK_RECORDS:
+            yield first, batch
+            batch, size = [], 0
+    if batch:
+        yield first, batch
+
+
+def _each(func: Callable[..., Any], payloads: list[tuple[Any, ...]]) -> list[Any]:
+    """``func(*payload)`` for each payload, in one task."""
+    return [func(*p) for p in payloads]
 
 
 def group_tiled(
@@ -933,7 +974,7 @@ def group_tiled(
         group_id[owned_of.pop(t)] = g.group_id  # tile-local ids for now
         reps[t] = (g.rep_x, g.rep_y)
 
-    _run(client, _group_task, payloads(codes), consume=consume)
+    _run(client, _group_task, payloads(codes), consume=consume, records=_payload_records)
     # Tile-local ids to global ones: groups numbered by tile key, then within the tile.
     sizes = np.asarray([reps[t][0].size for t in range(n_tiles)], dtype=np.int64)
     start = np.r_[0, np.cumsum(sizes)]
