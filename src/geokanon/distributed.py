@@ -591,10 +591,12 @@ def classify_tile(
             space_labels=suppress.copy() if policy.uses_time else None,
         )
     cls = classify(xa, ya, policy, subjects=subj, times=times)
+    iota = cls.iota[:n_owned].copy()
     return Classification(
         labels=cls.labels[:n_owned].copy(),
-        iota=cls.iota[:n_owned].copy(),
-        iota_space=cls.iota_space[:n_owned].copy(),
+        iota=iota,
+        # without times one array, as on one machine (and sent back once)
+        iota_space=iota if cls.iota_space is cls.iota else cls.iota_space[:n_owned].copy(),
         space_labels=None if cls.space_labels is None else cls.space_labels[:n_owned].copy(),
     )
 
@@ -665,8 +667,12 @@ def dask_client(
             yield c
         return
     workers = n_workers or max(1, os.cpu_count() or 1)
+    # The workers' statistical profiler (a stack sample of the running task every 10 ms,
+    # for the dashboard, which this cluster does not start) costs them about 5 % of
+    # their CPU time here.
     with (
         quiet_log,
+        dask.config.set({"distributed.worker.profile.enabled": False}),
         LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
