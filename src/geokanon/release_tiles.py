@@ -100,6 +100,7 @@ from geokanon.release import (
     mask_small,
     source_totals,
 )
+from geokanon.verify.partitioned import _by_part  # rows by part, as the verifier routes them
 
 __all__ = ["PartitionedRelease", "release_partitions"]
 
@@ -509,9 +510,7 @@ def _write_source_part(
     if pub.size:
         import pyarrow.feather as feather
 
-        order = np.argsort(part, kind="stable")
-        up, start = np.unique(part[order], return_index=True)
-        bounds = np.r_[start, order.size]
+        order, up, bounds = _by_part(part)
         # one copy in part order, sliced by part
         table = pa.Table.from_pandas(frame, preserve_index=False).take(order)
         del frame

@@ -88,6 +88,7 @@ from geokanon.verify._reader import (
     PartRows,
     ReleaseReader,
     Source,
+    _arrow_backed,
     frame_source,
     text_file,
 )
@@ -167,10 +168,36 @@ _MAX_NOTES = 5
 def _tile_key(
     x: NDArray[np.float64], y: NDArray[np.float64], tiling: Mapping[str, float]
 ) -> NDArray[np.int64]:
-    """The writer's tile key of every point (the same floor and packing, recomputed here)."""
-    ix = np.floor((x - float(tiling["origin_x"])) / float(tiling["tile_m"])).astype(np.int64)
-    iy = np.floor((y - float(tiling["origin_y"])) / float(tiling["tile_m"])).astype(np.int64)
-    return ((ix + _BIAS) << 31) | (iy + _BIAS)
+    """The writer's tile key of every point (the same floor and packing, recomputed here;
+    ``floor((v - origin) / tile_m)``, in place: two temporaries, not eight)."""
+    side = float(tiling["tile_m"])
+    key = _floor_index(x, float(tiling["origin_x"]), side)
+    key += _BIAS
+    key <<= 31
+    key |= _floor_index(y, float(tiling["origin_y"]), side) + _BIAS
+    return key
+
+
+def _floor_index(v: NDArray[np.float64], origin: float, side: float) -> NDArray[np.int64]:
+    """``floor((v - origin) / side)`` as int64."""
+    t = np.subtract(v, origin)
+    t /= side
+    np.floor(t, out=t)
+    return t.astype(np.int64)
+
+
+def _by_part(
+    part: NDArray[np.integer[Any]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Rows in the order of their part (stable), the distinct parts ascending, and where
+    each one's rows start in that order (and, last, the number of rows): what
+    ``np.unique(part[order], return_index=True)`` gives, with a radix sort of 16-bit part
+    numbers when they fit (parts are few)."""
+    small = part.size > 0 and int(part.min()) >= 0 and int(part.max()) < 2**15
+    order = np.argsort(part.astype(np.int16) if small else part, kind="stable")
+    ordered = part[order]
+    starts = np.r_[0, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1] if part.size else order
+    return order, ordered[starts].astype(np.int64), np.r_[starts, part.size].astype(np.int64)
 
 
 def _strict_secrets(
@@ -450,9 +477,7 @@ def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, table: pa.Ta
 
     if not part.size:
         return
-    order = np.argsort(part, kind="stable")
-    up, start = np.unique(part[order], return_index=True)
-    bounds = np.r_[start, order.size]
+    order, up, bounds = _by_part(part)
     table = table.take(order)  # one copy, sliced by part below
     for t, p in enumerate(up):
         d = Path(scratch) / f"v{int(p):05d}"
@@ -645,7 +670,10 @@ def _part_task(
     table = "groups.parquet" if kind == "group" else "classes.parquet"
     id_col = "group_id" if kind == "group" else "class_id"
     try:
-        rows = _id_range(rel / table, id_col, first, end, row_groups).to_pandas()
+        # geometry and bbox kept in Arrow, as the single-file reader keeps groups.parquet's
+        rows = _id_range(rel / table, id_col, first, end, row_groups).to_pandas(
+            types_mapper=_arrow_backed
+        )
     except (OSError, ValueError, pa.ArrowException) as exc:
         probs["counts"].append(f"{table} is unreadable ({type(exc).__name__})")
         return out
