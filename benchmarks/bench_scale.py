@@ -108,7 +108,9 @@ class PeakMemory:
     With :meth:`stage` called as the work moves on, the peaks are also kept per stage:
     the driver (this process), the workers (every child process, summed) and both
     together, each the largest sample taken while that stage was the current one, and
-    the CPU seconds (user + system) the driver and the workers spent in the stage.
+    the CPU seconds (user + system) the driver and the workers spent in the stage, and
+    those of the driver's main thread ("main": its own steps, the serial part; the rest
+    of the driver's is Dask's scheduler and messages).
     """
 
     def __init__(self, interval_s: float = 0.2) -> None:
@@ -122,7 +124,11 @@ class PeakMemory:
         self.stages: dict[str, list[int]] = {}
         #: stage -> [driver CPU s, workers CPU s]
         self.cpu: dict[str, list[float]] = {}
+        #: stage -> CPU s of the driver's main thread (its own work; the rest of the
+        #: driver's is Dask's scheduler and messages)
+        self.main: dict[str, float] = {}
         self._cpu_at = (0.0, 0.0)
+        self._main_at = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -149,6 +155,9 @@ class PeakMemory:
         return driver, workers
 
     def _charge_cpu(self) -> None:
+        main = time.thread_time()  # called on the main thread (stage changes, enter, exit)
+        self.main[self._current] = self.main.get(self._current, 0.0) + main - self._main_at
+        self._main_at = main
         now = self._cpu_now()
         spent = self.cpu.setdefault(self._current, [0.0, 0.0])
         spent[0] += max(0.0, now[0] - self._cpu_at[0])
@@ -189,6 +198,7 @@ class PeakMemory:
 
     def __enter__(self) -> PeakMemory:
         self._cpu_at = self._cpu_now()
+        self._main_at = time.thread_time()
         self._record()
         self._thread.start()
         return self
@@ -202,12 +212,13 @@ class PeakMemory:
     def print_stages(self, title: str) -> None:
         """Print the per-stage peaks (GB) recorded through :meth:`stage`."""
         print(f"  peak memory by stage, {title} (GB; the largest sample while the stage ran)")
-        print(f"    {'driver':>7} {'workers':>8} {'total':>7} {'CPU s drv':>9} {'wrk':>7}  stage")
+        print(f"    {'driver':>7} {'workers':>8} {'total':>7} {'CPU s drv':>9} {'main':>6} "
+              f"{'wrk':>7}  stage")  # fmt: skip
         for name, (driver, workers, total) in self.stages.items():
             c_d, c_w = self.cpu.get(name, [0.0, 0.0])
             print(
                 f"    {driver / 2**30:7.2f} {workers / 2**30:8.2f} {total / 2**30:7.2f} "
-                f"{c_d:9.1f} {c_w:7.1f}  {name}"
+                f"{c_d:9.1f} {self.main.get(name, 0.0):6.1f} {c_w:7.1f}  {name}"
             )
 
 
