@@ -50,6 +50,7 @@ import shutil
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ from geokanon.release import (
     _points_extent,
     _published_pass,
     _return_free_memory,
+    _sha256,
     _wkb_points,
     _write_arrow_parquet,
     _write_parquet,
@@ -532,8 +534,9 @@ def _write_source_part(
 
 def _assemble_part(
     piece_dir: str, out_file: str, keep: tuple[str, ...], geo: dict[str, Any]
-) -> int:
-    """Sort one part's pieces by published values and write ``records/part-NNNNN.parquet``."""
+) -> tuple[int, str]:
+    """Sort one part's pieces by published values and write ``records/part-NNNNN.parquet``;
+    its rows and sha256."""
     _single_thread_numba()
     import pyarrow.feather as feather
 
@@ -565,7 +568,8 @@ def _assemble_part(
     )
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     _write_arrow_parquet(table, Path(out_file), geo)
-    return int(table.num_rows)
+    # its checksum for the manifest, taken here (in parallel) rather than by the driver
+    return int(table.num_rows), _sha256(Path(out_file))
 
 
 # ----------------------------------------------------------------------------
@@ -1020,9 +1024,8 @@ def _release_held(
             g.x = g.y = np.zeros(0)
             g.tiebreak = None
             _return_free_memory()
-            sample = _take_report_sample(state, core.group_x.size)
             with _atomic_directory(out, options.force) as tmp:
-                manifest = _write_all(
+                manifest, sample, part_digests = _write_all(
                     tmp, c, source, g, core, counts_exact, state, layout, policy, options,
                     tiling, scratch, crs=crs, version=__version__, say=say, notes=release_notes,
                 )  # fmt: skip
@@ -1044,7 +1047,7 @@ def _release_held(
                         "check_determinism=True to run it)"
                     }
                 # every file is hashed once; the report's files again after it
-                digests = finish_manifest(tmp, manifest)
+                digests = finish_manifest(tmp, manifest, unchanged=part_digests)
                 say("report")
                 _report(tmp, sample, claimed, scratch)
                 finish_manifest(
@@ -1082,14 +1085,14 @@ def _write_all(
     version: str,
     say: Callable[[str], None],
     notes: Callable[..., str],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], _ReportSample, dict[str, str]]:
     """Every file of the release under ``root`` (a hidden build directory) but
-    ``manifest.json``, whose content is returned (the caller adds the results the
-    verifier must confirm, then writes it with every file's checksum); the core's
-    per-record arrays are read from ``state`` (with groups numbered as published)."""
-    k = policy.k
+    ``manifest.json`` and the report; returns the manifest's content (the caller adds
+    the results the verifier must confirm, then writes it with every file's checksum),
+    the report's sample, and the record parts' checksums (taken by the tasks that wrote
+    them). The core's per-record arrays are read from ``state`` (with groups numbered as
+    published)."""
     keep = tuple(options.keep)
-    crs_note = check_coordinate_frame(crs, options)
     rel, aud = root / "release", root / "audit"
     (rel / "records").mkdir(parents=True)
     (aud / "assignment").mkdir(parents=True)
@@ -1122,19 +1125,65 @@ def _write_all(
     say(f"write {len(g.sizes)} audit parts and route published records")
     # A payload is a whole partition's slice of the decisions: one in flight per worker, plus one.
     window = None if c is None else len(c.scheduler_info().get("workers", {})) + 1
-    written = _run(c, _write_source_part, (payload(i) for i in range(len(g.sizes))), window)
+    # The rounds of tasks run beside the driver's own steps (the files of one row per
+    # group, class or unit; the report's sample), which need neither round's output.
+    with _beside(
+        _run, c, _write_source_part, (payload(i) for i in range(len(g.sizes))), window
+    ) as audit_round:
+        sample = _take_report_sample(state, ng)
+        group_unit, group_sizes, classes = _group_and_class_files(
+            rel, g, core, state, policy, crs
+        )  # fmt: skip
+        written = audit_round.result()
     # GeoParquet 1.1; every published point is a group's representative: their extent
     geo = geoparquet_metadata(crs, ["Point"], _points_extent(gx, gy))
     say(f"write {len(layout.parts)} record parts")
-    part_rows = _run(
+    part_round = _beside(
+        _run,
         c,
         _assemble_part,
         [(str(pieces / f"r{j:05d}"), str(rel / p["file"]), keep, geo)
          for j, p in enumerate(layout.parts)],
     )  # fmt: skip
+    with part_round as assembled:
+        manifest = _small_files(
+            rel, aud, g, core, counts_exact, state, layout, policy, options, tiling,
+            written, group_unit, group_sizes, classes,
+            roles=dict(getattr(source, "roles", lambda: {})()), crs=crs, version=version,
+            notes=notes,
+        )  # fmt: skip
+        rows_and_digests = assembled.result()
     shutil.rmtree(pieces, ignore_errors=True)
+    manifest["records_published"] = int(sum(r for r, _ in rows_and_digests))
+    digests = {str(p["file"]): d for p, (_, d) in zip(layout.parts, rows_and_digests, strict=True)}
+    return manifest, sample, digests
 
-    # groups and classes
+
+@contextlib.contextmanager
+def _beside(func: Callable[..., Any], *args: Any) -> Iterator[Future[Any]]:
+    """``func(*args)`` in a thread while the block runs (the driver's own steps, while
+    the workers run a round of tasks); leaving the block waits for it, also on an error
+    (no task writes into a scratch directory that is being removed)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="geokanon-round") as pool:
+        future = pool.submit(func, *args)
+        try:
+            yield future
+        finally:
+            wait([future])
+
+
+def _group_and_class_files(
+    rel: Path,
+    g: _Gathered,
+    core: CoreResult,
+    state: _Spilled,
+    policy: OutlierPolicy,
+    crs: str | None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], pd.DataFrame]:
+    """``groups.parquet`` and ``classes.parquet``; each group's majority unit and size,
+    and the classes' table (for ``units.csv``)."""
+    gx, gy = core.group_x, core.group_y
+    ng = gx.size
     group_sizes = np.zeros(ng, dtype=np.int64)
     nc = len(core.class_level)
     class_sizes = np.zeros(nc, dtype=np.int64)
@@ -1159,6 +1208,7 @@ def _write_all(
         geo_table(pa.Table.from_pandas(groups, preserve_index=False), (gx, gy), crs),
         rel / "groups.parquet",
     )
+    del groups
     classes = pd.DataFrame(
         {
             "class_id": np.arange(nc, dtype=np.int64),
@@ -1176,6 +1226,38 @@ def _write_all(
         ),
         rel / "classes.parquet",
     )
+    return group_unit, group_sizes, classes
+
+
+def _small_files(
+    rel: Path,
+    aud: Path,
+    g: _Gathered,
+    core: CoreResult,
+    counts_exact: dict[str, int],
+    state: _Spilled,
+    layout: _Layout,
+    policy: OutlierPolicy,
+    options: ReleaseOptions,
+    tiling: Tiling,
+    written: list[dict[str, Any]],
+    group_unit: NDArray[np.int64],
+    group_sizes: NDArray[np.int64],
+    classes: pd.DataFrame,
+    *,
+    roles: dict[str, Any],
+    crs: str | None,
+    version: str,
+    notes: Callable[..., str],
+) -> dict[str, Any]:
+    """``units.csv``, ``audit.json`` and ``RELEASE_NOTES.md``; the manifest's content
+    (but ``records_published``, the record parts' rows)."""
+    k = policy.k
+    keep = tuple(options.keep)
+    crs_note = check_coordinate_frame(crs, options)
+    n = state.n
+    ng = core.group_x.size
+    nc = len(core.class_level)
     published_passes = [_published_pass(p.to_dict(), k) for p in core.passes]
     units, global_shown, total_sup, total_subjects = _units_frame(
         g, state, group_unit, group_sizes, classes, policy, options.totals,
@@ -1191,7 +1273,6 @@ def _write_all(
     share: float | str = (
         total_sup / total_subjects if isinstance(global_shown, int) else global_shown
     )
-    roles = dict(getattr(source, "roles", lambda: {})())
     audit = {
         "working_crs": crs,
         "output_crs": crs,
@@ -1237,7 +1318,6 @@ def _write_all(
         "subject_ids_merged": g.subject_ids_merged,
         "totals": options.totals,
         "keep": list(keep),
-        "records_published": int(sum(part_rows)),
         "record_parts": len(layout.parts),
         "groups": int(ng),
         "classes": int(nc),
