@@ -651,7 +651,8 @@ def _classify_group_task(
         x[act], y[act], own[act].astype(np.int64, copy=False), policy,
         None if tiebreak is None else tiebreak[act],
     )  # fmt: skip
-    return cls, g
+    # tile-local ids (fewer than the tile's records): sent back as int32
+    return cls, Grouping(g.group_id.astype(np.int32), g.rep_x, g.rep_y)
 
 
 @dataclass
