@@ -1119,10 +1119,9 @@ def _made_with(
     if first.tiebreak is not (tiebreak.base if isinstance(tiebreak, _Subset) else tiebreak):
         return False
     base = subjects.base if isinstance(subjects, _Subset) else subjects
-    if first.subjects is None:  # the row numbers
-        for a in range(0, subset.size, _CHUNK):
-            at = subset[a : a + _CHUNK]
-            if not np.array_equal(base[at], at):
+    if first.subjects is None:  # the row numbers: every record's subject is its row
+        for a in range(0, base.size, _CHUNK):
+            if not np.array_equal(base[a : a + _CHUNK], np.arange(a, min(a + _CHUNK, base.size))):
                 return False
     elif first.subjects is not base:
         return False
