@@ -108,7 +108,9 @@ class PeakMemory:
     With :meth:`stage` called as the work moves on, the peaks are also kept per stage:
     the driver (this process), the workers (every child process, summed) and both
     together, each the largest sample taken while that stage was the current one, and
-    the CPU seconds (user + system) the driver and the workers spent in the stage.
+    the CPU seconds (user + system) the driver and the workers spent in the stage, and
+    those of the driver's main thread ("main": its own steps, the serial part; the rest
+    of the driver's is Dask's scheduler and messages).
     """
 
     def __init__(self, interval_s: float = 0.2) -> None:
@@ -122,7 +124,11 @@ class PeakMemory:
         self.stages: dict[str, list[int]] = {}
         #: stage -> [driver CPU s, workers CPU s]
         self.cpu: dict[str, list[float]] = {}
+        #: stage -> CPU s of the driver's main thread (its own work; the rest of the
+        #: driver's is Dask's scheduler and messages)
+        self.main: dict[str, float] = {}
         self._cpu_at = (0.0, 0.0)
+        self._main_at = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -149,6 +155,9 @@ class PeakMemory:
         return driver, workers
 
     def _charge_cpu(self) -> None:
+        main = time.thread_time()  # called on the main thread (stage changes, enter, exit)
+        self.main[self._current] = self.main.get(self._current, 0.0) + main - self._main_at
+        self._main_at = main
         now = self._cpu_now()
         spent = self.cpu.setdefault(self._current, [0.0, 0.0])
         spent[0] += max(0.0, now[0] - self._cpu_at[0])
@@ -189,6 +198,7 @@ class PeakMemory:
 
     def __enter__(self) -> PeakMemory:
         self._cpu_at = self._cpu_now()
+        self._main_at = time.thread_time()
         self._record()
         self._thread.start()
         return self
@@ -202,12 +212,13 @@ class PeakMemory:
     def print_stages(self, title: str) -> None:
         """Print the per-stage peaks (GB) recorded through :meth:`stage`."""
         print(f"  peak memory by stage, {title} (GB; the largest sample while the stage ran)")
-        print(f"    {'driver':>7} {'workers':>8} {'total':>7} {'CPU s drv':>9} {'wrk':>7}  stage")
+        print(f"    {'driver':>7} {'workers':>8} {'total':>7} {'CPU s drv':>9} {'main':>6} "
+              f"{'wrk':>7}  stage")  # fmt: skip
         for name, (driver, workers, total) in self.stages.items():
             c_d, c_w = self.cpu.get(name, [0.0, 0.0])
             print(
                 f"    {driver / 2**30:7.2f} {workers / 2**30:8.2f} {total / 2**30:7.2f} "
-                f"{c_d:9.1f} {c_w:7.1f}  {name}"
+                f"{c_d:9.1f} {self.main.get(name, 0.0):6.1f} {c_w:7.1f}  {name}"
             )
 
 
@@ -297,6 +308,21 @@ def _full_policy(policy: Any) -> Any:
     return dataclasses.replace(policy, tau=0.5, unit_cap=1.0)
 
 
+def _stage_printer(mem: PeakMemory, t0: float) -> Any:
+    """A progress callback: each new stage (or step) starts a stage of ``mem``, printed."""
+    last: list[str] = []
+
+    def progress(stage: str, step: str | None = None, **_: Any) -> None:
+        name = stage if step is None else f"{stage}: {step}"
+        if last and last[-1] == name:
+            return  # a done/total update of the current step
+        last.append(name)
+        mem.stage(name)
+        print(f"    {time.perf_counter() - t0:7.1f} s  {name}", flush=True)
+
+    return progress
+
+
 def run_dask_full(
     n: int,
     policy: Any,
@@ -315,16 +341,7 @@ def run_dask_full(
         with PeakMemory() as mem, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            last: list[str] = []
-
-            def progress(stage: str, step: str | None = None, **_: Any) -> None:
-                name = stage if step is None else f"{stage}: {step}"
-                if last and last[-1] == name:
-                    return  # a done/total update of the current step
-                last.append(name)
-                mem.stage(name)
-                print(f"    {time.perf_counter() - t0:7.1f} s  {name}", flush=True)
-
+            progress = _stage_printer(mem, t0)
             res = release_partitions(
                 src, pol, os.path.join(tmp, "out"), ReleaseOptions(local_metres=True),
                 tiling=Tiling.for_policy(pol, tile_m=tile_m),
@@ -346,7 +363,7 @@ def run_dask_full(
     return Row(n, f"dask x{workers}", "full release", dt, mem.peak / 2**30, workers, note)
 
 
-def run_single_full(n: int, policy: Any) -> Row:
+def run_single_full(n: int, policy: Any, stage_memory: bool = False) -> Row:
     from geokanon.io import table_from_frame
     from geokanon.pipeline import release_points
     from geokanon.release import ReleaseOptions
@@ -358,14 +375,20 @@ def run_single_full(n: int, policy: Any) -> Row:
         with PeakMemory() as mem, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
+            progress = _stage_printer(mem, t0) if stage_memory else None
             table = table_from_frame(frame, unit="unit")
             local = ReleaseOptions(local_metres=True)  # synthetic x/y: metres, no CRS
             res = release_points(
-                table, pol, os.path.join(tmp, "out"), local, check_determinism=False
-            )
+                table, pol, os.path.join(tmp, "out"), local, check_determinism=False,
+                progress=progress,
+            )  # fmt: skip
             dt = time.perf_counter() - t0
+            mem.stage("done")
     ok = all(res.manifest["verification"].values())
-    note = f"{res.manifest['groups']:,} groups, verified {'ok' if ok else 'FAILED'}"
+    note = (f"{res.manifest['groups']:,} groups, verified {'ok' if ok else 'FAILED'}, "
+            f"{mem.cpu_seconds:,.0f} CPU s")  # fmt: skip
+    if stage_memory:
+        mem.print_stages(f"single full release {n:,}")
     return Row(n, "single", "full release", dt, mem.peak / 2**30, os.cpu_count() or 1, note)
 
 
@@ -426,7 +449,7 @@ def main() -> None:
         rows += run_single(n, policy, core=n in core)
         print(f"  single {n:,}: {rows[-1].seconds:.1f} s", flush=True)
     for n in full_single:
-        rows.append(run_single_full(n, policy))
+        rows.append(run_single_full(n, policy, args.stage_memory))
         print(f"  single full release {n:,}: {rows[-1].seconds:.1f} s", flush=True)
 
     from geokanon.distributed import dask_client

@@ -591,10 +591,12 @@ def classify_tile(
             space_labels=suppress.copy() if policy.uses_time else None,
         )
     cls = classify(xa, ya, policy, subjects=subj, times=times)
+    iota = cls.iota[:n_owned].copy()
     return Classification(
         labels=cls.labels[:n_owned].copy(),
-        iota=cls.iota[:n_owned].copy(),
-        iota_space=cls.iota_space[:n_owned].copy(),
+        iota=iota,
+        # without times one array, as on one machine (and sent back once)
+        iota_space=iota if cls.iota_space is cls.iota else cls.iota_space[:n_owned].copy(),
         space_labels=None if cls.space_labels is None else cls.space_labels[:n_owned].copy(),
     )
 
@@ -620,6 +622,54 @@ def _group_task(
 ) -> Grouping:
     _single_thread_numba()
     return group_records(x, y, subjects, policy, tiebreak)
+
+
+def _classify_group_task(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    n_owned: int,
+    policy: OutlierPolicy,
+    subjects: NDArray[np.int64] | None,
+    times: NDArray[np.float64] | None,
+    rows: NDArray[np.int64] | None,
+    tiebreak: NDArray[np.uint64] | None,
+) -> tuple[Classification, Grouping | None]:
+    """:func:`_classify_task`, then the tile's first grouping (:func:`_group_task` on its
+    owned records labelled ok or merge, in their order): what the release core's first
+    group pass gives this tile, without sending the tile's records again.
+
+    ``rows``: the owned records' subject codes to group by (``None``: the owned rows of
+    ``subjects``); ``tiebreak``: the owned records'."""
+    cls = _classify_task(x, y, n_owned, policy, subjects, times)
+    act = np.flatnonzero(cls.labels <= Label.MERGE)
+    if act.size == 0:
+        return cls, None
+    own = rows if rows is not None else subjects[:n_owned] if subjects is not None else None
+    if own is None:
+        raise ValueError("the first grouping needs the owned records' subjects")
+    g = _group_task(
+        x[act], y[act], own[act].astype(np.int64, copy=False), policy,
+        None if tiebreak is None else tiebreak[act],
+    )  # fmt: skip
+    # tile-local ids (fewer than the tile's records): sent back as int32
+    return cls, Grouping(g.group_id.astype(np.int32), g.rep_x, g.rep_y)
+
+
+@dataclass
+class _FirstGroups:
+    """The release core's first grouping, made in the first classification's tile tasks
+    (:func:`_classify_group_task`) and read by :func:`group_tiled` in its place.
+
+    ``local``: every record's group id within its tile (-1: none); ``reps``: each tile's
+    representatives; ``sizes``: each tile's records grouped (labelled ok or merge), by
+    tile key. ``subjects`` and ``tiebreak`` are what the tasks group by (no subjects:
+    the row numbers)."""
+
+    subjects: NDArray[np.integer[Any]] | None
+    tiebreak: NDArray[np.uint64] | None
+    local: NDArray[np.integer[Any]] = field(default_factory=lambda: np.zeros(0, np.int32))
+    reps: dict[int, tuple[NDArray[np.float64], NDArray[np.float64]]] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------
@@ -665,8 +715,12 @@ def dask_client(
             yield c
         return
     workers = n_workers or max(1, os.cpu_count() or 1)
+    # The workers' statistical profiler (a stack sample of the running task every 10 ms,
+    # for the dashboard, which this cluster does not start) costs them about 5 % of
+    # their CPU time here.
     with (
         quiet_log,
+        dask.config.set({"distributed.worker.profile.enabled": False}),
         LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
@@ -714,6 +768,7 @@ def classify_tiled(
     times: ArrayLike | None = None,
     tiling: Tiling | None = None,
     client: Any = None,
+    first_groups: _FirstGroups | None = None,
 ) -> Classification:
     """:func:`geokanon.classify.classify`, computed tile by tile on a Dask cluster.
 
@@ -727,6 +782,9 @@ def classify_tiled(
     client
         A ``distributed.Client``; ``None`` computes the tiles here, one after the
         other (the same answer, useful for tests and small inputs).
+    first_groups
+        The release core's first pass (:func:`run_core_distributed`): each tile task
+        also groups the tile's records labelled ok or merge, into ``first_groups``.
 
     Returns
     -------
@@ -766,13 +824,16 @@ def classify_tiled(
     ta = None if times is None or not policy.uses_time else np.asarray(times, dtype=np.float64)
     tiling = tiling or Tiling.for_policy(policy)
     _check_halo(tiling, policy)
-    owned_of: dict[int, NDArray[np.int64]] = {}
+    owned_of: dict[int, tuple[int, NDArray[np.int64]]] = {}
+    first = first_groups
+    if first is not None:
+        first.local = np.full(n, -1, dtype=np.int32 if n < 2**31 else np.int64)
 
     def payloads() -> Iterator[tuple[Any, ...]]:
-        for t, (_, owned, halo) in enumerate(tiling.iter_contexts(xa, ya)):
-            owned_of[t] = owned  # until its result is back
+        for t, (key, owned, halo) in enumerate(tiling.iter_contexts(xa, ya)):
+            owned_of[t] = (key, owned)  # until its result is back
             idx = np.concatenate([owned, halo])
-            yield (
+            payload = (
                 xa[idx],
                 ya[idx],
                 owned.size,
@@ -780,6 +841,14 @@ def classify_tiled(
                 None if subj is None else subj[idx],
                 None if ta is None else ta[idx],
             )
+            if first is None:
+                yield payload
+                continue
+            # the owned records' subjects, unless the task has them (the classification's)
+            group_by = first.subjects
+            rows = owned if group_by is None else None if group_by is subj else group_by[owned]
+            tb = first.tiebreak
+            yield (*payload, rows, None if tb is None else tb[owned])
 
     labels = np.empty(n, dtype=np.uint8)
     iota = np.empty(n)
@@ -787,18 +856,30 @@ def classify_tiled(
     iota_space = np.empty(n) if policy.uses_time else iota
     space_labels = np.empty(n, dtype=np.uint8) if policy.uses_time else None
 
-    def consume(t: int, cls: Classification) -> None:
-        owned = owned_of.pop(t)
+    def consume(t: int, result: Any) -> None:
+        key, owned = owned_of.pop(t)
+        cls, g = (result, None) if first is None else result
         labels[owned] = cls.labels
         iota[owned] = cls.iota
         if space_labels is not None and cls.space_labels is not None:
             iota_space[owned] = cls.iota_space
             space_labels[owned] = cls.space_labels
+        if first is not None and g is not None:
+            act = owned[cls.labels <= Label.MERGE]
+            first.local[act] = g.group_id  # tile-local ids
+            first.reps[key] = (g.rep_x, g.rep_y)
+            first.sizes[key] = act.size
 
-    _run(client, _classify_task, payloads(), consume=consume)
+    task = _classify_task if first is None else _classify_group_task
+    _run(client, task, payloads(), consume=consume, records=_payload_records)
     return Classification(
         labels=labels, iota=iota, iota_space=iota_space, space_labels=space_labels
     )
+
+
+def _payload_records(payload: tuple[Any, ...]) -> int:
+    """The records of a tile task's payload (its first array: the x coordinates)."""
+    return int(payload[0].size)
 
 
 def _check_halo(tiling: Tiling, policy: OutlierPolicy) -> None:
@@ -810,12 +891,19 @@ def _check_halo(tiling: Tiling, policy: OutlierPolicy) -> None:
         )
 
 
+#: Records a tile task takes at least (tiles are batched up to it): a task has a fixed
+#: cost on the driver and the worker (scheduling, messages), a few milliseconds, which
+#: many small tiles would pay each.
+TASK_RECORDS = 150_000
+
+
 def _run(
     client: Any,
     func: Callable[..., Any],
     payloads: Iterable[tuple[Any, ...]],
     window: int | None = None,
     consume: Callable[[int, Any], None] | None = None,
+    records: Callable[[tuple[Any, ...]], int] | None = None,
 ) -> list[Any]:
     """``func(*payload)`` for every payload, results in payload order.
 
@@ -825,8 +913,10 @@ def _run(
     On a cluster, at most ``window`` tasks (default: two per worker, plus two) are
     in flight, and ``payloads`` is consumed lazily: a payload (a copy of one tile's
     arrays, say) is built only when its task is submitted and dropped once its
-    result is back, so the driver never holds every tile's payload at once. Without
-    a client the tasks run here, one after the other.
+    result is back, so the driver never holds every tile's payload at once. With
+    ``records`` (a payload's record count), consecutive payloads are sent as one
+    task of at least :data:`TASK_RECORDS` records (each still ``func(*payload)``
+    on its own). Without a client the tasks run here, one after the other.
     """
     results: dict[int, Any] = {}
 
@@ -844,22 +934,25 @@ def _run(
 
     if window is None:
         window = 2 * max(1, len(client.scheduler_info().get("workers", {}))) + 2
-    todo = iter(enumerate(payloads))
+    todo = iter(_batches(payloads, records))
     index: dict[str, int] = {}
     running = as_completed(loop=client.loop)
 
     def submit_next() -> None:
         nxt = next(todo, None)
         if nxt is not None:
-            fut = client.submit(func, *nxt[1], pure=False)
-            index[fut.key] = nxt[0]
+            first, batch = nxt
+            fut = client.submit(_each, func, batch, pure=False)
+            index[fut.key] = first
             running.add(fut)
 
     for _ in range(window):
         submit_next()
     try:
         for fut in running:
-            take(index.pop(fut.key), _gather(client, [fut])[0])
+            first = index.pop(fut.key)
+            for j, result in enumerate(_gather(client, [fut])[0]):
+                take(first + j, result)
             fut.release()
             submit_next()
     finally:
@@ -867,6 +960,30 @@ def _run(
         if left:
             client.cancel(left)
     return [results[i] for i in range(len(results))]
+
+
+def _batches(
+    payloads: Iterable[tuple[Any, ...]], records: Callable[[tuple[Any, ...]], int] | None
+) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
+    """``(index of the first payload, consecutive payloads)``: one payload each, or with
+    ``records``, as many as reach :data:`TASK_RECORDS` records together."""
+    batch: list[tuple[Any, ...]] = []
+    first = size = 0
+    for i, p in enumerate(payloads):
+        if not batch:
+            first = i
+        batch.append(p)
+        size += records(p) if records is not None else TASK_RECORDS
+        if size >= TASK_RECORDS:
+            yield first, batch
+            batch, size = [], 0
+    if batch:
+        yield first, batch
+
+
+def _each(func: Callable[..., Any], payloads: list[tuple[Any, ...]]) -> list[Any]:
+    """``func(*payload)`` for each payload, in one task."""
+    return [func(*p) for p in payloads]
 
 
 def group_tiled(
@@ -879,6 +996,7 @@ def group_tiled(
     tiling: Tiling,
     client: Any = None,
     subset: NDArray[np.int64] | None = None,
+    first_groups: _FirstGroups | None = None,
 ) -> Grouping:
     """Group each tile's own records, then the records no tile could place, together.
 
@@ -889,6 +1007,9 @@ def group_tiled(
 
     ``subset`` (indices of the records to group, as for ``group_records``) is
     read through, never copied whole: only one tile's records at a time are.
+    ``first_groups``: the tiles' groupings of these very records, made with the first
+    classification (:func:`classify_tiled`); used in place of the tile tasks when
+    every tile grouped exactly the subset's records it owns.
 
     Returns
     -------
@@ -933,7 +1054,13 @@ def group_tiled(
         group_id[owned_of.pop(t)] = g.group_id  # tile-local ids for now
         reps[t] = (g.rep_x, g.rep_y)
 
-    _run(client, _group_task, payloads(codes), consume=consume)
+    if _made_with(first_groups, keys, codes, subset, subjects, tiebreak):
+        assert first_groups is not None and subset is not None
+        for a in range(0, n, _CHUNK):
+            group_id[a : a + _CHUNK] = first_groups.local[subset[a : a + _CHUNK]]
+        reps.update({t: first_groups.reps[int(k)] for t, k in enumerate(keys.tolist())})
+    else:
+        _run(client, _group_task, payloads(codes), consume=consume, records=_payload_records)
     # Tile-local ids to global ones: groups numbered by tile key, then within the tile.
     sizes = np.asarray([reps[t][0].size for t in range(n_tiles)], dtype=np.int64)
     start = np.r_[0, np.cumsum(sizes)]
@@ -974,6 +1101,33 @@ def group_tiled(
         np.concatenate(rx) if rx else np.zeros(0),
         np.concatenate(ry) if ry else np.zeros(0),
     )
+
+
+def _made_with(
+    first: _FirstGroups | None,
+    keys: NDArray[np.int64],
+    codes: NDArray[np.int32],
+    subset: NDArray[np.int64] | None,
+    subjects: Any,
+    tiebreak: Any,
+) -> bool:
+    """Whether ``first`` grouped, in every tile, as many records as the subset has there
+    (the records the first classification labelled ok or merge: the same ones), by the
+    same subjects and tiebreak."""
+    if first is None or subset is None or first.local.size == 0:
+        return False
+    if first.tiebreak is not (tiebreak.base if isinstance(tiebreak, _Subset) else tiebreak):
+        return False
+    base = subjects.base if isinstance(subjects, _Subset) else subjects
+    if first.subjects is None:  # the row numbers: every record's subject is its row
+        for a in range(0, base.size, _CHUNK):
+            if not np.array_equal(base[a : a + _CHUNK], np.arange(a, min(a + _CHUNK, base.size))):
+                return False
+    elif first.subjects is not base:
+        return False
+    per_tile = np.bincount(codes, minlength=keys.size)
+    made = np.asarray([first.sizes.get(int(k), 0) for k in keys.tolist()], dtype=np.int64)
+    return bool(np.array_equal(per_tile, made)) and sum(first.sizes.values()) == subset.size
 
 
 class _Subset:
@@ -1080,14 +1234,21 @@ def _join_existing(
                 break
     # A group that gained records takes the representative the rule gives its members
     # (it has one: its present point is on the coarsest lattice and covers them all).
-    for g in sorted(added):
-        mem = members(g)
-        rx, ry, ok = settle_representatives(
-            np.zeros(mem.size, np.int64), x[mem], y[mem], np.ones(mem.size),
-            np.asarray(subjects[mem], dtype=np.int64), 1, r_max, step,
-        )  # fmt: skip
-        if ok[0]:
-            rep_x[g], rep_y[g] = rx[0], ry[0]
+    # One call for all of them: the rule settles each group on its own, from its
+    # members in the order given (here each group's, as ``members`` lists them).
+    gained = sorted(added)
+    if not gained:
+        return
+    mems = [members(g) for g in gained]
+    mem = np.concatenate(mems)
+    of = np.repeat(np.arange(len(gained), dtype=np.int64), [m.size for m in mems])
+    rx, ry, ok = settle_representatives(
+        of, x[mem], y[mem], np.ones(mem.size), np.asarray(subjects[mem], dtype=np.int64),
+        len(gained), r_max, step,
+    )  # fmt: skip
+    for j, g in enumerate(gained):
+        if ok[j]:
+            rep_x[g], rep_y[g] = rx[j], ry[j]
 
 
 def run_core_distributed(
@@ -1149,7 +1310,20 @@ def run_core_distributed(
 
     from geokanon.release import _return_free_memory
 
+    # The first classification's tile tasks also make the first grouping (of the records
+    # they label ok or merge), which the first group pass then takes as it is: the tiles'
+    # records are sent once. It groups by the tiebreak, held here until then.
+    first: list[_FirstGroups] = []
+    held_for_first = [tiebreak]
+
     def classifier(x: ArrayLike, y: ArrayLike, pol: OutlierPolicy, **kw: Any) -> Classification:
+        if calls[0] == 0:
+            tb = held_for_first.pop()
+            # as run_core holds it (the same array when it is one already)
+            tb = None if tb is None else np.asarray(tb, dtype=np.uint64)
+            first.append(_FirstGroups(kw.get("subjects"), tb))
+            kw["first_groups"] = first[0]
+            del tb
         cls = classify_tiled(x, y, pol, tiling=tiling, client=client, **kw)
         _return_free_memory()  # the tiles' results, freed: the next step starts lower
         calls[0] += 1
@@ -1162,7 +1336,11 @@ def run_core_distributed(
         return cls
 
     def grouper(*args: Any, subset: NDArray[np.int64] | None = None) -> Grouping:
-        grouping = group_tiled(*args, tiling=tiling, client=client, subset=subset)
+        made = first.pop() if first else None  # the first group pass only
+        grouping = group_tiled(
+            *args, tiling=tiling, client=client, subset=subset, first_groups=made
+        )  # fmt: skip
+        del made
         _return_free_memory()
         return grouping
 

@@ -50,13 +50,16 @@ import shutil
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
@@ -90,6 +93,7 @@ from geokanon.release import (
     _points_extent,
     _published_pass,
     _return_free_memory,
+    _sha256,
     _wkb_points,
     _write_arrow_parquet,
     _write_parquet,
@@ -98,6 +102,7 @@ from geokanon.release import (
     mask_small,
     source_totals,
 )
+from geokanon.verify.partitioned import _by_part  # rows by part, as the verifier routes them
 
 __all__ = ["PartitionedRelease", "release_partitions"]
 
@@ -403,6 +408,34 @@ def _renumbered(core: CoreResult, layout: _Layout) -> CoreResult:
     )
 
 
+#: The dtype pandas gives a column built from an object array of texts (``str``, held in
+#: Arrow, under pandas 3; ``object`` before), and the ``"string"`` dtype.
+_STR = pd.DataFrame({"t": np.asarray(["t"], dtype=object)})["t"].dtype
+_STRING = pd.StringDtype()
+
+
+def _texts(
+    names: NDArray[Any],
+    codes: NDArray[np.integer[Any]],
+    *,
+    missing: NDArray[np.bool_] | None = None,
+    dtype: Any = _STR,
+) -> Any:
+    """``names[codes]`` (rows ``missing``: missing) as the column pandas builds of that
+    object array as ``dtype``: the same column, made by one Arrow take when pandas holds
+    its texts in Arrow (no Python string per row)."""
+    if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"):
+        col = pd.Series(names[codes], dtype=dtype)
+        return col if missing is None else col.where(~missing)
+    values = pa.array([str(t) for t in names.tolist()], type=pa.large_string())
+    return pd.Series(values.take(pa.array(codes, mask=missing)), dtype=dtype)
+
+
+def _ids(values: NDArray[np.integer[Any]], present: NDArray[np.bool_]) -> Any:
+    """``values`` as a nullable ``Int64`` column, missing where not ``present``."""
+    return pd.arrays.IntegerArray(np.where(present, values, 0).astype(np.int64), ~present)
+
+
 def _write_source_part(
     source: Any,
     i: int,
@@ -436,37 +469,37 @@ def _write_source_part(
     assignment = pd.DataFrame(
         {
             "source_row": offset + np.arange(n, dtype=np.int64),
-            "label": first_text[sl["first_labels"]],
-            "disposal": disp_text[sl["disposal"]],
-            "group_id": pd.array(np.where(at_group, g, 0), dtype="Int64"),
-            "class_id": pd.array(np.where(generalised, c, 0), dtype="Int64"),
-            "unit": unames[sl["unit_codes"]].astype(str),
+            "label": _texts(first_text, sl["first_labels"]),
+            "disposal": _texts(disp_text, sl["disposal"]),
+            "group_id": _ids(g, at_group),
+            "class_id": _ids(c, generalised),
+            "unit": _texts(unames, sl["unit_codes"]),
             "subject": sl["subjects"],
             "x_m": x,
             "y_m": y,
             "iota": sl["iota"],
         }
     )
-    assignment.loc[~at_group, "group_id"] = pd.NA
-    assignment.loc[~generalised, "class_id"] = pd.NA
     _write_parquet(assignment, Path(audit_dir) / f"part-{i:05d}.parquet")
+    del assignment
     keep: tuple[str, ...] = meta["keep"]
     attrs = source.load_attributes(i, keep) if keep else None
     pub = np.flatnonzero(at_group | generalised)
-    levels = np.asarray((*meta["class_level"], ""), dtype=object)
-    cunits = np.asarray((*meta["class_unit"], ""), dtype=object)
+    gp, cp = at_group[pub], generalised[pub]
+    nc = len(meta["class_level"])
+    # a group's level is "group"; a class's its own (codes into the classes, then "group")
+    levels = np.asarray((*meta["class_level"], "group"), dtype=object)
+    cunits = np.asarray(meta["class_unit"] or ("",), dtype=object)
     frame = pd.DataFrame(
         {
-            "group_id": pd.array(np.where(at_group[pub], g[pub], 0), dtype="Int64"),
-            "class_id": pd.array(np.where(generalised[pub], c[pub], 0), dtype="Int64"),
-            "level": np.where(at_group[pub], "group", levels[c[pub]]),
-            "unit": pd.Series(cunits[c[pub]], dtype="string").where(generalised[pub]),
-            "x": np.where(at_group[pub], sl["pub_x"][pub], np.nan),
-            "y": np.where(at_group[pub], sl["pub_y"][pub], np.nan),
+            "group_id": _ids(g[pub], gp),
+            "class_id": _ids(c[pub], cp),
+            "level": _texts(levels, np.where(gp, nc, c[pub])),
+            "unit": _texts(cunits, np.where(cp, c[pub], 0), missing=~cp, dtype=_STRING),
+            "x": np.where(gp, sl["pub_x"][pub], np.nan),
+            "y": np.where(gp, sl["pub_y"][pub], np.nan),
         }
     )
-    frame.loc[~at_group[pub], "group_id"] = pd.NA
-    frame.loc[~generalised[pub], "class_id"] = pd.NA
     if attrs is not None:
         for col in keep:
             frame[col] = attrs[col].to_numpy()[pub]
@@ -479,14 +512,14 @@ def _write_source_part(
     if pub.size:
         import pyarrow.feather as feather
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
-        order = np.argsort(part, kind="stable")
-        up, start = np.unique(part[order], return_index=True)
-        bounds = np.r_[start, order.size]
+        order, up, bounds = _by_part(part)
+        # one copy in part order, sliced by part
+        table = pa.Table.from_pandas(frame, preserve_index=False).take(order)
+        del frame
         for t, p in enumerate(up):
             d = Path(scratch) / f"r{int(p):05d}"
             d.mkdir(parents=True, exist_ok=True)
-            rows = table.take(order[bounds[t] : bounds[t + 1]])
+            rows = table.slice(int(bounds[t]), int(bounds[t + 1] - bounds[t]))
             feather.write_feather(rows, d / f"s{i:06d}.arrow", compression="uncompressed")
     bias = None
     if attrs is not None:
@@ -501,43 +534,66 @@ def _write_source_part(
 
 def _assemble_part(
     piece_dir: str, out_file: str, keep: tuple[str, ...], geo: dict[str, Any]
-) -> int:
-    """Sort one part's pieces by published values and write ``records/part-NNNNN.parquet``."""
+) -> tuple[int, str]:
+    """Sort one part's pieces by published values and write ``records/part-NNNNN.parquet``;
+    its rows and sha256."""
     _single_thread_numba()
     import pyarrow.feather as feather
 
     pieces = sorted(Path(piece_dir).glob("s*.arrow"))
-    frame = pa.concat_tables([feather.read_table(p) for p in pieces]).to_pandas()
-    level = frame["level"].to_numpy(dtype=object)
-    rank = np.zeros(len(frame), dtype=np.int8)
-    for i, lv in enumerate(LEVELS):
-        rank[level == lv] = i
+    # sorted as Arrow: the pieces' columns (and pandas metadata) are the ones the source
+    # tasks' frames gave, so the part is what their pandas frame would write
+    table = pa.concat_tables([feather.read_table(p) for p in pieces])
+    level = table.column("level")
+    at = pc.index_in(level, value_set=pa.array(LEVELS, type=level.type))
+    rank = pc.fill_null(at, 0).to_numpy().astype(np.int8)
     # Missing ids sort first (as na_position="first"): ids are >= 0.
-    gid = frame["group_id"].to_numpy(dtype=np.int64, na_value=-1)
-    cid = frame["class_id"].to_numpy(dtype=np.int64, na_value=-1)
+    gid = pc.fill_null(table.column("group_id"), -1).to_numpy().astype(np.int64, copy=False)
+    cid = pc.fill_null(table.column("class_id"), -1).to_numpy().astype(np.int64, copy=False)
     if keep:
         keys = pd.DataFrame({"_rank": rank, "_g": gid, "_c": cid})
+        kept = table.select(list(keep)).to_pandas()
         for col in keep:
-            keys[col] = frame[col].to_numpy()
+            keys[col] = kept[col].to_numpy()
         order = keys.sort_values(
             ["_rank", "_g", "_c", *keep], kind="stable", na_position="first"
         ).index.to_numpy()
     else:
         order = np.lexsort((cid, gid, rank))
-    frame = frame.take(order).reset_index(drop=True)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    x, y = frame["x"].to_numpy(dtype=np.float64), frame["y"].to_numpy(dtype=np.float64)
+    table = table.take(order)
+    x = table.column("x").to_numpy().astype(np.float64, copy=False)
+    y = table.column("y").to_numpy().astype(np.float64, copy=False)
     table = table.append_column("geometry", _wkb_points(x, y)).append_column(
         "bbox", point_bbox(x, y)
     )
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     _write_arrow_parquet(table, Path(out_file), geo)
-    return len(frame)
+    # its checksum for the manifest, taken here (in parallel) rather than by the driver
+    return int(table.num_rows), _sha256(Path(out_file))
 
 
 # ----------------------------------------------------------------------------
 # The small files, on the driver (one entry per group, class or unit)
 # ----------------------------------------------------------------------------
+
+
+@nb.njit(cache=True)
+def _unit_range(
+    gi: NDArray[np.integer[Any]],
+    uc: NDArray[np.integer[Any]],
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled
+    """Each group's smallest and largest unit code so far (``np.minimum.at`` and
+    ``np.maximum.at`` over the records with a group, in one pass)."""
+    for r in range(gi.size):
+        g = gi[r]
+        if g >= 0:
+            u = np.int64(uc[r])
+            if u < lo[g]:
+                lo[g] = u
+            if u > hi[g]:
+                hi[g] = u
 
 
 def _group_units(
@@ -556,9 +612,7 @@ def _group_units(
     lo = np.full(ng, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(ng, -1, dtype=np.int64)
     for gi, uc in chunks():
-        keep = gi >= 0
-        np.minimum.at(lo, gi[keep], uc[keep])
-        np.maximum.at(hi, gi[keep], uc[keep])
+        _unit_range(gi, uc, lo, hi)
     out[hi >= 0] = lo[hi >= 0]
     mixed = (hi >= 0) & (lo != hi)
     if not mixed.any():
@@ -742,19 +796,19 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
         gid = np.where(gid >= 0, renumber[np.maximum(gid, 0)], -1)
     frame = pd.DataFrame(
         {
-            "group_id": pd.array(np.where(gid >= 0, gid, 0), dtype="Int64"),
+            "group_id": _ids(gid, gid >= 0),
             "subject": joined["subject"].astype(np.int64),
             "x_m": joined["x_m"].astype(np.float64),
             "y_m": joined["y_m"].astype(np.float64),
             "iota": joined["iota"].astype(np.float64),
             # the report's isolation ratios leave suppressed records out when their number
             # is hidden (a histogram of every record would bound it)
-            "disposal": np.where(
-                joined["disposal"] == Disposal.SUPPRESSED, "suppressed", "published"
+            "disposal": _texts(
+                np.asarray(["published", "suppressed"], dtype=object),
+                (joined["disposal"] == Disposal.SUPPRESSED).astype(np.int8),
             ),
         }
     )
-    frame.loc[gid < 0, "group_id"] = pd.NA
     entry = None
     if picked is not None:
         # what the verifier recomputes from the audit (docs/release-format.md)
@@ -778,6 +832,18 @@ def _rows_of(path: Path, rows: NDArray[np.int64]) -> pa.Table:
     return pa.concat_tables(pieces) if pieces else pf.schema_arrow.empty_table()
 
 
+def _scratch_parquet(table: pa.Table, path: Path) -> None:
+    """``table`` as a Parquet file the report reads (not published): uncompressed, no
+    statistics, only its text columns dictionary-encoded (fastest to write and to read
+    back; the values and types read are the same)."""
+    texts = [
+        f.name
+        for f in table.schema
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+    ]
+    pq.write_table(table, path, compression="none", use_dictionary=texts, write_statistics=False)
+
+
 def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch: Path) -> None:
     """``report.html`` from the sample taken by :func:`_take_report_sample`, with
     :func:`geokanon.report.html.build_report`."""
@@ -786,15 +852,25 @@ def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch:
     work = scratch / "report"
     (work / "release").mkdir(parents=True)
     (work / "audit").mkdir()
-    for name in ("manifest.json", "units.csv", "groups.parquet", "classes.parquet"):
+    names = ["manifest.json", "units.csv", "classes.parquet"]
+    if sample.picked is None:
+        names.append("groups.parquet")
+    for name in names:
         shutil.copyfile(root / "release" / name, work / "release" / name)
     shutil.copyfile(root / "audit" / "audit.json", work / "audit" / "audit.json")
     if sample.picked is not None:
-        groups = _rows_of(root / "release" / "groups.parquet", sample.picked).to_pandas()
-        groups = groups.assign(group_id=np.arange(sample.picked.size, dtype=np.int64))
-        _write_parquet(groups, work / "release" / "groups.parquet")
+        # the sampled groups' rows, numbered 0.. (as Arrow: no Python object per
+        # geometry and bbox)
+        groups = _rows_of(root / "release" / "groups.parquet", sample.picked)
+        at = groups.schema.get_field_index("group_id")
+        ids = pa.array(np.arange(sample.picked.size, dtype=np.int64))
+        _scratch_parquet(
+            groups.set_column(at, "group_id", ids), work / "release" / "groups.parquet"
+        )
         del groups
-    _write_parquet(sample.frame, work / "audit" / "assignment.parquet")
+    frame = pa.Table.from_pandas(sample.frame, preserve_index=False)
+    _scratch_parquet(frame, work / "audit" / "assignment.parquet")
+    del frame
     path = build_report(work, verification=checks)
     text = path.read_text(encoding="utf-8")
     para = (
@@ -899,7 +975,10 @@ def _release_held(
         scratch = Path(scratch_dir) / f"geokanon-release-{uuid.uuid4().hex[:12]}"
         scratch.mkdir(parents=True)
     try:
-        with dask_client(client, scheduler=scheduler, n_workers=n_workers) as c:
+        with (
+            dask_client(client, scheduler=scheduler, n_workers=n_workers) as c,
+            _frozen_heap(),
+        ):
             say(f"gather compact arrays from {len(source)} partitions")
             g = _combine(_run(c, _gather_task, [(source, i, keep) for i in range(len(source))]))
             _return_free_memory()  # the partitions' copies, joined: the core starts lower
@@ -965,9 +1044,8 @@ def _release_held(
             g.x = g.y = np.zeros(0)
             g.tiebreak = None
             _return_free_memory()
-            sample = _take_report_sample(state, core.group_x.size)
             with _atomic_directory(out, options.force) as tmp:
-                manifest = _write_all(
+                manifest, sample, part_digests = _write_all(
                     tmp, c, source, g, core, counts_exact, state, layout, policy, options,
                     tiling, scratch, crs=crs, version=__version__, say=say, notes=release_notes,
                 )  # fmt: skip
@@ -989,7 +1067,7 @@ def _release_held(
                         "check_determinism=True to run it)"
                     }
                 # every file is hashed once; the report's files again after it
-                digests = finish_manifest(tmp, manifest)
+                digests = finish_manifest(tmp, manifest, unchanged=part_digests)
                 say("report")
                 _report(tmp, sample, claimed, scratch)
                 finish_manifest(
@@ -1007,6 +1085,28 @@ def _release_held(
 
         _remove_refusal(out)
     return PartitionedRelease(out=out, core=core, manifest=manifest)
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """The objects alive now (modules, the cluster's client and scheduler: some 200,000)
+    left out of Python's cyclic garbage collection while the block runs (``gc.freeze``).
+
+    A full collection otherwise traverses every one of them each time, about 0.1 CPU s
+    here, and the driver runs many (its message threads allocate, and the writer collects
+    cycles between stages); with them frozen a collection sees only what the release made.
+    Nothing is lost: objects that die meanwhile are collected once the block ends. A
+    caller's own freeze is left as it is."""
+    import gc
+
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _write_all(
@@ -1027,14 +1127,14 @@ def _write_all(
     version: str,
     say: Callable[[str], None],
     notes: Callable[..., str],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], _ReportSample, dict[str, str]]:
     """Every file of the release under ``root`` (a hidden build directory) but
-    ``manifest.json``, whose content is returned (the caller adds the results the
-    verifier must confirm, then writes it with every file's checksum); the core's
-    per-record arrays are read from ``state`` (with groups numbered as published)."""
-    k = policy.k
+    ``manifest.json`` and the report; returns the manifest's content (the caller adds
+    the results the verifier must confirm, then writes it with every file's checksum),
+    the report's sample, and the record parts' checksums (taken by the tasks that wrote
+    them). The core's per-record arrays are read from ``state`` (with groups numbered as
+    published)."""
     keep = tuple(options.keep)
-    crs_note = check_coordinate_frame(crs, options)
     rel, aud = root / "release", root / "audit"
     (rel / "records").mkdir(parents=True)
     (aud / "assignment").mkdir(parents=True)
@@ -1067,19 +1167,65 @@ def _write_all(
     say(f"write {len(g.sizes)} audit parts and route published records")
     # A payload is a whole partition's slice of the decisions: one in flight per worker, plus one.
     window = None if c is None else len(c.scheduler_info().get("workers", {})) + 1
-    written = _run(c, _write_source_part, (payload(i) for i in range(len(g.sizes))), window)
+    # The rounds of tasks run beside the driver's own steps (the files of one row per
+    # group, class or unit; the report's sample), which need neither round's output.
+    with _beside(
+        _run, c, _write_source_part, (payload(i) for i in range(len(g.sizes))), window
+    ) as audit_round:
+        sample = _take_report_sample(state, ng)
+        group_unit, group_sizes, classes = _group_and_class_files(
+            rel, g, core, state, policy, crs
+        )  # fmt: skip
+        written = audit_round.result()
     # GeoParquet 1.1; every published point is a group's representative: their extent
     geo = geoparquet_metadata(crs, ["Point"], _points_extent(gx, gy))
     say(f"write {len(layout.parts)} record parts")
-    part_rows = _run(
+    part_round = _beside(
+        _run,
         c,
         _assemble_part,
         [(str(pieces / f"r{j:05d}"), str(rel / p["file"]), keep, geo)
          for j, p in enumerate(layout.parts)],
     )  # fmt: skip
+    with part_round as assembled:
+        manifest = _small_files(
+            rel, aud, g, core, counts_exact, state, layout, policy, options, tiling,
+            written, group_unit, group_sizes, classes,
+            roles=dict(getattr(source, "roles", lambda: {})()), crs=crs, version=version,
+            notes=notes,
+        )  # fmt: skip
+        rows_and_digests = assembled.result()
     shutil.rmtree(pieces, ignore_errors=True)
+    manifest["records_published"] = int(sum(r for r, _ in rows_and_digests))
+    digests = {str(p["file"]): d for p, (_, d) in zip(layout.parts, rows_and_digests, strict=True)}
+    return manifest, sample, digests
 
-    # groups and classes
+
+@contextlib.contextmanager
+def _beside(func: Callable[..., Any], *args: Any) -> Iterator[Future[Any]]:
+    """``func(*args)`` in a thread while the block runs (the driver's own steps, while
+    the workers run a round of tasks); leaving the block waits for it, also on an error
+    (no task writes into a scratch directory that is being removed)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="geokanon-round") as pool:
+        future = pool.submit(func, *args)
+        try:
+            yield future
+        finally:
+            wait([future])
+
+
+def _group_and_class_files(
+    rel: Path,
+    g: _Gathered,
+    core: CoreResult,
+    state: _Spilled,
+    policy: OutlierPolicy,
+    crs: str | None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], pd.DataFrame]:
+    """``groups.parquet`` and ``classes.parquet``; each group's majority unit and size,
+    and the classes' table (for ``units.csv``)."""
+    gx, gy = core.group_x, core.group_y
+    ng = gx.size
     group_sizes = np.zeros(ng, dtype=np.int64)
     nc = len(core.class_level)
     class_sizes = np.zeros(nc, dtype=np.int64)
@@ -1104,6 +1250,7 @@ def _write_all(
         geo_table(pa.Table.from_pandas(groups, preserve_index=False), (gx, gy), crs),
         rel / "groups.parquet",
     )
+    del groups
     classes = pd.DataFrame(
         {
             "class_id": np.arange(nc, dtype=np.int64),
@@ -1121,6 +1268,38 @@ def _write_all(
         ),
         rel / "classes.parquet",
     )
+    return group_unit, group_sizes, classes
+
+
+def _small_files(
+    rel: Path,
+    aud: Path,
+    g: _Gathered,
+    core: CoreResult,
+    counts_exact: dict[str, int],
+    state: _Spilled,
+    layout: _Layout,
+    policy: OutlierPolicy,
+    options: ReleaseOptions,
+    tiling: Tiling,
+    written: list[dict[str, Any]],
+    group_unit: NDArray[np.int64],
+    group_sizes: NDArray[np.int64],
+    classes: pd.DataFrame,
+    *,
+    roles: dict[str, Any],
+    crs: str | None,
+    version: str,
+    notes: Callable[..., str],
+) -> dict[str, Any]:
+    """``units.csv``, ``audit.json`` and ``RELEASE_NOTES.md``; the manifest's content
+    (but ``records_published``, the record parts' rows)."""
+    k = policy.k
+    keep = tuple(options.keep)
+    crs_note = check_coordinate_frame(crs, options)
+    n = state.n
+    ng = core.group_x.size
+    nc = len(core.class_level)
     published_passes = [_published_pass(p.to_dict(), k) for p in core.passes]
     units, global_shown, total_sup, total_subjects = _units_frame(
         g, state, group_unit, group_sizes, classes, policy, options.totals,
@@ -1136,7 +1315,6 @@ def _write_all(
     share: float | str = (
         total_sup / total_subjects if isinstance(global_shown, int) else global_shown
     )
-    roles = dict(getattr(source, "roles", lambda: {})())
     audit = {
         "working_crs": crs,
         "output_crs": crs,
@@ -1182,7 +1360,6 @@ def _write_all(
         "subject_ids_merged": g.subject_ids_merged,
         "totals": options.totals,
         "keep": list(keep),
-        "records_published": int(sum(part_rows)),
         "record_parts": len(layout.parts),
         "groups": int(ng),
         "classes": int(nc),

@@ -825,6 +825,46 @@ def test_whole_metre_member_coordinate_in_a_kept_column_of_a_part_fails_no_leak(
     ), report["no_leak"].detail
 
 
+@pytest.mark.parametrize("whose", ["not a member of the part", "a member of another group"])
+def test_representative_on_a_source_point_of_its_part_fails_no_leak(
+    client, towns_release, tmp_path, whose
+):
+    # A group's representative moved onto a source point in its part's tiles, in
+    # groups.parquet and in the part: the point is found whether it reaches the part as
+    # a member (of another group there) or only with the coordinates of the part's tiles.
+    src, out = _mutable_copy(towns_release, tmp_path)
+    info = json.loads((out / "audit" / "audit.json").read_text())["partitioned"]
+    tiling = Tiling(**{k: float(v) for k, v in info["tiling"].items()})
+    assign = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "audit" / "assignment").glob("*.parquet"))],
+        ignore_index=True,
+    )
+    key = tiling.tile_keys(assign["x_m"].to_numpy(), assign["y_m"].to_numpy())
+    part = next(p for p in info["parts"] if p["kind"] == "group")  # the first group part
+    here = (key >= part["tile_lo"]) & (key <= part["tile_hi"])
+    gid = assign["group_id"].to_numpy(dtype=np.float64, na_value=np.nan)
+    g0 = int(part["first"])
+    if whose == "a member of another group":
+        pick = here & (gid >= part["first"]) & (gid < part["end"]) & (gid != g0)
+    else:
+        pick = here & ~((gid >= part["first"]) & (gid < part["end"]))
+    assert pick.any()
+    at = int(np.flatnonzero(pick)[0])
+    px, py = float(assign["x_m"].iloc[at]), float(assign["y_m"].iloc[at])
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    groups.loc[groups["group_id"] == g0, ["x", "y"]] = [px, py]
+    groups.to_parquet(gpath, index=False)
+    ppath = out / "release" / part["file"]
+    rows = pd.read_parquet(ppath)
+    rows.loc[rows["group_id"] == g0, ["x", "y"]] = [px, py]
+    rows.to_parquet(ppath, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "no_leak" in report.failed, format_report(report)
+    assert f"{part['file']}: " in report["no_leak"].detail, report["no_leak"].detail
+
+
 @pytest.fixture(scope="module")
 def integer_id_release(client, tmp_path_factory):
     """A valid partitioned release whose subject ids are the integers 1..M."""

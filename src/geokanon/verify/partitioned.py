@@ -88,6 +88,7 @@ from geokanon.verify._reader import (
     PartRows,
     ReleaseReader,
     Source,
+    _arrow_backed,
     frame_source,
     text_file,
 )
@@ -134,7 +135,7 @@ from geokanon.verify.leak_rules import (
     without_declared_crs,
     without_geography,
 )
-from geokanon.verify.manifest import check_manifest
+from geokanon.verify.manifest import _sha256, check_manifest
 from geokanon.verify.report_safety import check_report_safety
 from geokanon.verify.representation import check_representation
 
@@ -167,10 +168,36 @@ _MAX_NOTES = 5
 def _tile_key(
     x: NDArray[np.float64], y: NDArray[np.float64], tiling: Mapping[str, float]
 ) -> NDArray[np.int64]:
-    """The writer's tile key of every point (the same floor and packing, recomputed here)."""
-    ix = np.floor((x - float(tiling["origin_x"])) / float(tiling["tile_m"])).astype(np.int64)
-    iy = np.floor((y - float(tiling["origin_y"])) / float(tiling["tile_m"])).astype(np.int64)
-    return ((ix + _BIAS) << 31) | (iy + _BIAS)
+    """The writer's tile key of every point (the same floor and packing, recomputed here;
+    ``floor((v - origin) / tile_m)``, in place: two temporaries, not eight)."""
+    side = float(tiling["tile_m"])
+    key = _floor_index(x, float(tiling["origin_x"]), side)
+    key += _BIAS
+    key <<= 31
+    key |= _floor_index(y, float(tiling["origin_y"]), side) + _BIAS
+    return key
+
+
+def _floor_index(v: NDArray[np.float64], origin: float, side: float) -> NDArray[np.int64]:
+    """``floor((v - origin) / side)`` as int64."""
+    t = np.subtract(v, origin)
+    t /= side
+    np.floor(t, out=t)
+    return t.astype(np.int64)
+
+
+def _by_part(
+    part: NDArray[np.integer[Any]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Rows in the order of their part (stable), the distinct parts ascending, and where
+    each one's rows start in that order (and, last, the number of rows): what
+    ``np.unique(part[order], return_index=True)`` gives, with a radix sort of 16-bit part
+    numbers when they fit (parts are few)."""
+    small = part.size > 0 and int(part.min()) >= 0 and int(part.max()) < 2**15
+    order = np.argsort(part.astype(np.int16) if small else part, kind="stable")
+    ordered = part[order]
+    starts = np.r_[0, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1] if part.size else order
+    return order, ordered[starts].astype(np.int64), np.r_[starts, part.size].astype(np.int64)
 
 
 def _strict_secrets(
@@ -282,10 +309,15 @@ def _source_task(
         # number of ids merged
         out["raw_ids"] = np.unique(pd.util.hash_array(sid.written.astype(str)))
     unit = src.units if src.units is not None else np.full(n, "all", dtype=object)
+    if src.unit_codes is not None and src.unit_names is not None:  # as pd.factorize(unit)
+        ucode, unames = src.unit_codes, src.unit_names
+    else:
+        ucode, unames = pd.factorize(unit)
+        unames = np.asarray(unames, dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
     attrs = _kept_values(source, f, i, kept, out["problems"])
-    texts = published["texts"] | {str(u) for u in pd.unique(unit)}
+    texts = published["texts"] | {str(u) for u in unames}
     sec = _strict_secrets(
         Path(published["root"]), x, y, subj, attrs, k=k, bad_names=bad_names,
         figures=figures, unit_texts=frozenset(texts), published=published["numbers"],
@@ -332,8 +364,6 @@ def _source_task(
     generalised = is_disposal("generalised")
     sup = is_disposal("suppressed")
     out["disposals"] = tally.disposals
-    ucode, unames = pd.factorize(unit)
-    unames = np.asarray(unames, dtype=object)
     out["unit_records"] = pd.Series(np.bincount(ucode, minlength=unames.size), index=unames)
     sup_u = np.bincount(ucode[sup], minlength=unames.size)
     out["unit_suppressed_records"] = pd.Series(sup_u[sup_u > 0], index=unames[sup_u > 0])
@@ -342,16 +372,37 @@ def _source_task(
     out["class_released"] = pd.Series(cls_released[:-1], index=unames.astype(str))
     up_u = np.bincount(ucode[up], minlength=unames.size)
     out["unit_up_records"] = pd.Series(up_u[up_u > 0], index=unames[up_u > 0])
-    if has_subject:
+    if sid is not None:
+        # the distinct (unit, subject, suppressed, up) rows, found on codes: only they
+        # are turned into text
+        four = pd.DataFrame({"u": ucode, "s": sid.codes, "sup": sup, "up": up}).drop_duplicates()
         out["triples"] = pd.DataFrame(
-            {"unit": unit, "subject": skey, "sup": sup, "up": up}
-        ).drop_duplicates()
+            {
+                "unit": unames[four["u"].to_numpy()],
+                "subject": sid.keys[four["s"].to_numpy()],
+                "sup": four["sup"].to_numpy(),
+                "up": four["up"].to_numpy(),
+            }
+        )
     if route is None:
         return out
-    # route members (with their kept values) and coordinates to the release parts
-    # without a subject column every record is its own subject: its row number stands for it
+    # Route members (with their kept values) and coordinates to the release parts.
+    # Without a subject column every record is its own subject: its row number stands
+    # for it. Units travel as dictionary codes (the part reads them back as text).
     own = skey if skey is not None else offset + np.arange(n, dtype=np.int64)
     raw_own = subj if subj is not None else own
+    unit_dict = pa.array(unames.astype(str), type=pa.string())
+    # every record's group part by its tile (-1: none): a member routed to that part is
+    # not routed to it again with the coordinates (the part takes both as one set)
+    lo = np.asarray(route["group"]["tile_lo"], dtype=np.int64)
+    hi = np.asarray(route["group"]["tile_hi"], dtype=np.int64)
+    in_part = np.full(n, -1, dtype=np.int64)
+    if lo.size:
+        key = _tile_key(x, y, route["tiling"])
+        p = np.searchsorted(lo, key, side="right") - 1
+        okp = (p >= 0) & (key <= hi[np.maximum(p, 0)])
+        in_part[okp] = p[okp]
+    routed = np.zeros(n, dtype=bool)
     for kind, ids_, mask in (("group", gid, at_group), ("class", cid, generalised)):
         sel = np.flatnonzero(mask & (ids_ >= 0))
         first = np.asarray(route[kind]["first"], dtype=np.int64)
@@ -362,20 +413,30 @@ def _source_task(
         if (~okp).any():
             problems.append(f"audit part {i}: {int((~okp).sum())} {kind} ids outside every part")
         sel, p = sel[okp], p[okp]
-        piece = pd.DataFrame({"id": ids_[sel], "x": x[sel], "y": y[sel], "subject": own[sel],
-                              "raw_subject": raw_own[sel], "unit": unit[sel]})  # fmt: skip
-        for c, values in attrs.items():
-            piece[_KEPT + c] = values.iloc[sel].reset_index(drop=True)
+        if kind == "group":
+            routed[sel] = in_part[sel] == p
+        codes = pa.array(ucode[sel], type=pa.int32())
+        cols = {
+            "id": pa.array(ids_[sel]),
+            "x": pa.array(x[sel]),
+            "y": pa.array(y[sel]),
+            "subject": pa.array(own[sel], from_pandas=True),
+            "raw_subject": pa.array(raw_own[sel], from_pandas=True),
+            "unit": pa.DictionaryArray.from_arrays(codes, unit_dict),
+        }
+        piece = pa.table(cols)
+        if attrs:
+            values = pd.DataFrame({_KEPT + c: v.iloc[sel].reset_index(drop=True)
+                                   for c, v in attrs.items()})  # fmt: skip
+            extra = pa.Table.from_pandas(values, preserve_index=False)
+            for name in extra.column_names:
+                piece = piece.append_column(name, extra.column(name))
         _write_pieces(scratch, index[p], f"m{i:06d}", piece)
-    lo = np.asarray(route["group"]["tile_lo"], dtype=np.int64)
-    hi = np.asarray(route["group"]["tile_hi"], dtype=np.int64)
-    if lo.size:
-        key = _tile_key(x, y, route["tiling"])
-        p = np.searchsorted(lo, key, side="right") - 1
-        okp = (p >= 0) & (key <= hi[np.maximum(p, 0)])
-        sel = np.flatnonzero(okp)
+    sel = np.flatnonzero((in_part >= 0) & ~routed)
+    if sel.size:
         index = np.asarray(route["group"]["index"], dtype=np.int64)
-        _write_pieces(scratch, index[p[sel]], f"c{i:06d}", pd.DataFrame({"x": x[sel], "y": y[sel]}))
+        coords = pa.table({"x": pa.array(x[sel]), "y": pa.array(y[sel])})
+        _write_pieces(scratch, index[in_part[sel]], f"c{i:06d}", coords)
     return out
 
 
@@ -410,19 +471,18 @@ def _kept_values(
     return found
 
 
-def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, frame: pd.DataFrame) -> None:
+def _write_pieces(scratch: str, part: NDArray[np.int64], name: str, table: pa.Table) -> None:
+    """Row ``r`` of ``table`` to the scratch piece ``name`` of part ``part[r]``."""
     import pyarrow.feather as feather
 
     if not part.size:
         return
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    order = np.argsort(part, kind="stable")
-    up, start = np.unique(part[order], return_index=True)
-    bounds = np.r_[start, order.size]
+    order, up, bounds = _by_part(part)
+    table = table.take(order)  # one copy, sliced by part below
     for t, p in enumerate(up):
         d = Path(scratch) / f"v{int(p):05d}"
         d.mkdir(parents=True, exist_ok=True)
-        rows = table.take(order[bounds[t] : bounds[t + 1]])
+        rows = table.slice(int(bounds[t]), int(bounds[t + 1] - bounds[t]))
         feather.write_feather(rows, d / f"{name}.arrow", compression="uncompressed")
 
 
@@ -440,7 +500,11 @@ def _read_pieces(d: Path, prefix: str, columns: Sequence[str]) -> pd.DataFrame:
     # the kept columns of source partitions may differ in type (int in one, float or
     # null in another): unified as Arrow promotes them
     tables = [feather.read_table(p) for p in files]
-    return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    table = pa.concat_tables(tables, promote_options="permissive")
+    for j, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):  # units, sent as codes: read as text
+            table = table.set_column(j, field.name, pc.cast(table.column(j), pa.string()))
+    return table.to_pandas()
 
 
 def _id_ranges(path: Path, id_col: str) -> list[tuple[int, int] | None]:
@@ -598,6 +662,7 @@ def _part_task(
     except (OSError, ValueError, pa.ArrowException) as exc:
         probs["counts"].append(f"{name} is unreadable ({type(exc).__name__})")
         return out
+    out["sha256"] = _sha256(path)  # for manifest, on the driver
     members = _read_pieces(d, "m", ["id", "x", "y", "subject", "raw_subject", "unit"])
     mx = members["x"].to_numpy(dtype=np.float64)
     my = members["y"].to_numpy(dtype=np.float64)
@@ -606,7 +671,10 @@ def _part_task(
     table = "groups.parquet" if kind == "group" else "classes.parquet"
     id_col = "group_id" if kind == "group" else "class_id"
     try:
-        rows = _id_range(rel / table, id_col, first, end, row_groups).to_pandas()
+        # geometry and bbox kept in Arrow, as the single-file reader keeps groups.parquet's
+        rows = _id_range(rel / table, id_col, first, end, row_groups).to_pandas(
+            types_mapper=_arrow_backed
+        )
     except (OSError, ValueError, pa.ArrowException) as exc:
         probs["counts"].append(f"{table} is unreadable ({type(exc).__name__})")
         return out
@@ -929,6 +997,11 @@ def verify_partitioned(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     reader = _PartitionedRelease(root, parts, r1, r2, has_subject)
+    # each part's sha256, taken by its task from the file's bytes (``manifest`` reads
+    # them as the single-file check reads the digests of what no_leak read whole)
+    for j, r in enumerate(r2):
+        if r.get("sha256"):
+            reader.read_digests[rel / str(parts[j]["file"])] = r["sha256"]
     results = run_checks(_CHECK_FUNCS, reader, names)
     return VerificationReport(results, digests=dict(reader.digests))
 
