@@ -103,8 +103,8 @@ def test_a_value_that_raises_leaves_nothing_and_is_computed_again() -> None:
 
 def _planted(
     kind: str,
-    built: tuple[Path, Path, pd.DataFrame],
-    tmp_path: Path,  # noqa: F811
+    built: tuple[Path, Path, pd.DataFrame],  # noqa: F811
+    tmp_path: Path,
 ) -> tuple[Path, Path]:
     """(a copy of the built release with ``kind`` planted, its source file)."""
     root, source, src = built
