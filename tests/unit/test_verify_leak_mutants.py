@@ -204,6 +204,26 @@ def test_suppressed_figure_in_words_fails_report_safety(short_ids, tmp_path, cap
     assert "report_safety" in _failed(out), out
 
 
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        ("RELEASE_NOTES.md", "The smallest town held 1 suppressed record."),
+        ("RELEASE_NOTES.md", "We suppressed 2 dwellings in the north."),
+        ("report.html", "The suppression of 3 dwellings left a hole."),
+    ],
+    ids=["count-then-suppressed", "suppressed-then-count", "suppression-of"],
+)
+def test_a_suppressed_figure_in_other_word_orders_fails_report_safety(
+    short_ids, tmp_path, capsys, name, phrase
+):
+    src, _, _ = short_ids
+    root = _mutant(short_ids, tmp_path)
+    _append_text(root, name, phrase)
+    code, out = _verify(root, src, capsys)
+    assert code == 4, out
+    assert "report_safety" in _failed(out), out
+
+
 def test_a_number_word_in_the_prose_is_judged_like_its_digits_by_holes(short_ids, tmp_path):
     src, out, _ = short_ids
     words = {13: "Thirteen", 17: "Seventeen", 23: "Twenty-three", 37: "Thirty-seven"}

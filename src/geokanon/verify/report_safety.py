@@ -7,11 +7,12 @@ The rule, exactly as implemented
     the first all-``<th>`` row, else the first row, is the header), every cell in
     a column whose header mentions "suppress" or "generalise"/"generalize" must
     not be an integer 1..k-1 (it must read ``<k``); nor may a phrase such as
-    "suppressed: 3", "3 records were suppressed" or "2 dwellings in Baarn were
-    suppressed" (a count, up to three words, an optional verb, "suppress...")
-    carry such a figure. Numbers written as words count as numbers, in cells and
-    phrases alike ("two dwellings were suppressed" reads as 2:
-    :func:`geokanon.published.words_as_digits`, also used by ``holes``).
+    "suppressed: 3", "3 records were suppressed", "2 dwellings in Baarn were
+    suppressed", "held 1 suppressed record" (a count, up to three words, an optional
+    verb, "suppress...") or "suppressed 2 records", "the suppression of 2" ("suppress...",
+    an optional "of"/"only"/"just", the count) carry such a figure. Numbers written
+    as words count as numbers, in cells and phrases alike ("two dwellings were
+    suppressed" reads as 2: :func:`geokanon.published.words_as_digits`, also used by ``holes``).
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
     1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
     (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
@@ -35,11 +36,17 @@ from geokanon.verify._results import CheckResult
 
 _SUPPRESSED_PHRASES = (
     re.compile(r"suppress\w*[^|\n\d<]{0,20}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
-    # "3 records were suppressed", "2 dwellings in Baarn were suppressed": a count, up to
-    # three words naming what it counts, then the verb (whatever the things are called)
+    # "3 records were suppressed", "2 dwellings in Baarn were suppressed", "held 1
+    # suppressed record": a count, up to three words naming what it counts, then the verb
+    # (whatever the things are called)
     re.compile(
-        r"(?<![\d.,])(\d[\d,]*)\s+(?:[^\W\d][\w'-]*\s+){1,3}?"
+        r"(?<![\d.,])(\d[\d,]*)\s+(?:[^\W\d][\w'-]*\s+){0,3}?"
         r"(?:(?:were|was|are|is|have\s+been|has\s+been|had\s+been|been|got|get|be)\s+)?suppress",
+        re.IGNORECASE,
+    ),
+    # "suppressed 2 records", "the suppression of 2 dwellings", "suppressing only 3"
+    re.compile(
+        r"suppress\w*\s+(?:(?:of|only|just|a\s+further|another)\s+)?(\d[\d,]*)(?!\s*[\d.,%])",
         re.IGNORECASE,
     ),
 )
