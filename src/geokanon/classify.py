@@ -272,7 +272,6 @@ def _distinct_pairs_per_group(
     return np.bincount(pairs // n_subj, minlength=n_groups).astype(np.int64)
 
 
-@nb.njit(cache=True)
 def _subjects_per_unit(
     codes: NDArray[np.int64],
     subj: NDArray[np.int64],
@@ -280,39 +279,63 @@ def _subjects_per_unit(
     n_units: int,
     n_subjects: int,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Distinct subjects, and distinct suppressed subjects, per unit in O(n + units + subjects).
+    """Distinct subjects, and distinct suppressed subjects, per unit in O(n + units + subjects)
+    (:func:`_subjects_per_unit_ranges`, one range of subjects per thread)."""
+    parts = max(1, min(nb.get_num_threads(), n_subjects // 100_000))
+    n_subj, n_sup = _subjects_per_unit_ranges(codes, subj, sup, n_units, n_subjects, parts)
+    return n_subj.sum(axis=0), n_sup.sum(axis=0)
 
-    Records are counting-sorted by subject; walking one subject's records, a
+
+@nb.njit(cache=True, parallel=True)
+def _subjects_per_unit_ranges(
+    codes: NDArray[np.int64],
+    subj: NDArray[np.int64],
+    sup: NDArray[np.bool_],
+    n_units: int,
+    n_subjects: int,
+    parts: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
+    """Per range of subjects (``parts`` equal ranges, each on its own), distinct subjects and
+    distinct suppressed subjects per unit.
+
+    A range's records are counting-sorted by subject; walking one subject's records, a
     unit counts the subject once (``last[unit]`` remembers the last subject seen).
     """
     n = codes.size
-    start = np.zeros(n_subjects + 1, np.int64)
-    for i in range(n):
-        start[subj[i] + 1] += 1
-    for s in range(n_subjects):
-        start[s + 1] += start[s]
-    pos = start[:n_subjects].copy()
-    by_code = np.empty(n, np.int64)
-    by_sup = np.empty(n, np.bool_)
-    for i in range(n):
-        p = pos[subj[i]]
-        pos[subj[i]] = p + 1
-        by_code[p] = codes[i]
-        by_sup[p] = sup[i]
-    last = np.full(n_units, -1, np.int64)
-    last_sup = np.full(n_units, -1, np.int64)
-    n_subj = np.zeros(n_units, np.int64)
-    n_sup_subj = np.zeros(n_units, np.int64)
-    for s in range(n_subjects):
-        for t in range(start[s], start[s + 1]):
-            u = by_code[t]
-            if last[u] != s:
-                last[u] = s
-                n_subj[u] += 1
-            if by_sup[t] and last_sup[u] != s:
-                last_sup[u] = s
-                n_sup_subj[u] += 1
-    return n_subj, n_sup_subj
+    n_subj = np.zeros((parts, n_units), np.int64)
+    n_sup = np.zeros((parts, n_units), np.int64)
+    for part in nb.prange(parts):
+        lo = n_subjects * part // parts
+        hi = n_subjects * (part + 1) // parts
+        start = np.zeros(hi - lo + 1, np.int64)
+        for i in range(n):
+            s = subj[i]
+            if lo <= s < hi:
+                start[s - lo + 1] += 1
+        for s in range(hi - lo):
+            start[s + 1] += start[s]
+        pos = start[: hi - lo].copy()
+        by_code = np.empty(start[hi - lo], np.int64)
+        by_sup = np.empty(start[hi - lo], np.bool_)
+        for i in range(n):
+            s = subj[i]
+            if lo <= s < hi:
+                p = pos[s - lo]
+                pos[s - lo] = p + 1
+                by_code[p] = codes[i]
+                by_sup[p] = sup[i]
+        last = np.full(n_units, -1, np.int64)
+        last_sup = np.full(n_units, -1, np.int64)
+        for s in range(hi - lo):
+            for t in range(start[s], start[s + 1]):
+                u = by_code[t]
+                if last[u] != s:
+                    last[u] = s
+                    n_subj[part, u] += 1
+                if by_sup[t] and last_sup[u] != s:
+                    last_sup[u] = s
+                    n_sup[part, u] += 1
+    return n_subj, n_sup
 
 
 def unit_table(

@@ -51,12 +51,11 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.spatial import cKDTree
 
 from geokanon.neighbours import (
     argsort_halves,
@@ -67,6 +66,9 @@ from geokanon.neighbours import (
     stable_argsort,
 )
 from geokanon.policy import OutlierPolicy
+
+if TYPE_CHECKING:  # scipy.spatial (0.2 s to import) only where a tree is built
+    from scipy.spatial import cKDTree
 
 #: A compiled kernel's integer or flag argument: a Python value, or a numpy scalar
 #: (``np.int64(0)``, ``np.bool_(True)``). Compiled callers pass the numpy scalar where
@@ -975,6 +977,8 @@ def _nearest_reps(
     if near.size == 0:
         return dist, idx
     m = min(nq, near.size)
+    from scipy.spatial import cKDTree
+
     d, i = cKDTree(np.c_[rx[near], ry[near]]).query(np.c_[px, py], k=m)
     d = np.asarray(d).reshape(px.size, m)
     i = np.asarray(i).reshape(px.size, m)
@@ -1008,6 +1012,8 @@ class _LocalTree:
         hit = cell_values(ax, ay, None, (self._ox, self._oy), self._side, around,
                           np.ones(around.size, dtype=np.uint8))  # fmt: skip
         self._idx = np.flatnonzero(hit)
+        from scipy.spatial import cKDTree
+
         self._tree = cKDTree(np.c_[ax[self._idx], ay[self._idx]])
         self._full: cKDTree | None = None
 
@@ -1029,6 +1035,8 @@ class _LocalTree:
 
     def _whole(self) -> cKDTree:
         if self._full is None:
+            from scipy.spatial import cKDTree
+
             self._full = cKDTree(np.c_[self._ax, self._ay])
         return self._full
 

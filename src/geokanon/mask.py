@@ -463,44 +463,51 @@ def _sip_text(
     return h
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def _siphash24_texts(
     k0: np.uint64, k1: np.uint64, data: NDArray[np.uint8], offsets: NDArray[np.int64]
 ) -> NDArray[np.uint64]:  # pragma: no cover - compiled
-    """:func:`_sip_text` of every ``data[offsets[i]:offsets[i + 1]]``."""
+    """:func:`_sip_text` of every ``data[offsets[i]:offsets[i + 1]]`` (each on its own)."""
     n = offsets.size - 1
     out = np.empty(n, dtype=np.uint64)
-    for i in range(n):
+    for i in nb.prange(n):
         out[i] = _sip_text(k0, k1, data, offsets[i], offsets[i + 1] - offsets[i])
     return out
 
 
-@nb.njit(cache=True)
+#: Values hashed per task of :func:`_siphash24_decimal` (its buffers are the task's own).
+_DECIMAL_CHUNK = 1 << 16
+
+
+@nb.njit(cache=True, parallel=True)
 def _siphash24_decimal(
     k0: np.uint64, k1: np.uint64, values: NDArray[np.int64]
 ) -> NDArray[np.uint64]:  # pragma: no cover - compiled
-    """:func:`_sip_text` of the decimal text of every int64 (as ``str`` writes it)."""
+    """:func:`_sip_text` of the decimal text of every int64 (as ``str`` writes it); chunks
+    of values on their own threads, each value on its own."""
     out = np.empty(values.size, dtype=np.uint64)
-    buf = np.empty(24, dtype=np.uint8)
-    digits = np.empty(24, dtype=np.uint8)
-    for i in range(values.size):
-        v = values[i]
-        n = 0
-        if v < 0:
-            buf[0] = 45  # "-"
-            n = 1
-        # digits of |v| as an unsigned number (|-2**63| does not fit in int64)
-        u = np.uint64(v) if v >= 0 else np.uint64(0) - np.uint64(v)
-        d = 0
-        while True:
-            digits[d] = np.uint8(48 + u % np.uint64(10))
-            u //= np.uint64(10)
-            d += 1
-            if u == 0:
-                break
-        for j in range(d):
-            buf[n + j] = digits[d - 1 - j]
-        out[i] = _sip_text(k0, k1, buf, 0, n + d)
+    n_chunks = (values.size + _DECIMAL_CHUNK - 1) // _DECIMAL_CHUNK
+    for c in nb.prange(n_chunks):
+        buf = np.empty(24, dtype=np.uint8)
+        digits = np.empty(24, dtype=np.uint8)
+        for i in range(c * _DECIMAL_CHUNK, min((c + 1) * _DECIMAL_CHUNK, values.size)):
+            v = values[i]
+            n = 0
+            if v < 0:
+                buf[0] = 45  # "-"
+                n = 1
+            # digits of |v| as an unsigned number (|-2**63| does not fit in int64)
+            u = np.uint64(v) if v >= 0 else np.uint64(0) - np.uint64(v)
+            d = 0
+            while True:
+                digits[d] = np.uint8(48 + u % np.uint64(10))
+                u //= np.uint64(10)
+                d += 1
+                if u == 0:
+                    break
+            for j in range(d):
+                buf[n + j] = digits[d - 1 - j]
+            out[i] = _sip_text(k0, k1, buf, 0, n + d)
     return out
 
 

@@ -383,6 +383,14 @@ def integer_codes(arr: NDArray[np.integer]) -> tuple[NDArray[np.int64], NDArray[
         codes = np.empty(n, dtype=np.int64)
         codes[order] = np.cumsum(new) - 1
         return codes, ordered[new]
+    if arr.dtype == np.int64:  # compiled: a table of the values present, then the ranks
+        a64 = arr.astype(np.int64, copy=False)
+        present = _present_values(a64, lo, hi - lo + 1)
+        rank = np.cumsum(present, dtype=np.int64)
+        rank -= 1
+        values = np.flatnonzero(present).astype(np.int64)
+        values += lo
+        return _ranks_of(a64, lo, rank), values
     if arr.dtype.kind == "u":
         offset = (arr - arr.dtype.type(lo)).astype(np.int64, copy=False)
     else:
@@ -395,6 +403,29 @@ def integer_codes(arr: NDArray[np.integer]) -> tuple[NDArray[np.int64], NDArray[
     rank = np.cumsum(present)
     rank -= 1
     return rank[offset], values
+
+
+@nb.njit(cache=True, parallel=True)
+def _present_values(
+    arr: NDArray[np.int64], lo: int, size: int
+) -> NDArray[np.uint8]:  # pragma: no cover - compiled
+    """1 at ``v - lo`` for every value ``v`` of ``arr`` (all in ``[lo, lo + size)``), else 0
+    (threads may write the same 1 to one place: the table is the same in any order)."""
+    present = np.zeros(size, np.uint8)
+    for i in nb.prange(arr.size):
+        present[arr[i] - lo] = 1
+    return present
+
+
+@nb.njit(cache=True, parallel=True)
+def _ranks_of(
+    arr: NDArray[np.int64], lo: int, rank: NDArray[np.int64]
+) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """``rank[arr - lo]`` (each element on its own)."""
+    out = np.empty(arr.size, np.int64)
+    for i in nb.prange(arr.size):
+        out[i] = rank[arr[i] - lo]
+    return out
 
 
 def count_distinct(codes: ArrayLike) -> int:

@@ -112,6 +112,7 @@ def test_integer_codes_are_unique_inverse():
         rng.integers(0, 2**64 - 1, 400, dtype=np.uint64),
         np.array([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64),
         np.array([-128, 127, 0, 127], dtype=np.int8),
+        rng.integers(-(10**5), 10**5, 300_000),  # int64 in a dense range: compiled
     ):
         codes, values = integer_codes(arr)
         u, inv = np.unique(arr, return_inverse=True)
@@ -186,3 +187,32 @@ def test_majority_units_without_a_sort_of_every_record(monkeypatch):
 
     monkeypatch.setattr(np, "unique", refuse)
     assert np.array_equal(group_units(g, u, ng, names), want)
+
+
+def test_decimal_hashes_of_many_chunks_are_pandas_hash_array():
+    """Integer ids over several of the compiled hash's chunks (each on its own thread)."""
+    from geokanon.mask import _DECIMAL_CHUNK, text_hashes
+
+    ids = np.random.default_rng(7).integers(-(10**15), 10**15, 3 * _DECIMAL_CHUNK + 11)
+    assert np.array_equal(text_hashes(ids), _pandas_text_hashes(ids))
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
+def test_distinct_subjects_per_unit_by_subject_ranges(parts):
+    """Each range of subjects counted on its own sums to the distinct (unit, subject)
+    pairs per unit, of all records and of the suppressed ones (np.unique oracle)."""
+    from geokanon.classify import _subjects_per_unit_ranges
+
+    rng = np.random.default_rng(parts)
+    for _ in range(20):
+        n, nu = int(rng.integers(1, 2000)), int(rng.integers(1, 9))
+        codes = rng.integers(0, nu, n)
+        subj = np.unique(rng.integers(0, int(rng.integers(1, 1500)), n), return_inverse=True)[1]
+        subj = subj.astype(np.int64)
+        sup = rng.random(n) < rng.random()
+        m = int(subj.max()) + 1
+        got, got_sup = _subjects_per_unit_ranges(codes, subj, sup, nu, m, min(parts, m))
+        pairs = np.unique(codes * m + subj)
+        sup_pairs = np.unique(codes[sup] * m + subj[sup])
+        assert np.array_equal(got.sum(axis=0), np.bincount(pairs // m, minlength=nu))
+        assert np.array_equal(got_sup.sum(axis=0), np.bincount(sup_pairs // m, minlength=nu))
