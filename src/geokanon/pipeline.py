@@ -96,7 +96,12 @@ class ClassifyResult:
             "passes_global_cap": self.verdict.passes_global_cap,
             "passes_unit_cap": self.verdict.passes_unit_cap,
             "many_disposals": self.verdict.many_disposals,
-            "iota_median": finite_or_none(float(np.median(finite))) if finite.size else None,
+            # finite is a fresh copy: the median may partition it in place
+            "iota_median": (
+                finite_or_none(float(np.median(finite, overwrite_input=True)))
+                if finite.size
+                else None
+            ),
         }
 
 
