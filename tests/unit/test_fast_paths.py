@@ -216,3 +216,19 @@ def test_distinct_subjects_per_unit_by_subject_ranges(parts):
         sup_pairs = np.unique(codes[sup] * m + subj[sup])
         assert np.array_equal(got.sum(axis=0), np.bincount(pairs // m, minlength=nu))
         assert np.array_equal(got_sup.sum(axis=0), np.bincount(sup_pairs // m, minlength=nu))
+
+
+def test_pair_keys_are_the_bit_mix_of_the_coordinates():
+    """The exact-copy check's compiled keys: the numpy formula, -0.0 keyed as 0.0."""
+    from geokanon.neighbours import pair_keys
+
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(0, 1e6, 5000), rng.normal(0, 1e6, 5000)
+    a[::7], b[::5], a[3], b[3] = -0.0, -0.0, 0.0, 0.0
+    with np.errstate(over="ignore"):
+        want = (a + 0.0).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ (b + 0.0).view(np.uint64)
+    assert np.array_equal(pair_keys(a, b), want)
+    assert (
+        pair_keys(np.array([-0.0]), np.array([-0.0]))[0]
+        == pair_keys(np.array([0.0]), np.array([0.0]))[0]
+    )

@@ -368,3 +368,19 @@ def test_a_declared_report_sample_verifies_and_any_other_figure_fails(short_ids,
         assert code == 4, (name, text)
         assert "manifest" in _failed(text), (name, text)
         assert "report_sample" in _detail(text, "manifest"), (name, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Each stands in for one suppressed person in their own unit.", 0),  # a ratio
+        ("Each stands in for a suppressed person in their own unit.", 0),
+        ("Each stands in for 2 suppressed people.", 1),
+        ("The north held 1 suppressed record.", 1),
+        ("The legend reads 0 suppressed; suppressed share 0.42 %.", 0),
+    ],
+)
+def test_the_synthetic_records_sentence_is_no_suppressed_figure(text, found):
+    from geokanon.verify.report_safety import _phrase_problems
+
+    assert _phrase_problems(text, 5) == found

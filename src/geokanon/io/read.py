@@ -35,7 +35,12 @@ from geokanon._progress import Progress, silent
 from geokanon.errors import InputError, PrivacyRiskWarning
 from geokanon.io._names import closest_name
 from geokanon.io.postgis import DatabaseInput, is_database_url, open_query, wkb_hex_points
-from geokanon.neighbours import count_distinct, factorize_subject_ids, integer_codes
+from geokanon.neighbours import (
+    count_distinct,
+    factorize_subject_ids,
+    integer_codes,
+    pair_keys,
+)
 from geokanon.projection import (
     UTM_MAX_SCALE_ERROR,
     Projection,
@@ -1205,14 +1210,7 @@ def _repeated_pairs(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[n
     """
     if a.size < 2:
         return np.zeros(0, dtype=np.int64)
-
-    def key_of(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.uint64]:
-        with np.errstate(over="ignore"):
-            return (a + 0.0).view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ (b + 0.0).view(
-                np.uint64
-            )
-
-    key = key_of(a, b)
+    key = pair_keys(a, b)
     ordered = np.sort(key)
     again = ordered[1:][ordered[1:] == ordered[:-1]]
     if not again.size:
@@ -1226,7 +1224,7 @@ def _repeated_pairs(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[n
     table[(again & low).view(np.int64)] = True
     key &= low  # in place: the low bits, viewed as indices (below 2**26)
     rows = np.flatnonzero(table[key.view(np.int64)])
-    key = key_of(a[rows], b[rows])
+    key = pair_keys(a[rows], b[rows])
     at = np.minimum(np.searchsorted(again, key), again.size - 1)
     return rows[again[at] == key]
 

@@ -180,7 +180,7 @@ def release_notes(
     if syn.get("allowed"):
         lines += [
             f"- **synthetic records: {_fmt_count(syn.get('total', 0))}.** Each stands in for "
-            "one suppressed person in their own unit (in that unit's generalised class, or "
+            "a suppressed person in their own unit (in that unit's generalised class, or "
             "else its nearest group), so the unit's count has no hole where they were. They "
             "look like every other record and are included in `released`; subtract the "
             "`synthetic` column of `units.csv` to get real counts. They never count towards "

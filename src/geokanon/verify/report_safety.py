@@ -120,9 +120,19 @@ def _phrase_problems(text: str, k: int) -> int:
     text = words_as_digits(html.unescape(text))
     for pat in _SUPPRESSED_PHRASES:
         for m in pat.finditer(text):
-            if small_int(m.group(1), k):
+            if small_int(m.group(1), k) and not _one_each(text, m):
                 n += 1
     return n
+
+
+#: The notes' sentence on synthetic records (before 2026-12-06: "Each stands in for one
+#: suppressed person"): a ratio of one to one, not a count.
+_EACH_STANDS_FOR = re.compile(r"each\s+stands\s+in\s+for\s+$", re.IGNORECASE)
+
+
+def _one_each(text: str, m: re.Match[str]) -> bool:
+    """Whether the match is "each stands in for 1 suppressed ..." (no figure)."""
+    return m.group(1) == "1" and bool(_EACH_STANDS_FOR.search(text, 0, m.start(1)))
 
 
 def check_report_safety(rel: ReleaseReader) -> CheckResult:
