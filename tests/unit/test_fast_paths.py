@@ -232,3 +232,22 @@ def test_pair_keys_are_the_bit_mix_of_the_coordinates():
         pair_keys(np.array([-0.0]), np.array([-0.0]))[0]
         == pair_keys(np.array([0.0]), np.array([0.0]))[0]
     )
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_the_source_checksum_is_the_files_sha256(tmp_path, suffix):
+    """A Parquet file is hashed on a thread while it is read, a CSV before: either way the
+    table's checksum is the file's sha256, and an unreadable file is an input error."""
+    import hashlib
+
+    from geokanon.errors import InputError
+    from geokanon.io import read_points
+
+    frame = _frame(np.arange(300) % 70)
+    path = tmp_path / f"points{suffix}"
+    frame.to_parquet(path, index=False) if suffix == ".parquet" else frame.to_csv(path, index=False)
+    table = read_points(path, x="x", y="y", subject="s", crs="EPSG:28992")
+    assert table.source_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    path.write_bytes(b"not a table")
+    with pytest.raises(InputError):
+        read_points(path, x="x", y="y", crs="EPSG:28992")

@@ -408,6 +408,24 @@ def _sha256_and_lines(path: str | Path) -> tuple[str, int]:
     return h.hexdigest(), lines + (last != b"\n")
 
 
+def _hash_aside(p: Path, kind: str) -> Callable[[], str]:
+    """Start the sha256 of ``p`` on a thread; the returned call waits for it (an unreadable
+    file raises there as :func:`read_points` would)."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="geokanon-sha256")
+    future = pool.submit(_sha256_and_lines, p)
+    pool.shutdown(wait=False)
+
+    def checksum() -> str:
+        try:
+            return future.result()[0]
+        except OSError as exc:
+            raise _read_error(p.name, kind, exc) from None
+
+    return checksum
+
+
 def _missing_column(name: str, columns: list[str], role: str, flag: str) -> InputError:
     close = closest_name(name, columns)
     hint = f"; did you mean {close!r}?" if close else "."
@@ -1762,13 +1780,17 @@ def read_points(
             ".csv, .parquet, .gpkg, .geojson or .shp file"
         )
     say("checksum")
-    try:
-        checksum, lines = _sha256_and_lines(p)
-    except OSError as exc:
-        raise _read_error(p.name, kind, exc) from None
     if kind == "CSV" and not suffix.endswith(".gz"):
+        try:
+            checksum, lines = _sha256_and_lines(p)
+        except OSError as exc:
+            raise _read_error(p.name, kind, exc) from None
         src.rows = max(lines - 1, 0)  # for the count only: quoted line breaks make it more
-    return _assemble(src, opts, checksum, kind, say)
+        return _assemble(src, opts, checksum, kind, say)
+    # The file's count of records comes from its own metadata: the checksum is taken on a
+    # thread while the records are read (hashlib and Arrow both release the GIL).
+    src.checksum = _hash_aside(p, kind)
+    return _assemble(src, opts, "", kind, say)
 
 
 @dataclass(frozen=True)
