@@ -2,6 +2,6 @@
 
 import sys
 
-from geokanon.cli import main
+from geokanon.cli import run
 
-sys.exit(main())
+sys.exit(run())

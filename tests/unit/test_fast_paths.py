@@ -251,3 +251,21 @@ def test_the_source_checksum_is_the_files_sha256(tmp_path, suffix):
     path.write_bytes(b"not a table")
     with pytest.raises(InputError):
         read_points(path, x="x", y="y", crs="EPSG:28992")
+
+
+def test_the_process_entry_returns_mains_code_and_freezes_the_heap(tmp_path, capsys):
+    """``geokanon`` / ``python -m geokanon`` call ``run``: main's exit code, the output
+    flushed, and the heap frozen out of the cyclic collector for the interpreter's exit."""
+    import gc
+
+    from geokanon.cli import main, run
+
+    args = ["--quiet", "classify", str(tmp_path / "absent.csv"), "--crs", "EPSG:28992"]
+    code = main(args)
+    assert code != 0 and gc.get_freeze_count() == 0
+    try:
+        assert run(args) == code
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert capsys.readouterr().err.count("geokanon: error: --k is required") == 2
