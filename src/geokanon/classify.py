@@ -307,7 +307,7 @@ def _subjects_per_unit_ranges(
     for part in nb.prange(parts):
         lo = n_subjects * part // parts
         hi = n_subjects * (part + 1) // parts
-        start = np.zeros(hi - lo + 1, np.int64)
+        start = np.zeros(hi - lo + 1, np.int32)  # fewer than 2**31 records (unit_table)
         for i in range(n):
             s = subj[i]
             if lo <= s < hi:
@@ -315,7 +315,7 @@ def _subjects_per_unit_ranges(
         for s in range(hi - lo):
             start[s + 1] += start[s]
         pos = start[: hi - lo].copy()
-        by_code = np.empty(start[hi - lo], np.int64)
+        by_code = np.empty(start[hi - lo], np.int32)
         by_sup = np.empty(start[hi - lo], np.bool_)
         for i in range(n):
             s = subj[i]
@@ -384,6 +384,8 @@ def unit_table(
         subj.size
         and int(subj.min()) >= 0
         and int(subj.max()) <= 4 * subj.size + (1 << 20)
+        and subj.size < 2**31  # the kernel's positions and unit codes are int32
+        and nu < 2**31
         and int(codes.min()) >= 0
         and int(codes.max()) < nu
     ):
