@@ -1116,18 +1116,45 @@ def _made_with(
     same subjects and tiebreak."""
     if first is None or subset is None or first.local.size == 0:
         return False
-    if first.tiebreak is not (tiebreak.base if isinstance(tiebreak, _Subset) else tiebreak):
+    if not _same_values(
+        first.tiebreak, tiebreak.base if isinstance(tiebreak, _Subset) else tiebreak
+    ):
         return False
     base = subjects.base if isinstance(subjects, _Subset) else subjects
     if first.subjects is None:  # the row numbers: every record's subject is its row
         for a in range(0, base.size, _CHUNK):
             if not np.array_equal(base[a : a + _CHUNK], np.arange(a, min(a + _CHUNK, base.size))):
                 return False
-    elif first.subjects is not base:
+    elif not _same_values(first.subjects, base):
         return False
     per_tile = np.bincount(codes, minlength=keys.size)
     made = np.asarray([first.sizes.get(int(k), 0) for k in keys.tolist()], dtype=np.int64)
     return bool(np.array_equal(per_tile, made)) and sum(first.sizes.values()) == subset.size
+
+
+def _same_values(a: ArrayLike | None, b: ArrayLike | None) -> bool:
+    """Whether two arrays (or both ``None``) hold the same values in the same order.
+
+    The same memory seen the same way answers at once; otherwise the values are
+    compared chunk by chunk. Not object identity: the core may hand the grouping a
+    different array object over the same data (``np.asarray`` of a memory-mapped file
+    is a new view each time), and a copy with equal values groups the same."""
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if (
+        a.dtype == b.dtype
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    ):
+        return True
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    return all(
+        np.array_equal(flat_a[c : c + _CHUNK], flat_b[c : c + _CHUNK])
+        for c in range(0, flat_a.size, _CHUNK)
+    )
 
 
 class _Subset:

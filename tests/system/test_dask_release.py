@@ -373,6 +373,32 @@ def test_bad_group_writes_nothing(client, towns_dir, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # no release, no hidden build directory
 
 
+@pytest.mark.parametrize("determinism", [False, True])
+def test_the_first_group_pass_takes_the_classification_tasks_groupings(
+    client, towns_dir, tmp_path, monkeypatch, determinism
+):
+    """The partitioned release's tiles are grouped once, in the first classification's
+    tasks: its first group pass takes those groupings (it sent every tile again when the
+    core held the tiebreak through a different array object)."""
+    import geokanon.distributed as D
+
+    reused: list[bool] = []
+    made_with = D._made_with
+
+    def spy(*args):
+        reused.append(made_with(*args))
+        return reused[-1]
+
+    monkeypatch.setattr(D, "_made_with", spy)
+    src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
+    release_partitions(
+        src, TOWNS_POLICY, tmp_path / "out", ReleaseOptions(keep=("score",)),
+        tiling=Tiling.for_policy(TOWNS_POLICY, tile_m=TILE), client=client, crs="EPSG:28992",
+        records_per_part=3_000, check_determinism=determinism,
+    )  # fmt: skip
+    assert reused and reused[0]
+
+
 def test_refused_options(client, towns_dir, tmp_path):
     from geokanon.mask import MaskSpec
 

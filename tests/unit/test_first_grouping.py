@@ -95,3 +95,17 @@ def test_batches_keep_every_payload_once_in_order(monkeypatch):
     assert [p[0].size for p in flat] == sizes
     # without a size: one payload a task
     assert [first for first, _ in D._batches(iter(payloads), None)] == list(range(len(sizes)))
+
+
+def test_same_values_sees_through_views_and_copies():
+    a = np.arange(10, dtype=np.uint64)
+    assert D._same_values(a, a)
+    assert D._same_values(a, a.view())  # another object over the same memory
+    assert D._same_values(a, a.copy())  # equal values
+    assert D._same_values(None, None)
+    assert not D._same_values(a, None) and not D._same_values(None, a)
+    b = a.copy()
+    b[7] += 1
+    assert not D._same_values(a, b)
+    assert not D._same_values(a, a[:9])
+    assert not D._same_values(a, a[::-1])  # the same memory seen another way
