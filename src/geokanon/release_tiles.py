@@ -81,6 +81,7 @@ from geokanon.neighbours import factorize_subject_ids
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 from geokanon.release import (
+    _AUDIT_ZSTD,
     _REPORT_WRITES,
     FORMAT,
     LT_K,
@@ -90,13 +91,13 @@ from geokanon.release import (
     _claimed_results,
     _confirm_results,
     _hidden_cells_safe,
+    _parquet_writer,
     _points_extent,
     _published_pass,
     _return_free_memory,
     _sha256,
     _wkb_points,
     _write_arrow_parquet,
-    _write_parquet,
     check_coordinate_frame,
     finish_manifest,
     mask_small,
@@ -480,8 +481,14 @@ def _write_source_part(
             "iota": sl["iota"],
         }
     )
-    _write_parquet(assignment, Path(audit_dir) / f"part-{i:05d}.parquet")
+    # as the single-file audit is written: text in dictionary pages, numbers plain, fast zstd
+    table = pa.Table.from_pandas(assignment, preserve_index=False)
     del assignment
+    with _parquet_writer(
+        Path(audit_dir) / f"part-{i:05d}.parquet", table.schema, zstd_level=_AUDIT_ZSTD
+    ) as writer:
+        writer.write_table(table)
+    del table
     keep: tuple[str, ...] = meta["keep"]
     attrs = source.load_attributes(i, keep) if keep else None
     pub = np.flatnonzero(at_group | generalised)

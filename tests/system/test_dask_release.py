@@ -399,6 +399,20 @@ def test_the_first_group_pass_takes_the_classification_tasks_groupings(
     assert reused and reused[0]
 
 
+def test_audit_parts_are_stored_as_the_single_file_audit(towns_release):
+    """Text in dictionary pages, numbers plain (they compress better so and are written
+    about twice as fast), zstd: the single-file ``assignment.parquet``'s layout."""
+    _, result = towns_release
+    for path in sorted((result.out / "audit" / "assignment").glob("part-*.parquet")):
+        meta = pq.ParquetFile(path).metadata
+        for j in range(meta.num_columns):
+            col = meta.row_group(0).column(j)
+            assert col.compression == "ZSTD", (path.name, col.path_in_schema)
+            dictionary = any("DICTIONARY" in e for e in col.encodings)
+            text = col.path_in_schema in ("label", "disposal", "unit")
+            assert dictionary == text, (path.name, col.path_in_schema, col.encodings)
+
+
 def test_refused_options(client, towns_dir, tmp_path):
     from geokanon.mask import MaskSpec
 
