@@ -173,6 +173,22 @@ CARDS: dict[str, tuple[tuple[str, float], ...] | str] = {
     "suppressed share": "share",
     "synthetic records": (("synthetic", 1.0),),
 }
+#: The notes' and the report's own sentences that give a count of input records with a verb
+#: of loss ("removed", "dropped", "left out"): exact copies removed on reading
+#: (``--drop-duplicates``), records of units left out (``--exclude-units``) and records
+#: outside the study area (``--clip``). They count input rows no disposal touched (the
+#: manifest's ``duplicates`` and ``input_filter``), so a small figure there is no hidden
+#: cell; ``report_safety`` takes them out before it reads a loss verb with a count
+#: 1..k-1 as a hidden figure. Any other such sentence is read as one.
+FILTER_PHRASES = (
+    r"exact copies removed first: [\d,]+ records of the input repeated another record in "
+    r"every column and were removed before anything else",
+    r"[\d,]+, removed before anything else \(--drop-duplicates\)",
+    r"units left out \(--exclude-units\)[^;\n]*?;? their (?:[\d,]+|<k|None) records were "
+    r"dropped before anything else",
+    r"units left out \(--exclude-units\)\s+[^\n]*?: (?:[\d,]+|<k|None) records",
+    r"records outside the study area dropped \(--clip\): (?:[\d,]+|<k)",
+)
 #: Phrases of the notes and the report whose numbers are not counts of records:
 #: distances and the share of group-level records near their representative (they rest
 #: on >= k subjects and enter no count), fractions of r_max, version and format numbers,

@@ -215,3 +215,28 @@ def test_partitioned_release_with_copies(with_copies, tmp_path):
             source, policy, tmp_path / "out", client=client, crs="EPSG:28992"
         )
     assert result.manifest["verification"]["deterministic"] is True
+
+
+def test_two_copies_removed_are_no_hidden_figure_but_a_sentence_saying_so_is(tmp_path, capsys):
+    """The notes and the report say how many exact copies were removed on reading, even 2
+    (a count of input rows, not of people hidden): the release verifies. The same figure in a
+    sentence of one's own with a verb of loss is read as a hidden figure (exit 4)."""
+    from tests.release_fixtures import refresh_manifest
+
+    frame = _window(700.0)
+    out_rows = pd.concat([frame, frame.iloc[[3, 40]]], ignore_index=True)
+    path = tmp_path / "two_copies.csv"
+    out_rows.to_csv(path, index=False)
+    out = tmp_path / "out"
+    args = ["--quiet", "release", str(path), *ARGS, "--drop-duplicates", "--out", str(out)]
+    assert main(args) == 0
+    notes = (out / "release" / "RELEASE_NOTES.md").read_text()
+    assert "exact copies removed first: 2 records" in notes
+    assert "2, removed before anything else" in (out / "release" / "report.html").read_text()
+    capsys.readouterr()
+    assert main(["--quiet", "verify", str(out), "--source", str(path)]) == 0
+    (out / "release" / "RELEASE_NOTES.md").write_text(notes + "\nThe north lost 2 records.\n")
+    refresh_manifest(out)
+    capsys.readouterr()
+    assert main(["verify", str(out), "--source", str(path)]) == 4
+    assert "FAIL report_safety" in capsys.readouterr().out

@@ -210,18 +210,69 @@ def test_suppressed_figure_in_words_fails_report_safety(short_ids, tmp_path, cap
         ("RELEASE_NOTES.md", "The smallest town held 1 suppressed record."),
         ("RELEASE_NOTES.md", "We suppressed 2 dwellings in the north."),
         ("report.html", "The suppression of 3 dwellings left a hole."),
+        # verbs of loss (before 2026-12-06 only "suppress..." phrases were read: these
+        # passed whenever their figure was one the release publishes elsewhere)
+        ("RELEASE_NOTES.md", "GM0203+GM0267 lost 1 record."),
+        ("RELEASE_NOTES.md", "One record was withheld in the north."),
+        ("report.html", "1 dwelling was removed from the smallest town."),
+        ("report.html", "We dropped 2 dwellings in Baarn."),
+        ("RELEASE_NOTES.md", "Left out of the map: 3"),
     ],
-    ids=["count-then-suppressed", "suppressed-then-count", "suppression-of"],
+    ids=[
+        "count-then-suppressed",
+        "suppressed-then-count",
+        "suppression-of",
+        "lost",
+        "withheld-in-words",
+        "was-removed",
+        "dropped",
+        "left-out-colon",
+    ],
 )
-def test_a_suppressed_figure_in_other_word_orders_fails_report_safety(
-    short_ids, tmp_path, capsys, name, phrase
-):
+def test_a_hidden_figure_in_prose_fails_report_safety(short_ids, tmp_path, capsys, name, phrase):
     src, _, _ = short_ids
     root = _mutant(short_ids, tmp_path)
     _append_text(root, name, phrase)
     code, out = _verify(root, src, capsys)
     assert code == 4, out
     assert "report_safety" in _failed(out), out
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("GM0203 lost 12 records.", 0),  # k or more: no hidden figure
+        ("GM0003 lost 12 records.", 0),  # the unit code's digits are no count
+        ("No administrative unit lost any record to suppression.", 0),
+        ("These units lost records to suppression.", 0),
+        ("Records that could not join were published as counts, or removed (suppressed).", 0),
+        ("2 people were not published.", 1),
+        ("Held back: 2 records of Baarn.", 1),
+        ("We deleted only 4 rows.", 1),
+    ],
+)
+def test_verbs_of_loss_read_a_count_below_k(text, found):
+    from geokanon.verify.report_safety import _phrase_problems
+
+    assert _phrase_problems(text, 5) == found
+
+
+def test_the_release_s_own_input_filter_sentences_are_no_hidden_figure():
+    """The generator's sentences on copies removed, units left out and records clipped
+    count input rows (``geokanon.published.FILTER_PHRASES``): small figures there pass;
+    the same figures in a sentence of one's own do not."""
+    from geokanon.report.html import _duplicates_text, _input_filter_rows
+    from geokanon.report.notes import input_filter_lines
+    from geokanon.verify.report_safety import _phrase_problems
+
+    entry = {"excluded_units": ["GM0001", "GM0002"], "excluded_records": 3, "clipped_records": 2}
+    notes = "\n".join(input_filter_lines(entry))
+    assert "3 records were dropped" in notes and "(--clip): 2" in notes
+    assert _phrase_problems(notes, 5) == 0
+    assert _phrase_problems(_duplicates_text({"copies": 2, "removed": True}), 5) == 0
+    page = " ".join(f"{a} {b}" for a, b in _input_filter_rows(entry))
+    assert _phrase_problems(page, 5) == 0
+    assert _phrase_problems(notes + "\nGM0001 lost 3 records.", 5) == 1
 
 
 def test_a_number_word_in_the_prose_is_judged_like_its_digits_by_holes(short_ids, tmp_path):

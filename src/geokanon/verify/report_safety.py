@@ -10,7 +10,15 @@ The rule, exactly as implemented
     "suppressed: 3", "3 records were suppressed", "2 dwellings in Baarn were
     suppressed", "held 1 suppressed record" (a count, up to three words, an optional
     verb, "suppress...") or "suppressed 2 records", "the suppression of 2" ("suppress...",
-    an optional "of"/"only"/"just", the count) carry such a figure. Numbers written
+    an optional "of"/"only"/"just", the count) carry such a figure. The same holds, in the
+    prose (the notes' lines outside tables, the page's text outside tables, figures,
+    styles and scripts), for the verbs of loss: "GM0203 lost 1 record", "one record was
+    withheld", "2 dwellings were removed", "dropped 3", "left out: 2" (lost, withheld,
+    removed, dropped, deleted, omitted, excluded, left out, taken out, kept out, held
+    back, not published, not released, not shown), once the release's own input-filter
+    sentences (:data:`geokanon.published.FILTER_PHRASES`: exact copies removed, units
+    left out, records clipped; counts of input rows, not of people hidden) are taken
+    out. Numbers written
     as words count as numbers, in cells and phrases alike ("two dwellings were
     suppressed" reads as 2: :func:`geokanon.published.words_as_digits`, also used by ``holes``).
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
@@ -29,7 +37,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from geokanon.published import words_as_digits
+from geokanon.published import FILTER_PHRASES, words_as_digits
 from geokanon.verify._derived import suppressed_subjects, unit_subjects
 from geokanon.verify._reader import LESS_THAN_K, WITHHELD, ReleaseReader, cell_value
 from geokanon.verify._results import CheckResult
@@ -50,6 +58,35 @@ _SUPPRESSED_PHRASES = (
         re.IGNORECASE,
     ),
 )
+
+#: Verbs of loss other than "suppress": a sentence added by hand such as "GM0203 lost 1
+#: record" or "one record was withheld" states a hidden figure as plainly.
+_LOSS = (
+    r"(?:lost|los(?:e|es|ing)|withh(?:eld|old|olds|olding)|remov(?:ed|es|ing|e)"
+    r"|dropp(?:ed|ing)|drops?|delet(?:ed|es|ing|e)|omit(?:ted|ting|s)?|exclud(?:ed|es|ing|e)"
+    r"|(?:left|leaves?|leaving|taken|takes?|taking|kept|keeps?|keeping)\s+out"
+    r"|held\s+back|holds?\s+back|not\s+(?:published|released|shown))"
+)
+_AUX = r"(?:were|was|are|is|have\s+been|has\s+been|had\s+been|been|got|get|be|went|go)"
+_LOSS_PHRASES = (
+    # "left out: 2", "withheld - 3"
+    re.compile(rf"\b{_LOSS}\b[^|\n\d<]{{0,20}}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
+    # "1 dwelling was removed", "one record was withheld", "3 records in Baarn were lost"
+    # (a count of its own: not the digits closing a unit code such as "GM0003 lost")
+    re.compile(
+        rf"(?<![\w.,])(\d[\d,]*)\s+(?:[^\W\d][\w'-]*\s+){{0,3}}?(?:{_AUX}\s+)?{_LOSS}\b",
+        re.IGNORECASE,
+    ),
+    # "GM0203 lost 1 record", "we dropped only 2"
+    re.compile(
+        rf"\b{_LOSS}\s+(?:(?:of|only|just|a\s+further|another)\s+)?(\d[\d,]*)(?!\s*[\d.,%])",
+        re.IGNORECASE,
+    ),
+)
+#: The release's own input-filter sentences (counts of input rows, not hidden figures).
+_FILTER = re.compile("|".join(f"(?:{p})" for p in FILTER_PHRASES), re.IGNORECASE)
+#: HTML blocks that are not prose: tables (read by header), figures, styles, scripts.
+_NOT_PROSE = re.compile(r"<(table|svg|style|script)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 
 #: Table columns whose cells are per-unit hidden figures (must read "<k" below k).
 _HIDDEN_HEADER = re.compile(r"suppress|generali[sz]", re.IGNORECASE)
@@ -114,15 +151,31 @@ def _markdown_tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
             block = []
 
 
-def _phrase_problems(text: str, k: int) -> int:
-    """Phrases that give a suppressed figure of 1..k-1 (numbers in words read as digits)."""
+def _phrase_problems(text: str, k: int, prose: str | None = None) -> int:
+    """Phrases that give a suppressed figure of 1..k-1 (numbers in words read as digits):
+    "suppress..." phrases in ``text``, loss verbs in ``prose`` (default: ``text``) once the
+    release's own input-filter sentences are taken out."""
     n = 0
     text = words_as_digits(html.unescape(text))
     for pat in _SUPPRESSED_PHRASES:
         for m in pat.finditer(text):
             if small_int(m.group(1), k) and not _one_each(text, m):
                 n += 1
+    plain = text if prose is None else words_as_digits(html.unescape(prose))
+    plain = _FILTER.sub(" ", re.sub(r"\s+", " ", plain))
+    for pat in _LOSS_PHRASES:
+        n += sum(1 for m in pat.finditer(plain) if small_int(m.group(1), k))
     return n
+
+
+def _markdown_prose(text: str) -> str:
+    """The notes without their table lines (tables are read by their headers)."""
+    return "\n".join(line for line in text.splitlines() if not line.strip().startswith("|"))
+
+
+def _html_prose(text: str) -> str:
+    """The page's text outside tables, figures, styles and scripts, tags as spaces."""
+    return re.sub(r"<[^>]+>", " ", _NOT_PROSE.sub(" ", text))
 
 
 #: The notes' sentence on synthetic records (before 2026-12-06: "Each stands in for one
@@ -144,7 +197,7 @@ def check_report_safety(rel: ReleaseReader) -> CheckResult:
         text = notes.read_text(encoding="utf-8", errors="replace")
         scanned.append(notes.name)
         n = sum(_table_problems(body, header, k) for header, body in _markdown_tables(text))
-        n += _phrase_problems(text, k)
+        n += _phrase_problems(text, k, _markdown_prose(text))
         if n:
             problems.append(f"RELEASE_NOTES.md: {n} suppressed figures of 1..k-1")
     else:
@@ -168,7 +221,7 @@ def check_report_safety(rel: ReleaseReader) -> CheckResult:
             body = [[t for t, _ in r] for i, r in enumerate(table) if i != head_i]
             n += _table_problems(body, header, k)
         plain = re.sub(r"<[^>]+>", " ", text)
-        n += _phrase_problems(plain, k)
+        n += _phrase_problems(plain, k, _html_prose(text))
         if n:
             problems.append(f"{page.name}: {n} suppressed figures of 1..k-1")
     units = rel.units_table
