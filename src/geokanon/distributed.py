@@ -1233,8 +1233,10 @@ def _join_existing(
     added: dict[int, list[int]] = {}
 
     def members(g: int) -> NDArray[np.int64]:
-        # In coordinate order, so float sums never depend on the input's row order.
-        lo, hi = np.searchsorted(owner, [g, g + 1])
+        # In coordinate order, so float sums never depend on the input's row order. The
+        # bounds in the ids' own dtype: numpy would otherwise cast all of ``owner`` (int32
+        # ids, millions of them) to int64 at every call (20 s of 26 at 1e8).
+        lo, hi = np.searchsorted(owner, np.asarray([g, g + 1], dtype=owner.dtype))
         mem = np.r_[order[lo:hi], np.asarray(added.get(g, []), dtype=np.int64)]
         return mem[np.lexsort((y[mem], x[mem]))]
 
