@@ -304,9 +304,7 @@ def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Lay
     new_of_old[order] = np.arange(ng, dtype=np.int64)
     tkey = tkey[order]
     sizes = np.zeros(ng, dtype=np.int64)
-    for a in range(0, core.group_id.size, CHUNK):  # in chunks: bounded temporaries
-        gi = core.group_id[a : a + CHUNK]
-        sizes += np.bincount(new_of_old[gi[gi >= 0]], minlength=ng)
+    _count_members(np.asarray(core.group_id), new_of_old, sizes)
     parts: list[dict[str, Any]] = []
     if ng:
         ukeys, start = np.unique(tkey, return_index=True)
@@ -396,14 +394,34 @@ class _Spilled:
             yield a, tuple(self.get(name, a, a + CHUNK) for name in names)
 
 
+@nb.njit(cache=True)
+def _count_members(
+    gi: NDArray[np.integer[Any]], new_of_old: NDArray[np.int64], sizes: NDArray[np.int64]
+) -> None:  # pragma: no cover - compiled
+    """``sizes[new_of_old[g]] += 1`` for every record's group ``g`` (>= 0), in one pass: a
+    ``bincount`` of length ``sizes.size`` per chunk of records cost groups x chunks
+    (6.6 s at 1e8 records, 18 million groups)."""
+    for r in range(gi.size):
+        g = gi[r]
+        if g >= 0:
+            sizes[new_of_old[g]] += 1
+
+
+@nb.njit(cache=True)
+def _renumber(
+    gi: NDArray[np.integer[Any]], new_of_old: NDArray[np.int64]
+) -> None:  # pragma: no cover - compiled
+    """``gi[r] = new_of_old[gi[r]]`` where ``gi[r] >= 0`` (in place, no temporaries)."""
+    for r in range(gi.size):
+        g = gi[r]
+        if g >= 0:
+            gi[r] = new_of_old[g]
+
+
 def _renumbered(core: CoreResult, layout: _Layout) -> CoreResult:
     """The core with groups numbered as published (by tile): ids rewritten in place."""
-    gid = core.group_id
     if layout.new_of_old.size:
-        for a in range(0, gid.size, CHUNK):
-            gi = gid[a : a + CHUNK]  # a view
-            at = gi >= 0
-            gi[at] = layout.new_of_old[gi[at]]
+        _renumber(core.group_id, layout.new_of_old)
     return dataclasses.replace(
         core, group_x=core.group_x[layout.order], group_y=core.group_y[layout.order]
     )
