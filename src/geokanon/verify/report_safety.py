@@ -69,7 +69,7 @@ _LOSS = (
 )
 _AUX = r"(?:were|was|are|is|have\s+been|has\s+been|had\s+been|been|got|get|be|went|go)"
 _LOSS_PHRASES = (
-    # "left out: 2", "withheld - 3"
+    # "left out: 2", "withheld in the north: 3"
     re.compile(rf"\b{_LOSS}\b[^|\n\d<]{{0,20}}?:\s*(\d[\d,]*)(?![\d.%])", re.IGNORECASE),
     # "1 dwelling was removed", "one record was withheld", "3 records in Baarn were lost"
     # (a count of its own: not the digits closing a unit code such as "GM0003 lost")
