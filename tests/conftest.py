@@ -63,3 +63,20 @@ def dwellings_csv() -> Path:
 @pytest.fixture
 def charleston_csv() -> Path:
     return data_file("aquadtree_charleston", "population_points.csv")
+
+
+@pytest.fixture
+def first_grouping_reuse(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What each group pass of the Dask core decided: whether it took the first
+    classification's tile groupings (``geokanon.distributed._made_with``), in call order."""
+    import geokanon.distributed as D
+
+    reused: list[bool] = []
+    made_with = D._made_with
+
+    def spy(*args: object) -> bool:
+        reused.append(made_with(*args))
+        return reused[-1]
+
+    monkeypatch.setattr(D, "_made_with", spy)
+    return reused

@@ -482,9 +482,14 @@ def _halo_pairs(
 
 
 @nb.njit(cache=True)
-def _remap(codes: NDArray[np.int32], rank: NDArray[np.int32]) -> None:  # pragma: no cover
+def _remap(
+    codes: NDArray[np.integer[Any]], rank: NDArray[np.integer[Any]]
+) -> None:  # pragma: no cover - compiled
+    """``codes[r] = rank[codes[r]]`` where ``codes[r] >= 0`` (in place, no temporaries)."""
     for r in range(codes.size):
-        codes[r] = rank[codes[r]]
+        c = codes[r]
+        if c >= 0:
+            codes[r] = rank[c]
 
 
 def _owned_by_tile(

@@ -189,6 +189,10 @@ FILTER_PHRASES = (
     r"units left out \(--exclude-units\)\s+[^\n]*?: (?:[\d,]+|<k|None) records",
     r"records outside the study area dropped \(--clip\): (?:[\d,]+|<k)",
 )
+#: The notes' own sentence on synthetic records as it read before 2026-12-06 ("Each stands
+#: in for one suppressed person", numbers in digits): a ratio of one to one, not a count.
+#: ``report_safety`` takes it out, with :data:`FILTER_PHRASES`, before it reads figures.
+RATIO_PHRASES = (r"each\s+stands\s+in\s+for\s+1\s+suppressed\s+person",)
 #: Phrases of the notes and the report whose numbers are not counts of records:
 #: distances and the share of group-level records near their representative (they rest
 #: on >= k subjects and enter no count), fractions of r_max, version and format numbers,

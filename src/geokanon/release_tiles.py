@@ -70,6 +70,7 @@ from geokanon.distributed import (
     RECORDS_PER_PART,
     Tiling,
     _check_halo,
+    _remap,
     _run,
     _single_thread_numba,
     dask_client,
@@ -407,21 +408,10 @@ def _count_members(
             sizes[new_of_old[g]] += 1
 
 
-@nb.njit(cache=True)
-def _renumber(
-    gi: NDArray[np.integer[Any]], new_of_old: NDArray[np.int64]
-) -> None:  # pragma: no cover - compiled
-    """``gi[r] = new_of_old[gi[r]]`` where ``gi[r] >= 0`` (in place, no temporaries)."""
-    for r in range(gi.size):
-        g = gi[r]
-        if g >= 0:
-            gi[r] = new_of_old[g]
-
-
 def _renumbered(core: CoreResult, layout: _Layout) -> CoreResult:
     """The core with groups numbered as published (by tile): ids rewritten in place."""
     if layout.new_of_old.size:
-        _renumber(core.group_id, layout.new_of_old)
+        _remap(core.group_id, layout.new_of_old)
     return dataclasses.replace(
         core, group_x=core.group_x[layout.order], group_y=core.group_y[layout.order]
     )

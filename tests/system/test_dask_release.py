@@ -375,21 +375,12 @@ def test_bad_group_writes_nothing(client, towns_dir, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("determinism", [False, True])
 def test_the_first_group_pass_takes_the_classification_tasks_groupings(
-    client, towns_dir, tmp_path, monkeypatch, determinism
+    client, towns_dir, tmp_path, first_grouping_reuse, determinism
 ):
     """The partitioned release's tiles are grouped once, in the first classification's
     tasks: its first group pass takes those groupings (it sent every tile again when the
     core held the tiebreak through a different array object)."""
-    import geokanon.distributed as D
-
-    reused: list[bool] = []
-    made_with = D._made_with
-
-    def spy(*args):
-        reused.append(made_with(*args))
-        return reused[-1]
-
-    monkeypatch.setattr(D, "_made_with", spy)
+    reused = first_grouping_reuse
     src = ParquetPartitions.from_path(towns_dir, subject="subject", unit="unit")
     release_partitions(
         src, TOWNS_POLICY, tmp_path / "out", ReleaseOptions(keep=("score",)),

@@ -273,7 +273,8 @@ def test_the_process_entry_returns_mains_code_and_freezes_the_heap(tmp_path, cap
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_partitioned_writer_group_counts_and_renumbering_match_numpy(dtype):
-    from geokanon.release_tiles import _count_members, _renumber
+    from geokanon.distributed import _remap
+    from geokanon.release_tiles import _count_members
 
     rng = np.random.default_rng(7)
     ng = 500
@@ -283,5 +284,5 @@ def test_partitioned_writer_group_counts_and_renumbering_match_numpy(dtype):
     _count_members(gi, new_of_old, sizes)
     assert np.array_equal(sizes, np.bincount(new_of_old[gi[gi >= 0]], minlength=ng))
     want = np.where(gi >= 0, new_of_old[np.maximum(gi, 0)], -1)
-    _renumber(gi, new_of_old)
+    _remap(gi, new_of_old)
     assert gi.dtype == dtype and np.array_equal(gi, want)

@@ -50,20 +50,13 @@ def _core(x, y, subjects, tiebreak, compact):
     [(False, False, False), (True, True, True)],
 )
 def test_first_grouping_in_the_classification_tasks_changes_nothing(
-    monkeypatch, with_subjects, with_tiebreak, compact
+    monkeypatch, first_grouping_reuse, with_subjects, with_tiebreak, compact
 ):
     x, y = _towns(3)
     rng = np.random.default_rng(4)
     subjects = rng.integers(0, 2_000, x.size) if with_subjects else None
     tiebreak = rng.integers(0, 2**63, x.size).astype(np.uint64) if with_tiebreak else None
-    reused: list[bool] = []
-    made_with = D._made_with
-
-    def spy(*args):
-        reused.append(made_with(*args))
-        return reused[-1]
-
-    monkeypatch.setattr(D, "_made_with", spy)
+    reused = first_grouping_reuse
     fused = _core(x, y, subjects, None if tiebreak is None else tiebreak.copy(), compact)
     assert reused and reused[0]  # the first group pass took the tasks' groupings
     monkeypatch.setattr(D, "_made_with", lambda *args: False)

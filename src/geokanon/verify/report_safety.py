@@ -18,9 +18,9 @@ The rule, exactly as implemented
     back, not published, not released, not shown), once the release's own input-filter
     sentences (:data:`geokanon.published.FILTER_PHRASES`: exact copies removed, units
     left out, records clipped; counts of input rows, not of people hidden) are taken
-    out. Numbers written
-    as words count as numbers, in cells and phrases alike ("two dwellings were
-    suppressed" reads as 2: :func:`geokanon.published.words_as_digits`, also used by ``holes``).
+    out. Numbers written as words count as numbers, in cells and phrases alike ("two
+    dwellings were suppressed" reads as 2: :func:`geokanon.published.words_as_digits`,
+    also used by ``holes``).
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
     1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
     (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from geokanon.published import FILTER_PHRASES, words_as_digits
+from geokanon.published import FILTER_PHRASES, RATIO_PHRASES, words_as_digits
 from geokanon.verify._derived import suppressed_subjects, unit_subjects
 from geokanon.verify._reader import LESS_THAN_K, WITHHELD, ReleaseReader, cell_value
 from geokanon.verify._results import CheckResult
@@ -83,8 +83,11 @@ _LOSS_PHRASES = (
         re.IGNORECASE,
     ),
 )
-#: The release's own input-filter sentences (counts of input rows, not hidden figures).
-_FILTER = re.compile("|".join(f"(?:{p})" for p in FILTER_PHRASES), re.IGNORECASE)
+#: The release's own sentences whose numbers are no hidden figure: counts of input rows
+#: removed on reading, and the synthetic records' one-to-one ratio.
+_DECLARED = re.compile(
+    "|".join(f"(?:{p})" for p in (*FILTER_PHRASES, *RATIO_PHRASES)), re.IGNORECASE
+)
 #: HTML blocks that are not prose: tables (read by header), figures, styles, scripts.
 _NOT_PROSE = re.compile(r"<(table|svg|style|script)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 
@@ -153,19 +156,19 @@ def _markdown_tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
 
 def _phrase_problems(text: str, k: int, prose: str | None = None) -> int:
     """Phrases that give a suppressed figure of 1..k-1 (numbers in words read as digits):
-    "suppress..." phrases in ``text``, loss verbs in ``prose`` (default: ``text``) once the
-    release's own input-filter sentences are taken out."""
-    n = 0
+    "suppress..." phrases in ``text``, loss verbs in ``prose`` (default: ``text``), once the
+    release's own sentences that carry no hidden figure (:data:`_DECLARED`) are taken out."""
     text = words_as_digits(html.unescape(text))
-    for pat in _SUPPRESSED_PHRASES:
-        for m in pat.finditer(text):
-            if small_int(m.group(1), k) and not _one_each(text, m):
-                n += 1
     plain = text if prose is None else words_as_digits(html.unescape(prose))
-    plain = _FILTER.sub(" ", re.sub(r"\s+", " ", plain))
-    for pat in _LOSS_PHRASES:
-        n += sum(1 for m in pat.finditer(plain) if small_int(m.group(1), k))
-    return n
+    plain = _DECLARED.sub(" ", re.sub(r"\s+", " ", plain))
+    text = _DECLARED.sub(" ", text)
+    return sum(
+        1
+        for pats, t in ((_SUPPRESSED_PHRASES, text), (_LOSS_PHRASES, plain))
+        for pat in pats
+        for m in pat.finditer(t)
+        if small_int(m.group(1), k)
+    )
 
 
 def _markdown_prose(text: str) -> str:
@@ -176,16 +179,6 @@ def _markdown_prose(text: str) -> str:
 def _html_prose(text: str) -> str:
     """The page's text outside tables, figures, styles and scripts, tags as spaces."""
     return re.sub(r"<[^>]+>", " ", _NOT_PROSE.sub(" ", text))
-
-
-#: The notes' sentence on synthetic records (before 2026-12-06: "Each stands in for one
-#: suppressed person"): a ratio of one to one, not a count.
-_EACH_STANDS_FOR = re.compile(r"each\s+stands\s+in\s+for\s+$", re.IGNORECASE)
-
-
-def _one_each(text: str, m: re.Match[str]) -> bool:
-    """Whether the match is "each stands in for 1 suppressed ..." (no figure)."""
-    return m.group(1) == "1" and bool(_EACH_STANDS_FOR.search(text, 0, m.start(1)))
 
 
 def check_report_safety(rel: ReleaseReader) -> CheckResult:
