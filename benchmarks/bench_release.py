@@ -156,14 +156,26 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="publish one attribute column")
     ap.add_argument("--out", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--quick", action="store_true", help="toy size (CI)")
+    ap.add_argument(
+        "--default-heap",
+        action="store_true",
+        help="leave glibc's defaults (the geokanon command keeps freed memory for reuse: "
+        "geokanon._heap)",
+    )
     args = ap.parse_args()
+    from geokanon._heap import keep_freed_memory
+
+    if not args.default_heap:
+        keep_freed_memory()
     n = 20_000 if args.quick else int(float(args.n))
     if args.quick:
         args.subjects = args.keep = True
     with tempfile.TemporaryDirectory(dir=args.out) as tmp:
         rows = run(n, subjects=args.subjects, keep=args.keep, out_dir=Path(tmp))
+    heap = "glibc defaults" if args.default_heap else "kept, as the geokanon command"
     print(f"records {n:,}; subjects {'yes' if args.subjects else 'no'}; "
-          f"kept column {'yes' if args.keep else 'no'}; cores {os.cpu_count()}")  # fmt: skip
+          f"kept column {'yes' if args.keep else 'no'}; cores {os.cpu_count()}; "
+          f"freed memory {heap}")  # fmt: skip
     print(f"{'stage':<22} {'seconds':>8} {'peak GB':>8} {'cpu s':>8}")
     for (name, sec, peak), used in zip(rows, cpu, strict=True):
         print(f"{name:<22} {sec:>8.2f} {peak:>8.2f} {used:>8.2f}")

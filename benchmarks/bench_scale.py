@@ -428,7 +428,18 @@ def main() -> None:
         action="store_true",
         help="print the full Dask release's peak memory per stage (driver, workers, total)",
     )
+    ap.add_argument(
+        "--default-heap",
+        action="store_true",
+        help="leave glibc's defaults in this process and the workers (the geokanon command "
+        "and its local cluster keep freed memory for reuse: geokanon._heap)",
+    )
     args = ap.parse_args()
+    from geokanon._heap import keep_freed_memory
+
+    heap = "glibc defaults" if args.default_heap else "kept for reuse, as the geokanon command"
+    if not args.default_heap:
+        keep_freed_memory()
     from geokanon.policy import OutlierPolicy
 
     policy = OutlierPolicy(k=args.k, r_max_m=args.r_max)
@@ -440,7 +451,7 @@ def main() -> None:
         args.tile = 4 * policy.search_radius_m
     print(f"policy k={policy.k}, r_max={policy.r_max_m:g} m (halo {policy.search_radius_m:g} m); "
           f"tiles {args.tile:g} m; {DENSITY_PER_KM2:,.0f} records/km2; "
-          f"cores {os.cpu_count()}")  # fmt: skip
+          f"cores {os.cpu_count()}; freed memory {heap}")  # fmt: skip
     rows: list[Row] = []
     from geokanon.classify import classify
 
@@ -455,7 +466,12 @@ def main() -> None:
     from geokanon.distributed import dask_client
 
     # The library's own local cluster (one thread per worker, Dask's message log off).
-    with dask_client(None, n_workers=args.workers, memory_limit=args.memory_limit) as client:
+    with dask_client(
+        None,
+        n_workers=args.workers,
+        memory_limit=args.memory_limit,
+        keep_freed_memory=not args.default_heap,
+    ) as client:
         # Warm up the workers (numba caches) so the first size is not charged for it.
         run_dask(20_000, policy, client, args.workers, args.tile, 2)
         for n in core:

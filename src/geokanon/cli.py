@@ -1416,9 +1416,15 @@ def run(argv: Sequence[str] | None = None) -> int:
     """The process's entry (the ``geokanon`` script, ``python -m geokanon``): :func:`main`,
     then its output flushed and the heap frozen out of Python's cyclic collector, whose
     last pass at the interpreter's exit would walk every object numba, pandas and the run
-    left (0.2-0.3 s); the process ends right after, so nothing it would free matters."""
+    left (0.2-0.3 s); the process ends right after, so nothing it would free matters.
+
+    Before :func:`main`, glibc is told to keep freed memory for reuse
+    (:func:`geokanon._heap.keep_freed_memory`): the process is the command's alone."""
     import gc
 
+    from geokanon._heap import keep_freed_memory
+
+    keep_freed_memory()
     code = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()

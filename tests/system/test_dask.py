@@ -480,6 +480,34 @@ def test_own_clusters_switch_off_the_message_log():
     assert dask.config.get("distributed.admin.low-level-log-length") == before
 
 
+def _malloc_environ() -> dict[str, str | None]:
+    import os
+
+    return {k: os.environ.get(k) for k in ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_")}
+
+
+def test_own_clusters_start_workers_that_keep_freed_memory(monkeypatch):
+    """The local cluster's workers start with geokanon._heap's malloc settings (Dask's own
+    default trims their heaps at 64 KiB); keep_freed_memory=False leaves Dask's."""
+    import dask
+
+    from geokanon._heap import WORKER_ENVIRON
+    from geokanon.distributed import dask_client
+
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # as an earlier cluster leaves it
+    here = _malloc_environ()
+    with dask_client(None, n_workers=1) as c:
+        kept = c.submit(_malloc_environ, pure=False).result()
+        assert _malloc_environ() == here  # this process's environment is left as it was
+    assert kept == WORKER_ENVIRON
+    dasks = dask.config.get("distributed.nanny.pre-spawn-environ")
+    with dask_client(None, n_workers=1, keep_freed_memory=False) as c:
+        left = c.submit(_malloc_environ, pure=False).result()
+    assert left["MALLOC_MMAP_MAX_"] is None
+    assert left["MALLOC_TRIM_THRESHOLD_"] == "65536"
+    assert dask.config.get("distributed.nanny.pre-spawn-environ") == dasks
+
+
 def test_grouping_a_subset_reads_through_and_matches_copies(monkeypatch):
     import geokanon.distributed as D
     from geokanon.distributed import group_tiled

@@ -1,0 +1,67 @@
+"""How the process's C heap hands memory back: kept for reuse instead of unmapped at once.
+
+A release allocates and frees arrays of tens of megabytes thousands of times. glibc's
+malloc serves each of them with a fresh ``mmap`` and gives it back with ``munmap`` on
+free, so every array starts on pages the kernel has to find and zero again. Where the
+machine is a virtual machine that reports free pages to its host (free page
+reporting, common on cloud and sandbox VMs), such a page also costs a fault on the
+host: on the 2-core VM of ``benchmarks/README.md`` that took 13 of the 1e7 release's
+63 CPU seconds. Serving large arrays from the heap, and not trimming its top at every
+free, lets a freed array's pages serve the next one.
+
+:func:`keep_freed_memory` does this for the running process (the ``geokanon`` command
+calls it before anything else; a library call never changes the process's allocator);
+:data:`WORKER_ENVIRON` does it for the processes of a local Dask cluster. The stages
+that give memory back on purpose (``malloc_trim`` between the release's stages) still
+do, so the peak does not grow: only the churn within a stage is kept warm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+#: ``mallopt`` parameters (glibc's ``malloc.h``).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_MAX = -4
+_M_ARENA_MAX = -8
+
+#: Free memory at the heap's top beyond which glibc trims it on its own (bytes): 1 GiB,
+#: so that a stage's arrays are reused within it; ``malloc_trim`` still returns it.
+TRIM_THRESHOLD = 1 << 30
+
+#: Environment of a local Dask cluster's worker processes (read by glibc as it starts
+#: them): large arrays from the heap, and the heap trimmed only past
+#: :data:`TRIM_THRESHOLD` (Dask's own default trims at 64 KiB).
+WORKER_ENVIRON: dict[str, str] = {
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+}
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc keep freed memory for reuse in this process; True when it was set.
+
+    Large blocks come from the heap rather than from their own mappings, the heap's top
+    is trimmed only past :data:`TRIM_THRESHOLD`, and all threads share one heap (so
+    that what one thread freed serves the next thread's arrays, and the peak does not
+    grow with per-thread heaps). Nothing happens on a system without glibc.
+
+    Examples
+    --------
+    >>> isinstance(keep_freed_memory(), bool)
+    True
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to set
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        done = [
+            libc.mallopt(_M_MMAP_MAX, 0),
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+            libc.mallopt(_M_ARENA_MAX, 1),
+        ]
+        return all(int(d) == 1 for d in done)
+    return False
