@@ -708,6 +708,22 @@ def dask_client(
         (their heaps keep freed memory for the next arrays); False leaves Dask's
         ``distributed.nanny.pre-spawn-environ`` as configured.
     """
+    from geokanon._heap import freed_memory_unmapped
+
+    with freed_memory_unmapped():  # the driver's heap: glibc's own (geokanon._heap)
+        with _client(client, scheduler, n_workers, memory_limit, keep_freed_memory) as c:
+            yield c
+
+
+@contextlib.contextmanager
+def _client(
+    client: Any,
+    scheduler: str | None,
+    n_workers: int | None,
+    memory_limit: str | int,
+    keep_freed_memory: bool,
+) -> Iterator[Any]:
+    """:func:`dask_client`'s client (its arguments, as there)."""
     if client is not None:
         yield client
         return

@@ -564,6 +564,10 @@ def test_grid_units():
 def test_grid_units_codes_are_the_sorted_cells(spread):
     rng = np.random.default_rng(3)
     x, y = rng.uniform(-spread, spread, 500), rng.uniform(-spread, spread, 500)
+    # points on cell edges, either side of zero (floor, not truncation)
+    edges = np.array([-2000.0, -1000.0, -999.999, -0.0, 0.0, 999.999, 1000.0, 2000.0])
+    x = np.concatenate([x, edges, np.roll(edges, 3)])
+    y = np.concatenate([y, np.roll(edges, 5), edges])
     u = grid_units(x, y, 1000.0)
     cells = list(
         zip(np.floor(x / 1000.0).astype(int), np.floor(y / 1000.0).astype(int), strict=True)
