@@ -1107,3 +1107,27 @@ def test_the_partitioned_writer_verifies_once_with_the_report_in_place(
         release_partitions(src, TOWNS_POLICY, tmp_path / "bad", **kwargs)
     assert repr(leaked) not in str(err.value)
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.uint64, np.float64])
+def test_spilled_slices_are_the_arrays_slices(tmp_path, dtype):
+    """``_Spilled.get`` reads rows a:b from the .npy file as numpy slicing gives them:
+    inside, at the ends, past the end, empty and reversed bounds, and a 2-d array."""
+    import geokanon.release_tiles as rt
+
+    rng = np.random.default_rng(3)
+    n = 100_003
+    values = rng.integers(-100, 100, n).astype(dtype)
+    state = rt._Spilled(tmp_path / "state", n)
+    state.put("v", values)
+    for a, b in [(0, 1), (0, n), (17, 40_000), (n - 5, n), (n - 5, n + 10), (9, 9), (10, 3)]:
+        got = state.get("v", a, b)
+        assert got.dtype == values.dtype and np.array_equal(got, values[a:b])
+        assert got.flags.writeable and got.flags.owndata
+    table = rng.normal(size=(1_000, 3))
+    state.put("t", table)
+    assert np.array_equal(state.get("t", 10, 20), table[10:20])
+    short = tmp_path / "state" / "v.npy"
+    short.write_bytes(short.read_bytes()[:-8])  # a truncated file is an error, not short rows
+    with pytest.raises(OSError, match="shorter"):
+        state.get("v", 0, n)
