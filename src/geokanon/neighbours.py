@@ -1121,20 +1121,28 @@ def _offer2(
     best_s[u] = s
 
 
+#: Points of :func:`_level0_cell`'s density sample: at most, and at least (when there are
+#: as many).
+_DENSITY_SAMPLE = 20_000
+_DENSITY_SAMPLE_MIN = 2_048
+
+
 def _level0_cell(x: NDArray[np.float64], y: NDArray[np.float64], count: int, span: float) -> float:
     """Side of the level-0 cells: about ``_POINTS_PER_CELL * (count + 1)`` points in the
     cell of the median record.
 
     The local density of the median record is estimated from the distance to
-    the 8th neighbour within a fixed (deterministic) subsample. Only the speed
-    depends on this choice, never the result.
+    the 8th neighbour within a fixed (deterministic) subsample: up to 20,000 points,
+    fewer below 1.28 million (a 64th of them, at least 2,048), so that a Dask tile's
+    estimate does not cost about what its search does. Only the speed depends on this
+    choice, never the result.
     """
     n = x.size
     if n < 3 or span <= 0.0:
         return max(span, 1.0)
     from scipy.spatial import cKDTree
 
-    step = max(1, n // 20_000)
+    step = max(1, n // min(_DENSITY_SAMPLE, max(_DENSITY_SAMPLE_MIN, n // 64)))
     pts = np.column_stack((x[::step], y[::step]))
     m = pts.shape[0]
     q = min(8, m - 1)
