@@ -66,8 +66,9 @@ def _mallopt(settings: dict[int, int]) -> bool:
     return False
 
 
-def _trim() -> None:
-    """glibc's ``malloc_trim(0)``: the heap's free memory back to the system."""
+def trim() -> None:
+    """glibc's ``malloc_trim(0)``: the heap's free memory back to the system (nothing off
+    glibc). The verifier keeps its own copy: it imports nothing of the writer's."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             import ctypes
@@ -112,7 +113,7 @@ def freed_memory_unmapped() -> Iterator[None]:
         yield
         return
     _mallopt({_M_MMAP_MAX: _GLIBC_MMAP_MAX, _M_TRIM_THRESHOLD: _GLIBC_TRIM_THRESHOLD})
-    _trim()  # what the heap kept goes back, so that large blocks are mapped again
+    trim()  # what the heap kept goes back, so that large blocks are mapped again
     try:
         yield
     finally:

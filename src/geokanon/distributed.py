@@ -81,6 +81,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from geokanon._cells import KEY_LIMIT as _KEY_LIMIT
+from geokanon._cells import cell_range as _tile_range
+from geokanon._cells import dense_cells as _dense_cells
+from geokanon._cells import remap as _remap
 from geokanon._progress import Progress
 from geokanon.classify import (
     CapVerdict,
@@ -373,67 +377,6 @@ def _owner_codes(
 #: Largest dense grid of tiles (cells of the occupied range) :func:`_owner_codes` compiles
 #: over (one byte and one int32 a cell); wider ranges go through sorted keys.
 _DENSE_TILES = 1 << 22
-#: Tile columns and rows :func:`pack_key` packs (``[-2**30, 2**30)``).
-_KEY_LIMIT = 2**30
-
-
-@nb.njit(cache=True)
-def _tile_range(
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    at: NDArray[np.integer],
-    use_at: bool,
-    ox: float,
-    oy: float,
-    side: float,
-) -> tuple[int, int, int, int, bool]:  # pragma: no cover - compiled
-    """Smallest and largest tile column and row of the records (``at``: those rows), and
-    whether every one is finite and packable."""
-    n = at.size if use_at else x.size
-    lo_x = lo_y = np.inf
-    hi_x = hi_y = -np.inf
-    for r in range(n):
-        i = at[r] if use_at else r
-        fx = np.floor((x[i] - ox) / side)
-        fy = np.floor((y[i] - oy) / side)
-        if np.isnan(fx) or np.isnan(fy):
-            return 0, 0, 0, 0, False
-        lo_x, hi_x = min(lo_x, fx), max(hi_x, fx)
-        lo_y, hi_y = min(lo_y, fy), max(hi_y, fy)
-    lim = float(_KEY_LIMIT)
-    ok = n > 0 and lo_x >= -lim and lo_y >= -lim and hi_x < lim and hi_y < lim
-    if not ok:
-        return 0, 0, 0, 0, False
-    return int(lo_x), int(hi_x), int(lo_y), int(hi_y), True
-
-
-@nb.njit(cache=True)
-def _dense_cells(
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    at: NDArray[np.integer],
-    use_at: bool,
-    ox: float,
-    oy: float,
-    side: float,
-    lo_x: int,
-    lo_y: int,
-    nx: int,
-    ny: int,
-    out: NDArray[np.int32],
-) -> NDArray[np.bool_]:  # pragma: no cover - compiled
-    """Each record's cell ``(column - lo_x) * ny + row - lo_y`` into ``out``; which cells
-    hold a record."""
-    n = out.size
-    for r in range(n):
-        i = at[r] if use_at else r
-        cx = np.int64(np.floor((x[i] - ox) / side)) - lo_x
-        cy = np.int64(np.floor((y[i] - oy) / side)) - lo_y
-        out[r] = cx * ny + cy
-    occupied = np.zeros(nx * ny, dtype=np.bool_)
-    for r in range(n):
-        occupied[out[r]] = True
-    return occupied
 
 
 def _owner_codes_fit(tiling: Tiling, xa: NDArray[np.float64], ya: NDArray[np.float64]) -> bool:
@@ -479,17 +422,6 @@ def _halo_pairs(
                         key[m] = ((ix + dx + _KEY_BIAS) << 31) | (iy + dy + _KEY_BIAS)
                     m += 1
     return m
-
-
-@nb.njit(cache=True)
-def _remap(
-    codes: NDArray[np.integer[Any]], rank: NDArray[np.integer[Any]]
-) -> None:  # pragma: no cover - compiled
-    """``codes[r] = rank[codes[r]]`` where ``codes[r] >= 0`` (in place, no temporaries)."""
-    for r in range(codes.size):
-        c = codes[r]
-        if c >= 0:
-            codes[r] = rank[c]
 
 
 def _owned_by_tile(

@@ -30,7 +30,6 @@ import contextlib
 import gc
 import hashlib
 import json
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from geokanon._heap import trim
 from geokanon._outdir import claim
 from geokanon._progress import Progress, silent, within
 from geokanon.disposal import CoreResult, group_units
@@ -524,11 +524,7 @@ def _return_free_memory() -> None:
     """
     gc.collect()
     pa.default_memory_pool().release_unused()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+    trim()
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path, geo: dict[str, Any] | None = None) -> None:

@@ -15,12 +15,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 import pandas as pd
 import shapely
 from numpy.typing import NDArray
 
+from geokanon._cells import cell_range, dense_cells, remap
 from geokanon.errors import InputError
 from geokanon.io._names import closest_name
 from geokanon.projection import crs_to_string, frame_crs, parse_crs, transformer
@@ -329,87 +329,30 @@ def grid_units(x: NDArray[np.float64], y: NDArray[np.float64], cell_m: float) ->
     ya = np.ascontiguousarray(y, dtype=np.float64)
     if xa.size == 0:
         return UnitAssignment(codes=np.zeros(0, dtype=np.int64), names=np.zeros(0, dtype=object))
-    # One integer per cell, ordered as (ix, iy): factorised without tuples.
-    x0, x1, y0, y1 = _cell_range(xa, ya, float(cell_m))
+    # One integer per cell, ordered as (ix, iy): factorised without tuples. Compiled
+    # passes (geokanon._cells, as the Dask tiles' codes): the cells' range, then each
+    # point's cell on the dense grid of that range, ranked through the occupied cells.
+    none = np.zeros(0, np.int64)
+    x0, x1, y0, y1, ok = cell_range(xa, ya, none, False, 0.0, 0.0, float(cell_m))
     span = y1 - y0 + 1
     n_keys = (x1 - x0 + 1) * span
-    if n_keys <= 4 * xa.size:
-        # a presence table over the keys' range ranks them as a sorted factorize does,
-        # without its sort; compiled, without the numpy chain's five temporaries
-        codes, uniq = _cell_codes(xa, ya, float(cell_m), x0, y0, span, n_keys)
-    else:
-        key = (np.floor(xa / cell_m).astype(np.int64) - x0) * span + (
-            np.floor(ya / cell_m).astype(np.int64) - y0
+    if ok and n_keys <= 4 * xa.size:
+        codes = np.empty(xa.size, dtype=np.int64)
+        present = dense_cells(
+            xa, ya, none, False, 0.0, 0.0, float(cell_m), x0, y0, x1 - x0 + 1, span, codes
         )
-        codes, uniq = pd.factorize(key, sort=True)
+        uniq = np.flatnonzero(present)
+        remap(codes, np.cumsum(present, dtype=np.int64) - 1)
+    else:
+        ix = np.floor(xa / cell_m).astype(np.int64)
+        iy = np.floor(ya / cell_m).astype(np.int64)
+        x0, y0 = int(ix.min()), int(iy.min())
+        span = int(iy.max()) - y0 + 1
+        codes, uniq = pd.factorize((ix - x0) * span + (iy - y0), sort=True)
     ux, uy = uniq // span + x0, uniq % span + y0
     cells = zip(ux.tolist(), uy.tolist(), strict=True)
     names = np.asarray([f"E{i * cell_m:.0f}_N{j * cell_m:.0f}" for i, j in cells], dtype=object)
     return UnitAssignment(codes=np.asarray(codes, dtype=np.int64), names=names)
-
-
-@nb.njit(cache=True, parallel=True)
-def _cell_range(
-    x: NDArray[np.float64], y: NDArray[np.float64], cell_m: float
-) -> tuple[int, int, int, int]:  # pragma: no cover - compiled
-    """The smallest and largest cell column and row of the points (``floor(v / cell_m)``)."""
-    n = x.size
-    chunks = min(n, 64)
-    lo_x = np.empty(chunks, np.int64)
-    hi_x = np.empty(chunks, np.int64)
-    lo_y = np.empty(chunks, np.int64)
-    hi_y = np.empty(chunks, np.int64)
-    for c in nb.prange(chunks):
-        i0 = n * c // chunks
-        i1 = n * (c + 1) // chunks
-        ax = np.int64(np.floor(x[i0] / cell_m))
-        ay = np.int64(np.floor(y[i0] / cell_m))
-        bx, by = ax, ay
-        for i in range(i0 + 1, i1):
-            cx = np.int64(np.floor(x[i] / cell_m))
-            cy = np.int64(np.floor(y[i] / cell_m))
-            ax = min(ax, cx)
-            bx = max(bx, cx)
-            ay = min(ay, cy)
-            by = max(by, cy)
-        lo_x[c], hi_x[c], lo_y[c], hi_y[c] = ax, bx, ay, by
-    return lo_x.min(), hi_x.max(), lo_y.min(), hi_y.max()
-
-
-@nb.njit(cache=True, parallel=True)
-def _cell_codes(
-    x: NDArray[np.float64],
-    y: NDArray[np.float64],
-    cell_m: float,
-    x0: int,
-    y0: int,
-    span: int,
-    n_keys: int,
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:  # pragma: no cover - compiled
-    """Each point's rank among the occupied cells' keys ``(column - x0) * span + row - y0``,
-    and the occupied keys in order."""
-    n = x.size
-    key = np.empty(n, np.int64)
-    present = np.zeros(n_keys, np.bool_)
-    for i in nb.prange(n):
-        cell = (np.int64(np.floor(x[i] / cell_m)) - x0) * span + (
-            np.int64(np.floor(y[i] / cell_m)) - y0
-        )
-        key[i] = cell
-        present[cell] = True  # every writer writes True: the order does not matter
-    rank = np.empty(n_keys, np.int64)
-    m = 0
-    for k in range(n_keys):
-        rank[k] = m
-        if present[k]:
-            m += 1
-    uniq = np.empty(m, np.int64)
-    for k in range(n_keys):
-        if present[k]:
-            uniq[rank[k]] = k
-    for i in nb.prange(n):
-        key[i] = rank[key[i]]
-    return key, uniq
 
 
 def check_study_area(
