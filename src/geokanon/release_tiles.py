@@ -133,16 +133,31 @@ class PartitionedRelease:
         return self.core.counts()
 
 
+@nb.njit(cache=True)
+def _mix_bits(a: np.uint64, b: np.uint64) -> np.uint64:  # pragma: no cover - compiled
+    """The hash of :func:`_mix` of one record (``a``, ``b``: its coordinates' bits)."""
+    h = a * np.uint64(0x9E3779B97F4A7C15) ^ (b + np.uint64(0x632BE59BD9B4E019))
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(29)
+    return h
+
+
+@nb.njit(cache=True)
+def _mix_all(
+    a: NDArray[np.uint64], b: NDArray[np.uint64]
+) -> NDArray[np.uint64]:  # pragma: no cover - compiled
+    out = np.empty(a.size, np.uint64)
+    for i in range(a.size):
+        out[i] = _mix_bits(a[i], b[i])
+    return out
+
+
 def _mix(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.uint64]:
     """A hash of each record's coordinates: a sample independent of rows and partitions."""
-    with np.errstate(over="ignore"):
-        a = np.ascontiguousarray(x, dtype=np.float64).view(np.uint64)
-        b = np.ascontiguousarray(y, dtype=np.float64).view(np.uint64)
-        h = a * np.uint64(0x9E3779B97F4A7C15) ^ (b + np.uint64(0x632BE59BD9B4E019))
-        h ^= h >> np.uint64(31)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(29)
-    return h
+    a = np.ascontiguousarray(x, dtype=np.float64).view(np.uint64)
+    b = np.ascontiguousarray(y, dtype=np.float64).view(np.uint64)
+    return _mix_all(a, b)
 
 
 # ----------------------------------------------------------------------------
@@ -295,6 +310,8 @@ class _Layout:
     parts: list[dict[str, Any]]
     group_starts: NDArray[np.int64]  # first group id of every group part
     class_starts: NDArray[np.int64]  # first class id of every class part
+    group_sizes: NDArray[np.int64]  # records per published group id
+    class_sizes: NDArray[np.int64]  # records per class id (not also in a group)
 
 
 def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Layout:
@@ -323,7 +340,7 @@ def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Lay
                 first_t, acc = t + 1, 0
     c = core.class_id
     nc = len(core.class_level)
-    csizes = np.bincount(c[c >= 0], minlength=nc)
+    csizes = np.bincount(c[c >= 0], minlength=nc)  # a record has a group or a class, never both
     first_c, acc = 0, 0
     for j in range(nc):
         acc += int(csizes[j])
@@ -338,6 +355,8 @@ def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Lay
         parts=parts,
         group_starts=np.asarray([p["first"] for p in parts if p["kind"] == "group"], np.int64),
         class_starts=np.asarray([p["first"] for p in parts if p["kind"] == "class"], np.int64),
+        group_sizes=sizes,
+        class_sizes=csizes.astype(np.int64),
     )
 
 
@@ -461,11 +480,40 @@ def _ids(values: NDArray[np.integer[Any]], present: NDArray[np.bool_]) -> Any:
     return pd.arrays.IntegerArray(np.where(present, values, 0).astype(np.int64), ~present)
 
 
+def _published_frame(
+    g: NDArray[np.int64],
+    c: NDArray[np.int64],
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    class_level: tuple[str, ...],
+    class_unit: tuple[str, ...],
+) -> pd.DataFrame:
+    """The published columns of records with group ids ``g`` and class ids ``c`` (-1:
+    none; a record has one or the other) and coordinates ``x``, ``y`` (NaN for a class):
+    the frame every record part is written from."""
+    gp, cp = g >= 0, c >= 0
+    nc = len(class_level)
+    # a group's level is "group"; a class's its own (codes into the classes, then "group")
+    levels = np.asarray((*class_level, "group"), dtype=object)
+    cunits = np.asarray(class_unit or ("",), dtype=object)
+    return pd.DataFrame(
+        {
+            "group_id": _ids(g, gp),
+            "class_id": _ids(c, cp),
+            "level": _texts(levels, np.where(gp, nc, c)),
+            "unit": _texts(cunits, np.where(cp, c, 0), missing=~cp, dtype=_STRING),
+            "x": x,
+            "y": y,
+        }
+    )
+
+
 def _write_source_part(
     source: Any,
     i: int,
     offset: int,
-    pub_xy: tuple[NDArray[np.float64], NDArray[np.float64]],
+    m: int,
+    pub_xy: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
     state: str,
     meta: dict[str, Any],
     scratch: str,
@@ -473,13 +521,12 @@ def _write_source_part(
 ) -> dict[str, Any]:
     """Audit part ``i`` and the published rows of source partition ``i``, as scratch pieces.
 
-    The partition's decisions are read from the spilled state (rows ``offset`` on),
-    its published coordinates (``pub_xy``) come with the task."""
+    The partition's decisions are read from the spilled state (its ``m`` rows from
+    ``offset`` on), its published coordinates (``pub_xy``) come with the task when its
+    rows are routed to the record parts (``meta["route"]``)."""
     _single_thread_numba()
-    m = pub_xy[0].size
     spilled = _Spilled(state, offset + m)
     sl = {name: spilled.get(name, offset, offset + m) for name in (*SPILLED, "unit_codes")}
-    sl["pub_x"], sl["pub_y"] = pub_xy
     f = source.load(i)
     n = len(f)
     if n != sl["disposal"].size:
@@ -516,21 +563,16 @@ def _write_source_part(
     keep: tuple[str, ...] = meta["keep"]
     attrs = source.load_attributes(i, keep) if keep else None
     pub = np.flatnonzero(at_group | generalised)
-    gp, cp = at_group[pub], generalised[pub]
-    nc = len(meta["class_level"])
-    # a group's level is "group"; a class's its own (codes into the classes, then "group")
-    levels = np.asarray((*meta["class_level"], "group"), dtype=object)
-    cunits = np.asarray(meta["class_unit"] or ("",), dtype=object)
-    frame = pd.DataFrame(
-        {
-            "group_id": _ids(g[pub], gp),
-            "class_id": _ids(c[pub], cp),
-            "level": _texts(levels, np.where(gp, nc, c[pub])),
-            "unit": _texts(cunits, np.where(cp, c[pub], 0), missing=~cp, dtype=_STRING),
-            "x": np.where(gp, sl["pub_x"][pub], np.nan),
-            "y": np.where(gp, sl["pub_y"][pub], np.nan),
-        }
-    )
+    if not meta["route"]:
+        # no kept column: the record parts are made from the groups' and classes' sizes
+        # (_generated_part), this partition's published rows are only counted
+        return {"n": n, "published": int(pub.size), "bias": None}
+    assert pub_xy is not None  # routed rows come with their coordinates
+    gp = at_group[pub]
+    frame = _published_frame(
+        g[pub], c[pub], np.where(gp, pub_xy[0][pub], np.nan),
+        np.where(gp, pub_xy[1][pub], np.nan), meta["class_level"], meta["class_unit"],
+    )  # fmt: skip
     if attrs is not None:
         for col in keep:
             frame[col] = attrs[col].to_numpy()[pub]
@@ -600,6 +642,48 @@ def _assemble_part(
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     _write_arrow_parquet(table, Path(out_file), geo)
     # its checksum for the manifest, taken here (in parallel) rather than by the driver
+    return int(table.num_rows), _sha256(Path(out_file))
+
+
+def _generated_part(
+    part: dict[str, Any],
+    sizes: NDArray[np.int64],
+    gx: NDArray[np.float64],
+    gy: NDArray[np.float64],
+    class_level: tuple[str, ...],
+    class_unit: tuple[str, ...],
+    out_file: str,
+    geo: dict[str, Any],
+) -> tuple[int, str]:
+    """Write record part ``part`` (no kept column) from its groups' or classes' sizes
+    (``sizes``: per group or class of the part, in id order; ``gx``, ``gy``: the groups'
+    representatives, empty for a class part); its rows and sha256.
+
+    Without a kept column every record of a group (or class) publishes the same row, so
+    the part is each group's (class's) row repeated as many times as it has records, in
+    the order :func:`_assemble_part` sorts the routed rows into (level, group id, class
+    id): the same file, without routing a row."""
+    _single_thread_numba()
+    first, end = int(part["first"]), int(part["end"])
+    ids = np.arange(first, end, dtype=np.int64)
+    if part["kind"] == "group":
+        g, c = np.repeat(ids, sizes), np.full(int(sizes.sum()), -1, np.int64)
+        x, y = np.repeat(gx, sizes), np.repeat(gy, sizes)
+    else:
+        level = [class_level[i] for i in range(first, end)]
+        rank = np.asarray([LEVELS.index(v) if v in LEVELS else 0 for v in level], np.int64)
+        order = np.lexsort((ids, rank))
+        ids, sizes = ids[order], sizes[order]
+        c, g = np.repeat(ids, sizes), np.full(int(sizes.sum()), -1, np.int64)
+        x = y = np.full(c.size, np.nan)
+    table = pa.Table.from_pandas(
+        _published_frame(g, c, x, y, class_level, class_unit), preserve_index=False
+    )
+    table = table.append_column("geometry", _wkb_points(x, y)).append_column(
+        "bbox", point_bbox(x, y)
+    )
+    Path(out_file).parent.mkdir(parents=True, exist_ok=True)
+    _write_arrow_parquet(table, Path(out_file), geo)
     return int(table.num_rows), _sha256(Path(out_file))
 
 
@@ -745,11 +829,11 @@ def _units_frame(
 def _bias(
     frames: Sequence[pd.DataFrame | None], keep: tuple[str, ...], k: int, n: int
 ) -> tuple[list[Any], str | None]:
-    from geokanon.bias import compare_suppressed
-
     got = [f for f in frames if f is not None and len(f)]
     if not keep or not got:
         return [], None
+    from geokanon.bias import compare_suppressed  # (scipy.stats: 0.8 s to import)
+
     sample = pd.concat(got, ignore_index=True)
     findings = compare_suppressed(
         sample[list(keep)],
@@ -772,14 +856,29 @@ def _report_sample(
     gid: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], m: int
 ) -> NDArray[np.int64]:
     """Rows of the report's sample: members of 1 in ``m`` groups (by id), and 1 in ``m``
-    other records (by a hash of the coordinates); in chunks, so the hash's temporaries
-    stay bounded whatever the size."""
-    chosen = [np.zeros(0, dtype=np.int64)]
-    for a in range(0, gid.size, CHUNK):
-        gi = gid[a : a + CHUNK]
-        h = _mix(x[a : a + CHUNK], y[a : a + CHUNK]) % np.uint64(m) == 0
-        chosen.append(a + np.flatnonzero(((gi >= 0) & (gi % m == 0)) | ((gi < 0) & h)))
-    return np.concatenate(chosen)
+    other records (by a hash of the coordinates, :func:`_mix`); one compiled pass, no
+    temporary per record."""
+    return _sample_rows(
+        np.ascontiguousarray(gid, dtype=np.int64),
+        np.ascontiguousarray(x, dtype=np.float64).view(np.uint64),
+        np.ascontiguousarray(y, dtype=np.float64).view(np.uint64),
+        np.int64(m),
+    )
+
+
+@nb.njit(cache=True)
+def _sample_rows(
+    gid: NDArray[np.int64], xb: NDArray[np.uint64], yb: NDArray[np.uint64], m: np.int64
+) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    out = np.empty(gid.size, np.int64)
+    um = np.uint64(m)
+    n = 0
+    for i in range(gid.size):
+        g = gid[i]
+        if (g >= 0 and g % m == 0) or (g < 0 and _mix_bits(xb[i], yb[i]) % um == 0):
+            out[n] = i
+            n += 1
+    return out[:n].copy()
 
 
 @dataclass
@@ -1181,6 +1280,8 @@ def _write_all(
         "class_starts": layout.class_starts,
         "keep": keep,
         "bias_modulus": max(1, n // BIAS_SAMPLE_MAX),
+        # kept columns tell a group's records apart: their rows are routed to the parts
+        "route": bool(keep),
     }
     pieces = scratch / "pieces"
 
@@ -1188,48 +1289,77 @@ def _write_all(
         # Built when its task is submitted: the driver never holds every partition's slice.
         # The task reads the partition's decisions from the spilled state itself.
         a, b = int(offsets[i]), int(offsets[i + 1])
-        gi = state.get("group_id", a, b)
-        pub = (
-            np.where(gi >= 0, gx[np.maximum(gi, 0)] if ng else np.nan, np.nan),
-            np.where(gi >= 0, gy[np.maximum(gi, 0)] if ng else np.nan, np.nan),
-        )
-        return (source, i, a, pub, str(state.root), meta, str(pieces), str(aud / "assignment"))
+        pub = None
+        if keep:
+            gi = state.get("group_id", a, b)
+            pub = (
+                np.where(gi >= 0, gx[np.maximum(gi, 0)] if ng else np.nan, np.nan),
+                np.where(gi >= 0, gy[np.maximum(gi, 0)] if ng else np.nan, np.nan),
+            )
+        return (
+            source, i, a, b - a, pub, str(state.root), meta, str(pieces), str(aud / "assignment")
+        )  # fmt: skip
 
-    say(f"write {len(g.sizes)} audit parts and route published records")
+    # GeoParquet 1.1; every published point is a group's representative: their extent
+    geo = geoparquet_metadata(crs, ["Point"], _points_extent(gx, gy))
+    part_tasks: list[tuple[Any, ...]]
+    if keep:
+        part_func: Callable[..., tuple[int, str]] = _assemble_part
+        part_tasks = [(str(pieces / f"r{j:05d}"), str(rel / p["file"]), keep, geo)
+                      for j, p in enumerate(layout.parts)]  # fmt: skip
+        say(f"write {len(g.sizes)} audit parts and route published records")
+    else:
+        part_func = _generated_part
+        part_tasks = [_generated_payload(p, layout, core, str(rel / p["file"]), geo)
+                      for p in layout.parts]  # fmt: skip
+        say(f"write {len(g.sizes)} audit parts and {len(layout.parts)} record parts")
     # A payload is a whole partition's slice of the decisions: one in flight per worker, plus one.
     window = None if c is None else len(c.scheduler_info().get("workers", {})) + 1
     # The rounds of tasks run beside the driver's own steps (the files of one row per
     # group, class or unit; the report's sample), which need neither round's output.
-    with _beside(
-        _run, c, _write_source_part, (payload(i) for i in range(len(g.sizes))), window
-    ) as audit_round:
+    # Record parts made from the sizes alone (no kept column) need nothing of the audit
+    # round either: the two rounds run at once.
+    with contextlib.ExitStack() as rounds:
+        audits = (payload(i) for i in range(len(g.sizes)))
+        audit_round = rounds.enter_context(_beside(_run, c, _write_source_part, audits, window))
+        part_round = None
+        if not keep:
+            part_round = rounds.enter_context(_beside(_run, c, part_func, part_tasks))
         sample = _take_report_sample(state, ng)
         group_unit, group_sizes, classes = _group_and_class_files(
-            rel, g, core, state, policy, crs
+            rel, g, core, state, layout, policy, crs
         )  # fmt: skip
         written = audit_round.result()
-    # GeoParquet 1.1; every published point is a group's representative: their extent
-    geo = geoparquet_metadata(crs, ["Point"], _points_extent(gx, gy))
-    say(f"write {len(layout.parts)} record parts")
-    part_round = _beside(
-        _run,
-        c,
-        _assemble_part,
-        [(str(pieces / f"r{j:05d}"), str(rel / p["file"]), keep, geo)
-         for j, p in enumerate(layout.parts)],
-    )  # fmt: skip
-    with part_round as assembled:
+        if part_round is None:
+            say(f"write {len(layout.parts)} record parts")
+            part_round = rounds.enter_context(_beside(_run, c, part_func, part_tasks))
         manifest = _small_files(
             rel, aud, g, core, counts_exact, state, layout, policy, options, tiling,
             written, group_unit, group_sizes, classes,
             roles=dict(getattr(source, "roles", lambda: {})()), crs=crs, version=version,
             notes=notes,
         )  # fmt: skip
-        rows_and_digests = assembled.result()
+        rows_and_digests = part_round.result()
     shutil.rmtree(pieces, ignore_errors=True)
     manifest["records_published"] = int(sum(r for r, _ in rows_and_digests))
+    if manifest["records_published"] != sum(w["published"] for w in written):
+        raise RuntimeError(  # the parts' sizes and the records' decisions disagree: a bug
+            "the record parts hold another number of rows than the records published"
+        )
     digests = {str(p["file"]): d for p, (_, d) in zip(layout.parts, rows_and_digests, strict=True)}
     return manifest, sample, digests
+
+
+def _generated_payload(
+    part: dict[str, Any], layout: _Layout, core: CoreResult, out_file: str, geo: dict[str, Any]
+) -> tuple[Any, ...]:
+    """The arguments of :func:`_generated_part` for ``part``."""
+    a, b = int(part["first"]), int(part["end"])
+    if part["kind"] == "group":
+        sizes, gx, gy = layout.group_sizes[a:b], core.group_x[a:b], core.group_y[a:b]
+    else:
+        sizes, gx, gy = layout.class_sizes[a:b], np.zeros(0), np.zeros(0)
+    return (part, sizes, gx, gy, tuple(core.class_level), tuple(core.class_unit), out_file, geo)
 
 
 @contextlib.contextmanager
@@ -1250,19 +1380,16 @@ def _group_and_class_files(
     g: _Gathered,
     core: CoreResult,
     state: _Spilled,
+    layout: _Layout,
     policy: OutlierPolicy,
     crs: str | None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], pd.DataFrame]:
     """``groups.parquet`` and ``classes.parquet``; each group's majority unit and size,
-    and the classes' table (for ``units.csv``)."""
+    and the classes' table (for ``units.csv``). The sizes are the layout's."""
     gx, gy = core.group_x, core.group_y
     ng = gx.size
-    group_sizes = np.zeros(ng, dtype=np.int64)
     nc = len(core.class_level)
-    class_sizes = np.zeros(nc, dtype=np.int64)
-    for _, (gi, ci) in state.chunks("group_id", "class_id"):
-        group_sizes += np.bincount(gi[gi >= 0], minlength=ng)
-        class_sizes += np.bincount(ci[ci >= 0], minlength=nc)
+    group_sizes, class_sizes = layout.group_sizes, layout.class_sizes
     group_unit = _group_units(
         lambda: (pair for _, pair in state.chunks("group_id", "unit_codes")), ng
     )
