@@ -1678,8 +1678,9 @@ def write_release(
     from geokanon.verify import verify_release
 
     def stage(name: str) -> Progress | None:
-        if name != "write":
-            _return_free_memory()
+        # each stage starts from what is held: also the first, as the core's threads leave
+        # freed memory in their own arenas (the halves of a sort: +1.1 GB at 1e7)
+        _return_free_memory()
         return within(progress, name)
 
     # (geokanon._outdir, as _atomic_directory; the Build for a database load's commit)
