@@ -147,6 +147,7 @@ def _mix_bits(a: np.uint64, b: np.uint64) -> np.uint64:  # pragma: no cover - co
 def _mix_all(
     a: NDArray[np.uint64], b: NDArray[np.uint64]
 ) -> NDArray[np.uint64]:  # pragma: no cover - compiled
+    """:func:`_mix_bits` of every record (``a``, ``b``: the coordinates' bits)."""
     out = np.empty(a.size, np.uint64)
     for i in range(a.size):
         out[i] = _mix_bits(a[i], b[i])
@@ -311,7 +312,7 @@ class _Layout:
     group_starts: NDArray[np.int64]  # first group id of every group part
     class_starts: NDArray[np.int64]  # first class id of every class part
     group_sizes: NDArray[np.int64]  # records per published group id
-    class_sizes: NDArray[np.int64]  # records per class id (not also in a group)
+    class_sizes: NDArray[np.int64]  # records per class id
 
 
 def _plan_parts(core: CoreResult, tiling: Tiling, records_per_part: int) -> _Layout:
@@ -519,7 +520,8 @@ def _write_source_part(
     scratch: str,
     audit_dir: str,
 ) -> dict[str, Any]:
-    """Audit part ``i`` and the published rows of source partition ``i``, as scratch pieces.
+    """Audit part ``i``, and with kept columns the published rows of source partition
+    ``i`` as scratch pieces of their record parts; the partition's published count.
 
     The partition's decisions and coordinates (as gathered) are read from the spilled
     state (its ``m`` rows from ``offset`` on): the partition itself is read again only
@@ -529,7 +531,7 @@ def _write_source_part(
     spilled = _Spilled(state, offset + m)
     names = (*SPILLED, "unit_codes", "x", "y")
     sl = {name: spilled.get(name, offset, offset + m) for name in names}
-    n = m
+    n = m  # the partition's rows, as gathered (the verifier reads the partition again)
     x, y = sl["x"], sl["y"]
     g, c = sl["group_id"], sl["class_id"]
     at_group, generalised = g >= 0, c >= 0
