@@ -1195,18 +1195,27 @@ def _write_groups(
         "y": gy,
         "radius_m": np.full(n_groups, r_max_m, dtype=np.float64),
     }
-    names = [str(u) for u in unames]
+    groups = groups_table(columns, group_unit, [str(u) for u in unames])
+    _write_arrow_parquet(geo_table(groups, (gx, gy), crs), path)
+    return group_unit, group_sizes, groups
+
+
+def groups_table(
+    columns: dict[str, np.ndarray], group_unit: np.ndarray, names: Sequence[str]
+) -> pa.Table:
+    """``groups.parquet``'s table without the geometry: ``columns`` (ids, records, x, y,
+    radius) and each group's unit text (``names[group_unit]``), with the pandas metadata
+    of the equivalent frame, so pandas reads the same dtypes; built from arrays (no
+    Python string per group). Both layouts write it."""
+    n_groups = group_unit.size
     if n_groups:
         like = pd.DataFrame({**{k: v[:1] for k, v in columns.items()}, "unit": [names[0]]})
-        groups = pa.Table.from_arrays(
+        return pa.Table.from_arrays(
             [*map(pa.array, columns.values()), _coded_text(group_unit, names)],
             schema=pa.Table.from_pandas(like, preserve_index=False).schema,
         )
-    else:
-        empty = pd.DataFrame({**columns, "unit": np.zeros(0, dtype=str)})
-        groups = pa.Table.from_pandas(empty, preserve_index=False)
-    _write_arrow_parquet(geo_table(groups, (gx, gy), crs), path)
-    return group_unit, group_sizes, groups
+    empty = pd.DataFrame({**columns, "unit": np.zeros(0, dtype=str)})
+    return pa.Table.from_pandas(empty, preserve_index=False)
 
 
 def build_release_files(

@@ -101,6 +101,7 @@ from geokanon.release import (
     _write_arrow_parquet,
     check_coordinate_frame,
     finish_manifest,
+    groups_table,
     mask_small,
     source_totals,
 )
@@ -1404,22 +1405,17 @@ def _group_and_class_files(
     group_unit = _group_units(
         lambda: (pair for _, pair in state.chunks("group_id", "unit_codes")), ng
     )
-    groups = pd.DataFrame(
-        {
-            "group_id": np.arange(ng, dtype=np.int64),
-            "n_records": group_sizes,
-            "x": gx,
-            "y": gy,
-            "radius_m": np.full(ng, policy.r_max_m),
-            "unit": g.unit_names[group_unit].astype(str) if ng else np.zeros(0, dtype=str),
-        }
-    )
+    columns = {
+        "group_id": np.arange(ng, dtype=np.int64),
+        "n_records": np.asarray(group_sizes, dtype=np.int64),
+        "x": np.asarray(gx, dtype=np.float64),
+        "y": np.asarray(gy, dtype=np.float64),
+        "radius_m": np.full(ng, policy.r_max_m, dtype=np.float64),
+    }
+    groups = groups_table(columns, group_unit, [str(u) for u in g.unit_names])
     # GeoParquet: the representative as the geometry (the layout publishes in its own CRS)
-    _write_arrow_parquet(
-        geo_table(pa.Table.from_pandas(groups, preserve_index=False), (gx, gy), crs),
-        rel / "groups.parquet",
-    )
-    del groups
+    _write_arrow_parquet(geo_table(groups, (gx, gy), crs), rel / "groups.parquet")
+    del groups, columns
     classes = pd.DataFrame(
         {
             "class_id": np.arange(nc, dtype=np.int64),
