@@ -514,7 +514,7 @@ def _write_source_part(
     source: Any,
     i: int,
     offset: int,
-    m: int,
+    n: int,
     pub_xy: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
     state: str,
     meta: dict[str, Any],
@@ -525,14 +525,13 @@ def _write_source_part(
     ``i`` as scratch pieces of their record parts; the partition's published count.
 
     The partition's decisions and coordinates (as gathered) are read from the spilled
-    state (its ``m`` rows from ``offset`` on): the partition itself is read again only
+    state (its ``n`` rows from ``offset`` on): the partition itself is read again only
     for its kept columns. Its published coordinates (``pub_xy``) come with the task when
     its rows are routed to the record parts (``meta["route"]``)."""
     _single_thread_numba()
-    spilled = _Spilled(state, offset + m)
+    spilled = _Spilled(state, offset + n)
     names = (*SPILLED, "unit_codes", "x", "y")
-    sl = {name: spilled.get(name, offset, offset + m) for name in names}
-    n = m  # the partition's rows, as gathered (the verifier reads the partition again)
+    sl = {name: spilled.get(name, offset, offset + n) for name in names}
     x, y = sl["x"], sl["y"]
     g, c = sl["group_id"], sl["class_id"]
     at_group, generalised = g >= 0, c >= 0
@@ -1338,7 +1337,7 @@ def _write_all(
         if not keep:
             part_round = rounds.enter_context(_beside(_run, c, part_func, part_tasks))
         sample = _take_report_sample(state, ng)
-        group_unit, group_sizes, classes = _group_and_class_files(
+        group_unit, classes = _group_and_class_files(
             rel, g, core, state, layout, policy, crs
         )  # fmt: skip
         written = audit_round.result()
@@ -1347,7 +1346,7 @@ def _write_all(
             part_round = rounds.enter_context(_beside(_run, c, part_func, part_tasks))
         manifest = _small_files(
             rel, aud, g, core, counts_exact, state, layout, policy, options, tiling,
-            written, group_unit, group_sizes, classes,
+            written, group_unit, classes,
             roles=dict(getattr(source, "roles", lambda: {})()), crs=crs, version=version,
             notes=notes,
         )  # fmt: skip
@@ -1395,9 +1394,9 @@ def _group_and_class_files(
     layout: _Layout,
     policy: OutlierPolicy,
     crs: str | None,
-) -> tuple[NDArray[np.int64], NDArray[np.int64], pd.DataFrame]:
-    """``groups.parquet`` and ``classes.parquet``; each group's majority unit and size,
-    and the classes' table (for ``units.csv``). The sizes are the layout's."""
+) -> tuple[NDArray[np.int64], pd.DataFrame]:
+    """``groups.parquet`` and ``classes.parquet`` (the sizes are the layout's); each group's
+    majority unit, and the classes' table (for ``units.csv``)."""
     gx, gy = core.group_x, core.group_y
     ng = gx.size
     nc = len(core.class_level)
@@ -1433,7 +1432,7 @@ def _group_and_class_files(
         ),
         rel / "classes.parquet",
     )
-    return group_unit, group_sizes, classes
+    return group_unit, classes
 
 
 def _small_files(
@@ -1449,7 +1448,6 @@ def _small_files(
     tiling: Tiling,
     written: list[dict[str, Any]],
     group_unit: NDArray[np.int64],
-    group_sizes: NDArray[np.int64],
     classes: pd.DataFrame,
     *,
     roles: dict[str, Any],
@@ -1467,7 +1465,7 @@ def _small_files(
     nc = len(core.class_level)
     published_passes = [_published_pass(p.to_dict(), k) for p in core.passes]
     units, global_shown, total_sup, total_subjects = _units_frame(
-        g, state, group_unit, group_sizes, classes, policy, options.totals,
+        g, state, group_unit, layout.group_sizes, classes, policy, options.totals,
         counts_exact=dict(counts_exact), passes=published_passes,
     )  # fmt: skip
     units.to_csv(rel / "units.csv", index=False, lineterminator="\n")
