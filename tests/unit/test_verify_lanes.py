@@ -167,3 +167,48 @@ def test_records_parquet_read_once_reports_as_its_own_scan(
     assert "records.parquet" in scanned  # no records pass: no_leak read the file itself
     assert (shared.passed, shared.detail) == (alone.passed, alone.detail)
     assert shared.passed is (kind == "none")
+
+
+def test_the_audit_lane_counts_ahead_for_counts_and_a_failure_there_is_the_checks(
+    built: tuple[Path, Path, pd.DataFrame],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``counts``' tallies of the audit are worked out in the lane that starts with
+    ``k_subjects``, after its checks (``LANE_TAILS``); the report is the same as without,
+    and a tally that raises there is left to ``counts``, which meets it itself."""
+    import geokanon.verify as verify_module
+    import geokanon.verify._results as results_module
+
+    rel, source = _planted("none", built, tmp_path)
+    seen: list[tuple[str, list[str]]] = []
+    ran: list[tuple[str, str]] = []
+    real_run_one = results_module._run_one
+    real_warm = verify_module._WARMS["counts"]
+
+    def run_one(funcs: object, reader: object, name: str) -> object:
+        ran.append((name, threading.current_thread().name))
+        return real_run_one(funcs, reader, name)  # type: ignore[arg-type]
+
+    def warm(reader: object) -> None:
+        here = threading.current_thread().name
+        seen.append((here, [n for n, t in ran if t == here]))
+        real_warm(reader)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(results_module, "_run_one", run_one)
+    monkeypatch.setitem(verify_module._WARMS, "counts", warm)
+    ahead = verify_release(rel, source=source)
+    lane_checks = [n for n in results_module.LANES[0] if n in CHECKS]  # type: ignore[index]
+    assert seen == [(seen[0][0], lane_checks)]  # once, in that lane, after its checks
+    assert ahead["counts"].passed
+
+    def broken(reader: object) -> None:
+        raise RuntimeError("a tally failed")
+
+    monkeypatch.setitem(verify_module._WARMS, "counts", broken)
+    assert format_report(verify_release(rel, source=source)) == format_report(ahead)
+    # without counts among the checks nothing is counted ahead
+    seen.clear()
+    monkeypatch.setitem(verify_module._WARMS, "counts", warm)
+    verify_release(rel, source=source, checks=["k_subjects", "no_leak"])
+    assert seen == []

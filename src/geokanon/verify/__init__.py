@@ -57,7 +57,7 @@ from geokanon.verify._results import (
     run_checks,
 )
 from geokanon.verify.caps import check_tau, check_unit_cap
-from geokanon.verify.counts import check_counts
+from geokanon.verify.counts import check_counts, warm_counts
 from geokanon.verify.deterministic import decisions_agree
 from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
@@ -108,6 +108,10 @@ _CHECK_FUNCS: dict[str, Callable[[ReleaseReader], CheckResult]] = {
     "report_safety": check_report_safety,
     "manifest": check_manifest,
 }
+
+#: What a check's values are worked out ahead by, in a lane of its own
+#: (:data:`geokanon.verify._results.LANE_TAILS`).
+_WARMS: dict[str, Callable[[ReleaseReader], None]] = {"counts": warm_counts}
 
 
 def _existing_file(path: str | os.PathLike[str] | DatabaseInput) -> Path | DatabaseInput:
@@ -243,5 +247,12 @@ def verify_release(
         except Unreadable:
             pass
     first = {check: partial(getattr, rel, read) for check, read in _results.LANE_READS.items()}
-    results = run_checks(_CHECK_FUNCS, rel, names, progress, lanes=_results.LANES, first=first)
+    then = {
+        lane: partial(_WARMS[check], rel)
+        for lane, check in _results.LANE_TAILS.items()
+        if check in names
+    }
+    results = run_checks(
+        _CHECK_FUNCS, rel, names, progress, lanes=_results.LANES, first=first, then=then
+    )
     return VerificationReport(results, digests=dict(rel.digests), derived=rel.carry())

@@ -171,6 +171,12 @@ LANES: tuple[tuple[str, ...], ...] | None = (
 #: audit's two sets of columns: each lane reads one while the other reads the other).
 LANE_READS: dict[str, str] = {"k_subjects": "gid", "no_leak": "xy_m"}
 
+#: The check whose values a lane of :data:`LANES` that starts with the key works out after
+#: its own checks: the audit's checks end first, and ``counts`` (last but one of the other
+#: lane, after ``no_leak``'s scans) then finds its tallies of the audit made
+#: (:func:`geokanon.verify.counts.warm_counts`) and only judges what ``no_leak`` read.
+LANE_TAILS: dict[str, str] = {"k_subjects": "counts"}
+
 
 def _run_one(funcs: Mapping[str, Callable[[_R], CheckResult]], rel: _R, name: str) -> CheckResult:
     """One check's result; a release that cannot be read as the check needs fails it, an
@@ -196,6 +202,7 @@ def run_checks(
     progress: Callable[..., None] | None = None,
     lanes: Sequence[Sequence[str]] | None = None,
     first: Mapping[str, Callable[[], object]] | None = None,
+    then: Mapping[str, Callable[[], object]] | None = None,
 ) -> tuple[CheckResult, ...]:
     """Run the checks ``names`` on the reader ``rel``, in :data:`CHECKS` order: the one loop
     of both layouts (a single-file release's reader, a partitioned release's reduced one).
@@ -209,7 +216,8 @@ def run_checks(
     the lanes side by side (a check in no lane joins the first); ``first[name]``, when
     given, is called in the lane whose first check is ``name`` before its checks (a read
     the lane starts with, so that the lanes read apart: what it raises is left to the
-    checks). The reader computes each
+    checks); ``then[name]`` likewise after its checks (values a check of another lane
+    will need, worked out while that lane is still busy). The reader computes each
     value once, whichever lane asks first (:mod:`geokanon.verify._once`); a check's result
     depends on the release alone, so the results, their details and their order are those
     of one lane. ``progress(name, done=i, total=n)`` is called, in :data:`CHECKS` order,
@@ -230,7 +238,9 @@ def run_checks(
     plan[0] += [n for n in todo if n not in planned]
     results: dict[str, Future[CheckResult]] = {n: Future() for n in todo}
 
-    def run_lane(lane: list[str], warm: Callable[[], object] | None) -> None:
+    def run_lane(
+        lane: list[str], warm: Callable[[], object] | None, after: Callable[[], object] | None
+    ) -> None:
         if warm is not None:
             with contextlib.suppress(Exception):
                 warm()
@@ -240,11 +250,14 @@ def run_checks(
                 out.set_result(_run_one(funcs, rel, name))
             except BaseException as exc:  # an InputError (or worse): raised in order below
                 out.set_exception(exc)
+        if after is not None:
+            with contextlib.suppress(Exception):  # the check meets it again, and says so
+                after()
 
     with ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="verify") as pool:
-        warms = [(first or {}).get(lane[0]) for lane in plan]
         running = [
-            pool.submit(run_lane, lane, warm) for lane, warm in zip(plan, warms, strict=True)
+            pool.submit(run_lane, lane, (first or {}).get(lane[0]), (then or {}).get(lane[0]))
+            for lane in plan
         ]
         ordered = []
         for i, name in enumerate(todo):

@@ -79,6 +79,7 @@ from geokanon.verify._arrays import (
     value_counts,
 )
 from geokanon.verify._derived import group_members, suppressed_subjects, unit_rows
+from geokanon.verify._once import once
 from geokanon.verify._reader import (
     LESS_THAN_K,
     WITHHELD,
@@ -631,10 +632,35 @@ def id_tallies(rel: ReleaseReader, rows: RecordRows) -> dict[str, IdTally]:
         ("group", rel.gid, rel.syn_gid, rel.groups, rel.group_ids, rows.per_group),
         ("class", rel.cid, rel.syn_cid, rel.classes, rel.class_ids, rows.per_class),
     ):
-        expected = value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]]))
+        expected = _members_per_id(rel, what, ids, syn_ids)
         sizes = pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64)
         out[what] = id_tally(expected, pub_ids, sizes, got if read else None)
     return out
+
+
+def _members_per_id(
+    rel: ReleaseReader, what: str, ids: NDArray[np.int64], syn_ids: NDArray[np.int64]
+) -> pd.Series:
+    """The audit's (and the synthetic records') rows per group or class id (``what``):
+    counted once per reader (:func:`warm_counts` may have counted them already)."""
+    return once(
+        rel,
+        f"_members_per_{what}",
+        lambda: value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])),
+    )
+
+
+def warm_counts(rel: ReleaseReader) -> None:
+    """Count ahead what ``counts`` counts from the audit alone: the rows per group and
+    class id and the per-unit tally (kept on the reader, :mod:`geokanon.verify._once`).
+
+    The single-file verifier calls it in the lane whose checks end first, while
+    ``no_leak`` (which ``counts`` waits for) still reads the records files: the same
+    values, counted sooner. Nothing read from ``release/`` but the tables is used.
+    """
+    _members_per_id(rel, "group", rel.gid, rel.syn_gid)
+    _members_per_id(rel, "class", rel.cid, rel.syn_cid)
+    _single_unit_tally(rel)
 
 
 def group_unit_tally(rel: ReleaseReader) -> tuple[int, dict[str, int]]:
@@ -759,7 +785,9 @@ def check_counts(rel: ReleaseReader) -> CheckResult:
         problems += records_total_problems(rows.rows, n - audit.disposals["suppressed"] + n_syn)
         problems += rows.problems
     # units
-    problems += unit_problems(k, unit_rows(rel), rel.units_table, rel.manifest, _unit_tally(rel))
+    problems += unit_problems(
+        k, unit_rows(rel), rel.units_table, rel.manifest, _single_unit_tally(rel)
+    )
     problems += _input_filter_problems(rel)
     problems += gpkg_count_problems(rel)
     problems += geoparquet_bbox_problems(rel)
@@ -895,6 +923,12 @@ def _input_filter_problems(rel: ReleaseReader) -> list[str]:
                 + ", ".join(sorted(small)[:5])
             )
     return problems
+
+
+def _single_unit_tally(rel: ReleaseReader) -> UnitTally:
+    """The :class:`UnitTally` of a single-file release (one partition), worked out once per
+    reader."""
+    return once(rel, "_unit_tally", lambda: _unit_tally(rel))
 
 
 def _unit_tally(rel: ReleaseReader) -> UnitTally:
