@@ -1684,7 +1684,10 @@ def write_release(
     WriteError
         ``out`` could not be written (read-only or full filesystem, no permission).
     """
+    from geokanon.report.html import build_report, preload_plotting
     from geokanon.verify import verify_release
+
+    preload_plotting()  # the report's plotting modules load while the files are written
 
     def stage(name: str) -> Progress | None:
         # each stage starts from what is held: also the first, as the core's threads leave
@@ -1709,8 +1712,6 @@ def write_release(
         claimed = _claimed_results(deterministic)
         manifest["verification"] = claimed
         digests = finish_manifest(tmp, manifest, unchanged=written)
-        from geokanon.report.html import build_report
-
         # the audit columns the report draws, as they were just written to assignment.parquet
         audit_columns = {
             "group_id": result.group_id, "x_m": table.x, "y_m": table.y,

@@ -1101,9 +1101,12 @@ def _release_held(
     from geokanon import __version__
     from geokanon.io.read import same_rows
     from geokanon.pipeline import _same_decisions, _write_refusal
+    from geokanon.report.html import preload_plotting
     from geokanon.report.notes import release_notes
     from geokanon.verify.partitioned import SCOPE, verify_partitioned
 
+    # the report's plotting modules load on the driver while the workers run the core
+    preload_plotting()
     say = progress or (lambda _stage: None)
     tiling = tiling or Tiling.for_policy(policy)
     _check_halo(tiling, policy)

@@ -190,3 +190,33 @@ def test_report_from_the_writers_columns_equals_the_report_read_from_the_audit(
     written = (work / "release" / "report.html").read_bytes()
     assert build_report(work).read_bytes() == written
     assert b"plot-iota" in written and b"plot-displacement" in written
+
+
+def test_plotting_preloaded_in_a_thread_loads_the_modules_and_leaves_the_settings() -> None:
+    """``preload_plotting`` imports the report's plotting modules beside the release's
+    files (in a fresh interpreter, where they are not loaded yet), changes no setting of
+    matplotlib's, and does nothing once they are loaded."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import matplotlib
+before = {k: repr(v) for k, v in matplotlib.rcParams.items()}
+from geokanon.report.html import _PLOTTING, preload_plotting
+missing = [n for n in _PLOTTING if n not in sys.modules]
+assert "matplotlib.backends.backend_svg" in missing, "loaded before the preload"
+thread = preload_plotting()
+assert thread is not None and thread.daemon
+thread.join(60)
+assert not thread.is_alive()
+assert all(n in sys.modules for n in _PLOTTING), [n for n in _PLOTTING if n not in sys.modules]
+after = {k: repr(v) for k, v in matplotlib.rcParams.items()}
+assert after == before, sorted(k for k in after if after[k] != before.get(k))
+assert preload_plotting() is None
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
