@@ -1687,8 +1687,6 @@ def write_release(
     from geokanon.report.html import build_report, preload_plotting
     from geokanon.verify import verify_release
 
-    preload_plotting()  # the report's plotting modules load while the files are written
-
     def stage(name: str) -> Progress | None:
         # each stage starts from what is held: also the first, as the core's threads leave
         # freed memory in their own arenas (the halves of a sort: +1.1 GB at 1e7)
@@ -1699,6 +1697,9 @@ def write_release(
     with claim(Path(out), force=options.force) as held, held.build() as build:
         tmp = build.path
         steps = stage("write")
+        # the report's plotting modules load while the files are written (after the stage
+        # has handed back what the core freed: a thread started before it kept 0.8 GB more)
+        preload_plotting()
         written: dict[str, str] = {}
         manifest = build_release_files(
             tmp, table, result, policy, options, version=version, mask_risk=mask_risk,
