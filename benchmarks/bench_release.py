@@ -15,19 +15,31 @@ Usage::
     python benchmarks/bench_release.py --n 1e7
     python benchmarks/bench_release.py --quick          # toy size (CI)
     python benchmarks/bench_release.py --n 1e6 --subjects --keep   # subject ids, kept column
+    python benchmarks/bench_release.py --n 1e7 --baseline d39bb7f --repeat 2   # side by side
+
+``--baseline REV`` runs the same script, in a fresh process per run, once with this tree's
+``geokanon`` and once with revision ``REV``'s (its ``src`` extracted with ``git archive``,
+its numba kernels compiled in an untimed run at 3e5 records first), alternating
+``--repeat`` times so that both see the same machine, and prints each tree's stages side by
+side with the ratio of the release's seconds (core plus ``write_release``).
+``--baseline-src DIR`` uses a source tree as it is. The baseline runs this script's
+workload and timing, with its own stages (an older ``write_release`` names other ones).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -149,6 +161,74 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
     return rows
 
 
+#: This tree's sources (the package a run without a baseline imports, installed or not).
+_THIS_SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def _child(src: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
+    """One run of this script in a fresh process, importing ``geokanon`` from ``src`` (put
+    first on the path: an installed copy elsewhere is not taken); its stages as printed
+    with ``--json``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--n", str(n), "--json"]
+    cmd += ["--subjects"] * args.subjects + ["--keep"] * args.keep
+    cmd += ["--default-heap"] * args.default_heap
+    if args.out:
+        cmd += ["--out", args.out]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"a run with {src} failed:\n{proc.stderr[-3000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def side_by_side(args: argparse.Namespace, n: int) -> None:
+    """``--baseline`` / ``--baseline-src``: both trees, alternating, stages side by side."""
+    import tempfile as _tempfile
+
+    from benchmarks.bench_cold_start import _extract  # git archive of a revision
+
+    with _tempfile.TemporaryDirectory() as tmp:
+        if args.baseline_src:
+            base_src, name = Path(args.baseline_src).resolve(), str(args.baseline_src)
+        else:
+            base_src, name = _extract(args.baseline, Path(tmp)), str(args.baseline)
+            _child(base_src, args, min(n, 300_000))  # its numba kernels compile: not timed
+        _child(_THIS_SRC, args, min(n, 20_000))  # this tree's caches are loaded, untimed
+        runs: dict[str, list[dict[str, Any]]] = {"this tree": [], name: []}
+        for _ in range(args.repeat):
+            runs["this tree"].append(_child(_THIS_SRC, args, n))
+            runs[name].append(_child(base_src, args, n))
+    stages: list[str] = []
+    for tree_runs in runs.values():
+        for run_ in tree_runs:
+            stages += [str(r[0]) for r in run_["rows"] if r[0] not in stages]
+    print(f"records {n:,}; {args.repeat} run(s) of each tree, alternating; seconds "
+          f"(peak GB) per run")  # fmt: skip
+    for label, tree_runs in runs.items():
+        files = sorted({str(r["geokanon"]) for r in tree_runs})
+        print(f"  {label}: geokanon from {', '.join(files)}")
+    width = max(len(s) for s in [*stages, "release (core + write)"]) + 2
+    print(f"{'stage':<{width}}" + "".join(f"{t:>32}" for t in runs))
+    for stage in stages:
+        cells = []
+        for tree_runs in runs.values():
+            got = []
+            for run_ in tree_runs:
+                row = {str(r[0]): r for r in run_["rows"]}.get(stage)
+                got.append("-" if row is None else f"{row[1]:.2f} ({row[2]:.2f})")
+            cells.append(" / ".join(got))
+        print(f"{stage:<{width}}" + "".join(f"{c:>32}" for c in cells))
+    totals = {t: [float(r["release_s"]) for r in tr] for t, tr in runs.items()}
+    cells = [" / ".join(f"{v:.2f}" for v in vs) for vs in totals.values()]
+    print(f"{'release (core + write)':<{width}}" + "".join(f"{c:>32}" for c in cells))
+    mine, base = totals["this tree"], totals[name]
+    ratios = " / ".join(f"{a / b:.3f}" for a, b in zip(mine, base, strict=True))
+    print(f"ratio this tree / {name}: {ratios} (run by run; mean "
+          f"{sum(mine) / sum(base):.3f})")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", default="1e6", help="records (e.g. 1e6, 1e7)")
@@ -162,17 +242,34 @@ def main() -> None:
         help="leave glibc's defaults (the geokanon command keeps freed memory for reuse: "
         "geokanon._heap)",
     )
+    ap.add_argument("--baseline", default=None, help="git revision to run side by side")
+    ap.add_argument("--baseline-src", default=None, help="a source tree to run side by side")
+    ap.add_argument("--repeat", type=int, default=1, help="with a baseline: runs of each tree")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # a child's output
     args = ap.parse_args()
-    from geokanon._heap import keep_freed_memory
-
-    if not args.default_heap:
-        keep_freed_memory()
     n = 20_000 if args.quick else int(float(args.n))
     if args.quick:
         args.subjects = args.keep = True
+    if args.baseline or args.baseline_src:
+        side_by_side(args, n)
+        return
+    heap = "glibc defaults" if args.default_heap else "kept, as the geokanon command"
+    if not args.default_heap:
+        try:
+            from geokanon._heap import keep_freed_memory
+        except ImportError:  # an older baseline: it had no such setting
+            heap = "glibc defaults (this geokanon has no geokanon._heap)"
+        else:
+            keep_freed_memory()
     with tempfile.TemporaryDirectory(dir=args.out) as tmp:
         rows = run(n, subjects=args.subjects, keep=args.keep, out_dir=Path(tmp))
-    heap = "glibc defaults" if args.default_heap else "kept, as the geokanon command"
+    if args.json:
+        import geokanon
+
+        release_s = sum(r[1] for r in rows if r[0] in ("core", "write_release total"))
+        print(json.dumps({"rows": rows, "cpu": cpu, "release_s": release_s, "heap": heap,
+                          "geokanon": str(Path(geokanon.__file__).parent)}))  # fmt: skip
+        return
     print(f"records {n:,}; subjects {'yes' if args.subjects else 'no'}; "
           f"kept column {'yes' if args.keep else 'no'}; cores {os.cpu_count()}; "
           f"freed memory {heap}")  # fmt: skip

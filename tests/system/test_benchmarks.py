@@ -19,6 +19,10 @@ CASES = {
     "sweep": (["bench_sweep.py", "--n", "20000", "--repeat", "1"], "every sweep cell equals"),
     "scale": (["bench_scale.py", "--quick"], "release core"),
     "release": (["bench_release.py", "--quick"], "write_release total"),
+    "release_baseline": (
+        ["bench_release.py", "--quick", "--baseline-src", "src"],
+        "ratio this tree / src",
+    ),
     "write_report": (["bench_write_report.py", "--quick", "--repeat", "1"], "report s"),
 }
 
