@@ -208,7 +208,8 @@ def side_by_side(args: argparse.Namespace, n: int) -> None:
           f"(peak GB) per run")  # fmt: skip
     for label, tree_runs in runs.items():
         files = sorted({str(r["geokanon"]) for r in tree_runs})
-        print(f"  {label}: geokanon from {', '.join(files)}")
+        heaps = sorted({str(r["heap"]) for r in tree_runs})
+        print(f"  {label}: geokanon from {', '.join(files)}; freed memory {', '.join(heaps)}")
     width = max(len(s) for s in [*stages, "release (core + write)"]) + 2
     print(f"{'stage':<{width}}" + "".join(f"{t:>32}" for t in runs))
     for stage in stages:
