@@ -185,11 +185,9 @@ def _child(src: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
 
 def side_by_side(args: argparse.Namespace, n: int) -> None:
     """``--baseline`` / ``--baseline-src``: both trees, alternating, stages side by side."""
-    import tempfile as _tempfile
-
     from benchmarks.bench_cold_start import _extract  # git archive of a revision
 
-    with _tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         if args.baseline_src:
             base_src, name = Path(args.baseline_src).resolve(), str(args.baseline_src)
         else:

@@ -1188,26 +1188,32 @@ def _write_groups(
     if (syn_g >= 0).any():
         group_sizes += np.bincount(syn_g[syn_g >= 0], minlength=n_groups)
     gx, gy = (np.asarray(v, dtype=np.float64) for v in xy)
-    columns = {
-        "group_id": np.arange(n_groups, dtype=np.int64),
-        "n_records": group_sizes.astype(np.int64),
-        "x": gx,
-        "y": gy,
-        "radius_m": np.full(n_groups, r_max_m, dtype=np.float64),
-    }
-    groups = groups_table(columns, group_unit, [str(u) for u in unames])
+    groups = groups_table(group_sizes, gx, gy, r_max_m, group_unit, [str(u) for u in unames])
     _write_arrow_parquet(geo_table(groups, (gx, gy), crs), path)
     return group_unit, group_sizes, groups
 
 
 def groups_table(
-    columns: dict[str, np.ndarray], group_unit: np.ndarray, names: Sequence[str]
+    sizes: np.ndarray,
+    gx: np.ndarray,
+    gy: np.ndarray,
+    r_max_m: float,
+    group_unit: np.ndarray,
+    names: Sequence[str],
 ) -> pa.Table:
-    """``groups.parquet``'s table without the geometry: ``columns`` (ids, records, x, y,
-    radius) and each group's unit text (``names[group_unit]``), with the pandas metadata
-    of the equivalent frame, so pandas reads the same dtypes; built from arrays (no
-    Python string per group). Both layouts write it."""
+    """``groups.parquet``'s table without the geometry: per group its id, records
+    (``sizes``), representative (``gx``, ``gy``), radius and unit text
+    (``names[group_unit]``), with the pandas metadata of the equivalent frame, so pandas
+    reads the same dtypes; built from arrays (no Python string per group). Both layouts
+    write it."""
     n_groups = group_unit.size
+    columns = {
+        "group_id": np.arange(n_groups, dtype=np.int64),
+        "n_records": np.asarray(sizes, dtype=np.int64),
+        "x": np.asarray(gx, dtype=np.float64),
+        "y": np.asarray(gy, dtype=np.float64),
+        "radius_m": np.full(n_groups, r_max_m, dtype=np.float64),
+    }
     if n_groups:
         like = pd.DataFrame({**{k: v[:1] for k, v in columns.items()}, "unit": [names[0]]})
         return pa.Table.from_arrays(

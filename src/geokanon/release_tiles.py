@@ -1407,17 +1407,12 @@ def _group_and_class_files(
     group_unit = _group_units(
         lambda: (pair for _, pair in state.chunks("group_id", "unit_codes")), ng
     )
-    columns = {
-        "group_id": np.arange(ng, dtype=np.int64),
-        "n_records": np.asarray(group_sizes, dtype=np.int64),
-        "x": np.asarray(gx, dtype=np.float64),
-        "y": np.asarray(gy, dtype=np.float64),
-        "radius_m": np.full(ng, policy.r_max_m, dtype=np.float64),
-    }
-    groups = groups_table(columns, group_unit, [str(u) for u in g.unit_names])
+    groups = groups_table(
+        group_sizes, gx, gy, policy.r_max_m, group_unit, [str(u) for u in g.unit_names]
+    )
     # GeoParquet: the representative as the geometry (the layout publishes in its own CRS)
     _write_arrow_parquet(geo_table(groups, (gx, gy), crs), rel / "groups.parquet")
-    del groups, columns
+    del groups
     classes = pd.DataFrame(
         {
             "class_id": np.arange(nc, dtype=np.int64),

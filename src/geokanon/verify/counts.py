@@ -628,26 +628,26 @@ def id_tallies(rel: ReleaseReader, rows: RecordRows) -> dict[str, IdTally]:
     """
     read = rows.unreadable is None
     out = {}
-    for what, ids, syn_ids, table, pub_ids, got in (
-        ("group", rel.gid, rel.syn_gid, rel.groups, rel.group_ids, rows.per_group),
-        ("class", rel.cid, rel.syn_cid, rel.classes, rel.class_ids, rows.per_class),
+    for what, table, pub_ids, got in (
+        ("group", rel.groups, rel.group_ids, rows.per_group),
+        ("class", rel.classes, rel.class_ids, rows.per_class),
     ):
-        expected = _members_per_id(rel, what, ids, syn_ids)
+        expected = _members_per_id(rel, what)
         sizes = pd.to_numeric(table["n_records"]).to_numpy(dtype=np.int64)
         out[what] = id_tally(expected, pub_ids, sizes, got if read else None)
     return out
 
 
-def _members_per_id(
-    rel: ReleaseReader, what: str, ids: NDArray[np.int64], syn_ids: NDArray[np.int64]
-) -> pd.Series:
-    """The audit's (and the synthetic records') rows per group or class id (``what``):
-    counted once per reader (:func:`warm_counts` may have counted them already)."""
-    return once(
-        rel,
-        f"_members_per_{what}",
-        lambda: value_counts(np.concatenate([ids[ids >= 0], syn_ids[syn_ids >= 0]])),
-    )
+def _members_per_id(rel: ReleaseReader, what: str) -> pd.Series:
+    """The audit's (and the synthetic records') rows per group or class id (``what``:
+    ``group`` or ``class``): counted once per reader (:func:`warm_counts` may have counted
+    them already)."""
+
+    def count() -> pd.Series:
+        ids, syn = (rel.gid, rel.syn_gid) if what == "group" else (rel.cid, rel.syn_cid)
+        return value_counts(np.concatenate([ids[ids >= 0], syn[syn >= 0]]))
+
+    return once(rel, f"_members_per_{what}", count)
 
 
 def warm_counts(rel: ReleaseReader) -> None:
@@ -658,8 +658,8 @@ def warm_counts(rel: ReleaseReader) -> None:
     ``no_leak`` (which ``counts`` waits for) still reads the records files: the same
     values, counted sooner. Nothing read from ``release/`` but the tables is used.
     """
-    _members_per_id(rel, "group", rel.gid, rel.syn_gid)
-    _members_per_id(rel, "class", rel.cid, rel.syn_cid)
+    _members_per_id(rel, "group")
+    _members_per_id(rel, "class")
     _single_unit_tally(rel)
 
 
