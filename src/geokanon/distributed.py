@@ -592,6 +592,62 @@ def _classify_group_task(
     return cls, Grouping(g.group_id.astype(np.int32), g.rep_x, g.rep_y)
 
 
+def _warm_payload(policy: OutlierPolicy, like: tuple[NDArray[Any] | None, ...]) -> tuple[Any, ...]:
+    """A small made-up tile in the form of :func:`_classify_group_task`'s payload: towns
+    of ``k`` subjects or more within ``r_max``, a few between them and some alone, the last
+    rows its halo. ``like`` are the real payload's subjects, times, grouping subjects and
+    tiebreak (``None``: absent), whose dtypes it takes, so that a task on it calls the
+    compiled kernels with the signatures of the real tiles."""
+    subj, ta, group_by, tb = like
+    rng = np.random.default_rng(0)
+    r = policy.r_work_m
+    towns = rng.uniform(0.0, 60.0 * r, (30, 2))
+    members = towns[np.repeat(np.arange(30), 3 * policy.k)]
+    pts = np.vstack([
+        members + rng.normal(0.0, r / 1.5, members.shape),
+        rng.uniform(0.0, 60.0 * r, (60, 2)),
+    ])  # fmt: skip
+    m = pts.shape[0]
+    n_owned = m - 40
+    codes = np.arange(m, dtype=np.int64) % (m // 2)
+    times = None
+    if ta is not None:
+        times = rng.uniform(0.0, 4.0 * (policy.t_max_s or 1.0), m)
+    rows: NDArray[Any] | None = np.arange(n_owned, dtype=np.int64)  # as payloads() picks
+    if group_by is not None:
+        rows = None if group_by is subj else codes[:n_owned].astype(group_by.dtype)
+    return (
+        pts[:, 0].copy(), pts[:, 1].copy(), n_owned, policy,
+        None if subj is None else codes.astype(subj.dtype), times, rows,
+        None if tb is None else rng.integers(0, 2**63, n_owned).astype(tb.dtype),
+    )  # fmt: skip
+
+
+def _warm_task(func: Callable[..., Any], payload: tuple[Any, ...]) -> None:
+    """Run ``func`` on a made-up payload and drop the result: a warm-up never fails."""
+    with contextlib.suppress(Exception):
+        func(*payload)
+
+
+def _warm_workers(
+    client: Any, policy: OutlierPolicy, like: tuple[NDArray[Any] | None, ...]
+) -> list[Any]:
+    """One warm-up task per worker (:func:`_classify_group_task` on
+    :func:`_warm_payload`), behind any real task: a fresh worker loads the compiled
+    kernels from numba's cache at their first call, about 0.7 s at 1e7, which the first
+    tile task would otherwise wait for. Returns the futures (to release)."""
+    try:
+        payload = _warm_payload(policy, like)
+        workers = list(client.scheduler_info().get("workers", {}))
+        return [
+            client.submit(_warm_task, _classify_group_task, payload, workers=[w],
+                          allow_other_workers=False, pure=False, priority=-1)
+            for w in workers
+        ]  # fmt: skip
+    except Exception:  # a warm-up never fails the release
+        return []
+
+
 @dataclass
 class _FirstGroups:
     """The release core's first grouping, made in the first classification's tile tasks
@@ -850,7 +906,18 @@ def classify_tiled(
             first.sizes[key] = act.size
 
     task = _classify_task if first is None else _classify_group_task
-    _run(client, task, payloads(), consume=consume, records=_payload_records)
+    # the workers load the tasks' compiled kernels while this process sorts the records
+    # into tiles (before the first payload exists), not in the first tile task
+    warming = (
+        []
+        if client is None or first is None
+        else _warm_workers(client, policy, (subj, ta, first.subjects, first.tiebreak))
+    )
+    try:
+        _run(client, task, payloads(), consume=consume, records=_payload_records)
+    finally:
+        for fut in warming:
+            fut.release()
     return Classification(
         labels=labels, iota=iota, iota_space=iota_space, space_labels=space_labels
     )

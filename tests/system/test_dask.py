@@ -451,6 +451,22 @@ def test_windowed_runner_keeps_order_and_builds_payloads_lazily(client):
         _run(client, _square, ((v,) for v in range(20)), window=2)
 
 
+def test_each_worker_warms_up_once_and_a_failing_warm_up_is_dropped(client):
+    import geokanon.distributed as D
+
+    like = (np.zeros(3, np.int64), None, None, np.zeros(3, np.uint64))
+    futures = D._warm_workers(client, OutlierPolicy(k=3, r_max_m=40.0), like)
+    workers = set(client.scheduler_info()["workers"])
+    assert len(futures) == len(workers) == 2
+    assert client.gather(futures) == [None, None]
+    held = client.who_has(futures)
+    assert {w for f in futures for w in held[f.key]} == workers
+    # a payload the task cannot take: the warm-up says nothing and fails nothing
+    assert D._warm_task(D._classify_group_task, (np.zeros(2),)) is None
+    for f in futures:
+        f.release()
+
+
 def test_chunked_tiling_matches_whole_arrays(monkeypatch):
     import geokanon.distributed as D
 

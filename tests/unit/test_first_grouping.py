@@ -102,3 +102,53 @@ def test_same_values_sees_through_views_and_copies():
     assert not D._same_values(a, b)
     assert not D._same_values(a, a[:9])
     assert not D._same_values(a, a[::-1])  # the same memory seen another way
+
+
+@pytest.mark.parametrize(
+    ("subjects", "times", "group_by", "tiebreak"),
+    [
+        (np.int32, False, "same", np.uint64),
+        (np.int64, True, np.int64, None),
+        (None, False, None, None),
+        (None, False, np.int32, np.uint64),
+    ],
+)
+def test_the_workers_warm_up_on_a_tile_shaped_like_the_real_ones(
+    monkeypatch, subjects, times, group_by, tiebreak
+):
+    # _warm_workers runs this payload with errors swallowed (a warm-up never fails the
+    # release), so it is run here in the open: it must be a valid tile task, with the
+    # real payload's dtypes, that reaches the grouping's leftover placement
+    policy = dataclasses.replace(POLICY, t_max_s=3_600.0) if times else POLICY
+    subj = None if subjects is None else np.zeros(4, dtype=subjects)
+    by = subj if group_by == "same" else None if group_by is None else np.zeros(4, group_by)
+    like = (
+        subj,
+        np.zeros(4) if times else None,
+        by,
+        None if tiebreak is None else np.zeros(4, dtype=tiebreak),
+    )
+    payload = D._warm_payload(policy, like)
+    x, y, n_owned, pol, s, t, rows, tb = payload
+    assert x.dtype == y.dtype == np.float64 and pol is policy and 0 < n_owned < x.size
+    assert (s is None) == (subj is None) and (s is None or s.dtype == subjects)
+    assert (t is None) == (not times)
+    # the owned records' grouping subjects, as classify_tiled's payloads pick them
+    if group_by == "same":
+        assert rows is None
+    elif group_by is None:
+        assert rows is not None and rows.dtype == np.int64
+    else:
+        assert rows is not None and rows.dtype == group_by and rows.size == n_owned
+    assert (tb is None) == (tiebreak is None) and (tb is None or tb.size == n_owned)
+    import geokanon.grouping as G
+
+    placed: list[int] = []
+    place = G._place_leftovers
+    monkeypatch.setattr(
+        G, "_place_leftovers", lambda left, *a: placed.append(left.size) or place(left, *a)
+    )
+    cls, grouping = D._classify_group_task(*payload)
+    counts = cls.counts()
+    assert counts["ok"] and counts["merge"] and counts["generalise"] and counts["suppress"]
+    assert grouping is not None and grouping.rep_x.size > 0 and placed and placed[0] > 0
