@@ -1212,15 +1212,22 @@ def _release_held(
                     }
                 # every file is hashed once; the report's files again after it
                 digests = finish_manifest(tmp, manifest, unchanged=part_digests)
-                say("report")
-                _report(tmp, sample, claimed, scratch)
-                finish_manifest(
-                    tmp,
-                    manifest,
-                    unchanged={f: d for f, d in digests.items() if f not in _REPORT_WRITES},
+
+                def write_report() -> None:
+                    say("report")
+                    _report(tmp, sample, claimed, scratch)
+                    finish_manifest(
+                        tmp,
+                        manifest,
+                        unchanged={f: d for f, d in digests.items() if f not in _REPORT_WRITES},
+                    )
+                    say("verify the parts against the source partitions")
+
+                # the report is written while the verification's source tasks check and
+                # route their partitions (they scan the small files once it is written)
+                report = verify_partitioned(
+                    tmp, source=source, client=c, scratch_dir=scratch, before_scan=write_report
                 )
-                say("verify the parts against the source partitions")
-                report = verify_partitioned(tmp, source=source, client=c, scratch_dir=scratch)
                 _confirm_results(report, claimed, deterministic, details=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

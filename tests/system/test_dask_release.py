@@ -6,6 +6,7 @@ import dataclasses
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -215,6 +216,66 @@ def _mutable_copy(towns_release, tmp_path: Path) -> tuple[ParquetPartitions, Pat
 def _refresh(out: Path) -> None:
     manifest = json.loads((out / "release" / "manifest.json").read_text())
     finish_manifest(out, manifest)
+
+
+def test_small_files_written_beside_the_source_tasks_are_scanned_as_written(
+    client, towns_release, tmp_path
+):
+    """``before_scan`` (the writer's report) runs while the source tasks check and route
+    their partitions; they read and scan the small files only once it has returned: a
+    coordinate it writes into the report is found, and one it removes is not."""
+    src, out = _mutable_copy(towns_release, tmp_path)
+    x = src.load(1)["x"]
+    counts = x.value_counts()
+    leaked = float(counts.index[counts == 1][0])
+    page = out / "release" / "report.html"
+    clean = page.read_text()
+    page.write_text(clean.replace("</body>", f"<p>at {leaked!r}</p></body>"))
+    _refresh(out)
+    seen: list[list[str]] = []
+
+    def write(text: str) -> None:
+        # the source tasks are on the cluster while this runs (they wait for it)
+        for _ in range(200):
+            running = [k for keys in client.processing().values() for k in keys]
+            if any("_source_task" in str(k) for k in running):
+                break
+            time.sleep(0.05)
+        seen.append(running)
+        page.write_text(text)
+        _refresh(out)
+
+    report = verify_partitioned(out, source=src, client=client, before_scan=lambda: write(clean))
+    assert report.passed, format_report(report)
+    assert seen and any("_source_task" in str(k) for k in seen[0])
+    leaky = clean.replace("</body>", f"<p>at {leaked!r}</p></body>")
+    report = verify_partitioned(out, source=src, client=client, before_scan=lambda: write(leaky))
+    # (a number in the prose that is no figure of the release: holes says so too)
+    assert report.failed == ("holes", "no_leak"), format_report(report)
+    assert "report.html" in report["no_leak"].detail
+    assert repr(leaked) not in report["no_leak"].detail
+    # without a client it is called first, and the same holds
+    order: list[str] = []
+    report = verify_partitioned(
+        out, source=src, before_scan=lambda: (order.append("written"), write(clean))
+    )
+    assert order == ["written"] and report.passed
+
+
+def test_a_failing_before_scan_releases_the_waiting_source_tasks(client, towns_release, tmp_path):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def fail() -> None:
+        raise RuntimeError("the report could not be written")
+
+    with pytest.raises(RuntimeError, match="could not be written"):
+        verify_partitioned(out, source=src, client=client, scratch_dir=scratch, before_scan=fail)
+    # every task has returned (none waits on the cluster) and the scratch is gone
+    assert not any(client.processing().values())
+    assert list(scratch.iterdir()) == []
+    assert verify_partitioned(out, source=src, client=client).passed
 
 
 def test_moved_representative_fails_extent(client, towns_release, tmp_path):

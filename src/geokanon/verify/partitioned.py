@@ -253,17 +253,14 @@ def _source_task(
     source: Any,
     i: int,
     offset: int,
-    audit_path: str,
+    root: str,
     route: dict[str, Any] | None,
     scratch: str,
-    leak_files: list[tuple[str, str]],
-    k: int,
     bad_names: frozenset[str],
     kept: Sequence[str],
-    figures: Mapping[str, float],
-    published: Mapping[str, Any],
-    unit_classes: pd.DataFrame | None = None,
-    sample_every: int = 0,
+    unit_classes: pd.DataFrame | None,
+    small: Mapping[str, Any] | None,
+    wait: str | None = None,
 ) -> dict[str, Any]:
     """Check audit part ``i`` against source partition ``i``; count, route and scan.
 
@@ -273,17 +270,23 @@ def _source_task(
     :func:`~geokanon.verify.counts.class_units`, with ``unit_classes``: the rows of
     ``classes.parquet`` whose level is ``unit``), merged on the driver.
 
-    ``figures`` and ``published`` (the numbers the release publishes, its unit ids, its
-    CRS and directory: :func:`_published`) set what the small files may hold (``no_leak``, by the
-    single-file rules).
+    ``small`` is what the small files say (:func:`_small_files`): the files to scan (with
+    ``no_leak``'s single-file rules), ``k``, the release's figures and what it publishes
+    (its numbers, unit ids and CRS: :func:`_published`), which set what they may hold, and
+    the manifest's ``report_sample.every``. ``wait``: the name of a Dask ``Variable`` the
+    driver sets to ``small`` once the small files are final (the release writer writes
+    its report meanwhile, :func:`verify_partitioned`'s ``before_scan``): the task does all
+    else first, then waits for it seceded from its worker's threads (other tasks run
+    meanwhile) and scans last; ``None`` set there: the verification was given up, and
+    the task returns without scanning.
 
     ``kept`` are the kept columns the release parts publish: every member's source
     values of them travel with it to its part (the part compares its groups' and
     classes' kept values with its members', as for a single file).
 
-    ``sample_every``: the manifest's ``report_sample.every`` (0: none); the partition's
-    records the report sample's rule draws (:func:`~geokanon.verify._arrays.sample_records`)
-    are counted, summed on the driver for ``manifest``.
+    The partition's records the report sample's rule draws
+    (:func:`~geokanon.verify._arrays.sample_records`) are counted, summed on the driver
+    for ``manifest``.
     """
     f = source.load(i)
     # read as a single-file source's rows are (one partition): the partition's columns
@@ -317,27 +320,77 @@ def _source_task(
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
     attrs = _kept_values(source, f, i, kept, out["problems"])
+    del f
+    # the audit part is read by the single-file reader (one partition: its audit file is
+    # the part, its source the partition's rows)
+    audit_path = Path(root) / "audit" / "assignment" / f"part-{i:05d}.parquet"
+    view = ReleaseReader.of_source_partition(
+        Path(root), Source(n_rows=n), audit_path, f"audit part {i}"
+    )
+    _audit_part(
+        out, view, i, n, offset, x, y, unit, ucode, unames, sid, skey, subj, attrs, route,
+        scratch, unit_classes,
+    )  # fmt: skip
+    if wait is not None:
+        small = _when_final(wait)
+    if small is None:
+        return out
+    if small["sample_every"] >= 2 and "audit" in out:  # the audit part was read
+        out["sample_records"] = view.report_sample_basis(small["sample_every"])[1]
+    published = small["published"]
     texts = published["texts"] | {str(u) for u in unames}
     sec = _strict_secrets(
-        Path(published["root"]), x, y, subj, attrs, k=k, bad_names=bad_names,
-        figures=figures, unit_texts=frozenset(texts), published=published["numbers"],
+        Path(root), x, y, subj, attrs, k=small["k"], bad_names=bad_names,
+        figures=small["figures"], unit_texts=frozenset(texts), published=published["numbers"],
         crs=published["crs"],
     )  # fmt: skip
-    for rel_name, path in leak_files:
+    for rel_name, path in small["leak_files"]:
         found = scan_file(Path(path), sec)
         if found:
             out["leaks"].append(f"{rel_name}: " + ", ".join(dict.fromkeys(found)))
-    # the audit part is read by the single-file reader (one partition: its audit file is
-    # the part, its source the partition's rows)
-    view = ReleaseReader.of_source_partition(
-        Path(published["root"]), Source(n_rows=n), Path(audit_path), f"audit part {i}"
-    )
+    return out
+
+
+def _when_final(name: str) -> Mapping[str, Any] | None:
+    """In a task: wait, seceded from the worker's threads, for the Dask ``Variable``
+    ``name`` (a future of what the small files say, or ``None``), and return its value."""
+    from distributed import Variable, rejoin, secede
+
+    secede()
+    try:
+        got = Variable(name).get()
+        return None if got is None else dict(got.result())
+    finally:
+        rejoin()
+
+
+def _audit_part(
+    out: dict[str, Any],
+    view: ReleaseReader,
+    i: int,
+    n: int,
+    offset: int,
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    unit: NDArray[Any],
+    ucode: NDArray[np.integer[Any]],
+    unames: NDArray[Any],
+    sid: Any,
+    skey: NDArray[Any] | None,
+    subj: NDArray[Any] | None,
+    attrs: Mapping[str, pd.Series],
+    route: dict[str, Any] | None,
+    scratch: str,
+    unit_classes: pd.DataFrame | None,
+) -> None:
+    """:func:`_source_task`'s check of audit part ``i`` against its source partition, its
+    tallies and the routing of its records to the release parts, into ``out``."""
     problems = out["problems"]
     try:
         rows = view.audit_source_rows
         if view.n_audit != n:
             problems.append(f"audit part {i} has {view.n_audit} rows for {n} source rows")
-            return out
+            return
         if not np.array_equal(rows, offset + np.arange(n)):
             problems.append(f"audit part {i}: source_row is not the source order")
         xm, ym = view.xy_m
@@ -350,9 +403,7 @@ def _source_task(
         is_disposal("grouped")  # an unreadable disposal column is found here
     except Unreadable as exc:
         problems.append(str(exc))
-        return out
-    if sample_every >= 2:
-        out["sample_records"] = view.report_sample_basis(sample_every)[1]
+        return
     # the single-file rules' tally of this partition (counts.audit_tally), merged on the
     # driver
     audit_units = unames_a[ucode_a] if ucode_a.size else np.zeros(0, dtype=object)
@@ -385,7 +436,7 @@ def _source_task(
             }
         )
     if route is None:
-        return out
+        return
     # Route members (with their kept values) and coordinates to the release parts.
     # Without a subject column every record is its own subject: its row number stands
     # for it. Units travel as dictionary codes (the part reads them back as text).
@@ -437,7 +488,6 @@ def _source_task(
         index = np.asarray(route["group"]["index"], dtype=np.int64)
         coords = pa.table({"x": pa.array(x[sel]), "y": pa.array(y[sel])})
         _write_pieces(scratch, index[in_part[sel]], f"c{i:06d}", coords)
-    return out
 
 
 #: Prefix of a member piece's column holding a kept column's source values.
@@ -854,6 +904,71 @@ def _run_tasks(client: Any, func: Callable[..., Any], payloads: list[tuple[Any, 
             fut.release()
 
 
+def _small_files(
+    root: Path, scratch: Path, records: int, *, working: Any, own_subjects: bool
+) -> dict[str, Any]:
+    """What the small files say, read once they are final: the files ``no_leak`` scans
+    against every source partition (``groups.parquet``'s metadata as text in
+    ``scratch``), the manifest's ``k``, ``r_max_m`` and ``report_sample.every``, the
+    release's figures (:func:`_figures`) and what it publishes (:func:`_published`, with
+    the release's CRS: the audit's working CRS ``working``, else the manifest's)."""
+    rel = root / "release"
+    manifest = _json(rel / "manifest.json")
+    k = int(manifest.get("k", 0) or 0)
+    r_max = float(manifest.get("r_max_m", 0.0) or 0.0)
+    crs = working or manifest.get("crs") or None
+    crs = None if crs is None else str(crs)
+    scan = [(s, str(rel / s)) for s in SMALL_FILES if (rel / s).is_file()]
+    if (rel / "groups.parquet").is_file():
+        meta = pq.read_schema(rel / "groups.parquet").metadata or {}
+        meta_file = scratch / "groups-metadata.txt"
+        meta_file.write_text(_metadata_text(rel / "groups.parquet", meta, crs))
+        scan.append(("groups.parquet (metadata)", str(meta_file)))
+    figures = _figures(rel, records, r_max)
+    published = _published(root, k, figures, own_subjects=own_subjects)
+    published["crs"] = crs
+    return {
+        "leak_files": scan, "k": k, "r_max": r_max, "figures": figures,
+        "published": published, "sample_every": _sample_every(manifest),
+    }  # fmt: skip
+
+
+def _source_round_beside(
+    client: Any,
+    payloads: list[tuple[Any, ...]],
+    before_scan: Callable[[], None],
+    small_files: Callable[[], dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The source tasks, submitted before ``before_scan`` runs here: they check and route
+    their partitions meanwhile, then wait (:func:`_when_final`) for what the small files
+    say, read here (``small_files``) once it has returned, and scan them. Returns their
+    results and what the small files say.
+
+    If ``before_scan`` or the reading fails, the tasks are told (``None``) and return
+    unscanned; every task has returned before this does (they write to the scratch
+    directory the caller removes, and read the ``Variable`` this deletes)."""
+    from distributed import Variable, wait
+
+    var = Variable(f"geokanon-small-files-{uuid.uuid4().hex}", client=client)
+    futures = [client.submit(_source_task, *p, None, var.name, pure=False) for p in payloads]
+    held: list[Any] = []
+    try:
+        try:
+            before_scan()
+            small = small_files()
+        except BaseException:
+            var.set(None)
+            raise
+        held = client.scatter([small], hash=False)  # once, not once per task
+        var.set(held[0])
+        return list(client.gather(futures)), small
+    finally:
+        wait(futures)
+        var.delete()
+        for fut in [*futures, *held]:
+            fut.release()
+
+
 def _result(name: str, problems: Sequence[str], ok_detail: str) -> CheckResult:
     if problems:
         more = f" (and {len(problems) - _MAX_NOTES} more)" if len(problems) > _MAX_NOTES else ""
@@ -876,6 +991,7 @@ def verify_partitioned(
     scratch_dir: str | Path | None = None,
     tolerance_m: float = 0.0,
     checks: Sequence[str] | None = None,
+    before_scan: Callable[[], None] | None = None,
 ) -> VerificationReport:
     """Run every check of :data:`geokanon.verify.CHECKS` on a partitioned release.
 
@@ -898,6 +1014,11 @@ def verify_partitioned(
         representative counts as a member's coordinate).
     checks
         Run only these checks (default: all).
+    before_scan
+        Writes the small files (the release writer's report, notes and final manifest),
+        called here once the source tasks are submitted: they check and route their
+        partitions meanwhile and read what the small files say (and scan them) only
+        once it has returned. Without a client it is called first.
 
     Returns
     -------
@@ -913,7 +1034,9 @@ def verify_partitioned(
     unknown = [c for c in names if c not in CHECKS]
     if unknown:
         raise InputError(f"unknown checks {unknown}; the checks are {list(CHECKS)}")
-    manifest = _json(rel / "manifest.json")
+    if before_scan is not None and client is None:
+        before_scan()  # nothing runs beside it
+        before_scan = None
     audit = _json(aud / "audit.json")
     info = audit.get("partitioned")
     if not isinstance(info, Mapping):
@@ -921,10 +1044,6 @@ def verify_partitioned(
             f"{str(root)!r} is not a partitioned release (no audit.json 'partitioned'); "
             "verify it with geokanon.verify.verify_release"
         )
-    k = int(manifest.get("k", 0) or 0)
-    r_max = float(manifest.get("r_max_m", 0.0) or 0.0)
-    working = audit.get("working_crs") or manifest.get("crs") or None
-    working = None if working is None else str(working)
     sizes = [int(s) for s in info.get("rows_per_source_part", [])]
     if len(source) != len(sizes):
         raise InputError(
@@ -950,30 +1069,32 @@ def verify_partitioned(
                 "tile_lo": [int(p.get("tile_lo", 0)) for _, p in sel],
                 "tile_hi": [int(p.get("tile_hi", 0)) for _, p in sel],
             }
-    scan = [(s, str(rel / s)) for s in SMALL_FILES if (rel / s).is_file()]
-    meta_file: Path | None = None
     base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
     scratch = base / f"geokanon-verify-{uuid.uuid4().hex[:12]}"
     scratch.mkdir(parents=True)
     try:
-        if (rel / "groups.parquet").is_file():
-            meta = pq.read_schema(rel / "groups.parquet").metadata or {}
-            meta_file = scratch / "groups-metadata.txt"
-            meta_file.write_text(_metadata_text(rel / "groups.parquet", meta, working))
-            scan.append(("groups.parquet (metadata)", str(meta_file)))
         offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-        figures = _figures(rel, int(offsets[-1]), r_max)
         kept = _kept_columns(rel, parts) if need_parts else []
-        published = _published(root, k, figures, own_subjects=not roles.get("subject"))
-        published["crs"] = working
         unit_classes = _unit_classes(rel)
-        r1 = _run_tasks(
-            client, _source_task,
-            [(source, i, int(offsets[i]), str(aud / "assignment" / f"part-{i:05d}.parquet"),
-              route, str(scratch), scan, k, bad_names, kept, figures, published, unit_classes,
-              _sample_every(manifest))
-             for i in range(len(sizes))],
-        )  # fmt: skip
+        payloads = [
+            (source, i, int(offsets[i]), str(root), route, str(scratch), bad_names, kept,
+             unit_classes)
+            for i in range(len(sizes))
+        ]  # fmt: skip
+
+        def small_files() -> dict[str, Any]:
+            return _small_files(
+                root, scratch, int(offsets[-1]), working=audit.get("working_crs"),
+                own_subjects=not roles.get("subject"),
+            )  # fmt: skip
+
+        if before_scan is None:
+            small = small_files()
+            r1 = _run_tasks(client, _source_task, [(*p, small) for p in payloads])
+        else:
+            r1, small = _source_round_beside(client, payloads, before_scan, small_files)
+        k, r_max, figures = small["k"], small["r_max"], small["figures"]
+        working = small["published"]["crs"]
         has_subject = bool(r1[0]["has_subject"]) if r1 else False
         r2: list[dict[str, Any]] = []
         if need_parts:
