@@ -894,7 +894,7 @@ def _sample_rows(
 
 @dataclass
 class _ReportSample:
-    frame: pd.DataFrame  # the assignment rows the report is drawn from
+    table: pa.Table  # the assignment rows the report is drawn from
     picked: NDArray[np.int64] | None  # the sampled groups (None: every group)
     note: str
     #: the manifest's ``report_sample`` (None: the report is drawn from every record)
@@ -935,26 +935,27 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
         renumber = np.full(ng, -1, dtype=np.int64)
         renumber[picked] = np.arange(picked.size)
         gid = np.where(gid >= 0, renumber[np.maximum(gid, 0)], -1)
-    frame = pd.DataFrame(
+    # as Arrow columns (the report reads them so: no pandas frame of the sample's rows)
+    disposal = pa.array(["published", "suppressed"], type=pa.large_string())
+    table = pa.table(
         {
-            "group_id": _ids(gid, gid >= 0),
-            "subject": joined["subject"].astype(np.int64),
-            "x_m": joined["x_m"].astype(np.float64),
-            "y_m": joined["y_m"].astype(np.float64),
-            "iota": joined["iota"].astype(np.float64),
+            "group_id": pa.array(gid, mask=gid < 0),
+            "subject": joined["subject"].astype(np.int64, copy=False),
+            "x_m": joined["x_m"].astype(np.float64, copy=False),
+            "y_m": joined["y_m"].astype(np.float64, copy=False),
+            "iota": joined["iota"].astype(np.float64, copy=False),
             # the report's isolation ratios leave suppressed records out when their number
             # is hidden (a histogram of every record would bound it)
-            "disposal": _texts(
-                np.asarray(["published", "suppressed"], dtype=object),
-                (joined["disposal"] == Disposal.SUPPRESSED).astype(np.int8),
+            "disposal": disposal.take(
+                (joined["disposal"] == Disposal.SUPPRESSED).astype(np.int8)
             ),
         }
     )
     entry = None
     if picked is not None:
         # what the verifier recomputes from the audit (docs/release-format.md)
-        entry = {"records": len(frame), "every": m, "divisor": REPORT_SAMPLE_MAX}
-    return _ReportSample(frame, picked, note.format(size=len(frame)), entry)
+        entry = {"records": table.num_rows, "every": m, "divisor": REPORT_SAMPLE_MAX}
+    return _ReportSample(table, picked, note.format(size=table.num_rows), entry)
 
 
 def _rows_of(path: Path, rows: NDArray[np.int64]) -> pa.Table:
@@ -1009,9 +1010,7 @@ def _report(root: Path, sample: _ReportSample, checks: dict[str, bool], scratch:
             groups.set_column(at, "group_id", ids), work / "release" / "groups.parquet"
         )
         del groups
-    frame = pa.Table.from_pandas(sample.frame, preserve_index=False)
-    _scratch_parquet(frame, work / "audit" / "assignment.parquet")
-    del frame
+    _scratch_parquet(sample.table, work / "audit" / "assignment.parquet")
     path = build_report(work, verification=checks)
     text = path.read_text(encoding="utf-8")
     para = (
