@@ -946,9 +946,7 @@ def _take_report_sample(state: _Spilled, ng: int) -> _ReportSample:
             "iota": joined["iota"].astype(np.float64, copy=False),
             # the report's isolation ratios leave suppressed records out when their number
             # is hidden (a histogram of every record would bound it)
-            "disposal": disposal.take(
-                (joined["disposal"] == Disposal.SUPPRESSED).astype(np.int8)
-            ),
+            "disposal": disposal.take((joined["disposal"] == Disposal.SUPPRESSED).astype(np.int8)),
         }
     )
     entry = None

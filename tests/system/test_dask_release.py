@@ -278,6 +278,24 @@ def test_a_failing_before_scan_releases_the_waiting_source_tasks(client, towns_r
     assert verify_partitioned(out, source=src, client=client).passed
 
 
+@pytest.mark.parametrize("change", ["duplicate", "drop"])
+def test_a_group_row_twice_or_missing_fails_counts(client, towns_release, tmp_path, change):
+    src, out = _mutable_copy(towns_release, tmp_path)
+    gpath = out / "release" / "groups.parquet"
+    groups = pd.read_parquet(gpath)
+    at = len(groups) // 2
+    if change == "duplicate":  # one id twice: as many distinct ids, one row more
+        groups = pd.concat([groups.iloc[: at + 1], groups.iloc[at:]], ignore_index=True)
+    else:
+        groups = groups.drop(index=at).reset_index(drop=True)
+    groups.to_parquet(gpath, index=False)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert "counts" in report.failed, format_report(report)
+    assert re.search(r"groups\.parquet: ids \d+\.\.\d+ are not each present once",
+                     report["counts"].detail), report["counts"].detail  # fmt: skip
+
+
 def test_moved_representative_fails_extent(client, towns_release, tmp_path):
     src, out = _mutable_copy(towns_release, tmp_path)
     gpath = out / "release" / "groups.parquet"
