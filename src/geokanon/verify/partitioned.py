@@ -82,7 +82,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from geokanon.errors import InputError
-from geokanon.verify._arrays import distinct_values
+from geokanon.verify._arrays import distinct_values, sample_records
 from geokanon.verify._derived import unit_rows
 from geokanon.verify._reader import (
     PartRows,
@@ -331,12 +331,17 @@ def _source_task(
         out, view, i, n, offset, x, y, unit, ucode, unames, sid, skey, subj, attrs, route,
         scratch, unit_classes,
     )  # fmt: skip
+    # held for the report sample's count (when the audit part was read), then only what
+    # the scan needs: a task that waits holds no more
+    basis = (view.gid, *view.xy_m) if "audit" in out else None
+    del view, src, sid, skey, unit, ucode
     if wait is not None:
         small = _when_final(wait)
     if small is None:
         return out
-    if small["sample_every"] >= 2 and "audit" in out:  # the audit part was read
-        out["sample_records"] = view.report_sample_basis(small["sample_every"])[1]
+    if small["sample_every"] >= 2 and basis is not None:
+        out["sample_records"] = sample_records(*basis, small["sample_every"])
+    del basis
     published = small["published"]
     texts = published["texts"] | {str(u) for u in unames}
     sec = _strict_secrets(
