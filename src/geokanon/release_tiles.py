@@ -31,8 +31,10 @@ directory of Parquet files, a Dask DataFrame, or any object with ``__len__`` and
    group, class or unit.
 4. *Verify*: :func:`geokanon.verify.partitioned.verify_partitioned`, which re-reads
    the source partitions and the written parts and shares no code with the
-   algorithm. It runs once, after the manifest and the report (which state every
-   check as passed) are written, and any other result refuses the release.
+   algorithm. It runs once over the final bytes: the manifest and the report (which
+   state every check as passed) are written while its source tasks check and route
+   their partitions, and those tasks scan the small files only once they are written.
+   Any other result refuses the release.
    Everything is built in a hidden sibling directory and renamed into place only
    when every check passed (all or nothing).
 

@@ -28,6 +28,10 @@ pieces, every group member's and class member's source coordinates, subject,
 unit and kept values to the release part that publishes its group or class (by the id ranges
 in ``audit.json``), and every record's coordinates to the group part whose
 tiles hold it (so a representative equal to any source point meets that point).
+The small files are scanned last, with what they say (the manifest's ``k``, the
+release's figures and the numbers and ids it publishes) read by the driver once they
+are final: the release writer writes its report while the tasks check and route
+(``before_scan``), and the tasks wait for it without holding a worker's thread.
 
 *Part round* (one task per release part): from the part file, the part's rows
 of ``groups.parquet``/``classes.parquet`` and the routed source rows:
