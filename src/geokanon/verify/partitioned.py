@@ -306,12 +306,9 @@ def _source_task(
     x, y = src.x, src.y
     sid = src.subject_table
     has_subject = sid is not None
-    subj = None  # the raw ids (what no_leak looks for)
-    skey = None  # the ids as subjects are compared (subject_id_text): spellings are one
+    subj = None if sid is None else sid.row_texts  # the raw ids (what no_leak looks for)
     out: dict[str, Any] = {"n": n, "problems": [], "leaks": [], "has_subject": has_subject}
     if sid is not None:
-        subj = sid.row_texts
-        skey = sid.keys[sid.codes] if sid.codes.size else np.zeros(0, dtype=object)
         # hashes of the distinct raw ids: their global number, less the subjects, is the
         # number of ids merged
         out["raw_ids"] = np.unique(pd.util.hash_array(sid.written.astype(str)))
@@ -332,13 +329,13 @@ def _source_task(
         Path(root), Source(n_rows=n), audit_path, f"audit part {i}"
     )
     _audit_part(
-        out, view, i, n, offset, x, y, unit, ucode, unames, sid, skey, subj, attrs, route,
-        scratch, unit_classes,
+        out, view, i, offset, x, y, unit, ucode, unames, sid, attrs, route, scratch,
+        unit_classes,
     )  # fmt: skip
     # held for the report sample's count (when the audit part was read), then only what
     # the scan needs: a task that waits holds no more
     basis = (view.gid, *view.xy_m) if "audit" in out else None
-    del view, src, sid, skey, unit, ucode
+    del view, src, sid, unit, ucode
     if wait is not None:
         small = _when_final(wait)
     if small is None:
@@ -377,7 +374,6 @@ def _audit_part(
     out: dict[str, Any],
     view: ReleaseReader,
     i: int,
-    n: int,
     offset: int,
     x: NDArray[np.float64],
     y: NDArray[np.float64],
@@ -385,16 +381,17 @@ def _audit_part(
     ucode: NDArray[np.integer[Any]],
     unames: NDArray[Any],
     sid: Any,
-    skey: NDArray[Any] | None,
-    subj: NDArray[Any] | None,
     attrs: Mapping[str, pd.Series],
     route: dict[str, Any] | None,
     scratch: str,
     unit_classes: pd.DataFrame | None,
 ) -> None:
     """:func:`_source_task`'s check of audit part ``i`` against its source partition, its
-    tallies and the routing of its records to the release parts, into ``out``."""
+    tallies and the routing of its records to the release parts, into ``out``.
+
+    ``sid`` is the partition's subject table (``None``: no subject column)."""
     problems = out["problems"]
+    n = x.size
     try:
         rows = view.audit_source_rows
         if view.n_audit != n:
@@ -449,8 +446,12 @@ def _audit_part(
     # Route members (with their kept values) and coordinates to the release parts.
     # Without a subject column every record is its own subject: its row number stands
     # for it. Units travel as dictionary codes (the part reads them back as text).
-    own = skey if skey is not None else offset + np.arange(n, dtype=np.int64)
-    raw_own = subj if subj is not None else own
+    # the ids as subjects are compared (subject_id_text: spellings are one), and as written
+    if sid is not None:
+        own = sid.keys[sid.codes] if sid.codes.size else np.zeros(0, dtype=object)
+        raw_own = sid.row_texts
+    else:
+        own = raw_own = offset + np.arange(n, dtype=np.int64)
     unit_dict = pa.array(unames.astype(str), type=pa.string())
     # every record's group part by its tile (-1: none): a member routed to that part is
     # not routed to it again with the coordinates (the part takes both as one set)
