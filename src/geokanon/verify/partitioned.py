@@ -312,11 +312,10 @@ def _source_task(
         # hashes of the distinct raw ids: their global number, less the subjects, is the
         # number of ids merged
         out["raw_ids"] = np.unique(pd.util.hash_array(sid.written.astype(str)))
-    unit = src.units if src.units is not None else np.full(n, "all", dtype=object)
-    if src.unit_codes is not None and src.unit_names is not None:  # as pd.factorize(unit)
+    if src.unit_codes is not None and src.unit_names is not None:  # pd.factorize(src.units)
         ucode, unames = src.unit_codes, src.unit_names
-    else:
-        ucode, unames = pd.factorize(unit)
+    else:  # no unit column: every record in the one unit "all"
+        ucode, unames = pd.factorize(np.full(n, "all", dtype=object))
         unames = np.asarray(unames, dtype=object)
     sha = source.file_sha256(i) if hasattr(source, "file_sha256") else None
     out["sha256"] = sha
@@ -329,13 +328,12 @@ def _source_task(
         Path(root), Source(n_rows=n), audit_path, f"audit part {i}"
     )
     _audit_part(
-        out, view, i, offset, x, y, unit, ucode, unames, sid, attrs, route, scratch,
-        unit_classes,
+        out, view, i, offset, x, y, ucode, unames, sid, attrs, route, scratch, unit_classes
     )  # fmt: skip
     # held for the report sample's count (when the audit part was read), then only what
     # the scan needs: a task that waits holds no more
     basis = (view.gid, *view.xy_m) if "audit" in out else None
-    del view, src, sid, unit, ucode
+    del view, src, sid, ucode
     if wait is not None:
         small = _when_final(wait)
     if small is None:
@@ -377,7 +375,6 @@ def _audit_part(
     offset: int,
     x: NDArray[np.float64],
     y: NDArray[np.float64],
-    unit: NDArray[Any],
     ucode: NDArray[np.integer[Any]],
     unames: NDArray[Any],
     sid: Any,
@@ -389,7 +386,8 @@ def _audit_part(
     """:func:`_source_task`'s check of audit part ``i`` against its source partition, its
     tallies and the routing of its records to the release parts, into ``out``.
 
-    ``sid`` is the partition's subject table (``None``: no subject column)."""
+    ``ucode``, ``unames``: each record's unit as a code and the code's text; ``sid``: the
+    partition's subject table (``None``: no subject column)."""
     problems = out["problems"]
     n = x.size
     try:
@@ -413,6 +411,7 @@ def _audit_part(
     # the single-file rules' tally of this partition (counts.audit_tally), merged on the
     # driver
     audit_units = unames_a[ucode_a] if ucode_a.size else np.zeros(0, dtype=object)
+    unit = unames[ucode] if ucode.size else np.zeros(0, dtype=object)
     tally = audit_tally(
         is_disposal, gid, cid, wrong_unit=int(np.count_nonzero(audit_units != unit))
     )
