@@ -663,7 +663,6 @@ def _release_points(
             x=table.x[perm],
             y=table.y[perm],
             subjects=None if table.subjects is None else table.subjects[perm],
-            subject_keys=None if table.subject_keys is None else table.subject_keys[perm],
             times=None if table.times is None else table.times[perm],
             unit_codes=table.unit_codes[perm],
             unit_names=table.unit_names,

@@ -80,6 +80,50 @@ def test_text_subject_ids_keep_their_keys():
     assert t.n_subjects == 3
 
 
+def test_subject_keys_are_made_on_first_use_only(monkeypatch):
+    """A classification does not hash the ids; a release's first use does, once."""
+    import geokanon.mask
+    from geokanon.pipeline import classify_points
+
+    calls: list[int] = []
+    real = geokanon.mask.text_hashes
+
+    def counted(values: np.ndarray) -> np.ndarray:
+        calls.append(len(values))
+        return real(values)
+
+    monkeypatch.setattr(geokanon.mask, "text_hashes", counted)
+    ids = np.random.default_rng(4).integers(0, 300, 2000)
+    t = table_from_frame(_frame(ids), subject="s", crs="EPSG:28992")
+    classify_points(t, OutlierPolicy(k=3, r_max_m=500.0))
+    assert calls == []
+    keys = t.subject_keys
+    assert calls == [np.unique(ids).size]  # the distinct ids, not one per record
+    assert keys is t.subject_keys and calls == [np.unique(ids).size]  # kept
+    assert keys is not None and np.array_equal(keys, _pandas_text_hashes(ids))
+
+
+@pytest.mark.filterwarnings("ignore:.*differ from another only by case")
+def test_subject_keys_follow_records_dropped_and_shuffled():
+    """Dropping rows (a subject leaving entirely) and shuffling rows keep each record's key:
+    the hash of its own normalised id."""
+    import dataclasses
+
+    ids = np.array(["Anna", " anna", "Bo", "Cy", "cy ", "Di"] * 30, dtype=object)
+    frame = _frame(ids)
+    frame["u"] = np.where(ids == "Bo", "B", "A")  # Bo's unit is excluded below
+    t = table_from_frame(frame, subject="s", unit="u", crs="EPSG:28992", exclude_units=["B"])
+    kept = ids[ids != "Bo"]
+    norm = np.array([v.strip().casefold() for v in kept], dtype=object)
+    want = pd.util.hash_array(norm)
+    assert t.subject_keys is not None and np.array_equal(t.subject_keys, want)
+    perm = np.random.default_rng(5).permutation(len(t))
+    shuffled = dataclasses.replace(t, subjects=t.subjects[perm])
+    assert np.array_equal(shuffled.subject_keys, want[perm])
+    with pytest.raises(ValueError, match="replace subjects and subject_ids together"):
+        _ = dataclasses.replace(t, subjects=t.subjects + 10).subject_keys
+
+
 def test_distinct_subjects_are_counted_without_unique(monkeypatch):
     rng = np.random.default_rng(3)
     n = 5000

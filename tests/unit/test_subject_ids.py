@@ -205,8 +205,10 @@ def test_verifier_and_risk_count_spellings_as_one_subject(tmp_path):
         warnings.simplefilter("ignore")
         t = read_points(path, subject="person", crs="EPSG:28992")
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)["person"]
-    spelt = pd.factorize(raw, sort=True)[0].astype(np.int64)  # every spelling its own code
-    wrong = dataclasses.replace(t, subjects=spelt)
+    spelt, spellings = pd.factorize(raw, sort=True)  # every spelling its own code
+    wrong = dataclasses.replace(
+        t, subjects=spelt.astype(np.int64), subject_ids=np.asarray(spellings, dtype=object)
+    )
     out = tmp_path / "out"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
