@@ -123,3 +123,23 @@ def test_a_tampered_messy_release_is_refused(
     code, text = _verify(root, src, capsys)
     assert code == 4, text
     assert "FAIL " in text
+
+
+def test_duplicates_dropped_and_a_unit_excluded_verify_from_the_command_line(
+    built, tmp_path, capsys
+):
+    """``geokanon verify`` of a release that dropped exact copies and left a unit out: the
+    verifier drops and leaves out the same rows (it once failed with "output array is
+    read-only" here: pandas' copy-on-write hands out read-only views)."""
+    _, src = built
+    units = pd.read_csv(src, usecols=["gm_code"])["gm_code"].value_counts()
+    gone = str(units.index[1])  # the second largest unit
+    out = tmp_path / "out"
+    args = [*ARGS, "--exclude-units", gone]
+    assert main(["--quiet", "release", str(src), *args, "--out", str(out)]) == 0
+    manifest = json.loads((out / "release" / "manifest.json").read_text())
+    assert manifest["input_filter"]["excluded_units"] == [gone]
+    assert 0 < manifest["input_filter"]["excluded_records"] <= int(units[gone])
+    assert manifest["duplicates"]["removed"] and manifest["duplicates"]["copies"] > 0
+    code, text = _verify(out, src, capsys)
+    assert code == 0, text

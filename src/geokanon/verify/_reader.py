@@ -1105,10 +1105,12 @@ def _load_source(
         # The release removed exact copies first: so does the verifier, by the file's own
         # cells (a row repeating an earlier one cell for cell). Rows equal only once parsed
         # ("1" and "1.0") are left, and the record counts then disagree: a failed check.
+        # (copies: pandas' copy-on-write hands out read-only views, and the rows the
+        # release left out are marked in this array below)
         try:
-            drop = raw.duplicated().to_numpy(dtype=bool)
+            drop = raw.duplicated().to_numpy(dtype=bool, copy=True)
         except TypeError:  # unhashable cells (lists from Parquet): compared as text
-            drop = raw.astype(str).duplicated().to_numpy(dtype=bool)
+            drop = raw.astype(str).duplicated().to_numpy(dtype=bool, copy=True)
     ucol = opts.get("unit") or audit.get("unit_column")
     copies = drop.copy()
     dropped = _filtered_rows(raw, opts, audit, ucol, drop)
