@@ -11,6 +11,7 @@ checked against numpy.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import warnings
 from collections.abc import Callable
@@ -22,6 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import shapely
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import geokanon.verify.leak_rules as leak_rules_module
 from geokanon import OutlierPolicy, __version__
@@ -612,3 +615,31 @@ def test_a_block_without_coordinates_ends_the_pair_of_the_block_before(
             found = scan_csv(path, sec)
             assert found is not None
             assert "1 coordinate pairs" in found, (first, gap)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([1.0, 50.0, 5e6]))
+def test_pairs_near_transformed_sources_as_the_tree_finds_them(seed: int, scale: float) -> None:
+    """Without the source's own values (lon/lat input, the audit's coordinates carried to
+    the output CRS), a published pair is a source pair within ``near_tol``. The rows are
+    sifted by two sorted searches before the tree is asked: the count is the tree's on
+    every row, at, just inside and just outside the tolerance, with NaN and inf rows."""
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(seed)
+    src = rng.uniform(0.9, 1.1, (3_000, 2)) * scale
+    tree = cKDTree(src)
+    tol = 1e-9 * float(np.abs(src).max())
+    pub = rng.uniform(0.9, 1.1, (2_000, 2)) * scale
+    pick = rng.integers(0, src.shape[0], 600)
+    angle = rng.uniform(0, 2 * np.pi, 600)
+    step = tol * rng.choice([0.0, 0.5, 0.999, 1.001, 2.0], 600)
+    pub[:600] = src[pick] + np.column_stack([np.cos(angle), np.sin(angle)]) * step[:, None]
+    pub[600:610, 0] = np.nan
+    pub[610:615, 1] = np.inf
+    sec = dataclasses.replace(_secrets(((src[:, 0], src[:, 1]),)), near=tree, near_tol=tol)
+    ok = np.isfinite(pub).all(axis=1)
+    dist, _ = tree.query(pub[ok], k=1)
+    want = int((dist <= tol).sum())
+    assert want >= 100  # the exact and half-tolerance moves at least
+    assert leak_rules_module._pair_hits(pub[:, 0], pub[:, 1], sec) == want
