@@ -15,6 +15,7 @@ Usage::
     python benchmarks/bench_release.py --n 1e7
     python benchmarks/bench_release.py --quick          # toy size (CI)
     python benchmarks/bench_release.py --n 1e6 --subjects --keep   # subject ids, kept column
+    python benchmarks/bench_release.py --n 1e6 --lonlat            # lon/lat in, a UTM zone
     python benchmarks/bench_release.py --n 1e7 --baseline d39bb7f --repeat 2   # side by side
 
 ``--baseline REV`` runs the same script, in a fresh process per run, once with this tree's
@@ -91,7 +92,9 @@ sizes: list[tuple[str, float]] = []
 cpu: list[float] = []
 
 
-def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str, float, float]]:
+def run(
+    n: int, *, subjects: bool, keep: bool, out_dir: Path, lonlat: bool = False
+) -> list[tuple[str, float, float]]:
     from geokanon import OutlierPolicy, __version__
     from geokanon.io.read import table_from_frame
     from geokanon.pipeline import run_core_on
@@ -116,13 +119,24 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
             frame["patient"] = np.char.add("P", np.char.zfill(ids.astype(str), 7))
         if keep:
             frame["age"] = rng.integers(0, 100, n)
+        if lonlat:  # the points as lon/lat (from EPSG:3035 metres in central Europe)
+            import pyproj
+
+            to_ll = pyproj.Transformer.from_crs("EPSG:3035", "EPSG:4326", always_xy=True)
+            lon, lat = to_ll.transform(frame.pop("x") + 4e6, frame.pop("y") + 3e6)
+            frame["lon"], frame["lat"] = lon, lat
+        xy: dict[str, Any] = {} if lonlat else {"x": "x", "y": "y"}
         table = table_from_frame(
-            frame, x="x", y="y", subject="patient" if subjects else None, unit_grid_m=20000.0
+            frame, **xy, subject="patient" if subjects else None, unit_grid_m=20000.0
         )
         del frame
         rows.append(("input", time.perf_counter() - t0, mem.reset() / 2**30))
         cpu_row()
         policy = OutlierPolicy(k=5, r_max_m=300.0, unit_cap=1.0, tau=0.05)
+        if lonlat:  # r_max on the ground: the UTM zone's scale (as release_points does)
+            from geokanon.pipeline import on_ground
+
+            policy = on_ground(table, policy)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -146,7 +160,7 @@ def run(n: int, *, subjects: bool, keep: bool, out_dir: Path) -> list[tuple[str,
             marks.append((name, now))
 
         t_all = time.perf_counter()
-        options = ReleaseOptions(keep=("age",) if keep else (), local_metres=True)
+        options = ReleaseOptions(keep=("age",) if keep else (), local_metres=not lonlat)
         write_release(out, table, core, policy, options, version=__version__, progress=progress)
         now = time.perf_counter()
         rows.append((marks[-1][0], now - marks[-1][1], mem.reset() / 2**30))
@@ -172,7 +186,7 @@ def _child(src: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--n", str(n), "--json"]
-    cmd += ["--subjects"] * args.subjects + ["--keep"] * args.keep
+    cmd += ["--subjects"] * args.subjects + ["--keep"] * args.keep + ["--lonlat"] * args.lonlat
     cmd += ["--default-heap"] * args.default_heap
     if args.out:
         cmd += ["--out", args.out]
@@ -236,6 +250,9 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--quick", action="store_true", help="toy size (CI)")
     ap.add_argument(
+        "--lonlat", action="store_true", help="the points as lon/lat (a working UTM zone)"
+    )
+    ap.add_argument(
         "--default-heap",
         action="store_true",
         help="leave glibc's defaults (the geokanon command keeps freed memory for reuse: "
@@ -261,7 +278,7 @@ def main() -> None:
         else:
             keep_freed_memory()
     with tempfile.TemporaryDirectory(dir=args.out) as tmp:
-        rows = run(n, subjects=args.subjects, keep=args.keep, out_dir=Path(tmp))
+        rows = run(n, subjects=args.subjects, keep=args.keep, out_dir=Path(tmp), lonlat=args.lonlat)
     if args.json:
         import geokanon
 
@@ -270,7 +287,8 @@ def main() -> None:
                           "geokanon": str(Path(geokanon.__file__).parent)}))  # fmt: skip
         return
     print(f"records {n:,}; subjects {'yes' if args.subjects else 'no'}; "
-          f"kept column {'yes' if args.keep else 'no'}; cores {os.cpu_count()}; "
+          f"kept column {'yes' if args.keep else 'no'}; lon/lat {'yes' if args.lonlat else 'no'}; "
+          f"cores {os.cpu_count()}; "
           f"freed memory {heap}")  # fmt: skip
     print(f"{'stage':<22} {'seconds':>8} {'peak GB':>8} {'cpu s':>8}")
     for (name, sec, peak), used in zip(rows, cpu, strict=True):
