@@ -19,6 +19,7 @@ CASES = {
     "sweep": (["bench_sweep.py", "--n", "20000", "--repeat", "1"], "every sweep cell equals"),
     "scale": (["bench_scale.py", "--quick"], "release core"),
     "release": (["bench_release.py", "--quick"], "write_release total"),
+    "release_lonlat": (["bench_release.py", "--quick", "--lonlat"], "lon/lat yes"),
     "release_baseline": (
         ["bench_release.py", "--quick", "--baseline-src", "src"],
         "ratio this tree / src",
