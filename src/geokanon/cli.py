@@ -17,7 +17,13 @@ from typing import Any
 
 from geokanon import __version__
 from geokanon._progress import within
-from geokanon.errors import GeokanonError, InputError, PrivacyRiskWarning, ReleaseRefused
+from geokanon.errors import (
+    GeokanonError,
+    InputError,
+    PrivacyRiskWarning,
+    ReleaseRefused,
+    VerificationFailed,
+)
 from geokanon.policy import OutlierPolicy
 
 EXAMPLES = {
@@ -400,6 +406,25 @@ def cmd_classify(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What a refused release adds when ``no_leak`` failed on coordinates carried to the
+#: output CRS (the release's own check has no file values to compare exactly then).
+NEAR_LEAK_HINT = (
+    "the input's coordinates were carried to a working CRS and back, so no_leak compares "
+    "the published pairs with the records within a relative 1e-9 (about 5 mm in degrees): "
+    "a representative that close to a record fails it as one. If that is what happened, "
+    "project the input to metres first and give --x/--y with --crs: pairs are then "
+    "compared exactly"
+)
+
+
+def _carried(table: Any, options: Any) -> bool:
+    """Whether the release publishes in a CRS its coordinates were carried back to (lon/lat
+    input, ``--working-crs`` or ``--output-crs``): its own ``no_leak`` then matches
+    published pairs within a tolerance."""
+    published = options.output_crs or table.output_crs or table.crs
+    return bool(table.working_crs) and table.working_crs != published
+
+
 def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
     """The input options of a release (``read_points`` keywords), recorded for ``verify``."""
     names = {"x": "x", "y": "y", "lon": "lon", "lat": "lat", "subject": "subject",
@@ -514,6 +539,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     except ReleaseRefused as exc:
         for note in getattr(exc, "__notes__", []):  # where the refusal report went
             _say(args, f"geokanon: {note}")
+        raise
+    except VerificationFailed as exc:
+        if exc.results.get("no_leak") is False and _carried(table, options):
+            raise VerificationFailed(f"{exc}; {NEAR_LEAK_HINT}", exc.results) from None
         raise
     _end_progress(args)  # the bars end above the results
     m = result.manifest

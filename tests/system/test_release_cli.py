@@ -198,3 +198,40 @@ def test_geolife_subjects_and_times_end_to_end(tmp_path, capsys):
     manifest = json.loads((out / "release" / "manifest.json").read_text())
     assert manifest["crs"] == "EPSG:4326"
     assert all(manifest["verification"].values())
+
+
+@pytest.mark.parametrize(("lonlat", "hinted"), [(True, True), (False, False)])
+def test_a_no_leak_refusal_of_carried_coordinates_says_how_to_compare_exactly(
+    tmp_path, capsys, monkeypatch, lonlat: bool, hinted: bool
+):
+    """With lon/lat input the release's own no_leak matches pairs within 5 mm (it has no file
+    values), so a representative that close to a record is refused: the error says so and
+    how to compare exactly. With x/y in the published CRS it adds nothing."""
+    import geokanon.pipeline
+    from geokanon.errors import VerificationFailed
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise VerificationFailed(
+            "the release failed the independent checks ['no_leak']; nothing was written",
+            {"no_leak": False},
+        )
+
+    monkeypatch.setattr(geokanon.pipeline, "release_points", refuse)
+    rows = [(5.40 + i * 1e-3, 52.15 + (i % 7) * 1e-3, f"p{i}") for i in range(40)]
+    frame = pd.DataFrame(rows, columns=["lon", "lat", "who"])
+    if lonlat:
+        args = ["--lon", "lon", "--lat", "lat"]
+    else:
+        frame = frame.rename(columns={"lon": "x", "lat": "y"})
+        frame[["x", "y"]] = frame[["x", "y"]] * 1e4 + [100_000, 400_000]
+        args = ["--x", "x", "--y", "y", "--crs", "EPSG:28992"]
+    src = tmp_path / "in.csv"
+    frame.to_csv(src, index=False)
+    capsys.readouterr()
+    code = main(["--quiet", "release", str(src), *args, "--subject", "who", "--k", "3",
+                 "--r-max", "500", "--out", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "['no_leak']" in err
+    assert ("--x/--y with --crs" in err) is hinted
+    assert not (tmp_path / "out").exists()
