@@ -421,8 +421,9 @@ def _carried(table: Any, options: Any) -> bool:
     """Whether the release publishes in a CRS its coordinates were carried back to (lon/lat
     input, ``--working-crs`` or ``--output-crs``): its own ``no_leak`` then matches
     published pairs within a tolerance."""
-    published = options.output_crs or table.output_crs or table.crs
-    return bool(table.working_crs) and table.working_crs != published
+    from geokanon.release import published_crs
+
+    return bool(table.working_crs) and table.working_crs != published_crs(table, options)
 
 
 def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:

@@ -651,6 +651,18 @@ def in_sorted(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
     return np.asarray(table[i] == values, dtype=bool)
 
 
+def near_sorted(table: NDArray[np.float64], values: NDArray[Any], band: float) -> NDArray[np.bool_]:
+    """Whether each of ``values`` has a value of the sorted array ``table`` within
+    ``band`` of it (:func:`in_sorted` within a tolerance)."""
+    if table.size == 0 or values.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    at = np.searchsorted(table, values - band, side="left")
+    inside = at < table.size
+    got = np.zeros(values.size, dtype=bool)
+    got[inside] = table[at[inside]] <= values[inside] + band
+    return got
+
+
 def in_sorted_ascending(table: NDArray[Any], values: NDArray[Any]) -> NDArray[np.bool_]:
     """:func:`in_sorted` of ``values`` that are sorted too (NaN last, as ``np.sort`` puts
     it): one merge-like compiled pass that gallops through ``table`` from the last value's

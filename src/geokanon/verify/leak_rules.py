@@ -39,6 +39,7 @@ from geokanon.verify._arrays import (
     in_sorted,
     in_sorted_ascending,
     isin,
+    near_sorted,
     np_bool,
     same_values,
     wkb_points,
@@ -767,19 +768,6 @@ def _sig_at_least(values: NDArray[np.float64], mask: NDArray[np.bool_], n: int =
     return int(counts[_has_sig_digits(uq, n)].sum())
 
 
-def _near_sorted(
-    values: NDArray[np.float64], ordered: NDArray[np.float64], band: float
-) -> NDArray[np.bool_]:
-    """Whether each value has a value of ``ordered`` (sorted) within ``band`` of it."""
-    if ordered.size == 0 or values.size == 0:
-        return np.zeros(values.size, dtype=bool)
-    at = np.searchsorted(ordered, values - band, side="left")
-    inside = at < ordered.size
-    got = np.zeros(values.size, dtype=bool)
-    got[inside] = ordered[at[inside]] <= values[inside] + band
-    return got
-
-
 def _pair_hits(
     a: NDArray[np.float64],
     b: NDArray[np.float64],
@@ -803,9 +791,9 @@ def _pair_hits(
         xs, ys = sec.near_axes
         band = sec.near_tol * 1.001
         idx = np.flatnonzero(np.isfinite(a) & np.isfinite(b))
-        idx = idx[_near_sorted(a[idx], xs, band)]
+        idx = idx[near_sorted(xs, a[idx], band)]
         if idx.size:
-            idx = idx[_near_sorted(b[idx], ys, band)]
+            idx = idx[near_sorted(ys, b[idx], band)]
         if idx.size == 0:
             return 0
         dist, _ = sec.near.query(np.column_stack([a[idx], b[idx]]), k=1)
