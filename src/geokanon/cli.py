@@ -409,21 +409,25 @@ def cmd_classify(args: argparse.Namespace) -> int:
 #: What a refused release adds when ``no_leak`` failed on coordinates carried to the
 #: output CRS (the release's own check has no file values to compare exactly then).
 NEAR_LEAK_HINT = (
-    "the input's coordinates were carried to a working CRS and back, so no_leak compares "
-    "the published pairs with the records within a relative 1e-9 (about 5 mm in degrees): "
-    "a representative that close to a record fails it as one. If that is what happened, "
-    "project the input to metres first and give --x/--y with --crs: pairs are then "
-    "compared exactly"
+    "the release publishes in a CRS other than the input's (--output-crs), so no_leak "
+    "compares the published pairs with the records' "
+    "coordinates carried there within a relative 1e-9 (about 5 mm in degrees): a "
+    "representative that close to a record fails it as one. If that is what happened, "
+    "publish in the input's own CRS (drop --output-crs) and transform the release "
+    "afterwards: pairs are then compared exactly"
 )
 
 
 def _carried(table: Any, options: Any) -> bool:
-    """Whether the release publishes in a CRS its coordinates were carried back to (lon/lat
-    input, ``--working-crs`` or ``--output-crs``): its own ``no_leak`` then matches
-    published pairs within a tolerance."""
+    """Whether the release's own ``no_leak`` matches published pairs within a tolerance:
+    it publishes in a CRS other than its working one and does not have the input's own
+    values in it (lon/lat input published as lon/lat keeps them: compared exactly)."""
     from geokanon.release import published_crs
 
-    return bool(table.working_crs) and table.working_crs != published_crs(table, options)
+    published = published_crs(table, options)
+    if not table.working_crs or table.working_crs == published:
+        return False
+    return table.input_xy is None or table.crs != published
 
 
 def _read_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:

@@ -6,8 +6,9 @@ published representative, which the rule of ``docs/release-format.md`` places
 (:func:`settle_representatives`): the point nearest the group's record-weighted
 centroid, within r_max of every member, of a lattice whose step follows the group's
 spread (never coarser than ``policy.snap_step_m``), never a member's own coordinate
-nor the exact centroid. While groups are formed, their points are kept on the
-coarsest lattice (step ``policy.snap_step_m``), which every finer one contains.
+nor the centroid (nor within a relative 1e-9 of it, which the verifier cannot tell
+apart). While groups are formed, their points are kept on the coarsest lattice (step
+``policy.snap_step_m``), which every finer one contains.
 
 The grouping works on *atoms*, a subject's records at one place, so that those
 records are always disposed of together:
@@ -2389,7 +2390,9 @@ def _rule_point(
 ) -> tuple[bool, float, float]:
     """The lattice point ``o + s (i, j)`` nearest (cx, cy) within r of every point.
 
-    Excluded: a point equal to one of the points or to (ex, ey). Ties in distance
+    Excluded: a point equal to one of the points, or within a relative 1e-9 of (ex, ey)
+    on both axes (``|x - ex|, |y - ey| <= 1e-9 max(1, |ex|, |ey|)``: the verifier
+    cannot tell such a point from (ex, ey), the centroid, and refuses it). Ties in distance
     go to the smaller y, then the smaller x. Rows of the lattice are scanned
     outward from the centre's row until a row is farther than the best point found;
     in each row the points within r of everyone form an interval, and only its
@@ -2397,6 +2400,7 @@ def _rule_point(
     r``, the check every group's members pass).
     """
     n = px.size
+    near = 1e-9 * max(1.0, abs(ex), abs(ey))
     ylo = -math.inf
     yhi = math.inf
     for t in range(n):
@@ -2474,13 +2478,13 @@ def _rule_point(
                 ):
                     break
                 continue
-            if x == ex and y == ey:
+            if abs(x - ex) <= near and abs(y - ey) <= near:
                 continue
             good = True
             for t in range(n):
-                ex = px[t] - x
-                ey = py[t] - y
-                if math.sqrt(ex * ex + ey * ey) > r or (px[t] == x and py[t] == y):
+                dx = px[t] - x
+                dy = py[t] - y
+                if math.sqrt(dx * dx + dy * dy) > r or (px[t] == x and py[t] == y):
                     good = False
                     break
             if not good:
@@ -2601,9 +2605,10 @@ def settle_representatives(
     :func:`representative_step` of ``sigma * w / W`` (never coarser than ``step``,
     never finer than ``SNAP_FLOOR_M`` unless ``step`` is); the representative is the
     point of that lattice (origin ``(0.5 + OFFSET) * step`` on both axes) nearest c that lies within
-    ``r_work`` of every member, equal to no member's coordinate nor to c (ties: the
-    smaller y, then x). A group that holds a point of the coarsest lattice within
-    ``r_work`` of everyone (every group this module forms) always has one.
+    ``r_work`` of every member, equal to no member's coordinate, and neither c nor within
+    a relative 1e-9 of c on both axes (ties: the smaller y, then x). A group that holds
+    a point of the coarsest lattice within ``r_work`` of everyone (every group this
+    module forms) always has one.
 
     Parameters
     ----------

@@ -667,6 +667,9 @@ def _release_points(
             unit_codes=table.unit_codes[perm],
             unit_names=table.unit_names,
             attributes=table.attributes.iloc[perm].reset_index(drop=True),
+            input_xy=None
+            if table.input_xy is None
+            else (table.input_xy[0][perm], table.input_xy[1][perm]),
         )
         again = runner(
             shuffled, policy, progress=within(progress, "determinism check (shuffled rows)")

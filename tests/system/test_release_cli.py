@@ -200,13 +200,16 @@ def test_geolife_subjects_and_times_end_to_end(tmp_path, capsys):
     assert all(manifest["verification"].values())
 
 
-@pytest.mark.parametrize(("lonlat", "hinted"), [(True, True), (False, False)])
+@pytest.mark.parametrize(
+    ("given", "hinted"), [("lonlat", False), ("xy", False), ("xy-output-crs", True)]
+)
 def test_a_no_leak_refusal_of_carried_coordinates_says_how_to_compare_exactly(
-    tmp_path, capsys, monkeypatch, lonlat: bool, hinted: bool
+    tmp_path, capsys, monkeypatch, given: str, hinted: bool
 ):
-    """With lon/lat input the release's own no_leak matches pairs within 5 mm (it has no file
-    values), so a representative that close to a record is refused: the error says so and
-    how to compare exactly. With x/y in the published CRS it adds nothing."""
+    """A release published in a CRS other than the input's (--output-crs) has only the
+    records' coordinates carried there, so its own no_leak matches pairs within 5 mm: a
+    refusal says so and how to compare exactly. Lon/lat input published as lon/lat keeps
+    the input's values and x/y input publishes its own: nothing is added."""
     import geokanon.pipeline
     from geokanon.errors import VerificationFailed
 
@@ -219,12 +222,14 @@ def test_a_no_leak_refusal_of_carried_coordinates_says_how_to_compare_exactly(
     monkeypatch.setattr(geokanon.pipeline, "release_points", refuse)
     rows = [(5.40 + i * 1e-3, 52.15 + (i % 7) * 1e-3, f"p{i}") for i in range(40)]
     frame = pd.DataFrame(rows, columns=["lon", "lat", "who"])
-    if lonlat:
+    if given == "lonlat":
         args = ["--lon", "lon", "--lat", "lat"]
     else:
         frame = frame.rename(columns={"lon": "x", "lat": "y"})
         frame[["x", "y"]] = frame[["x", "y"]] * 1e4 + [100_000, 400_000]
         args = ["--x", "x", "--y", "y", "--crs", "EPSG:28992"]
+        if given == "xy-output-crs":
+            args += ["--output-crs", "EPSG:4326"]
     src = tmp_path / "in.csv"
     frame.to_csv(src, index=False)
     capsys.readouterr()
@@ -233,5 +238,5 @@ def test_a_no_leak_refusal_of_carried_coordinates_says_how_to_compare_exactly(
     err = capsys.readouterr().err
     assert code == 4
     assert "['no_leak']" in err
-    assert ("--x/--y with --crs" in err) is hinted
+    assert ("drop --output-crs" in err) is hinted
     assert not (tmp_path / "out").exists()

@@ -146,6 +146,11 @@ class PointTable:
         Distinct subject ids merged into another because they differ from it only by
         case, surrounding whitespace or Unicode form (distinct ids minus distinct
         subjects; 0 without a subject column or with numeric ids).
+    input_xy
+        The input's own coordinates in :attr:`crs` (after :attr:`coord_scale`), one pair
+        per record, when :attr:`x`/:attr:`y` are not those (lon/lat input, or a
+        ``working_crs``); ``None`` otherwise. The verifier compares the published pairs
+        with them exactly (custodian only: never published).
 
     Examples
     --------
@@ -182,6 +187,9 @@ class PointTable:
     merge_threshold: int | None = None
     units_left_small: tuple[str, ...] = ()
     subject_ids_merged: int = 0
+    input_xy: tuple[NDArray[np.float64], NDArray[np.float64]] | None = field(
+        default=None, repr=False
+    )
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -1514,7 +1522,9 @@ def _assemble(
                 "nothing to do"
             )
         keep = np.flatnonzero(~drop)
+        projected = x is not a
         x, y, unit_codes = x[keep], y[keep], unit_codes[keep]
+        a, b = (x, y) if not projected else (a[keep], b[keep])
         subjects = None if subjects is None else subjects[keep]
         times = None if times is None else times[keep]
         attributes = attributes.iloc[keep].reset_index(drop=True)
@@ -1584,6 +1594,9 @@ def _assemble(
         merge_threshold=opts.merge_small_units,
         units_left_small=left_small,
         subject_ids_merged=subject_ids_merged,
+        input_xy=None
+        if x is a
+        else (np.ascontiguousarray(a, dtype=np.float64), np.ascontiguousarray(b, dtype=np.float64)),
     )
 
 

@@ -1082,6 +1082,10 @@ def _load_source(
             raw = same_crs(arg.crs, table_working) and getattr(arg, "coord_scale", 1.0) == 1.0
             if raw and same_crs(working_crs, output_crs):
                 src.x, src.y = arg.x, arg.y
+        # the input's own values, kept by the table when it projected them (lon/lat input)
+        held = getattr(arg, "input_xy", None)
+        if src.x is None and held is not None and same_crs(arg.crs, output_crs):
+            src.x, src.y = held
         src.subjects = arg.subjects if arg.subjects is not None else np.arange(n, dtype=np.int64)
         src.own_subjects = arg.subjects is None
         src.subject_ids_merged = int(getattr(arg, "subject_ids_merged", 0))

@@ -10,10 +10,14 @@ The rule, exactly as implemented
       columns of one table row (WKB geometry decoded; id and count columns
       left out), equal as float64 to a source ``(x, y)`` pair in the output
       CRS with >= 4 significant digits between them. Source pairs are the
-      file's own values (``source`` or ``source_file`` a path), else the
-      table's or the audit's coordinates when no CRS change happened, else the
-      audit's coordinates carried to the output CRS, matched within a relative
-      1e-9 (transform round-off);
+      file's own values (``source`` or ``source_file`` a path) or the input
+      values a table kept (``PointTable.input_xy``, lon/lat input), else the
+      table's or the audit's coordinates when no CRS change happened; when the
+      CRS changed, also the audit's coordinates carried to the output CRS (one
+      pyproj transformation, as the writer carries a representative); when it
+      changed and the source's own values are unknown (a table that kept none,
+      or an ``--output-crs`` other than the input's), those carried
+      coordinates matched within a relative 1e-9 instead (transform round-off);
     * single values, judged by the source's own values whatever their form (a
       whole-number coordinate, an id of one or two characters): a number equal to
       any source coordinate, or a number or text equal to a subject id (every raw
@@ -163,6 +167,15 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
             near = cKDTree(pts)
             near_tol = 1e-9 * max(1.0, float(np.abs(pts).max()))
             scanned.append("transformed coordinates")
+    else:
+        # the output CRS differs and the source's own values are known (the file's, or
+        # the ones a PointTable kept): those are compared exactly above; so are the
+        # audit's coordinates carried to the output CRS as a representative is carried
+        # (one pyproj transformation, so a working coordinate published that way is
+        # one of these pairs to the last bit)
+        ox, oy = rel.to_output(*rel.xy_m)
+        add(np.asarray(ox, dtype=np.float64), np.asarray(oy, dtype=np.float64))
+        scanned.append("transformed coordinates")
     epoch = sorted_finite(src.epoch_s) if src.epoch_s is not None else None
     if epoch is not None:
         scanned.append("times")
