@@ -410,11 +410,12 @@ def cmd_classify(args: argparse.Namespace) -> int:
 #: output CRS (the release's own check has no file values to compare exactly then).
 NEAR_LEAK_HINT = (
     "the release publishes in a CRS other than the input's (--output-crs), so no_leak "
-    "compares the published pairs with the records' "
-    "coordinates carried there within a relative 1e-9 (about 5 mm in degrees): a "
-    "representative that close to a record fails it as one. If that is what happened, "
-    "publish in the input's own CRS (drop --output-crs) and transform the release "
-    "afterwards: pairs are then compared exactly"
+    "compares the published pairs with the records' coordinates carried there within the "
+    "transformation's own round-off (4 times its largest round trip over the records; "
+    "millimetres where the CRSs differ by a datum shift without grids): a representative "
+    "that close to a record fails it as one. If that is what happened, publish in the "
+    "input's own CRS (drop --output-crs) and transform the release afterwards: pairs are "
+    "then compared exactly"
 )
 
 

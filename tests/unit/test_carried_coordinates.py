@@ -150,7 +150,7 @@ def _plant(root: Path, pair: tuple[float, float]) -> None:
     refresh_manifest(root)
 
 
-@pytest.mark.parametrize("source", ["table", "file"])
+@pytest.mark.parametrize("source", ["table", "file", "none"])
 @pytest.mark.parametrize("copy", ["input", "carried"])
 def test_a_copied_coordinate_still_fails_no_leak(near_member, tmp_path, source, copy) -> None:
     """A record's own lon/lat, or its working coordinate carried as a representative is,
@@ -169,5 +169,47 @@ def test_a_copied_coordinate_still_fails_no_leak(near_member, tmp_path, source, 
     else:
         pair = (float(cx[i]), float(cy[i]))
     _plant(root, pair)
-    report = verify_release(root, source=table if source == "table" else src)
+    given = {"table": table, "file": src, "none": None}[source]
+    report = verify_release(root, source=given)
     assert not report["no_leak"].passed, report["no_leak"].detail
+
+
+def test_without_the_source_a_representative_millimetres_from_a_member_verifies(near_member):
+    """``geokanon verify DIR`` with no source: the pairs are matched within the
+    transformation's own round-off (a UTM zone's: 1e-12 of the largest ordinate), not
+    within 5 mm, so the representative 2 mm from a member is no leak."""
+    _, out, _ = near_member
+    report = verify_release(out)
+    assert report.passed, [c for c in report.checks if not c.passed]
+
+
+class _Carry:
+    """The two transformations of a release reader, for ``_round_off``."""
+
+    def __init__(self, working: str, output: str) -> None:
+        fwd = Transformer.from_crs(working, output, always_xy=True)
+        back = Transformer.from_crs(output, working, always_xy=True)
+        self.to_output = lambda x, y: tuple(np.asarray(v) for v in fwd.transform(x, y))
+        self.to_working = lambda x, y: tuple(np.asarray(v) for v in back.transform(x, y))
+
+
+@pytest.mark.parametrize(
+    ("working", "output", "box", "low", "high"),
+    [
+        # lon/lat through a UTM zone: the floor, 1e-12 of the largest ordinate
+        ("EPSG:32631", "EPSG:4326", (3.0, 7.0, 50.7, 53.6), 1e-12 * 53.5, 1e-12 * 53.6),
+        # RD through UTM 31N (a datum shift without grids): a round trip of ~0.5 mm
+        ("EPSG:32631", "EPSG:28992", (20_000, 270_000, 310_000, 610_000), 1e-4, 5e-3),
+    ],
+)
+def test_the_tolerance_of_carried_pairs_is_the_transformation_s_own(working, output, box, low,
+                                                                     high) -> None:  # fmt: skip
+    from geokanon.verify.no_leak import _round_off
+
+    rng = np.random.default_rng(3)
+    ox = rng.uniform(box[0], box[1], 50_000)
+    oy = rng.uniform(box[2], box[3], 50_000)
+    carry = _Carry(working, output)
+    ox, oy = carry.to_output(*carry.to_working(ox, oy))  # carried, as the audit's are
+    tol = _round_off(carry, ox, oy)  # type: ignore[arg-type]
+    assert low <= tol <= high

@@ -15,9 +15,11 @@ The rule, exactly as implemented
       table's or the audit's coordinates when no CRS change happened; when the
       CRS changed, also the audit's coordinates carried to the output CRS (one
       pyproj transformation, as the writer carries a representative); when it
-      changed and the source's own values are unknown (a table that kept none,
-      or an ``--output-crs`` other than the input's), those carried
-      coordinates matched within a relative 1e-9 instead (transform round-off);
+      changed and the source's own values are unknown (no source, or an
+      ``--output-crs`` other than the input's), those carried coordinates
+      matched within the transformation's own round-off instead: 4 times the
+      largest round trip of a carried coordinate to the working CRS and back,
+      at least 1e-12 of the largest absolute ordinate;
     * single values, judged by the source's own values whatever their form (a
       whole-number coordinate, an id of one or two characters): a number equal to
       any source coordinate, or a number or text equal to a subject id (every raw
@@ -119,6 +121,36 @@ from geokanon.verify.leak_rules import (
     strict_secrets,
 )
 
+#: The tolerance of carried pairs, in multiples of the largest round trip of the
+#: records' carried coordinates (output CRS to working and back).
+ROUND_TRIPS = 4.0
+#: Its floor, relative to the largest absolute ordinate (a round trip of 0 still
+#: blurs in the last bits: 1e-12 of 53 degrees is 6 micrometres).
+ROUND_OFF_FLOOR = 1e-12
+
+
+def _round_off(rel: ReleaseReader, ox: NDArray[np.float64], oy: NDArray[np.float64]) -> float:
+    """How far a record's own output-CRS value can lie from its working coordinate carried
+    to the output CRS: ``ROUND_TRIPS`` times the largest difference, on either axis,
+    between a carried coordinate and itself sent to the working CRS and back, and at least
+    ``ROUND_OFF_FLOOR`` of the largest absolute ordinate.
+
+    A record's working coordinate is its own value sent to the working CRS, so the carried
+    one is its own value after such a round trip, measured here at (within that round
+    trip of) the same place. Within a UTM zone a round trip is ~1e-15 relative; across a
+    datum shift without grids (RD to UTM) ~1e-9; a fixed tolerance had to take the
+    largest, and then refused a representative that merely lay 5 mm from a record.
+    """
+    back = rel.to_working
+    forward = rel.to_output
+    assert back is not None and forward is not None  # the CRSs differ
+    bx, by = forward(*back(ox, oy))
+    trip = np.maximum(np.abs(bx - ox), np.abs(by - oy))
+    trip = trip[np.isfinite(trip)]
+    largest = float(trip.max()) if trip.size else 0.0
+    scale = max(1.0, float(np.abs(ox).max()), float(np.abs(oy).max()))
+    return max(ROUND_TRIPS * largest, ROUND_OFF_FLOOR * scale)
+
 
 def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
     src = rel.source
@@ -155,9 +187,9 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
         if not scanned:
             scanned.append("audit coordinates")
     elif src.x is None:
-        # the output CRS differs and the source's own values are unknown (a PointTable
-        # of lon/lat input): compare with the working coordinates carried to the output
-        # CRS, within a relative 1e-9 (transform round-off, far below any precision)
+        # the output CRS differs and the source's own values are unknown (no source, or
+        # an --output-crs other than the input's): compare with the working coordinates
+        # carried to the output CRS, within what the transformation itself blurs
         from scipy.spatial import cKDTree
 
         ox, oy = rel.to_output(*rel.xy_m)
@@ -165,7 +197,7 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
         if ok_o.any():
             pts = np.column_stack([ox[ok_o], oy[ok_o]])
             near = cKDTree(pts)
-            near_tol = 1e-9 * max(1.0, float(np.abs(pts).max()))
+            near_tol = _round_off(rel, ox[ok_o], oy[ok_o])
             scanned.append("transformed coordinates")
     else:
         # the output CRS differs and the source's own values are known (the file's, or
