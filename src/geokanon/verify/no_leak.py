@@ -141,14 +141,15 @@ def _round_off(rel: ReleaseReader, ox: NDArray[np.float64], oy: NDArray[np.float
     datum shift without grids (RD to UTM) ~1e-9; a fixed tolerance had to take the
     largest, and then refused a representative that merely lay 5 mm from a record.
     """
+    scale = max(1.0, float(np.abs(ox).max()), float(np.abs(oy).max()))
     back = rel.to_working
     forward = rel.to_output
-    assert back is not None and forward is not None  # the CRSs differ
+    if back is None or forward is None:  # one CRS: nothing carried, nothing blurred
+        return ROUND_OFF_FLOOR * scale
     bx, by = forward(*back(ox, oy))
     trip = np.maximum(np.abs(bx - ox), np.abs(by - oy))
     trip = trip[np.isfinite(trip)]
     largest = float(trip.max()) if trip.size else 0.0
-    scale = max(1.0, float(np.abs(ox).max()), float(np.abs(oy).max()))
     return max(ROUND_TRIPS * largest, ROUND_OFF_FLOOR * scale)
 
 
