@@ -1442,6 +1442,8 @@ def _assemble(
         else:
             working = crs_to_string(choose_metric_crs(lon, lat))
         x, y = Projection(source_crs=source, working_crs=working).to_metric(a, b)
+    # the input's own values, when x/y are projected ones (PointTable.input_xy)
+    held = None if x is a else (a, b)
     subjects = None
     subject_ids = None
     subject_ids_merged = 0
@@ -1522,9 +1524,8 @@ def _assemble(
                 "nothing to do"
             )
         keep = np.flatnonzero(~drop)
-        projected = x is not a
         x, y, unit_codes = x[keep], y[keep], unit_codes[keep]
-        a, b = (x, y) if not projected else (a[keep], b[keep])
+        held = None if held is None else (held[0][keep], held[1][keep])
         subjects = None if subjects is None else subjects[keep]
         times = None if times is None else times[keep]
         attributes = attributes.iloc[keep].reset_index(drop=True)
@@ -1594,9 +1595,7 @@ def _assemble(
         merge_threshold=opts.merge_small_units,
         units_left_small=left_small,
         subject_ids_merged=subject_ids_merged,
-        input_xy=None
-        if x is a
-        else (np.ascontiguousarray(a, dtype=np.float64), np.ascontiguousarray(b, dtype=np.float64)),
+        input_xy=held,
     )
 
 

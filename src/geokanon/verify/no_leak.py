@@ -187,28 +187,26 @@ def _secrets(rel: ReleaseReader) -> tuple[Secrets, list[str]]:
             add(*rel.xy_m)
         if not scanned:
             scanned.append("audit coordinates")
-    elif src.x is None:
-        # the output CRS differs and the source's own values are unknown (no source, or
-        # an --output-crs other than the input's): compare with the working coordinates
-        # carried to the output CRS, within what the transformation itself blurs
-        from scipy.spatial import cKDTree
-
-        ox, oy = rel.to_output(*rel.xy_m)
-        ok_o = np.isfinite(ox) & np.isfinite(oy)
-        if ok_o.any():
-            pts = np.column_stack([ox[ok_o], oy[ok_o]])
-            near = cKDTree(pts)
-            near_tol = _round_off(rel, ox[ok_o], oy[ok_o])
-            scanned.append("transformed coordinates")
     else:
-        # the output CRS differs and the source's own values are known (the file's, or
-        # the ones a PointTable kept): those are compared exactly above; so are the
-        # audit's coordinates carried to the output CRS as a representative is carried
-        # (one pyproj transformation, so a working coordinate published that way is
-        # one of these pairs to the last bit)
+        # the output CRS differs: the audit's coordinates carried to it as a
+        # representative is carried (one pyproj transformation, so a working coordinate
+        # published that way is one of these pairs to the last bit)
         ox, oy = rel.to_output(*rel.xy_m)
-        add(np.asarray(ox, dtype=np.float64), np.asarray(oy, dtype=np.float64))
-        scanned.append("transformed coordinates")
+        if src.x is not None:
+            # the source's own values (the file's, or the ones a PointTable kept) are
+            # compared exactly above; so are these
+            add(np.asarray(ox, dtype=np.float64), np.asarray(oy, dtype=np.float64))
+            scanned.append("transformed coordinates")
+        else:
+            # the source's own values are unknown (no source, or an --output-crs other
+            # than the input's): within what the transformation itself blurs
+            from scipy.spatial import cKDTree
+
+            ok_o = np.isfinite(ox) & np.isfinite(oy)
+            if ok_o.any():
+                near = cKDTree(np.column_stack([ox[ok_o], oy[ok_o]]))
+                near_tol = _round_off(rel, ox[ok_o], oy[ok_o])
+                scanned.append("transformed coordinates")
     epoch = sorted_finite(src.epoch_s) if src.epoch_s is not None else None
     if epoch is not None:
         scanned.append("times")
