@@ -31,7 +31,7 @@ from geokanon.grouping import (
     has_k_distinct,
     hilbert_keys,
 )
-from geokanon.neighbours import argsort_halves, sorted_unique, stable_argsort
+from geokanon.neighbours import sorted_unique, stable_argsort
 
 __all__ = ["candidate_pairs", "recut_groups"]
 
@@ -147,7 +147,7 @@ def candidate_pairs(
         # the corner point widens the curve's square to the lower left (then dropped)
         hx = np.r_[cx, cx.min() - sx * span]
         hy = np.r_[cy, cy.min() - sy * span]
-        order = ids[argsort_halves(hilbert_keys(hx, hy)[:-1], stable_argsort)]
+        order = ids[stable_argsort(hilbert_keys(hx, hy)[:-1])]
         for i, reach in enumerate(reaches):
             found[i].append(_window_pairs(order, mx, my, rad, size, RECUT_WINDOW, reach, least[i]))
     out = []

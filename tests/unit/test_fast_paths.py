@@ -278,6 +278,34 @@ def test_pair_keys_are_the_bit_mix_of_the_coordinates():
     )
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_maybe_repeated_flags_every_repeated_key_and_few_others(threads):
+    """The exact-copy check's filter (no sort of all keys): every key that occurs twice
+    is flagged, on any number of threads, also for round coordinates (whose keys share
+    their low bits); of distinct keys at most about 1 in 5 are flagged."""
+    import numba as nb
+
+    from geokanon.neighbours import maybe_repeated, pair_keys
+
+    rng = np.random.default_rng(9)
+    before = nb.get_num_threads()
+    nb.set_num_threads(min(threads, nb.config.NUMBA_NUM_THREADS))
+    try:
+        for n in (2, 3, 1000, 200_000):
+            a = rng.integers(0, 4000, n).astype(float) * 1000.0  # round: low key bits all 0
+            b = rng.integers(0, 4000, n).astype(float) * 1000.0
+            key = pair_keys(a, b)
+            _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+            repeated = counts[inv] > 1
+            got = maybe_repeated(key)
+            assert got[repeated].all()
+            distinct = np.unique(rng.normal(0, 1e6, n))
+            flagged = maybe_repeated(pair_keys(distinct, distinct))
+            assert flagged.mean() <= (0.3 if n > 100 else 1.0)
+    finally:
+        nb.set_num_threads(before)
+
+
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_the_source_checksum_is_the_files_sha256(tmp_path, suffix):
     """A Parquet file is hashed on a thread while it is read, a CSV before: either way the

@@ -309,3 +309,32 @@ def test_sort_helpers_are_numpys() -> None:
         assert in_sorted(v, table).tolist() == np.isin(v, table).tolist()
     v = rng.integers(0, 2**42, 300_000)
     assert (stable_argsort(v) == np.argsort(v, kind="stable")).all()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_radix_argsort_is_numpys_stable_argsort(threads) -> None:
+    """The compiled radix sort (from RADIX_MIN values on) gives numpy's stable order:
+    ties, negative values, bytes that are the same in every value (skipped passes),
+    the widest span it takes, unsigned and narrow types, on one thread or two."""
+    import numba as nb
+
+    from geokanon.neighbours import RADIX_MIN, stable_argsort
+
+    rng = np.random.default_rng(22)
+    n = RADIX_MIN + 999
+    before = nb.get_num_threads()
+    nb.set_num_threads(min(threads, nb.config.NUMBA_NUM_THREADS))
+    try:
+        for v in (
+            rng.integers(-5, 5, n),  # many ties
+            rng.integers(0, 2**42, 200_003),  # Hilbert keys
+            rng.integers(-(2**61), 2**61, n),  # span just below 2**62
+            rng.integers(0, 2**40, n) << 16 | 0xAB,  # the two low bytes the same everywhere
+            np.full(n, 7),  # every byte the same: no pass moves anything
+            rng.integers(0, 2**63 - 1, n, dtype=np.uint64) >> np.uint64(2),
+            rng.integers(0, 3, n).astype(np.int32),
+            rng.integers(0, 255, n).astype(np.uint8),
+        ):
+            assert np.array_equal(stable_argsort(v), np.argsort(v, kind="stable"))
+    finally:
+        nb.set_num_threads(before)

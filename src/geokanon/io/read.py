@@ -39,7 +39,9 @@ from geokanon.io.postgis import DatabaseInput, is_database_url, open_query, wkb_
 from geokanon.neighbours import (
     count_distinct,
     factorize_subject_ids,
+    in_sorted,
     integer_codes,
+    maybe_repeated,
     pair_keys,
 )
 from geokanon.projection import (
@@ -1250,28 +1252,21 @@ def _epoch(vals: NDArray[np.float64], col: str) -> NDArray[np.float64]:
 def _repeated_pairs(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.int64]:
     """Indices of the records whose coordinate pair occurs more than once (and a few more).
 
-    One 64-bit key per pair, sorted (far faster than hashing 1e7 keys); a collision
-    only adds candidates, which the caller compares in full.
+    One 64-bit key per pair; a table of slot counts flags every repeated key and about
+    1 in 5 others at most (:func:`~geokanon.neighbours.maybe_repeated`), and only the flagged
+    keys are sorted to find the repeated ones (far faster than sorting or hashing 1e7
+    keys). A key collision only adds candidates, which the caller compares in full.
     """
     if a.size < 2:
         return np.zeros(0, dtype=np.int64)
     key = pair_keys(a, b)
+    rows = np.flatnonzero(maybe_repeated(key))
+    key = key[rows]
     ordered = np.sort(key)
     again = ordered[1:][ordered[1:] == ordered[:-1]]
     if not again.size:
         return np.zeros(0, dtype=np.int64)
-    again = again[np.concatenate(([True], again[1:] != again[:-1]))]
-    # Only the rows whose key's low bits are those of a repeated key are looked up (a
-    # table of a few bits per repeated key leaves about 1 in 64 others as candidates).
-    bits = min(26, again.size.bit_length() + 6)
-    low = np.uint64((1 << bits) - 1)
-    table = np.zeros(1 << bits, dtype=bool)
-    table[(again & low).view(np.int64)] = True
-    key &= low  # in place: the low bits, viewed as indices (below 2**26)
-    rows = np.flatnonzero(table[key.view(np.int64)])
-    key = pair_keys(a[rows], b[rows])
-    at = np.minimum(np.searchsorted(again, key), again.size - 1)
-    return rows[again[at] == key]
+    return rows[in_sorted(key, again)]
 
 
 def _first_of_class(parts: dict[str, Any]) -> NDArray[np.int64]:
