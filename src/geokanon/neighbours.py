@@ -260,18 +260,20 @@ def _radix_argsort(
     n = rest.size
     radix = 1 << _RADIX_BITS
     mask = radix - 1
-    keys = rest.copy()
-    order = np.arange(n)
+    # the first pass that moves anything reads ``rest`` and the positions themselves
+    keys = np.empty(n, np.int64)
+    order = np.empty(n, np.int64)
     keys2 = np.empty(n, np.int64)
     order2 = np.empty(n, np.int64)
     counts = np.zeros((parts, radix), np.int64)
+    first = True
     shift = 0
     while shift < bits:
         for p in nb.prange(parts):
             c = counts[p]
             c[:] = 0
             for i in range(n * p // parts, n * (p + 1) // parts):
-                c[(keys[i] >> shift) & mask] += 1
+                c[((rest[i] if first else keys[i]) >> shift) & mask] += 1
         total = 0
         single = False
         for d in range(radix):
@@ -287,14 +289,19 @@ def _radix_argsort(
             for p in nb.prange(parts):
                 off = counts[p]
                 for i in range(n * p // parts, n * (p + 1) // parts):
-                    d = (keys[i] >> shift) & mask
+                    kv = rest[i] if first else keys[i]
+                    d = (kv >> shift) & mask
                     j = off[d]
                     off[d] = j + 1
-                    keys2[j] = keys[i]
-                    order2[j] = order[i]
+                    keys2[j] = kv
+                    order2[j] = i if first else order[i]
             keys, keys2 = keys2, keys
             order, order2 = order2, order
+            first = False
         shift += _RADIX_BITS
+    if first:  # every byte the same in every value: the order is the input's
+        for i in nb.prange(n):
+            order[i] = i
     return order
 
 

