@@ -398,39 +398,13 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     return v
 
 
-def _stable_order(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")`` for integer keys (:func:`_sorted_order`).
-
-    Examples
-    --------
-    >>> _stable_order(np.array([3, 1, 3, 0, 1])).tolist()
-    [3, 1, 4, 0, 2]
-    """
-    return _sorted_order(keys)[0]
-
-
-def _sorted_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.argsort(keys, kind="stable")`` for integer keys, and the keys in that order.
-
-    By :func:`~geokanon.neighbours.stable_argsort` (a compiled radix sort on all
-    threads: 0.2-0.25 s at 1e7, against 0.7-0.9 s for numpy's sort of
-    ``key * n + position``, the method it replaces).
-
-    Examples
-    --------
-    >>> [a.tolist() for a in _sorted_order(np.array([3, 1, 3, 0, 1]))]
-    [[3, 1, 4, 0, 2], [0, 1, 1, 3, 3]]
-    """
-    order = stable_argsort(keys)
-    return order, keys[order].astype(np.int64)
-
-
 def _tie_order(ties: pd.DataFrame) -> np.ndarray:
     """Row order of ``ties.sort_values(list(ties.columns), kind="stable", na_position="first")``.
 
     Each column is ranked as pandas ranks it for that sort (numbers as they are, a missing
     float as minus infinity; other columns by their ordered categories, missing first),
-    and the ranks are combined into one integer key for :func:`_stable_order` when they
+    and the ranks are combined into one integer key for
+    :func:`~geokanon.neighbours.stable_argsort` when they
     fit in 64 bits; otherwise pandas sorts.
     """
     n = len(ties)
@@ -462,7 +436,7 @@ def _tie_order(ties: pd.DataFrame) -> np.ndarray:
             return order.index.to_numpy()
         combined = combined * width + rank.reshape(-1)
         span *= width
-    return _stable_order(combined)
+    return stable_argsort(combined)
 
 
 def _coded_text(codes: np.ndarray, names: Sequence[str], *, large: bool = False) -> pa.Array:
@@ -1110,7 +1084,8 @@ def _published_rows(
 
     def order_of(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if time_bin is None and not options.keep:
-            return _sorted_order(keys)
+            order = stable_argsort(keys)
+            return order, keys[order]
         ties = pd.DataFrame({"_key": keys})
         if time_bin is not None:
             ties["time_bin"] = pd.array(time_bin[rows], dtype="string")
