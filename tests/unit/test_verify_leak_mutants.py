@@ -145,6 +145,32 @@ def test_whole_number_coordinate_in_a_kept_column_fails_no_leak(short_ids, tmp_p
     assert str(x) not in out  # the message never quotes the value
 
 
+def test_source_coordinates_sorted_in_two_parts_still_find_the_planted_one(
+    short_ids, tmp_path, capsys, monkeypatch
+):
+    # the source's coordinates sorted in two parts side by side, as at 1e6 records and
+    # more (``_arrays.sort_floats``): the valid release still verifies, the planted
+    # coordinate is still found
+    import geokanon.verify._arrays as arrays
+
+    monkeypatch.setattr(arrays, "_SORT_SPLIT_MIN", 2)
+    src, out, frame = short_ids
+    code, text = _verify(out, src, capsys)
+    assert code == 0, text
+    root = _mutant(short_ids, tmp_path)
+    x = _whole_coordinate(frame)
+
+    def plant(f: pd.DataFrame) -> pd.DataFrame:
+        as_float = f["consumption"].dtype.kind == "f"
+        f.loc[f.index[0], "consumption"] = float(x) if as_float else str(x)
+        return f
+
+    _edit_records(root, plant)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    assert "consumption" in _detail(text, "no_leak")
+
+
 @pytest.mark.parametrize("name", ["RELEASE_NOTES.md", "report.html"])
 def test_whole_number_coordinate_in_the_prose_fails_no_leak(short_ids, tmp_path, capsys, name):
     src, _, frame = short_ids
