@@ -208,3 +208,31 @@ def test_sort_in_two_parts_gives_the_sorted_values(n: int, monkeypatch: pytest.M
         assert out is got  # in place
         np.testing.assert_array_equal(got, np.sort(v))
         assert np.all(got[1:] >= got[:-1])
+
+
+def test_sort_in_two_parts_raises_what_its_thread_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a part the thread failed to sort would hide values from every search: the error
+    # comes back to the caller instead of an array half sorted
+    from concurrent.futures import Future
+
+    import geokanon.verify._arrays as arrays
+
+    class Failing:
+        def __init__(self, **_: object) -> None:
+            pass
+
+        def __enter__(self) -> Failing:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+        def submit(self, *_: object) -> Future[None]:
+            done: Future[None] = Future()
+            done.set_exception(MemoryError("no room to sort"))
+            return done
+
+    monkeypatch.setattr(arrays, "_SORT_SPLIT_MIN", 2)
+    monkeypatch.setattr(arrays, "ThreadPoolExecutor", Failing)
+    with pytest.raises(MemoryError):
+        sort_floats(np.array([3.0, 1.0, 2.0, 0.5]))
