@@ -157,6 +157,18 @@ def _edit_both(root: Path, change: Edit) -> None:
     _edit_csv(root, change)
 
 
+def _interleave(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row of group 1 moved between two rows of group 0 (the same rows, another
+    order): the order of rows a writer keeping the register's order would give."""
+    g0 = frame.index[frame["group_id"] == 0]
+    g1 = frame.index[frame["group_id"] == 1]
+    assert len(g0) >= 2 and len(g1) >= 1
+    order = [i for i in frame.index if i != g1[0]]
+    at = order.index(g0[0]) + 1
+    order.insert(at, g1[0])
+    return frame.loc[order].reset_index(drop=True)
+
+
 def _move_group(frame: pd.DataFrame) -> pd.DataFrame:
     """Group 0's representative, 400 m east, on its rows only."""
     rows = frame["group_id"] == 0
@@ -243,6 +255,11 @@ def _raise_r_max(root: Path) -> None:
 # mutant -> (how it is planted, the check that must fail, what its detail says: the rule
 # that caught it, not another file's agreement such as release.gpkg's records layer)
 MUTANTS: dict[str, tuple[Callable[[Path], None], str, str]] = {
+    "the rows of two groups interleaved in both records files": (
+        lambda r: _edit_both(r, _interleave),
+        "counts",
+        "records.parquet does not list each group's or class's rows together",
+    ),
     "records.parquet representatives moved 400 m": (
         lambda r: _edit_parquet(r, _move_group),
         "counts",

@@ -285,8 +285,11 @@ class _RecordsPass:
     tuple is one of its members'. ``records.csv`` has the same columns (less
     ``geometry``) and, row by row, the same values as ``records.parquet``, read with
     the Parquet file's column types and compared a column at a time by keyed hashes
-    tied to the row number. Files are read in batches; nothing per row is kept beyond
-    a batch but the rows of groups and classes that hold synthetic records.
+    tied to the row number. In each records file, the rows of one group or class stand
+    together (one run of rows each): the rows' order then says nothing about which
+    source record a row is (rows in the register's order would tie each listed person
+    to a group). Files are read in batches; nothing per row is kept beyond a batch but
+    the rows of groups and classes that hold synthetic records.
     """
 
     def __init__(self, rel: ReleaseReader, out: RecordRows) -> None:
@@ -359,6 +362,11 @@ class _RecordsPass:
         self.cells: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
         #: the rows found wrong, by :data:`_ROW_FAULTS`
         self.faults = np.zeros(len(_ROW_FAULTS), dtype=np.int64)
+        #: the file being read: its keys seen (the last slot: rows of no key), the runs
+        #: of rows of one key so far and the last row's key (:meth:`_runs`)
+        self.seen = np.zeros(self.n_keys + 1, dtype=np.bool_)
+        self.runs = 0
+        self.last = -1
 
     def _source_columns(self) -> dict[str, pa.Array]:
         """The kept columns of the source, as the published columns' types (source order)."""
@@ -382,6 +390,8 @@ class _RecordsPass:
     def run(self) -> None:
         start = 0
         for path in self.paths:
+            self.seen[:] = False
+            self.runs, self.last = 0, -1
             tap = _parquet_tap(self.rel, path, self.schema, self.text_columns)
             try:
                 pf = pq.ParquetFile(path, read_dictionary=self.text_columns or None)
@@ -397,6 +407,13 @@ class _RecordsPass:
             except (OSError, pa.ArrowException) as exc:
                 raise Unreadable(f"{path.name} is unreadable ({type(exc).__name__})") from None
             _tap_done(self.rel, path, tap)
+            held = int(np.count_nonzero(self.seen))
+            if self.runs > held:
+                self.out.problems.append(
+                    f"{path.name} does not list each group's or class's rows together "
+                    f"({self.runs} runs of rows for {held} groups and classes): the order "
+                    "of its rows could tell which source record a row is"
+                )
         out = self.out
         out.rows = start
         out.per_group = _rows_per_id(self.gids, self.group_rows, self.other_groups)
@@ -471,6 +488,7 @@ class _RecordsPass:
             np.ascontiguousarray(gy_, dtype=np.float64), box_state, *box, key,
             self.group_rows, self.class_rows, self.key_rows, self.faults,
         )  # fmt: skip
+        self._runs(key)
         if self.faults[_OTHER_GROUP]:
             self.other_groups.append(g[(g >= 0) & (gpos < 0)])
             self.faults[_OTHER_GROUP] = 0
@@ -510,6 +528,16 @@ class _RecordsPass:
             if not (cell[1:] >= cell[:-1]).all():  # rows come sorted: runs, unless not
                 cell = np.sort(cell)
             self.cells.append(value_runs(cell))
+
+    def _runs(self, key: NDArray[np.int64]) -> None:
+        """Count the runs of rows of one key in a batch (continuing the file's last run)
+        and note the keys seen (rows of no key as one more)."""
+        if key.size == 0:
+            return
+        k = np.where(key >= 0, key, self.n_keys)
+        self.runs += int(np.count_nonzero(k[1:] != k[:-1])) + int(int(k[0]) != self.last)
+        self.last = int(k[-1])
+        self.seen[k] = True
 
     def _members(self) -> None:
         """The members' tuples, from the audit and the source, against the published ones."""

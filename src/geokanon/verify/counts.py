@@ -38,7 +38,9 @@ The rule, exactly as implemented
     the records that is no source column fails. ``records.csv`` has
     ``records.parquet``'s columns less ``geometry``, in order, and row by row the
     same values (read with the Parquet file's column types; an integer may read
-    ``3.0``), by keyed hashes tied to the row number.
+    ``3.0``), by keyed hashes tied to the row number. In each records file (each part
+    of a partitioned release) the rows of one group or class stand together, so that
+    the rows' order cannot tell which source record a row is.
 
 One set of rules for both layouts
 ---------------------------------
