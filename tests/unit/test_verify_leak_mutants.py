@@ -127,9 +127,9 @@ def test_the_valid_release_verifies(short_ids, capsys) -> None:
 # ---- a whole-number source coordinate ------------------------------------------------
 
 
-def test_whole_number_coordinate_in_a_kept_column_fails_no_leak(short_ids, tmp_path, capsys):
-    src, _, frame = short_ids
-    root = _mutant(short_ids, tmp_path)
+def _plant_whole_coordinate(root: Path, frame: pd.DataFrame) -> int:
+    """A whole-number source x planted in the first row's kept ``consumption`` (both
+    records files); returns it."""
     x = _whole_coordinate(frame)
 
     def plant(f: pd.DataFrame) -> pd.DataFrame:
@@ -138,6 +138,13 @@ def test_whole_number_coordinate_in_a_kept_column_fails_no_leak(short_ids, tmp_p
         return f
 
     _edit_records(root, plant)
+    return x
+
+
+def test_whole_number_coordinate_in_a_kept_column_fails_no_leak(short_ids, tmp_path, capsys):
+    src, _, frame = short_ids
+    root = _mutant(short_ids, tmp_path)
+    x = _plant_whole_coordinate(root, frame)
     code, out = _verify(root, src, capsys)
     assert code == 4, out
     assert "no_leak" in _failed(out), out
@@ -158,14 +165,7 @@ def test_source_coordinates_sorted_in_two_parts_still_find_the_planted_one(
     code, text = _verify(out, src, capsys)
     assert code == 0, text
     root = _mutant(short_ids, tmp_path)
-    x = _whole_coordinate(frame)
-
-    def plant(f: pd.DataFrame) -> pd.DataFrame:
-        as_float = f["consumption"].dtype.kind == "f"
-        f.loc[f.index[0], "consumption"] = float(x) if as_float else str(x)
-        return f
-
-    _edit_records(root, plant)
+    _plant_whole_coordinate(root, frame)
     code, text = _verify(root, src, capsys)
     assert code == 4, text
     assert "consumption" in _detail(text, "no_leak")
