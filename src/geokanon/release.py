@@ -399,44 +399,52 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
 
 
 def _tie_order(ties: pd.DataFrame) -> np.ndarray:
-    """Row order of ``ties.sort_values(list(ties.columns), kind="stable", na_position="first")``.
+    """Row order of a stable sort by ``ties``' columns in turn, missing values first.
 
-    Each column is ranked as pandas ranks it for that sort (numbers as they are, a missing
-    float as minus infinity; other columns by their ordered categories, missing first),
+    This is the order the verifier's ``counts`` demands within a group or class: each
+    column ascending, a missing value (``None``, ``NA``, a float NaN) before every other
+    (a NaN before minus infinity, where pandas' sort of several columns ties them), a
+    categorical column by its values (not its categories' order); ties keep the given
+    order, and tied rows publish the same values. Each column is ranked (:func:`_ranks`)
     and the ranks are combined into one integer key for
-    :func:`~geokanon.neighbours.stable_argsort` when they
-    fit in 64 bits; otherwise pandas sorts.
+    :func:`~geokanon.neighbours.stable_argsort` when they fit in 64 bits; otherwise
+    ``np.lexsort`` sorts the ranks.
     """
     n = len(ties)
+    ranks = [_ranks(ties[name]) for name in ties.columns]
     combined = np.zeros(n, dtype=np.int64)
     span = 1
-    for name in ties.columns:
-        col = ties[name]
-        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub":
-            values = col.to_numpy()
-            if values.dtype.kind == "f":
-                values = np.where(np.isnan(values), -np.inf, values)
-            lo = values.min() if n else 0
-            if values.dtype.kind in "iub" and int(values.max()) - int(lo) < 4 * n:
-                # a few values: their offsets from the smallest
-                if values.dtype.kind == "u":
-                    rank = (values - lo).astype(np.int64)
-                else:
-                    rank = values.astype(np.int64) - np.int64(lo)
-                width = int(rank.max()) + 1
-            else:
-                _, rank = np.unique(values, return_inverse=True)
-                width = int(rank.max()) + 1 if n else 1
-        else:
-            cat = pd.Categorical(col, ordered=True)
-            rank = cat.codes.astype(np.int64) + 1
-            width = len(cat.categories) + 1
+    for rank, width in ranks:
         if span > (np.iinfo(np.int64).max // max(n, 1)) // (width + 1):
-            order = ties.sort_values(list(ties.columns), kind="stable", na_position="first")
-            return order.index.to_numpy()
-        combined = combined * width + rank.reshape(-1)
+            return np.lexsort([r for r, _ in reversed(ranks)]).astype(np.int64)
+        combined = combined * width + rank
         span *= width
     return stable_argsort(combined)
+
+
+def _ranks(col: pd.Series) -> tuple[np.ndarray, int]:
+    """Each value's rank among the column's distinct values (0 for a missing one, which
+    sorts first), and the number of ranks."""
+    n = len(col)
+    if isinstance(col.dtype, pd.CategoricalDtype):  # by its value, as published
+        col = col.astype(col.dtype.categories.dtype)
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub":
+        values = col.to_numpy()
+        lo = values.min() if n else 0
+        if values.dtype.kind in "iub" and int(values.max()) - int(lo) < 4 * n:
+            # a few values: their offsets from the smallest
+            if values.dtype.kind == "u":
+                rank = (values - lo).astype(np.int64)
+            else:
+                rank = values.astype(np.int64) - np.int64(lo)
+            return rank, int(rank.max()) + 1
+        missing = np.isnan(values) if values.dtype.kind == "f" else np.zeros(n, dtype=bool)
+        _, found = np.unique(values[~missing], return_inverse=True)
+        rank = np.zeros(n, dtype=np.int64)
+        rank[~missing] = found.reshape(-1) + 1
+        return rank, int(rank.max()) + 1 if n else 1
+    cat = pd.Categorical(col, ordered=True)
+    return cat.codes.astype(np.int64) + 1, len(cat.categories) + 1
 
 
 def _coded_text(codes: np.ndarray, names: Sequence[str], *, large: bool = False) -> pa.Array:

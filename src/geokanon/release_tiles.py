@@ -99,6 +99,7 @@ from geokanon.release import (
     _published_pass,
     _return_free_memory,
     _sha256,
+    _tie_order,
     _wkb_points,
     _write_arrow_parquet,
     check_coordinate_frame,
@@ -627,14 +628,12 @@ def _assemble_part(
     # Missing ids sort first (as na_position="first"): ids are >= 0.
     gid = pc.fill_null(table.column("group_id"), -1).to_numpy().astype(np.int64, copy=False)
     cid = pc.fill_null(table.column("class_id"), -1).to_numpy().astype(np.int64, copy=False)
-    if keep:
+    if keep:  # then by kept values, missing first (the order counts demands)
         keys = pd.DataFrame({"_rank": rank, "_g": gid, "_c": cid})
         kept = table.select(list(keep)).to_pandas()
         for col in keep:
-            keys[col] = kept[col].to_numpy()
-        order = keys.sort_values(
-            ["_rank", "_g", "_c", *keep], kind="stable", na_position="first"
-        ).index.to_numpy()
+            keys[col] = kept[col]
+        order = _tie_order(keys)
     else:
         order = np.lexsort((cid, gid, rank))
     table = table.take(order)

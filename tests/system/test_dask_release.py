@@ -345,6 +345,28 @@ def test_records_part_geometry_moved_fails_counts(client, towns_release, tmp_pat
     assert "rows publish a geometry other than their group's representative point" in detail
 
 
+def test_a_groups_rows_reversed_in_a_part_fail_counts(client, towns_release, tmp_path):
+    # One group's rows in a part listed with their kept values going down (the same
+    # rows, another order): the order could tell which source record a row is.
+    src, out = _mutable_copy(towns_release, tmp_path)
+    part = out / "release" / "records" / "part-00000.parquet"
+    table = pq.read_table(part)
+    gid = table.column("group_id").to_numpy(zero_copy_only=False)
+    score = table.column("score").to_numpy(zero_copy_only=False)
+    # the first group whose rows hold two scores
+    g0 = next(g for g in pd.unique(gid[~np.isnan(gid)]) if np.unique(score[gid == g]).size > 1)
+    at = np.flatnonzero(gid == g0)
+    order = np.arange(table.num_rows)
+    order[at[0] : at[-1] + 1] = at[::-1]
+    pq.write_table(table.take(order), part)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert tuple(report.failed) == ("counts",), format_report(report)
+    detail = report["counts"].detail
+    assert "records/part-00000.parquet: " in detail
+    assert "rows after a row of their group or class with a larger (score)" in detail
+
+
 def test_manifest_streams_groups_same_verdicts(client, towns_release, tmp_path, monkeypatch):
     """The driver's ``manifest`` reads groups.parquet a batch at a time: on tampered
     manifests (r_max_m raised, one group's radius_m lowered) its verdict and message are

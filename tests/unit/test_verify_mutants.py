@@ -169,6 +169,17 @@ def _interleave(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[order].reset_index(drop=True)
 
 
+def _reverse_within_group(frame: pd.DataFrame) -> pd.DataFrame:
+    """Group 0's rows (the same rows, in place) in the reverse order: by time bin and kept
+    values going down, as a writer keeping the register's order within a group might."""
+    g0 = frame.index[frame["group_id"] == 0]
+    cols = ["time_bin", "age", "score"]
+    assert len(g0) >= 2 and len(frame.loc[g0, cols].drop_duplicates()) >= 2
+    order = list(frame.index)
+    order[g0[0] : g0[-1] + 1] = list(g0[::-1])
+    return frame.loc[order].reset_index(drop=True)
+
+
 def _move_group(frame: pd.DataFrame) -> pd.DataFrame:
     """Group 0's representative, 400 m east, on its rows only."""
     rows = frame["group_id"] == 0
@@ -259,6 +270,11 @@ MUTANTS: dict[str, tuple[Callable[[Path], None], str, str]] = {
         lambda r: _edit_both(r, _interleave),
         "counts",
         "records.parquet does not list each group's or class's rows together",
+    ),
+    "one group's rows in the reverse order in both records files": (
+        lambda r: _edit_both(r, _reverse_within_group),
+        "counts",
+        "records.parquet lists",
     ),
     "records.parquet representatives moved 400 m": (
         lambda r: _edit_parquet(r, _move_group),

@@ -286,10 +286,12 @@ class _RecordsPass:
     ``geometry``) and, row by row, the same values as ``records.parquet``, read with
     the Parquet file's column types and compared a column at a time by keyed hashes
     tied to the row number. In each records file, the rows of one group or class stand
-    together (one run of rows each): the rows' order then says nothing about which
-    source record a row is (rows in the register's order would tie each listed person
-    to a group). Files are read in batches; nothing per row is kept beyond a batch but
-    the rows of groups and classes that hold synthetic records.
+    together (one run of rows each), and within it go by their published (time bin,
+    kept values) tuples, never down (:class:`_RowOrder`): the rows' order then says
+    nothing about which source record a row is (rows in the register's order would tie
+    each listed person to a group, and to their kept values). Files are read in
+    batches; nothing per row is kept beyond a batch but the rows of groups and classes
+    that hold synthetic records.
     """
 
     def __init__(self, rel: ReleaseReader, out: RecordRows) -> None:
@@ -367,6 +369,7 @@ class _RecordsPass:
         self.seen = np.zeros(self.n_keys + 1, dtype=np.bool_)
         self.runs = 0
         self.last = -1
+        self.order = _RowOrder(self.names)
 
     def _source_columns(self) -> dict[str, pa.Array]:
         """The kept columns of the source, as the published columns' types (source order)."""
@@ -392,6 +395,7 @@ class _RecordsPass:
         for path in self.paths:
             self.seen[:] = False
             self.runs, self.last = 0, -1
+            self.order.start()
             tap = _parquet_tap(self.rel, path, self.schema, self.text_columns)
             try:
                 pf = pq.ParquetFile(path, read_dictionary=self.text_columns or None)
@@ -413,6 +417,13 @@ class _RecordsPass:
                     f"{path.name} does not list each group's or class's rows together "
                     f"({self.runs} runs of rows for {held} groups and classes): the order "
                     "of its rows could tell which source record a row is"
+                )
+            if self.order.down:
+                self.out.problems.append(
+                    f"{path.name} lists {self.order.down} rows after a row of their group or "
+                    f"class with a larger ({', '.join(self.order.columns)}): within a group or "
+                    "class rows go by time bin, then kept values, missing first, so that "
+                    "their order could not tell which source record a row is"
                 )
         out = self.out
         out.rows = start
@@ -489,6 +500,7 @@ class _RecordsPass:
             self.group_rows, self.class_rows, self.key_rows, self.faults,
         )  # fmt: skip
         self._runs(key)
+        self.order.add(col, key)
         if self.faults[_OTHER_GROUP]:
             self.other_groups.append(g[(g >= 0) & (gpos < 0)])
             self.faults[_OTHER_GROUP] = 0
@@ -597,6 +609,94 @@ class _RecordsPass:
                     f"{n_bad} (time bin, kept values) tuples of groups or classes with "
                     "synthetic records are not their members' (a stand-in copies a member's)"
                 )
+
+
+class _RowOrder:
+    """Rows of one group or class, as a records file lists them, must not go down in
+    their published (time bin, kept values) tuple: the time bin first, then the kept
+    columns in the file's order, each compared as Arrow compares its type (numbers by
+    value, text by code point, times in time order), a missing value (null, or a float
+    NaN) before every other. Rows with equal tuples publish the same values, so the
+    order this leaves free says nothing.
+
+    :meth:`start` at each file, then :meth:`add` each batch with its rows' keys (a
+    row's group or class; negative: none, never compared); :attr:`down` counts the
+    rows of the file that follow a larger tuple of their key. A column Arrow cannot
+    compare ends the tuple there (it and the columns after it are not checked).
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        kept = [n for n in names if n not in RECORD_FORMAT_COLUMNS]
+        #: the tuple's columns, in the order they decide
+        self.columns = (["time_bin"] if "time_bin" in names else []) + kept
+        self.down = 0
+        self._key = -1
+        self._row: list[pa.Array] = []
+
+    def start(self) -> None:
+        """A new file: its count starts at zero, and its first row follows no row."""
+        self.down = 0
+        self._key = -1
+        self._row = []
+
+    def add(self, col: dict[str, pa.Array], key: NDArray[np.int64]) -> None:
+        """Count the rows of a batch (columns by name, keys per row) that go down."""
+        import pyarrow.compute as pc
+
+        n = key.size
+        if not self.columns or n == 0:
+            return
+        values = [_comparable(col[name]) for name in self.columns]
+        for j, v in enumerate(values):  # a column Arrow cannot compare ends the tuple
+            try:
+                pc.less(v.slice(0, 0), v.slice(0, 0))
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+                self.columns, values = self.columns[:j], values[:j]
+                self._row = self._row[:j]
+                break
+        if not values:
+            return
+        if n > 1:
+            same = (key[1:] == key[:-1]) & (key[1:] >= 0)
+            if same.any():
+                up = _not_down([v.slice(0, n - 1) for v in values], [v.slice(1) for v in values])
+                self.down += int(np.count_nonzero(same & ~up))
+        if self._row and int(key[0]) == self._key and self._key >= 0:
+            self.down += int(not _not_down(self._row, [v.slice(0, 1) for v in values])[0])
+        self._key = int(key[-1])
+        self._row = [v.slice(n - 1, 1) for v in values]
+
+
+def _not_down(before: list[pa.Array], after: list[pa.Array]) -> NDArray[np.bool_]:
+    """Per pair of rows, whether ``after``'s tuple is at least ``before``'s
+    (lexicographic, a column at a time; missing first)."""
+    import pyarrow.compute as pc
+
+    ok = np.ones(len(before[0]), dtype=np.bool_)  # all columns equal: not down
+    for a, b in reversed(list(zip(before, after, strict=True))):
+        a_null = _bools(a.is_null())
+        b_null = _bools(b.is_null())
+        lt = _bools(pc.fill_null(pc.less(a, b), False)) | (a_null & ~b_null)
+        eq = _bools(pc.fill_null(pc.equal(a, b), False)) | (a_null & b_null)
+        ok = lt | (eq & ok)
+    return ok
+
+
+def _comparable(arr: pa.Array) -> pa.Array:
+    """A column as :class:`_RowOrder` compares it: text from its dictionary, a float NaN
+    as null."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_floating(arr.type):
+        arr = pc.if_else(pc.is_nan(arr), pa.scalar(None, arr.type), arr)
+    return arr
+
+
+def _bools(arr: pa.Array) -> NDArray[np.bool_]:
+    """An Arrow boolean array without nulls as numpy booleans."""
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.bool_)
 
 
 class _CsvCompare:

@@ -39,8 +39,10 @@ The rule, exactly as implemented
     ``records.parquet``'s columns less ``geometry``, in order, and row by row the
     same values (read with the Parquet file's column types; an integer may read
     ``3.0``), by keyed hashes tied to the row number. In each records file (each part
-    of a partitioned release) the rows of one group or class stand together, so that
-    the rows' order cannot tell which source record a row is.
+    of a partitioned release) the rows of one group or class stand together and go by
+    their (time bin, kept values) tuple, never down (each column ascending, a missing
+    value or float NaN first), so that the rows' order cannot tell which source record
+    a row is.
 
 One set of rules for both layouts
 ---------------------------------
