@@ -480,6 +480,13 @@ def _mask_key(args: argparse.Namespace, masked: bool) -> Any:
     return MaskKey.from_file(args.mask_key)
 
 
+def _kept_columns(given: list[str]) -> tuple[str, ...]:
+    """The ``--keep`` columns, from every ``--keep`` (each comma-separated), in order;
+    a column named twice is published once."""
+    names = (c.strip() for value in given for c in value.split(","))
+    return tuple(dict.fromkeys(c for c in names if c))
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     from geokanon.pipeline import release_points
     from geokanon.release import ReleaseOptions, check_keep
@@ -487,7 +494,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     policy = _policy_from_args(args)
     mask = _release_mask(args)
     options = ReleaseOptions(
-        keep=tuple(c.strip() for c in args.keep.split(",") if c.strip()),
+        keep=_kept_columns(args.keep),
         totals=args.totals,
         force=args.force,
         output_crs=args.output_crs,
@@ -1277,7 +1284,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force", action="store_true", help="replace an existing DIR (or schema) atomically"
     )
-    p.add_argument("--keep", default="", help="attribute columns to publish, comma-separated")
+    p.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        help="attribute columns to publish, comma-separated (or --keep given once per column)",
+    )
     _database_out_options(p)
     p.add_argument(
         "--local-metres",

@@ -241,3 +241,18 @@ def test_a_no_leak_refusal_of_carried_coordinates_says_how_to_compare_exactly(
     assert "['no_leak']" in err
     assert ("drop --output-crs" in err) is hinted
     assert not (tmp_path / "out").exists()
+
+
+def test_keep_given_several_times_publishes_every_column():
+    """``--keep a --keep b,c`` keeps all three (argparse would keep the last alone)."""
+    from geokanon.cli import _kept_columns, build_parser
+
+    args = build_parser().parse_args(
+        ["release", "in.csv", "--k", "5", "--r-max", "300", "--out", "o",
+         "--keep", "age", "--keep", " score,tag ", "--keep", "age"]
+    )  # fmt: skip
+    assert _kept_columns(args.keep) == ("age", "score", "tag")
+    args = build_parser().parse_args(
+        ["release", "in.csv", "--k", "5", "--r-max", "3", "--out", "o"]
+    )
+    assert _kept_columns(args.keep) == ()

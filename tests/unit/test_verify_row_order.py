@@ -8,6 +8,7 @@ to satisfy it (a float NaN before minus infinity, a category by its value).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -40,7 +41,7 @@ def _rank(v: Any) -> tuple[int, Any]:
 def _oracle(rows: list[tuple[Any, ...]]) -> int:
     """Rows (key first) that follow a row of their key (>= 0) with a larger tuple."""
     down = 0
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         if a[0] == b[0] and a[0] >= 0:
             down += [_rank(v) for v in a[1:]] > [_rank(v) for v in b[1:]]
     return down
@@ -67,7 +68,7 @@ def test_rows_going_down_are_counted_as_the_oracle_counts_them(
     assert order.columns == ["time_bin", "score", "age"]
     order.start()
     bounds = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         part = rows[lo:hi]
         order.add(_columns(part, dictionary), np.array([r[0] for r in part], dtype=np.int64))
     assert order.down == _oracle(rows)
@@ -111,7 +112,7 @@ def test_the_writers_order_of_ties_satisfies_the_rule() -> None:
     assert [r[0] for r in rows] == sorted(r[0] for r in rows)
     # the oracle's tuples: (key, score, tag) with the tag as its text
     down = 0
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         if a[0] == b[0]:
             down += [_rank(v) for v in a[1:]] > [_rank(v) for v in b[1:]]
     assert down == 0
