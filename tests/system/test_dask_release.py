@@ -63,7 +63,8 @@ def dwellings_dir(tmp_path_factory):
 
 
 def towns(n: int, tile_m: float, seed: int = 3) -> pd.DataFrame:
-    """Dense towns centred on tile corners and edges, rural scatter, repeat visitors."""
+    """Dense towns centred on tile corners and edges, rural scatter, repeat visitors; a
+    score to keep, some of it missing or minus infinity."""
     rng = np.random.default_rng(seed)
     centres = np.array(
         [[tile_m, tile_m], [2 * tile_m, tile_m], [tile_m, 2 * tile_m], [1.5 * tile_m, 2 * tile_m]]
@@ -77,6 +78,9 @@ def towns(n: int, tile_m: float, seed: int = 3) -> pd.DataFrame:
     subject = np.char.add("person-", rng.integers(0, int(n * 0.7), n).astype(str))
     unit = (np.floor(x / (0.7 * tile_m)) * 10 + np.floor(y / (0.7 * tile_m))).astype(int)
     score = rng.normal(50, 10, n).round(1)
+    # missing and minus-infinite scores: a group's rows go missing first, then -inf
+    score[rng.random(n) < 0.03] = np.nan
+    score[rng.random(n) < 0.03] = -np.inf
     return pd.DataFrame({"x": x.round(1), "y": y.round(1), "subject": subject,
                          "unit": unit.astype(str), "score": score})  # fmt: skip
 
