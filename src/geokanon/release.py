@@ -403,9 +403,9 @@ def _tie_order(ties: pd.DataFrame) -> np.ndarray:
 
     This is the order the verifier's ``counts`` demands within a group or class: each
     column ascending, a missing value (``None``, ``NA``, a float NaN) before every other
-    (a NaN before minus infinity, where pandas' sort of several columns ties them), a
-    categorical column by its values (not its categories' order); ties keep the given
-    order, and tied rows publish the same values. Each column is ranked (:func:`_ranks`)
+    (a NaN before minus infinity, where pandas' sort of several columns ties them), -0.0
+    before 0.0, a categorical column by its values (not its categories' order); ties keep
+    the given order, and tied rows publish the same values. Each column is ranked (:func:`_ranks`)
     and the ranks are combined into one integer key for
     :func:`~geokanon.neighbours.stable_argsort` when they fit in 64 bits; otherwise
     ``np.lexsort`` sorts the ranks.
@@ -438,7 +438,13 @@ def _ranks(col: pd.Series) -> tuple[np.ndarray, int]:
             else:
                 rank = values.astype(np.int64) - np.int64(lo)
             return rank, int(rank.max()) + 1
-        missing = np.isnan(values) if values.dtype.kind == "f" else np.zeros(n, dtype=bool)
+        missing = np.zeros(n, dtype=bool)
+        if values.dtype.kind == "f":
+            missing = np.isnan(values)
+            # ranked by their bits in IEEE 754's total order: -0.0 before 0.0 (equal as
+            # numbers, but published apart: tied, their order would be the source's)
+            bits = values.astype(np.float64).view(np.int64)
+            values = np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
         _, found = np.unique(values[~missing], return_inverse=True)
         rank = np.zeros(n, dtype=np.int64)
         rank[~missing] = found.reshape(-1) + 1

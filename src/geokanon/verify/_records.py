@@ -615,9 +615,10 @@ class _RowOrder:
     """Rows of one group or class, as a records file lists them, must not go down in
     their published (time bin, kept values) tuple: the time bin first, then the kept
     columns in the file's order, each compared as Arrow compares its type (numbers by
-    value, text by code point, times in time order), a missing value (null, or a float
-    NaN) before every other. Rows with equal tuples publish the same values, so the
-    order this leaves free says nothing.
+    value, text by code point, times in time order; floats in IEEE 754's total order,
+    so -0.0 before 0.0), a missing value (null, or a float NaN) before every other. Rows
+    with equal tuples publish the same values, so the order this leaves free says
+    nothing.
 
     :meth:`start` at each file, then :meth:`add` each batch with its rows' keys (a
     row's group or class; negative: none, never compared); :attr:`down` counts the
@@ -674,23 +675,33 @@ def _not_down(before: list[pa.Array], after: list[pa.Array]) -> NDArray[np.bool_
 
     ok = np.ones(len(before[0]), dtype=np.bool_)  # all columns equal: not down
     for a, b in reversed(list(zip(before, after, strict=True))):
-        a_null = _bools(a.is_null())
-        b_null = _bools(b.is_null())
-        lt = _bools(pc.fill_null(pc.less(a, b), False)) | (a_null & ~b_null)
-        eq = _bools(pc.fill_null(pc.equal(a, b), False)) | (a_null & b_null)
+        if pa.types.is_floating(a.type):
+            (ka, a_null), (kb, b_null) = _float_order(a), _float_order(b)
+            lt = (ka < kb) & ~a_null & ~b_null
+            eq = (ka == kb) & ~a_null & ~b_null
+        else:
+            a_null = _bools(a.is_null())
+            b_null = _bools(b.is_null())
+            lt = _bools(pc.fill_null(pc.less(a, b), False))
+            eq = _bools(pc.fill_null(pc.equal(a, b), False))
+        lt |= a_null & ~b_null
+        eq |= a_null & b_null
         ok = lt | (eq & ok)
     return ok
 
 
-def _comparable(arr: pa.Array) -> pa.Array:
-    """A column as :class:`_RowOrder` compares it: text from its dictionary, a float NaN
-    as null."""
-    import pyarrow.compute as pc
+def _float_order(arr: pa.Array) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Floats as integers in IEEE 754's total order (-0.0 before 0.0: they publish
+    apart), and where they are missing (null or NaN)."""
+    values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+    bits = values.view(np.int64)
+    return np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits), np.isnan(values)
 
+
+def _comparable(arr: pa.Array) -> pa.Array:
+    """A column as :class:`_RowOrder` compares it: text from its dictionary."""
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
-    if pa.types.is_floating(arr.type):
-        arr = pc.if_else(pc.is_nan(arr), pa.scalar(None, arr.type), arr)
     return arr
 
 
