@@ -41,8 +41,8 @@ The rule, exactly as implemented
     ``3.0``), by keyed hashes tied to the row number. In each records file (each part
     of a partitioned release) the rows of one group or class stand together and go by
     their (time bin, kept values) tuple, never down (each column ascending, a missing
-    value or float NaN first, -0.0 before 0.0), so that the rows' order cannot tell which source record
-    a row is.
+    value or float NaN first, -0.0 before 0.0), so that the rows' order cannot tell
+    which source record a row is.
 
 One set of rules for both layouts
 ---------------------------------
