@@ -752,3 +752,30 @@ def test_repeated_pairs_finds_every_record_of_a_repeated_coordinate_pair():
         assert np.all(np.diff(got) > 0)
         assert np.isin(want, got).all()
         assert got.size - want.size <= n // 200
+
+
+def test_parquet_text_units_read_as_their_dictionary_number_as_from_csv(tmp_path):
+    """A Parquet text unit column is read as its dictionary (a categorical per batch,
+    each row group its own texts in first-seen order); the units' codes and names are
+    those the same column gives from a CSV (sorted texts, only those present), and a
+    missing unit is refused with the same message."""
+    rng = np.random.default_rng(4)
+    n = 5_000
+    names = np.array(["GM0344", "gm0001", "GM0010", "Zeist", "Ämstelveen", "GM0010 "])
+    frame = pd.DataFrame(
+        {"x": rng.uniform(150_000, 160_000, n).round(1), "y": rng.uniform(450_000, 460_000, n),
+         "unit": names[rng.integers(0, names.size - 1, n)]}  # the last name never occurs
+    )  # fmt: skip
+    frame.loc[frame.index[-700:], "unit"] = "GM0344"  # a row group of one text
+    frame.to_parquet(tmp_path / "u.parquet", row_group_size=1_000)
+    frame.to_csv(tmp_path / "u.csv", index=False)
+    opts = {"x": "x", "y": "y", "unit": "unit", "crs": "EPSG:28992", "chunksize": 1_500}
+    from_parquet = read_points(tmp_path / "u.parquet", **opts)
+    from_csv = read_points(tmp_path / "u.csv", **opts)
+    assert from_parquet.unit_names.tolist() == from_csv.unit_names.tolist()
+    assert sorted(from_csv.unit_names.tolist()) == from_csv.unit_names.tolist()
+    assert np.array_equal(from_parquet.unit_codes, from_csv.unit_codes)
+    frame.loc[frame.index[[7, 2_500]], "unit"] = None
+    frame.to_parquet(tmp_path / "m.parquet", row_group_size=1_000)
+    with pytest.raises(InputError, match=r"2 records have no unit in 'unit' \(rows 8, 2501\)"):
+        read_points(tmp_path / "m.parquet", **opts)
