@@ -32,7 +32,7 @@ DAY_S = 86_400
 
 def _source(path: Path) -> Path:
     """Two towns and a thin rural unit; repeat subjects, times over three days, two
-    attributes (an integer and a float) to keep."""
+    attributes (an integer and a float, some of it missing, -inf, -0.0 or 0.0) to keep."""
     rng = np.random.default_rng(17)
     parts = []
     for cx, cy, unit, n, sd in (
@@ -51,6 +51,13 @@ def _source(path: Path) -> Path:
     frame["t"] = [f"{start + np.timedelta64(int(s), 's')}Z" for s in rng.integers(0, 3 * DAY_S, n)]
     frame["age"] = rng.integers(1, 95, n)
     frame["score"] = np.round(rng.normal(50.0, 10.0, n), 1)
+    # missing, minus-infinite and signed-zero scores: the release of such a register must
+    # verify (counts checks the rows' order within a group: missing, -inf, -0.0, 0.0, ...)
+    pick = rng.random(n)
+    frame.loc[pick < 0.04, "score"] = np.nan
+    frame.loc[(pick >= 0.04) & (pick < 0.08), "score"] = -np.inf
+    frame.loc[(pick >= 0.08) & (pick < 0.14), "score"] = -0.0
+    frame.loc[(pick >= 0.14) & (pick < 0.20), "score"] = 0.0
     frame.to_csv(path, index=False)
     return path
 
