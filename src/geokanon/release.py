@@ -430,8 +430,8 @@ def _ranks(col: pd.Series) -> tuple[np.ndarray, int]:
         col = col.astype(col.dtype.categories.dtype)
     if isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub":
         values = col.to_numpy()
-        lo = values.min() if n else 0
-        if values.dtype.kind in "iub" and int(values.max()) - int(lo) < 4 * n:
+        lo = values.min() if n and values.dtype.kind in "iub" else 0
+        if n and values.dtype.kind in "iub" and int(values.max()) - int(lo) < 4 * n:
             # a few values: their offsets from the smallest
             if values.dtype.kind == "u":
                 rank = (values - lo).astype(np.int64)
