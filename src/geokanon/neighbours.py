@@ -342,6 +342,9 @@ def integer_codes(arr: NDArray[np.integer]) -> tuple[NDArray[np.int64], NDArray[
     if arr.dtype == np.int64:  # compiled: a table of the values present, then the ranks
         a64 = arr.astype(np.int64, copy=False)
         present = _present_values(a64, lo, hi - lo + 1)
+        if present.all():  # every value of the range: the ranks are the offsets
+            # (codes already dense, as a table's subjects: no table of ranks to build)
+            return a64 - lo, np.arange(lo, hi + 1, dtype=np.int64)
         rank = np.cumsum(present, dtype=np.int64)
         rank -= 1
         values = np.flatnonzero(present).astype(np.int64)

@@ -157,11 +157,16 @@ def test_integer_codes_are_unique_inverse():
         np.array([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64),
         np.array([-128, 127, 0, 127], dtype=np.int8),
         rng.integers(-(10**5), 10**5, 300_000),  # int64 in a dense range: compiled
+        # every value of the range present (codes already dense): the offsets
+        np.concatenate([rng.permutation(5000), rng.integers(0, 5000, 7000)]),
+        np.concatenate([rng.permutation(5000), rng.integers(0, 5000, 7000)]) - 9,
+        np.array([7], dtype=np.int64),
     ):
         codes, values = integer_codes(arr)
         u, inv = np.unique(arr, return_inverse=True)
         assert np.array_equal(codes, inv) and np.array_equal(values, u)
         assert values.dtype == arr.dtype
+        assert not np.shares_memory(codes, arr)  # the caller's ids are never the codes
 
 
 def test_members_are_listed_by_a_counting_sort(monkeypatch):
