@@ -15,6 +15,15 @@ Usage::
     python benchmarks/bench_scale.py --quick         # toy size (CI)
     python benchmarks/bench_scale.py --single "" --core "" --dask "" \
         --full 1e7 --full-single 1e6              # the full release (files, verified)
+    python benchmarks/bench_scale.py --single "" --core "" --dask "" \
+        --full 1e7 --full-single 1e7 --partition 1000000 --repeat 3   # item 4, alternating
+
+With ``--repeat R`` (R > 1), each size given to both ``--full`` and ``--full-single`` is
+released R times on each backend, alternating (one machine, then Dask on a local cluster
+started and warmed for that run and closed after it, so that the one-machine run shares
+the machine with no idle workers), and a line per size gives the Dask / one machine
+ratio of each round and their mean: two runs of one release differ by up to 15 % on a
+shared 2-core machine, more than the difference the comparison is about.
 
 The "full release" stage writes and verifies the whole release directory: on Dask
 with :func:`geokanon.distributed.release_partitions` (partitions generated in the
@@ -424,6 +433,12 @@ def main() -> None:
     ap.add_argument("--partition", type=int, default=2_000_000, help="records per partition")
     ap.add_argument("--quick", action="store_true", help="toy sizes (CI)")
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="full releases of a size in both --full and --full-single: rounds, alternating",
+    )
+    ap.add_argument(
         "--stage-memory",
         action="store_true",
         help="print the full Dask release's peak memory per stage (driver, workers, total)",
@@ -452,10 +467,18 @@ def main() -> None:
     print(f"policy k={policy.k}, r_max={policy.r_max_m:g} m (halo {policy.search_radius_m:g} m); "
           f"tiles {args.tile:g} m; {DENSITY_PER_KM2:,.0f} records/km2; "
           f"cores {os.cpu_count()}; freed memory {heap}")  # fmt: skip
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
     rows: list[Row] = []
     from geokanon.classify import classify
 
     classify(np.arange(100.0), np.zeros(100), policy)  # compile (or load) the kernels first
+    paired = [n for n in full_single if n in full] if args.repeat > 1 else []
+    full_single = [n for n in full_single if n not in paired]
+    full = [n for n in full if n not in paired]
+    ratios = {n: alternate_full(n, policy, args) for n in paired}
+    for n in paired:
+        rows += ratios[n][0]
     for n in single:
         rows += run_single(n, policy, core=n in core)
         print(f"  single {n:,}: {rows[-1].seconds:.1f} s", flush=True)
@@ -490,6 +513,38 @@ def main() -> None:
     order = {("single", "classify"): 0, ("single", "release core"): 1}
     rows.sort(key=lambda r: (order.get((r.backend, r.stage), 2), r.stage, r.n))
     print_table(rows)
+    for n, (_, each) in ratios.items():
+        by_round = ", ".join(f"{r:.3f}" for r in each)
+        print(f"full release {n:,}, Dask / one machine by round: {by_round}; "
+              f"mean {sum(each) / len(each):.3f}")  # fmt: skip
+
+
+def alternate_full(n: int, policy: Any, args: argparse.Namespace) -> tuple[list[Row], list[float]]:
+    """``args.repeat`` rounds of the full release of ``n`` records: one machine, then Dask
+    on a local cluster of its own (started, warmed, closed around the run); the rows and the
+    Dask / one machine ratio of each round."""
+    from geokanon.distributed import dask_client
+
+    rows: list[Row] = []
+    ratios: list[float] = []
+    parts = max(args.workers, math.ceil(n / args.partition))
+    for i in range(args.repeat):
+        single = run_single_full(n, policy, args.stage_memory)
+        print(f"  round {i + 1}: single full release {n:,}: {single.seconds:.1f} s", flush=True)
+        with dask_client(
+            None,
+            n_workers=args.workers,
+            memory_limit=args.memory_limit,
+            keep_freed_memory=not args.default_heap,
+        ) as client:
+            run_dask(20_000, policy, client, args.workers, args.tile, 2)  # warm the workers
+            dask = run_dask_full(
+                n, policy, client, args.workers, args.tile, parts, args.stage_memory
+            )
+        print(f"  round {i + 1}: dask full release {n:,}: {dask.seconds:.1f} s", flush=True)
+        rows += [single, dask]
+        ratios.append(dask.seconds / single.seconds)
+    return rows, ratios
 
 
 if __name__ == "__main__":

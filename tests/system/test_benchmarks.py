@@ -18,6 +18,10 @@ CASES = {
     "grouping": (["bench_grouping.py", "--quick"], "mean displacement"),
     "sweep": (["bench_sweep.py", "--n", "20000", "--repeat", "1"], "every sweep cell equals"),
     "scale": (["bench_scale.py", "--quick"], "release core"),
+    "scale_alternating": (
+        ["bench_scale.py", "--quick", "--single", "", "--core", "", "--dask", "", "--repeat", "2"],
+        "Dask / one machine by round",
+    ),
     "release": (["bench_release.py", "--quick"], "write_release total"),
     "release_lonlat": (["bench_release.py", "--quick", "--lonlat"], "lon/lat yes"),
     "release_baseline": (
@@ -30,7 +34,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_benchmark_runs_at_toy_size(name):
-    if name == "scale":
+    if name.startswith("scale"):
         pytest.importorskip("distributed", reason="bench_scale needs the dask extra")
     args, expected = CASES[name]
     proc = subprocess.run(
