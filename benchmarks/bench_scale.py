@@ -19,11 +19,12 @@ Usage::
         --full 1e7 --full-single 1e7 --partition 1000000 --repeat 3   # item 4, alternating
 
 With ``--repeat R`` (R > 1), each size given to both ``--full`` and ``--full-single`` is
-released R times on each backend, alternating (one machine, then Dask on a local cluster
-started and warmed for that run and closed after it, so that the one-machine run shares
-the machine with no idle workers), and a line per size gives the Dask / one machine
-ratio of each round and their mean: two runs of one release differ by up to 15 % on a
-shared 2-core machine, more than the difference the comparison is about.
+released R times on each backend, alternating (one machine in a fresh process, then Dask
+on a local cluster started and warmed for that run and closed after it, so that the
+one-machine run shares the machine with no idle workers and no heap left by a Dask run),
+and a line per size gives the Dask / one machine ratio of each round and their mean: two
+runs of one release differ by up to 15 % on a shared 2-core machine, more than the
+difference the comparison is about.
 
 The "full release" stage writes and verifies the whole release directory: on Dask
 with :func:`geokanon.distributed.release_partitions` (partitions generated in the
@@ -36,11 +37,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import os
 import tempfile
 import threading
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -519,6 +522,15 @@ def main() -> None:
               f"mean {sum(each) / len(each):.3f}")  # fmt: skip
 
 
+def _single_full_fresh(n: int, policy: Any, stage_memory: bool, default_heap: bool) -> Row:
+    """:func:`run_single_full` in a fresh process, its heap set as :func:`main` sets it."""
+    if not default_heap:
+        from geokanon._heap import keep_freed_memory
+
+        keep_freed_memory()
+    return run_single_full(n, policy, stage_memory)
+
+
 def alternate_full(n: int, policy: Any, args: argparse.Namespace) -> tuple[list[Row], list[float]]:
     """``args.repeat`` rounds of the full release of ``n`` records: one machine, then Dask
     on a local cluster of its own (started, warmed, closed around the run); the rows and the
@@ -528,8 +540,14 @@ def alternate_full(n: int, policy: Any, args: argparse.Namespace) -> tuple[list[
     rows: list[Row] = []
     ratios: list[float] = []
     parts = max(args.workers, math.ceil(n / args.partition))
+    spawn = multiprocessing.get_context("spawn")
     for i in range(args.repeat):
-        single = run_single_full(n, policy, args.stage_memory)
+        # one machine in a fresh process (as the geokanon command runs): this process's heap
+        # after a Dask run held 1 GB more at the next release's peak
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            single = pool.submit(
+                _single_full_fresh, n, policy, args.stage_memory, args.default_heap
+            ).result()
         print(f"  round {i + 1}: single full release {n:,}: {single.seconds:.1f} s", flush=True)
         with dask_client(
             None,
