@@ -893,6 +893,17 @@ def _mix_floats(f: NDArray[np.float64], salt: np.uint64) -> NDArray[np.uint64]:
     return _mix_kernel(bits, _U64(salt), _NAN_BITS, True)
 
 
+def _storage_ints(arr: pa.Array, wide: pa.DataType) -> pa.Array:
+    """An integer, boolean or temporal column as the integers ``wide``; a temporal one by
+    the integers it stores (pyarrow casts no ``date32`` to ``int64``: days since 1970)."""
+    import pyarrow.compute as pc
+
+    t = arr.type
+    if pa.types.is_temporal(t):
+        arr = arr.view(pa.int32() if t.bit_width == 32 else pa.int64())
+    return pc.cast(arr, wide)
+
+
 class RowHasher:
     """Keyed 64-bit hashes of values, drawn afresh for every verification, so a release
     cannot be made to collide with them.
@@ -925,7 +936,7 @@ class RowHasher:
             return _mix_floats(f, self.salt[1])  # one NaN, and a null is a NaN
         if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
             wide = pa.uint64() if pa.types.is_uint64(t) else pa.int64()
-            ints = pc.cast(arr, wide).fill_null(0)
+            ints = _storage_ints(arr, wide).fill_null(0)
             v = np.asarray(ints.to_numpy(zero_copy_only=False)).view(np.uint64)
             h = _mix(v, self.salt[2])
             if arr.null_count:
@@ -966,7 +977,7 @@ class RowHasher:
             return int(_tied_mix(bits, self.salt[1], _NAN_BITS, True, _NO_BOOLS, _NO_SALT, at))
         if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
             wide = pa.uint64() if pa.types.is_uint64(t) else pa.int64()
-            ints = pc.cast(arr, wide).fill_null(0)
+            ints = _storage_ints(arr, wide).fill_null(0)
             v = np.ascontiguousarray(
                 np.asarray(ints.to_numpy(zero_copy_only=False)).view(np.uint64)
             )

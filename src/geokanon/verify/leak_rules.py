@@ -1561,6 +1561,8 @@ class TableScan:
                     geo_keys = {"geometry.x", "geometry.y"}
                 continue
             if pa.types.is_timestamp(t) or pa.types.is_date(t):
+                if pa.types.is_date(t):  # pandas reads dates as Python objects: as times
+                    arr = arr.cast(pa.timestamp("ms"))
                 secs = ns_to_s(pd.Series(arr.to_pandas()))
                 if (isin(secs, sec.epoch) | isin(secs, sec.wall)).any():
                     self.stamps[i] = True
