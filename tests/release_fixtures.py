@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import shapely
 
@@ -358,7 +359,12 @@ def write_release(
         }
     )
     pq.write_table(records, rel / "records.parquet")
-    records.drop_columns(["geometry"]).to_pandas().to_csv(rel / "records.csv", index=False)
+    # as the format writes it (pyarrow: text quoted, numbers in shortest form)
+    pacsv.write_csv(
+        records.drop_columns(["geometry"]),
+        rel / "records.csv",
+        pacsv.WriteOptions(quoting_style="needed"),
+    )
 
     # units
     unit_class = {u: c for c, (lvl, u) in scene.classes.items() if lvl == "unit"}

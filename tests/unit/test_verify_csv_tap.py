@@ -6,6 +6,10 @@ with ``records.parquet``'s column types, whatever was done to the file: numbers 
 with spaces (the typed read trims them), an integer written as a float (the typed read
 alone catches it: the shared read gives up), a quoted empty text (not a null), a value
 changed, a row dropped, the header changed.
+
+Every edit here writes the file again with Python's ``csv`` module (text unquoted), so
+even where the values agree ``counts`` fails, on the file's writing alone (the format
+fixes pyarrow's): where they agree that is its only finding.
 """
 
 from __future__ import annotations
@@ -136,7 +140,7 @@ def _none(rows: Rows) -> tuple[Rows, set[tuple[int, int]]]:
 
 
 @pytest.mark.parametrize(
-    ("change", "tapped", "counts_passes"),
+    ("change", "tapped", "values_agree"),
     [
         (_none, True, True),
         (_pad, True, True),
@@ -156,7 +160,7 @@ def test_records_csv_read_once_reports_as_the_typed_read(
     monkeypatch: pytest.MonkeyPatch,
     change: Callable[[Rows], tuple[Rows, set[tuple[int, int]]]],
     tapped: bool,
-    counts_passes: bool,
+    values_agree: bool,
 ) -> None:
     root, source = built
     rel = tmp_path / "rel"
@@ -179,5 +183,8 @@ def test_records_csv_read_once_reports_as_the_typed_read(
     for name in CHECKS:
         assert shared[name].passed == alone[name].passed, name
         assert shared[name].detail == alone[name].detail, name
-    assert shared["counts"].passed is counts_passes, shared["counts"].detail
+    counts = shared["counts"]
+    assert not counts.passed
+    # values that agree fail on the writing alone; values that differ on the values
+    assert ("not as the format writes them" in counts.detail) is values_agree, counts.detail
     assert shared["no_leak"].passed, shared["no_leak"].detail

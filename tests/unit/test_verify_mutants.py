@@ -351,14 +351,72 @@ MUTANTS: dict[str, tuple[Callable[[Path], None], str, str]] = {
 }
 
 
-def test_the_copy_and_a_pandas_rewrite_of_records_csv_pass(
+def test_the_copy_and_a_rewrite_of_records_csv_as_the_format_writes_it_pass(
     release: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, src = release
     assert _verify(capsys, root, src) == (0, set())
-    # the same values, written by pandas (no quotes, other float forms): still the same rows
-    edit_csv(root, "records.csv", lambda f: f)
+    # read and written again as the format writes it (pyarrow): the same bytes, it passes
+    _edit_csv(root, lambda f: f)
     assert _verify(capsys, root, src) == (0, set())
+    # the same values written by pandas (no quotes, other float forms): other bytes
+    edit_csv(root, "records.csv", lambda f: f)
+    code, failed = _verify_details(capsys, root, src)
+    assert code == 4 and set(failed) == {"counts"}, failed
+    assert "holds records.parquet's values but not as the format writes them" in failed["counts"]
+
+
+def _reformat_csv(root: Path, column: str, how: Callable[[str], str], *, every: int = 3) -> None:
+    """``records.csv`` with one column's cells, on every ``every``-th data line, written
+    another way that reads as the same value (a bit per line a reader of values misses);
+    the manifest's sha256 refreshed."""
+    path = root / "release" / "records.csv"
+    text = path.read_bytes().decode("utf-8")
+    lines = text.split("\n")
+    header = lines[0].split(",")
+    at = header.index(f'"{column}"')
+    for i in range(1, len(lines), every):
+        cells = lines[i].split(",")
+        if len(cells) == len(header) and cells[at] not in ("", '""'):
+            cells[at] = how(cells[at])
+            lines[i] = ",".join(cells)
+    path.write_bytes("\n".join(lines).encode("utf-8"))
+    refresh_manifest(root)
+
+
+def _crlf(root: Path, lines: int) -> None:
+    """The first ``lines`` lines of ``records.csv`` ending ``\\r\\n`` (read alike)."""
+    path = root / "release" / "records.csv"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n", lines))
+    refresh_manifest(root)
+
+
+#: records.csv written another way with the same values: each must fail ``counts``
+REWRITES: dict[str, Callable[[Path], None]] = {
+    "a number in quotes": lambda r: _reformat_csv(r, "age", lambda c: f'"{c}"'),
+    "a plus sign": lambda r: _reformat_csv(r, "age", lambda c: f"+{c}"),
+    "a space before a number": lambda r: _reformat_csv(r, "age", lambda c: f" {c}"),
+    "a zero after a decimal number": lambda r: _reformat_csv(
+        r, "score", lambda c: c + "0" if "." in c and "inf" not in c else c
+    ),
+    "a text without its quotes": lambda r: _reformat_csv(r, "level", lambda c: c.strip('"')),
+    "lines ending in CR LF": lambda r: _crlf(r, 5),
+}
+
+
+@pytest.mark.parametrize("name", list(REWRITES))
+def test_records_csv_written_another_way_fails_counts(
+    name: str, release: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every byte of records.csv is the format's: the values alone leave the writing free,
+    and each of these writings could carry a bit per cell past a check of values."""
+    root, src = release
+    before = (root / "release" / "records.csv").read_bytes()
+    REWRITES[name](root)
+    assert (root / "release" / "records.csv").read_bytes() != before
+    code, failed = _verify_details(capsys, root, src)
+    assert code == 4 and "counts" in failed, f"{name}: exit {code}, failed {failed}"
+    assert "not as the format writes them" in failed["counts"], failed["counts"]
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -770,6 +771,14 @@ class _CsvCompare:
             out.problems.append(
                 f"records.csv differs from records.parquet in column(s) {', '.join(differ)}"
             )
+            return
+        line = _first_uncanonical_line(path, self.rel.rel / "records.parquet", want)
+        if line is not None:
+            out.problems.append(
+                f"records.csv holds records.parquet's values but not as the format writes "
+                f"them (pyarrow's CSV: text quoted, numbers in shortest form, no spaces, "
+                f"one line break); the first other byte is on line {line}"
+            )
 
     def _csv_sums(
         self, path: Path, types: dict[str, pa.DataType], cast: list[str]
@@ -804,6 +813,134 @@ class _CsvCompare:
                     sums[name] += self.hasher.values_tied_sum(c, at)
                 start += batch.num_rows
         return header, sums, start
+
+
+#: Rows of ``records.parquet`` compared with ``records.csv`` at a time by
+#: :func:`_first_uncanonical_line`.
+_CANONICAL_ROWS = 1 << 18
+#: The format's writing of ``records.csv`` (pyarrow's CSV writer).
+_CANONICAL_CSV = {"quoting_style": "needed"}
+
+
+def _first_uncanonical_line(csv_path: Path, parquet_path: Path, names: list[str]) -> int | None:
+    """The first line (1: the header) where ``records.csv`` is not byte for byte pyarrow's
+    CSV writing of ``records.parquet``'s columns ``names`` (a header row, text and names
+    in double quotes, a missing value empty, numbers in their shortest round-trip form,
+    ``\\n`` line ends), or None where it is.
+
+    The comparison of values (:class:`_CsvCompare`) leaves the writing free: a number in
+    quotes, with a sign or a space before it, a line ending ``\\r\\n``, an unquoted text
+    read the same, each a bit per cell that could carry what the release must not. The
+    format fixes one writing (docs/release-format.md), so the file is compared with it,
+    batch by batch, without holding either whole. Rows equal to the row before in every
+    column (floats by their bits: ``-0.0`` is written apart from ``0.0``) are written
+    alike, so only the first of each run is written here and its line repeated (a group's
+    rows are such runs: at 1e7 records one row in about seven is written); a batch whose
+    lines do not split at line breaks (a text holding one) is written whole.
+    """
+    import pyarrow.csv as pacsv
+
+    pf = pq.ParquetFile(parquet_path)
+    schema = pa.schema([pf.schema_arrow.field(n) for n in names])
+
+    def written(table: pa.Table, header: bool) -> NDArray[np.uint8]:
+        sink = pa.BufferOutputStream()
+        options = pacsv.WriteOptions(include_header=header, **_CANONICAL_CSV)
+        pacsv.write_csv(table, sink, options)
+        return np.frombuffer(sink.getvalue(), dtype=np.uint8)
+
+    buf = [np.empty(0, dtype=np.uint8)]
+    with open(csv_path, "rb") as file:
+        at = 0  # bytes of the file compared so far
+        want = written(schema.empty_table(), True)
+        for batch in pf.iter_batches(batch_size=_CANONICAL_ROWS, columns=names):
+            rows = pa.Table.from_batches([batch])
+            heads = np.flatnonzero(~_same_as_before(rows))
+            lines = written(rows.take(pa.array(heads)), False)
+            ends = np.flatnonzero(lines == ord("\n")) + 1
+            if ends.size != heads.size:  # a text holds a line break: every row written
+                body = written(rows, False)
+            else:  # each head's line, repeated over its run (Arrow's take copies the bytes)
+                offsets = np.concatenate([[0], ends]).astype(np.int64)
+                each = pa.LargeBinaryArray.from_buffers(
+                    pa.large_binary(),
+                    heads.size,
+                    [None, pa.py_buffer(offsets), pa.py_buffer(lines)],
+                )
+                run = np.repeat(np.arange(heads.size), np.diff(np.append(heads, rows.num_rows)))
+                taken = each.take(pa.array(run))
+                size = int(np.frombuffer(taken.buffers()[1], np.int64, rows.num_rows + 1)[-1])
+                body = np.frombuffer(taken.buffers()[2], np.uint8, size)
+            want = np.concatenate([want, body]) if want.size else body
+            bad = _first_unequal(file, want, buf)
+            if bad >= 0:
+                return _line_at(file, at + bad)
+            at += want.size
+            want = want[:0]
+        if want.size:  # the header of a file without rows
+            bad = _first_unequal(file, want, buf)
+            if bad >= 0:
+                return _line_at(file, at + bad)
+            at += want.size
+        if file.read(1):  # bytes past the writing
+            return _line_at(file, at)
+    return None
+
+
+def _same_as_before(table: pa.Table) -> NDArray[np.bool_]:
+    """Per row, whether every column holds what the row before holds, as a CSV writes it
+    (a null apart from every value; floats by their bits; the first row: False)."""
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    same = np.ones(n, dtype=np.bool_)
+    if n:
+        same[0] = False
+    if n < 2:
+        return same
+    for col in table.columns:
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+        if pa.types.is_floating(arr.type):
+            bits = np.asarray(
+                pc.cast(arr, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+            ).view(np.uint64)
+            equal = bits[1:] == bits[:-1]
+        else:
+            try:
+                eq = pc.equal(arr.slice(1), arr.slice(0, n - 1)).fill_null(False)
+            except pa.ArrowNotImplementedError:  # a type Arrow does not compare: no runs
+                equal = np.zeros(n - 1, dtype=np.bool_)
+            else:
+                equal = np.asarray(eq.to_numpy(zero_copy_only=False), dtype=np.bool_)
+        both_valid = valid[1:] & valid[:-1]
+        both_null = ~(valid[1:] | valid[:-1])
+        same[1:] &= (both_valid & equal) | both_null
+    return same
+
+
+def _first_unequal(file: Any, want: NDArray[np.uint8], buf: list[NDArray[np.uint8]]) -> int:
+    """The first position where ``file``'s next ``want.size`` bytes differ from ``want``
+    (the file ending first: where it ends), or -1 when they are equal. ``buf`` holds the
+    buffer the bytes are read into (grown as needed, reused batch after batch)."""
+    if buf[0].size < want.size:
+        buf[0] = np.empty(want.size, dtype=np.uint8)
+    have = buf[0][: want.size]
+    got = file.readinto(have.data)
+    if got == want.size:
+        whole = got - got % 8  # compared 8 bytes at a time (an eighth of the temporary)
+        if bool((have[:whole].view(np.uint64) == want[:whole].view(np.uint64)).all()) and (
+            np.array_equal(have[whole:], want[whole:])
+        ):
+            return -1
+    unequal = have[:got] != want[:got]
+    return int(np.argmax(unequal)) if unequal.any() else got
+
+
+def _line_at(file: Any, offset: int) -> int:
+    """The line (1: the first) that holds byte ``offset`` of ``file``."""
+    file.seek(0)
+    return file.read(offset).count(b"\n") + 1
 
 
 #: What pyarrow's CSV reader reads as booleans (its default ``true_values``, ``false_values``).
