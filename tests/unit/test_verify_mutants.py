@@ -453,3 +453,35 @@ def test_the_report_is_required_once_the_release_is_finished(
     assert verify_release(root, source=src, checks=["manifest"]).passed
     code, failed = _verify(capsys, root, src)
     assert (code, failed) == (4, {"manifest"})
+
+
+def _units_csv(root: Path, change: Callable[[list[bytes]], list[bytes]]) -> None:
+    """``units.csv``'s lines through ``change`` (its cells unchanged); sha256 refreshed."""
+    path = root / "release" / "units.csv"
+    path.write_bytes(b"\n".join(change(path.read_bytes().split(b"\n"))))
+    refresh_manifest(root)
+
+
+def _quote_second_cell(lines: list[bytes]) -> list[bytes]:
+    cells = lines[1].split(b",")
+    cells[1] = b'"' + cells[1] + b'"'
+    return [lines[0], b",".join(cells), *lines[2:]]
+
+
+#: units.csv written another way with the same cells: each must fail ``counts``
+UNITS_REWRITES: dict[str, Callable[[list[bytes]], list[bytes]]] = {
+    "a count in quotes": _quote_second_cell,
+    "a blank line": lambda lines: [*lines[:2], b"", *lines[2:]],
+    "a line ending in CR LF": lambda lines: [lines[0] + b"\r", *lines[1:]],
+}
+
+
+@pytest.mark.parametrize("name", list(UNITS_REWRITES))
+def test_units_csv_written_another_way_fails_counts(
+    name: str, release: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, src = release
+    _units_csv(root, UNITS_REWRITES[name])
+    code, failed = _verify_details(capsys, root, src)
+    assert code == 4 and "counts" in failed, f"{name}: exit {code}, failed {failed}"
+    assert "units.csv holds its cells but not as the format writes them" in failed["counts"]

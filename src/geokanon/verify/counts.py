@@ -500,6 +500,33 @@ class UnitTally:
     wrong_group_units: int = 0
 
 
+def units_csv_writing_problems(path: Path, table: pd.DataFrame) -> list[str]:
+    """``units.csv`` byte for byte as the format writes the cells it holds (``table``, its
+    cells as text): a header row, then a line per unit, a cell quoted only when it holds a
+    comma, a double quote or a line break (Python's ``csv``, as pandas writes it), ``\\n``
+    line ends, nothing else. A reader of cells takes ``"550"``, a blank line or a
+    ``\\r\\n`` line end as the same table: a bit each that the checks of values would
+    not see."""
+    import csv
+    import io
+
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow([str(c) for c in table.columns])
+    writer.writerows(table.astype(str).itertuples(index=False, name=None))
+    want = text.getvalue().encode("utf-8")
+    have = path.read_bytes()
+    if have == want:
+        return []
+    same = min(len(have), len(want))
+    at = next((i for i in range(same) if have[i] != want[i]), same)
+    line = have[:at].count(b"\n") + 1
+    return [
+        "units.csv holds its cells but not as the format writes them (a cell quoted only "
+        f"when it must be, one line break per row); the first other byte is on line {line}"
+    ]
+
+
 def unit_problems(
     k: int,
     rows: list[dict[str, Any]],
@@ -792,6 +819,7 @@ def check_counts(rel: ReleaseReader) -> CheckResult:
     problems += unit_problems(
         k, unit_rows(rel), rel.units_table, rel.manifest, _single_unit_tally(rel)
     )
+    problems += units_csv_writing_problems(rel.rel / "units.csv", rel.units_table)
     problems += _input_filter_problems(rel)
     problems += gpkg_count_problems(rel)
     problems += geoparquet_bbox_problems(rel)

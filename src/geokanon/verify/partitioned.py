@@ -119,6 +119,7 @@ from geokanon.verify.counts import (
     records_total_problems,
     subject_ids_merged_problems,
     unit_problems,
+    units_csv_writing_problems,
 )
 from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
@@ -1371,6 +1372,7 @@ def _check_counts(rel: _PartitionedRelease) -> CheckResult:
         problems.append("classes.parquet rows are not all covered by the parts")
     t = rel.units_table
     problems += unit_problems(k, unit_rows(rel), t, m, _unit_tally(rel))
+    problems += units_csv_writing_problems(rel.rel / "units.csv", t)
     # the partitioned layout publishes no synthetic records (the writer refuses them)
     problems += manifest_count_problems(
         m, k, rel.disposals, n=rel.n, n_syn=0, s_subj=rel.sup_subjects,
