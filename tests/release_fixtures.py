@@ -427,9 +427,15 @@ def write_release(
         "verification": {},
         "files": {},
     }
-    (rel / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    write_manifest(rel / "manifest.json", manifest)
     refresh_manifest(root)
     return Written(root=root, source=source, scene=scene)
+
+
+def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """``manifest.json`` as the writer writes it (keys sorted, two-space indents, a final
+    line break): the verifier requires that writing (``manifest``)."""
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def refresh_manifest(root: Path) -> None:
@@ -442,7 +448,7 @@ def refresh_manifest(root: Path) -> None:
         for p in sorted(rel.rglob("*"))
         if p.is_file() and p.name != "manifest.json"
     }
-    path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    write_manifest(path, manifest)
 
 
 def edit_manifest(root: Path, change: Callable[[dict[str, Any]], None]) -> None:
@@ -450,7 +456,7 @@ def edit_manifest(root: Path, change: Callable[[dict[str, Any]], None]) -> None:
     path = root / "release" / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
     change(manifest)
-    path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    write_manifest(path, manifest)
 
 
 def edit_audit(root: Path, change: Callable[[dict[str, Any]], None]) -> None:

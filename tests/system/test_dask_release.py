@@ -381,7 +381,7 @@ def test_manifest_streams_groups_same_verdicts(client, towns_release, tmp_path, 
     path = out / "release" / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["r_max_m"] = 3000.0
-    path.write_text(json.dumps(manifest))
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     gpath = out / "release" / "groups.parquet"
     groups = pd.read_parquet(gpath)
     groups.loc[groups.index[-1], "radius_m"] = 1.0
@@ -606,7 +606,7 @@ def test_report_and_bias_from_samples_above_their_limits(client, towns_dir, tmp_
     path = out / "release" / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["report_sample"] = {**entry, "records": entry["records"] - 1}
-    path.write_text(json.dumps(manifest))
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     report_path = out / "release" / "report.html"
     report_path.write_text(
         page.replace(f"sample of {entry['records']:,} records",

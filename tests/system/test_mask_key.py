@@ -180,7 +180,7 @@ def _plant_manifest(root: Path, key: bytes, words: tuple[int, int]) -> None:
     path = root / "release" / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["mask"]["key"] = words[0]  # the derived 64-bit word, as a JSON number
-    path.write_text(json.dumps(manifest))
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def _plant_report(root: Path, key: bytes, words: tuple[int, int]) -> None:

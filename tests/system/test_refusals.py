@@ -84,7 +84,7 @@ def test_merge_small_units_releases_and_lists_every_merge(edge, tmp_path, capsys
     path = out / "release" / "manifest.json"
     doc = json.loads(path.read_text())
     del doc["input_filter"]["unit_merges"]["GM0313"]
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     assert main(["verify", str(out), "--source", str(edge)]) == 4
     assert "unit_merges differs" in capsys.readouterr().out
     # audit and manifest agreeing on a mapping that leaves Bunschoten (48) alone: the
@@ -95,7 +95,7 @@ def test_merge_small_units_releases_and_lists_every_merge(edge, tmp_path, capsys
         entry["unit_merges"].pop("GM0313", None)
         entry["unit_merges"].pop("GM0307", None)
     audit_path.write_text(json.dumps(audit))
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     assert main(["verify", "--source", str(edge), str(out)]) == 4
     assert "with fewer than 49 subjects were not merged: GM0313" in capsys.readouterr().out
 
@@ -159,7 +159,7 @@ def test_exclude_units_drops_and_counts_their_records(edge, tmp_path, capsys):
     path = out / "release" / "manifest.json"
     doc = json.loads(path.read_text())
     doc["input_filter"]["excluded_records"] = 48
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     assert main(["verify", str(out), "--source", str(edge)]) == 4
 
 

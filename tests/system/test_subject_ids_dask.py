@@ -87,7 +87,7 @@ def test_partitioned_release_does_not_group_the_spellings(client, partitions, tm
     path = out / "release" / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["subject_ids_merged"] = 0
-    path.write_text(json.dumps(manifest))
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     report = verify_partitioned(out, source=src, checks=("counts",))
     assert report.failed == ("counts",)
     assert "subject_ids_merged" in report.checks[0].detail

@@ -187,7 +187,9 @@ def test_release_does_not_group_the_five_spellings(tmp_path, capsys):
     assert release_risk(out, source=path).min_count >= K
     # the verifier recounts the merges from the source
     manifest["subject_ids_merged"] = 0
-    (out / "release" / "manifest.json").write_text(json.dumps(manifest))
+    (out / "release" / "manifest.json").write_text(
+        json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    )
     v = verify_release(out, source=path)
     assert v.failed == ("counts",)
     assert "subject_ids_merged" in dict((c.name, c.detail) for c in v.checks)["counts"]

@@ -152,11 +152,13 @@ def test_hole_on_hand_built_tables():
 
 def test_release_verifies_lists_the_failed_checks(valid):
     path = valid.root / "release" / "units.csv"
-    path.write_text(path.read_text() + "\n")  # tampered: checksum no longer matches
+    # tampered: a blank line (not the format's writing) and the checksum no longer matches
+    path.write_text(path.read_text() + "\n")
     with pytest.raises(AssertionError) as err:
         assert_release_verifies(valid.root, valid.source)
     msg = str(err.value)
-    assert msg.startswith("release does not verify: 1 of 11 checks fail: manifest: ")
+    assert msg.startswith("release does not verify: 2 of 11 checks fail: counts: units.csv ")
+    assert "; manifest: 1 sha256 mismatches: units.csv" in msg
     no_secret(msg)
 
 

@@ -485,3 +485,32 @@ def test_units_csv_written_another_way_fails_counts(
     code, failed = _verify_details(capsys, root, src)
     assert code == 4 and "counts" in failed, f"{name}: exit {code}, failed {failed}"
     assert "units.csv holds its cells but not as the format writes them" in failed["counts"]
+
+
+#: manifest.json written another way with the same values: each must fail ``manifest``
+MANIFEST_REWRITES: dict[str, Callable[[str], str]] = {
+    "keys unsorted": lambda text: json.dumps(dict(reversed(json.loads(text).items())), indent=2),
+    "four-space indents": lambda text: (
+        json.dumps(json.loads(text), indent=4, sort_keys=True) + "\n"
+    ),
+    "a space before a colon": lambda text: text.replace('"k":', '"k" :', 1),
+    "a key given twice": lambda text: text.replace('{\n  "bias"', '{\n  "k": 1,\n  "bias"', 1),
+    "no final line break": lambda text: text.rstrip("\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(MANIFEST_REWRITES))
+def test_manifest_written_another_way_fails_manifest(
+    name: str, release: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spaces, key order or a key given twice read as the same manifest (a repeated key:
+    its last value), and each could carry bits past the checks of its values."""
+    root, src = release
+    path = root / "release" / "manifest.json"
+    text = path.read_text(encoding="utf-8")
+    new = MANIFEST_REWRITES[name](text)
+    assert new != text and json.loads(new) == json.loads(text)
+    path.write_text(new, encoding="utf-8")
+    code, failed = _verify_details(capsys, root, src)
+    assert code == 4 and "manifest" in failed, f"{name}: exit {code}, failed {failed}"
+    assert "manifest.json holds its values but not as the format writes them" in failed["manifest"]

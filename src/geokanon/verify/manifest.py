@@ -41,6 +41,28 @@ from geokanon.verify._records import record_paths
 from geokanon.verify._results import CHECKS, NOT_CHECKED_HERE, CheckResult
 
 
+def _manifest_writing_problems(path: Path) -> list[str]:
+    """``manifest.json`` byte for byte as the format writes what it holds: JSON with the
+    keys sorted, two-space indents, non-ASCII text escaped, one final line break
+    (``json.dumps(..., indent=2, sort_keys=True) + "\\n"``). Spaces, key order or a key
+    given twice read as the same manifest, and could each carry bits past the checks of
+    its values."""
+    have = path.read_bytes()
+    try:
+        want = (json.dumps(json.loads(have), indent=2, sort_keys=True) + "\n").encode()
+    except ValueError:  # unreadable: the reader has said so
+        return []
+    if have == want:
+        return []
+    same = min(len(have), len(want))
+    at = next((i for i in range(same) if have[i] != want[i]), same)
+    line = have[:at].count(b"\n") + 1
+    return [
+        "manifest.json holds its values but not as the format writes them (keys sorted, "
+        f"two-space indents, one final line break); the first other byte is on line {line}"
+    ]
+
+
 def check_manifest(rel: ReleaseReader) -> CheckResult:
     files = rel.manifest.get("files")
     if not isinstance(files, Mapping):
@@ -72,6 +94,7 @@ def check_manifest(rel: ReleaseReader) -> CheckResult:
     src_sha = rel.source.sha256
     if src_sha and rel.manifest.get("input_sha256") != src_sha:
         problems.append("input_sha256 differs from the source's checksum")
+    problems += _manifest_writing_problems(rel.rel / "manifest.json")
     problems += _promised_file_problems(rel, set(on_disk))
     problems += _parameter_problems(rel)
     problems += _report_sample_problems(rel)
