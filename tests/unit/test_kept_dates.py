@@ -1,9 +1,11 @@
-"""A kept date column (Parquet ``date32``): released, verified, and its values checked.
+"""A kept date column (Parquet ``date32``, some ``9999-12-31``): released, verified, and its
+values checked.
 
 The verifier hashed temporal values by casting them to int64, which pyarrow does not do
 for ``date32``, and read dates through pandas as Python objects: a release keeping a date
 column was refused by its own verification (``k_subjects``, ``no_leak``, ``counts``
-"cannot check"), whatever its values.
+"cannot check"), whatever its values; then ``no_leak`` could not read a date beyond
+``datetime64[ns]``'s range (2262), such as the ``9999-12-31`` registers write for "no end".
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def _source(path: Path) -> Path:
     xy = rng.normal(0.0, 120.0, (n, 2)) + np.array([155_000.0, 463_000.0])
     start = datetime.date(2025, 1, 1)
     days = [start + datetime.timedelta(days=int(d)) for d in rng.integers(0, 400, n)]
+    for i in range(5, n, 37):  # a register's "no end": beyond datetime64[ns]'s range
+        days[i] = datetime.date(9999, 12, 31)
     frame = pd.DataFrame({"x": np.round(xy[:, 0], 1), "y": np.round(xy[:, 1], 1)})
     table = pa.Table.from_pandas(frame, preserve_index=False).append_column(
         "visit", pa.array(days, type=pa.date32())

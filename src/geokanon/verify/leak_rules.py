@@ -1459,6 +1459,29 @@ class _Numbers:
 _POINT_BOX = {"bbox.xmin": "x", "bbox.xmax": "x", "bbox.ymin": "y", "bbox.ymax": "y"}
 
 
+#: Seconds from 1970 that ``datetime64[ns]`` holds (about 1677-09-21 to 2262-04-11).
+_NS_SECONDS = (2**63 - 1) / 1e9
+
+
+def _stamp_seconds(arr: pa.Array | pa.ChunkedArray) -> NDArray[np.float64]:
+    """A timestamp or date column's times as :func:`~geokanon.verify._reader.ns_to_s` gives
+    them (NaN where missing). A time beyond ``datetime64[ns]``'s range (``9999-12-31``,
+    a register's "no end") is NaN too: no source time, read in nanoseconds, is one."""
+    if isinstance(arr, pa.ChunkedArray):  # a GeoPackage layer's column
+        arr = arr.combine_chunks()
+    if pa.types.is_date(arr.type):  # pandas reads dates as Python objects: as times
+        arr = arr.cast(pa.timestamp("ms"))
+    t = arr.type
+    per_second = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[t.unit]
+    raw = np.asarray(arr.view(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
+    inside = np.abs(raw / per_second) < _NS_SECONDS
+    if not inside.all():
+        import pyarrow.compute as pc
+
+        arr = pc.if_else(pa.array(inside), arr, pa.nulls(len(arr), type=t))
+    return ns_to_s(pd.Series(arr.to_pandas()))
+
+
 class TableScan:
     """Table-level checks of one file (columns as values), fed one batch of rows at a time.
 
@@ -1561,9 +1584,7 @@ class TableScan:
                     geo_keys = {"geometry.x", "geometry.y"}
                 continue
             if pa.types.is_timestamp(t) or pa.types.is_date(t):
-                if pa.types.is_date(t):  # pandas reads dates as Python objects: as times
-                    arr = arr.cast(pa.timestamp("ms"))
-                secs = ns_to_s(pd.Series(arr.to_pandas()))
+                secs = _stamp_seconds(arr)
                 if (isin(secs, sec.epoch) | isin(secs, sec.wall)).any():
                     self.stamps[i] = True
                 continue
