@@ -36,6 +36,7 @@ machine with :func:`geokanon.pipeline.release_points`. Its policy raises the cap
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import multiprocessing
 import os
@@ -43,6 +44,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -489,17 +491,7 @@ def main() -> None:
         rows.append(run_single_full(n, policy, args.stage_memory))
         print(f"  single full release {n:,}: {rows[-1].seconds:.1f} s", flush=True)
 
-    from geokanon.distributed import dask_client
-
-    # The library's own local cluster (one thread per worker, Dask's message log off).
-    with dask_client(
-        None,
-        n_workers=args.workers,
-        memory_limit=args.memory_limit,
-        keep_freed_memory=not args.default_heap,
-    ) as client:
-        # Warm up the workers (numba caches) so the first size is not charged for it.
-        run_dask(20_000, policy, client, args.workers, args.tile, 2)
+    with warm_cluster(args, policy) as client:
         for n in core:
             rows.append(run_dask_core(n, policy, client, args.workers, args.tile))
             print(f"  dask core {n:,}: {rows[-1].seconds:.1f} s", flush=True)
@@ -522,6 +514,22 @@ def main() -> None:
               f"mean {sum(each) / len(each):.3f}")  # fmt: skip
 
 
+@contextlib.contextmanager
+def warm_cluster(args: argparse.Namespace, policy: Any) -> Iterator[Any]:
+    """The library's own local cluster (one thread per worker, Dask's message log off),
+    its workers warmed (numba caches loaded) so that the first run is not charged for it."""
+    from geokanon.distributed import dask_client
+
+    with dask_client(
+        None,
+        n_workers=args.workers,
+        memory_limit=args.memory_limit,
+        keep_freed_memory=not args.default_heap,
+    ) as client:
+        run_dask(20_000, policy, client, args.workers, args.tile, 2)
+        yield client
+
+
 def _single_full_fresh(n: int, policy: Any, stage_memory: bool, default_heap: bool) -> Row:
     """:func:`run_single_full` in a fresh process, its heap set as :func:`main` sets it."""
     if not default_heap:
@@ -535,8 +543,6 @@ def alternate_full(n: int, policy: Any, args: argparse.Namespace) -> tuple[list[
     """``args.repeat`` rounds of the full release of ``n`` records: one machine, then Dask
     on a local cluster of its own (started, warmed, closed around the run); the rows and the
     Dask / one machine ratio of each round."""
-    from geokanon.distributed import dask_client
-
     rows: list[Row] = []
     ratios: list[float] = []
     parts = max(args.workers, math.ceil(n / args.partition))
@@ -549,13 +555,7 @@ def alternate_full(n: int, policy: Any, args: argparse.Namespace) -> tuple[list[
                 _single_full_fresh, n, policy, args.stage_memory, args.default_heap
             ).result()
         print(f"  round {i + 1}: single full release {n:,}: {single.seconds:.1f} s", flush=True)
-        with dask_client(
-            None,
-            n_workers=args.workers,
-            memory_limit=args.memory_limit,
-            keep_freed_memory=not args.default_heap,
-        ) as client:
-            run_dask(20_000, policy, client, args.workers, args.tile, 2)  # warm the workers
+        with warm_cluster(args, policy) as client:
             dask = run_dask_full(
                 n, policy, client, args.workers, args.tile, parts, args.stage_memory
             )

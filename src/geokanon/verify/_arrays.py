@@ -21,6 +21,25 @@ def is_text_type(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
 
 
+def first_unequal(have: NDArray[np.uint8], want: NDArray[np.uint8]) -> int:
+    """The first position where the bytes ``have`` and ``want`` differ (one ending first:
+    its length), or -1 where they are equal."""
+    if have.size == want.size and np.array_equal(have, want):
+        return -1
+    same = min(have.size, want.size)
+    unequal = have[:same] != want[:same]
+    return int(np.argmax(unequal)) if unequal.any() else same
+
+
+def first_other_line(have: bytes, want: bytes) -> int | None:
+    """The line (1: the first) of ``have`` where it first differs from ``want``, or None
+    where the two are the same bytes: what the byte-for-byte rules name (never a value)."""
+    if have == want:
+        return None
+    at = first_unequal(np.frombuffer(have, np.uint8), np.frombuffer(want, np.uint8))
+    return have[:at].count(b"\n") + 1
+
+
 def factorize_text(series: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
     """(code per row, text per code sorted): the column as ``astype(str)`` reads it."""
     codes, uniques = pd.factorize(series, sort=False, use_na_sentinel=False)

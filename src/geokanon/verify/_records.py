@@ -14,6 +14,7 @@ here with the Parquet file's column types.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from geokanon.verify._arrays import (
     arrow_ids,
     dict_indices,
     factorize_arrow,
+    first_unequal,
     in_sorted,
     positions_in,
     sums_per,
@@ -849,36 +851,35 @@ def _first_uncanonical_line(csv_path: Path, parquet_path: Path, names: list[str]
         pacsv.write_csv(table, sink, options)
         return np.frombuffer(sink.getvalue(), dtype=np.uint8)
 
-    buf = [np.empty(0, dtype=np.uint8)]
-    with open(csv_path, "rb") as file:
-        at = 0  # bytes of the file compared so far
-        want = written(schema.empty_table(), True)
+    def writings() -> Iterator[NDArray[np.uint8]]:
+        """The header, then each batch's rows, as the format writes them."""
+        yield written(schema.empty_table(), True)
         for batch in pf.iter_batches(batch_size=_CANONICAL_ROWS, columns=names):
             rows = pa.Table.from_batches([batch])
             heads = np.flatnonzero(~_same_as_before(rows))
             lines = written(rows.take(pa.array(heads)), False)
             ends = np.flatnonzero(lines == ord("\n")) + 1
             if ends.size != heads.size:  # a text holds a line break: every row written
-                body = written(rows, False)
-            else:  # each head's line, repeated over its run (Arrow's take copies the bytes)
-                offsets = np.concatenate([[0], ends]).astype(np.int64)
-                each = pa.LargeBinaryArray.from_buffers(
-                    pa.large_binary(),
-                    heads.size,
-                    [None, pa.py_buffer(offsets), pa.py_buffer(lines)],
-                )
-                run = np.repeat(np.arange(heads.size), np.diff(np.append(heads, rows.num_rows)))
-                taken = each.take(pa.array(run))
-                size = int(np.frombuffer(taken.buffers()[1], np.int64, rows.num_rows + 1)[-1])
-                body = np.frombuffer(taken.buffers()[2], np.uint8, size)
-            want = np.concatenate([want, body]) if want.size else body
-            bad = _first_unequal(file, want, buf)
-            if bad >= 0:
-                return _line_at(file, at + bad)
-            at += want.size
-            want = want[:0]
-        if want.size:  # the header of a file without rows
-            bad = _first_unequal(file, want, buf)
+                yield written(rows, False)
+                continue
+            # each head's line, repeated over its run (Arrow's take copies the bytes)
+            offsets = np.concatenate([[0], ends]).astype(np.int64)
+            each = pa.LargeBinaryArray.from_buffers(
+                pa.large_binary(), heads.size, [None, pa.py_buffer(offsets), pa.py_buffer(lines)]
+            )
+            run = np.repeat(np.arange(heads.size), np.diff(np.append(heads, rows.num_rows)))
+            taken = each.take(pa.array(run))
+            size = int(np.frombuffer(taken.buffers()[1], np.int64, rows.num_rows + 1)[-1])
+            yield np.frombuffer(taken.buffers()[2], np.uint8, size)
+
+    buf = np.empty(0, dtype=np.uint8)  # the file's bytes, read batch by batch into it
+    with open(csv_path, "rb") as file:
+        at = 0  # bytes of the file compared so far
+        for want in writings():
+            if buf.size < want.size:
+                buf = np.empty(want.size, dtype=np.uint8)
+            have = buf[: file.readinto(buf[: want.size].data)]
+            bad = first_unequal(have, want)
             if bad >= 0:
                 return _line_at(file, at + bad)
             at += want.size
@@ -917,24 +918,6 @@ def _same_as_before(table: pa.Table) -> NDArray[np.bool_]:
         both_null = ~(valid[1:] | valid[:-1])
         same[1:] &= (both_valid & equal) | both_null
     return same
-
-
-def _first_unequal(file: Any, want: NDArray[np.uint8], buf: list[NDArray[np.uint8]]) -> int:
-    """The first position where ``file``'s next ``want.size`` bytes differ from ``want``
-    (the file ending first: where it ends), or -1 when they are equal. ``buf`` holds the
-    buffer the bytes are read into (grown as needed, reused batch after batch)."""
-    if buf[0].size < want.size:
-        buf[0] = np.empty(want.size, dtype=np.uint8)
-    have = buf[0][: want.size]
-    got = file.readinto(have.data)
-    if got == want.size:
-        whole = got - got % 8  # compared 8 bytes at a time (an eighth of the temporary)
-        if bool((have[:whole].view(np.uint64) == want[:whole].view(np.uint64)).all()) and (
-            np.array_equal(have[whole:], want[whole:])
-        ):
-            return -1
-    unequal = have[:got] != want[:got]
-    return int(np.argmax(unequal)) if unequal.any() else got
 
 
 def _line_at(file: Any, offset: int) -> int:

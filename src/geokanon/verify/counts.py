@@ -74,6 +74,7 @@ from numpy.typing import NDArray
 from geokanon.verify._arrays import (
     dense_codes,
     distinct_counts,
+    first_other_line,
     in_sorted,
     int_ids,
     nunique,
@@ -514,13 +515,9 @@ def units_csv_writing_problems(path: Path, table: pd.DataFrame) -> list[str]:
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow([str(c) for c in table.columns])
     writer.writerows(table.astype(str).itertuples(index=False, name=None))
-    want = text.getvalue().encode("utf-8")
-    have = path.read_bytes()
-    if have == want:
+    line = first_other_line(path.read_bytes(), text.getvalue().encode("utf-8"))
+    if line is None:
         return []
-    same = min(len(have), len(want))
-    at = next((i for i in range(same) if have[i] != want[i]), same)
-    line = have[:at].count(b"\n") + 1
     return [
         "units.csv holds its cells but not as the format writes them (a cell quoted only "
         f"when it must be, one line break per row); the first other byte is on line {line}"

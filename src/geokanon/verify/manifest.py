@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from geokanon.verify._arrays import first_other_line
 from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._records import record_paths
 from geokanon.verify._results import CHECKS, NOT_CHECKED_HERE, CheckResult
@@ -52,11 +53,9 @@ def _manifest_writing_problems(path: Path) -> list[str]:
         want = (json.dumps(json.loads(have), indent=2, sort_keys=True) + "\n").encode()
     except ValueError:  # unreadable: the reader has said so
         return []
-    if have == want:
+    line = first_other_line(have, want)
+    if line is None:
         return []
-    same = min(len(have), len(want))
-    at = next((i for i in range(same) if have[i] != want[i]), same)
-    line = have[:at].count(b"\n") + 1
     return [
         "manifest.json holds its values but not as the format writes them (keys sorted, "
         f"two-space indents, one final line break); the first other byte is on line {line}"
