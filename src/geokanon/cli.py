@@ -513,7 +513,8 @@ def cmd_release(args: argparse.Namespace) -> int:
             )
         return _release_partitions(args, policy, options)
     table = _read_input(args)
-    check_keep(options.keep, table)  # before any work, and for --dry-run too
+    if args.dry_run or args.backend == "dask":  # else release_points checks, before any work
+        check_keep(options.keep, table)
     if args.dry_run:
         from geokanon.pipeline import Plan
 

@@ -36,6 +36,7 @@ from geokanon.policy import Label, OutlierPolicy
 from geokanon.release import (
     ReleaseOptions,
     check_coordinate_frame,
+    check_keep,
     published_crs,
     write_release,
 )
@@ -605,6 +606,7 @@ def release_points(
     options = options or ReleaseOptions()
     # Before any work: a release must say what its coordinates are (a CRS or local metres).
     check_coordinate_frame(published_crs(table, options), options)
+    check_keep(options.keep, table)
     out = Path(out)
     # Held from the start: a second run to ``out`` stops at once, and the parent's
     # leftovers of killed runs are removed before anything else (geokanon._outdir).

@@ -73,6 +73,8 @@ from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from geokanon.verify import VerificationReport
 
 __all__ = [
@@ -536,16 +538,19 @@ _AUDIT_ZSTD = -1
 _RECORD_COLUMNS = ("group_id", "class_id", "level", "unit", "x", "y", "time_bin", "geometry")
 
 
-def check_keep(keep: Sequence[str], table: PointTable) -> None:
-    """Refuse ``--keep`` names that are not attribute columns of ``table`` (or clash).
+def check_keep(keep: Sequence[str], table: PointTable, *, times: bool = True) -> None:
+    """Refuse ``--keep`` names that are not attribute columns of ``table`` (or clash), and
+    kept columns that hold a record's time (with ``times``; see :func:`_kept_record_times`).
 
-    Run by the writer and by ``release --dry-run``, so a plan that prints is a plan
-    that runs.
+    Run before any work by :func:`geokanon.pipeline.release_points` and by ``release
+    --dry-run``, so a plan that prints is a plan that runs; the writer checks the names
+    again.
 
     Raises
     ------
     InputError
-        Naming the missing columns, the likely intended name and the available ones.
+        Naming the missing columns, the likely intended name and the available ones; or
+        the kept column holding records' times, in how many rows, and the fix.
     """
     columns = list(map(str, table.attributes.columns))
     missing = [c for c in keep if c not in columns]
@@ -563,6 +568,96 @@ def check_keep(keep: Sequence[str], table: PointTable) -> None:
             f"--keep names columns that the release publishes itself: {clash}; "
             "rename them in the input"
         )
+    if times and table.times is not None and keep:
+        for col in keep:
+            n = _kept_record_times(table.attributes[col], table)
+            if n:
+                rows = "row" if n == 1 else "rows"
+                raise InputError(
+                    f"--keep {col!r} holds the time of a record (as the --time column gives "
+                    f"it) in {n:,} {rows}: the release publishes times only in bins, and the "
+                    f"verifier's no_leak refuses a kept copy. Drop {col!r} from --keep, or "
+                    "round it in the input to a coarser step than the --time column's "
+                    "(whole days, say) so that no value is a record's time"
+                )
+
+
+#: A kept text column is read as times when its first value starts like a date.
+_DATE_START = r"^\s*[+-]?\d{4}-\d{2}-\d{2}"
+
+
+def _kept_record_times(column: pd.Series, table: PointTable) -> int:
+    """Rows of a kept ``column`` whose value is the time of a record of ``table``.
+
+    A time is compared in each way the verifier reads one: a timestamp or date (one
+    without a zone read as UTC), a number as epoch seconds, a text starting like a date
+    both as its wall-clock reading and as the instant its offset gives. The records'
+    times are their instants and, for times written without an offset and read in a
+    ``--timezone``, their wall-clock readings too. Equal to the microsecond (the
+    verifier compares exactly, so this refuses whatever it would)."""
+    assert table.times is not None
+    readings = _time_readings(column)
+    if not readings:
+        return 0
+    known = [table.times]
+    if table.time_zone is not None:
+        utc = pd.to_datetime(table.times, unit="s", utc=True)
+        wall = pd.DatetimeIndex(utc).tz_convert(table.time_zone).tz_localize(None)
+        known.append(_seconds_of(pd.Series(wall)))
+    record_us = np.concatenate([_microseconds(k) for k in known])
+    hit = np.zeros(len(column), dtype=bool)
+    for secs in readings:
+        us = _microseconds(secs)
+        # a hash table: np.isin and np.unique are many times slower on 1e7 int64s
+        hit |= pd.Series(us).isin(record_us).to_numpy() & (us != _NO_TIME)
+    return int(np.count_nonzero(hit))
+
+
+#: :func:`_microseconds` of a missing or out-of-range time.
+_NO_TIME = np.iinfo(np.int64).min
+
+
+def _microseconds(secs: NDArray[np.float64]) -> NDArray[np.int64]:
+    ok = np.isfinite(secs) & (np.abs(secs) < 9e12)
+    out = np.full(secs.size, _NO_TIME, dtype=np.int64)
+    out[ok] = np.round(secs[ok] * 1e6).astype(np.int64)
+    return out
+
+
+def _seconds_of(stamps: pd.Series) -> NDArray[np.float64]:
+    """Seconds since the epoch of timestamps (UTC where they carry a zone; NaN missing)."""
+    if getattr(stamps.dt, "tz", None) is not None:
+        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    ns = stamps.astype("datetime64[ns]").to_numpy()
+    out = ns.astype(np.int64).astype(np.float64) / 1e9
+    out[np.isnat(ns)] = np.nan
+    return out
+
+
+def _time_readings(column: pd.Series) -> list[NDArray[np.float64]]:
+    """The ways a kept column's values read as times, in epoch seconds (none: no times)."""
+    if pd.api.types.is_bool_dtype(column.dtype):
+        return []
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        return [pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)]
+    if pd.api.types.is_datetime64_any_dtype(column.dtype):
+        return [_seconds_of(column)]
+    kind = pd.api.types.infer_dtype(column, skipna=True)
+    if kind in ("date", "datetime", "datetime64"):
+        stamps = pd.to_datetime(column, errors="coerce", utc=kind != "date")
+        return [_seconds_of(pd.Series(stamps))]
+    if kind != "string":
+        return []
+    text = column.astype("string").str.strip()
+    first = text.dropna()
+    if first.empty or not first.iloc[:1].str.match(_DATE_START).all():
+        return []
+    wall = pd.to_datetime(
+        text.str.replace(r"(Z|[+-]\d{2}:?\d{2})$", "", regex=True),
+        errors="coerce", format="ISO8601",
+    )  # fmt: skip
+    utc = pd.to_datetime(text, errors="coerce", format="ISO8601", utc=True)
+    return [_seconds_of(pd.Series(wall)), _seconds_of(pd.Series(utc))]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -1228,7 +1323,7 @@ def build_release_files(
     k = policy.k
     n = len(table)
     say("order records")
-    check_keep(options.keep, table)
+    check_keep(options.keep, table, times=False)  # the times: before the core
     unames = np.asarray(table.unit_names, dtype=object)
     ucodes = np.asarray(table.unit_codes, dtype=np.int64)
     gx, gy, out_crs = _output_coordinates(table, result.group_x, result.group_y, options)
@@ -1709,7 +1804,7 @@ def write_release(
         )
         truth = source if source is not None else table
         report = verify_release(tmp, source=truth, progress=stage("verify"), before_report=False)
-        _confirm_results(report, claimed, deterministic, details=False)
+        _confirm_results(report, claimed, deterministic, details=True)
         if options.database is not None:
             # Loaded into a temporary schema and renamed in one transaction, committed
             # only once DIR (audit and files) is in place: a failure leaves both as they were.

@@ -99,6 +99,9 @@ class PointTable:
         ``" p001"`` and ``P001`` in fullwidth letters are one subject.
     times
         Seconds since 1970-01-01 UTC (float64), or ``None``.
+    time_zone
+        The zone (``--timezone``) the times were read in when they were written as
+        wall-clock readings without a UTC offset; ``None`` otherwise.
     unit_codes, unit_names
         Administrative unit code per record and the name of each code; a
         single unit named ``all`` when no unit was given.
@@ -189,6 +192,7 @@ class PointTable:
     merge_threshold: int | None = None
     units_left_small: tuple[str, ...] = ()
     subject_ids_merged: int = 0
+    time_zone: str | None = None
     input_xy: tuple[NDArray[np.float64], NDArray[np.float64]] | None = field(
         default=None, repr=False
     )
@@ -1182,7 +1186,11 @@ _OFFSET = re.compile(r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?:
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 
 
-def _times(raw: pd.Series, col: str, timezone: str | None, notes: list[str]) -> Any:
+def _times(
+    raw: pd.Series, col: str, timezone: str | None, notes: list[str]
+) -> tuple[NDArray[np.float64], str | None]:
+    """The times of ``col`` in seconds since the epoch (UTC), and the zone they were read
+    in where they were written as wall-clock readings without an offset (else ``None``)."""
     miss = np.asarray(raw.isna(), dtype=bool)
     if miss.any():
         raise InputError(
@@ -1190,21 +1198,20 @@ def _times(raw: pd.Series, col: str, timezone: str | None, notes: list[str]) -> 
             "fill them or drop those rows"
         )
     if pd.api.types.is_datetime64_any_dtype(raw.dtype):
-        parsed = raw
         if getattr(raw.dt, "tz", None) is None:
-            parsed = _localise(raw, col, timezone)
-        elif timezone is not None:
+            return _seconds(_localise(raw, col, timezone)), timezone
+        if timezone is not None:
             _ignore_timezone(col, notes)
-        return _seconds(parsed)
+        return _seconds(raw), None
     if pd.api.types.is_bool_dtype(raw.dtype):
         raise InputError(f"times in {col!r} are true/false values; give ISO 8601 or epoch seconds")
     if pd.api.types.is_numeric_dtype(raw.dtype):
-        return _epoch(raw.to_numpy(dtype=np.float64), col)
+        return _epoch(raw.to_numpy(dtype=np.float64), col), None
     text = raw.astype("string").str.strip()
     num = pd.to_numeric(text, errors="coerce")
     is_num = np.asarray(num.notna(), dtype=bool)
     if is_num.all():
-        return _epoch(num.to_numpy(dtype=np.float64, na_value=np.nan), col)
+        return _epoch(num.to_numpy(dtype=np.float64, na_value=np.nan), col), None
     if is_num.any():
         raise InputError(
             f"{int(is_num.sum())} times in {col!r} are numbers and {int((~is_num).sum())} are "
@@ -1238,9 +1245,9 @@ def _times(raw: pd.Series, col: str, timezone: str | None, notes: list[str]) -> 
             f"{int(bad.sum())} times in {col!r} are not ISO 8601 or epoch seconds "
             f"(rows {_row_list(bad)}); write them like YYYY-MM-DDThh:mm:ssZ"
         )
-    if not has_offset.all():
-        parsed = _localise(parsed, col, timezone)
-    return _seconds(parsed)
+    if has_offset.all():
+        return _seconds(parsed), None
+    return _seconds(_localise(parsed, col, timezone)), timezone
 
 
 def _ignore_timezone(col: str, notes: list[str]) -> None:
@@ -1485,9 +1492,10 @@ def _assemble(
             _series(got.subject), opts.subject, notes
         )
     times = None
+    time_zone = None
     if opts.time is not None:
         progress("times", done=n_read, total=n_read)
-        times = _times(_series(got.time), opts.time, opts.timezone, notes)
+        times, time_zone = _times(_series(got.time), opts.time, opts.timezone, notes)
     n_unassigned = 0
     progress("units", done=n_read, total=n_read)
     raw_u = None
@@ -1608,6 +1616,7 @@ def _assemble(
         subjects=subjects,
         subject_ids=subject_ids,
         times=times,
+        time_zone=time_zone,
         unit_codes=unit_codes,
         unit_names=unit_names,
         attributes=attributes,
