@@ -1608,8 +1608,9 @@ class ParquetPartitions:
             out["x"] = shapely.get_x(geom)
             out["y"] = shapely.get_y(geom)
         else:
-            out["x"] = pd.to_numeric(frame[self.x], errors="coerce").astype(np.float64)
-            out["y"] = pd.to_numeric(frame[self.y], errors="coerce").astype(np.float64)
+            # by position: a partition pandas wrote from a slice keeps the slice's index
+            out["x"] = pd.to_numeric(frame[self.x], errors="coerce").to_numpy(dtype=np.float64)
+            out["y"] = pd.to_numeric(frame[self.y], errors="coerce").to_numpy(dtype=np.float64)
         if self.subject is not None:
             out["subject"] = frame[self.subject].to_numpy()
         if self.time is not None:
@@ -1627,7 +1628,7 @@ class ParquetPartitions:
         missing = [c for c in columns if c not in names]
         if missing:
             raise InputError(f"--keep names columns that are not in {Path(path).name!r}: {missing}")
-        return pq.read_table(path, columns=list(columns)).to_pandas()
+        return pq.read_table(path, columns=list(columns)).to_pandas().reset_index(drop=True)
 
     def other_columns(self, i: int) -> tuple[str, ...]:
         """The attribute columns of partition ``i`` (not a coordinate, subject, time or unit)."""

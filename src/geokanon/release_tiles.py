@@ -218,6 +218,13 @@ def _gather_task(source: Any, i: int, keep: tuple[str, ...]) -> dict[str, Any]:
                 "fill them or drop the unit column"
             )
         names, codes = _text_codes(f["unit"])
+        cr = np.asarray(["\r" in str(u) for u in names.tolist()], dtype=bool)
+        if cr.any():  # units.csv leaves it unquoted: the file would not read back
+            raise InputError(
+                f"{int(cr[codes].sum())} records of partition {i} have a unit holding a "
+                "carriage return (\\r), which units.csv cannot hold; remove it from the "
+                "names (usually a Windows line end left in a cell)"
+            )
     else:
         names, codes = np.asarray(["all"], dtype=object), np.zeros(n, dtype=np.int64)
     tiebreak = None

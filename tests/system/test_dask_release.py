@@ -549,6 +549,41 @@ def test_missing_unit_is_refused_naming_the_partition(client, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_unit_holding_a_carriage_return_is_refused_naming_the_partition(client, tmp_path):
+    """units.csv leaves a carriage return unquoted (lines end in \\n), so the file would
+    not read back as the units it lists: refused before any work."""
+    frame = towns(3_000, TILE, seed=9)
+    frame["unit"] = frame["unit"].astype(str)
+    frame.loc[frame.index[:4], "unit"] = "GM0308\r"
+    src = ParquetPartitions.from_path(_split(frame, tmp_path / "in", 1), unit="unit")
+    with pytest.raises(InputError, match=r"4 records of partition 0 have a unit holding a"):
+        release_partitions(src, TOWNS_POLICY, tmp_path / "out", client=client, crs="EPSG:28992")
+    assert not (tmp_path / "out").exists()
+
+
+def test_partitions_pandas_wrote_from_slices_are_read_by_position(client, tmp_path):
+    """A custodian splits a frame with ``iloc`` and writes each piece with ``to_parquet``:
+    every piece after the first keeps its slice's index (300, 301, ...). The reader took
+    the coordinates by index, so every such partition had "missing coordinates"."""
+    from geokanon.cli import main
+
+    frame = towns(3_000, TILE, seed=4)
+    d = tmp_path / "in"
+    d.mkdir()
+    for i, idx in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        frame.iloc[idx].to_parquet(d / f"part-{i}.parquet")  # the slice's index kept
+    assert pq.read_metadata(d / "part-1.parquet").metadata[b"pandas"].find(b"start") >= 0
+    out = tmp_path / "out"
+    args = ["--quiet", "release", str(d), "--k", "4", "--r-max", "250", "--subject", "subject",
+            "--unit", "unit", "--crs", "EPSG:28992", "--tau", "0.05", "--unit-cap", "0.5",
+            "--keep", "score", "--out", str(out), "--backend", "dask",
+            "--scheduler", client.scheduler.address, "--tile", "2000"]  # fmt: skip
+    assert main(args) == 0
+    verify = ["--quiet", "verify", str(out), "--source", str(d), "--backend", "dask",
+              "--scheduler", client.scheduler.address]  # fmt: skip
+    assert main(verify) == 0  # kept scores compared with each record's own, by the verifier
+
+
 def test_dask_dataframe_source(client, tmp_path):
     dd = pytest.importorskip("dask.dataframe")
     frame = towns(6_000, TILE, seed=5).rename(columns={"x": "east", "y": "north"})

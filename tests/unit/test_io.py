@@ -779,3 +779,21 @@ def test_parquet_text_units_read_as_their_dictionary_number_as_from_csv(tmp_path
     frame.to_parquet(tmp_path / "m.parquet", row_group_size=1_000)
     with pytest.raises(InputError, match=r"2 records have no unit in 'unit' \(rows 8, 2501\)"):
         read_points(tmp_path / "m.parquet", **opts)
+
+
+def test_a_unit_holding_a_carriage_return_is_refused_with_its_rows(tmp_path):
+    """units.csv (lines ending in \\n, as pandas writes it) leaves a carriage return
+    unquoted, so it would not read back as the units it lists: the release crashed in
+    writing its GeoPackage. A line break and every other character read back, and pass."""
+    frame = pd.DataFrame(
+        {"x": np.arange(6) * 400.0, "y": np.zeros(6), "unit": ["A", "B\r", "A", "B\r", "C\n", "D"]}
+    )
+    frame.to_parquet(tmp_path / "u.parquet")
+    opts = {"x": "x", "y": "y", "unit": "unit", "crs": "EPSG:28992"}
+    with pytest.raises(
+        InputError, match=r"2 records have a unit in 'unit' holding a carriage return .*rows 2, 4"
+    ):
+        read_points(tmp_path / "u.parquet", **opts)
+    frame["unit"] = frame["unit"].str.replace("\r", "", regex=False)
+    frame.to_parquet(tmp_path / "u.parquet")
+    assert read_points(tmp_path / "u.parquet", **opts).unit_names.tolist() == ["A", "B", "C\n", "D"]

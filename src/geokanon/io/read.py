@@ -1522,6 +1522,7 @@ def _assemble(
     else:
         unit_codes = np.zeros(a.size, dtype=np.int64)
         unit_names = np.asarray(["all"], dtype=object)
+    _check_unit_names(unit_codes, unit_names, opts)
     attributes = pd.concat(got.attrs, ignore_index=True) if len(got.attrs) > 1 else got.attrs[0]
     id_columns = [_series(v) for v in (got.subject, got.time) if v]
     if raw_u is not None:
@@ -1638,6 +1639,25 @@ def _assemble(
         units_left_small=left_small,
         subject_ids_merged=subject_ids_merged,
         input_xy=held,
+    )
+
+
+def _check_unit_names(
+    codes: NDArray[np.int64], names: NDArray[np.object_], opts: ReadOptions
+) -> None:
+    """Refuse unit names holding a carriage return: ``units.csv`` (written as pandas
+    writes it, lines ending in ``\\n``) leaves it unquoted, so the file would not read back
+    as the units it lists."""
+    bad = np.fromiter(("\r" in str(n) for n in names.tolist()), dtype=bool, count=names.size)
+    if not bad.any():
+        return
+    rows = bad[codes]
+    where = f"{opts.unit!r}" if opts.unit is not None else f"{opts.unit_id!r} of {opts.units}"
+    raise InputError(
+        f"{int(rows.sum())} records have a unit in {where} holding a carriage return "
+        f"(\\r, in {int(bad.sum())} of the names; rows {_row_list(rows)}), which units.csv cannot "
+        "hold; remove it from the names in the input (usually a Windows line end left in "
+        "a cell)"
     )
 
 
