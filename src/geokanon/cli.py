@@ -11,7 +11,7 @@ import json
 import sys
 import tomllib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -480,10 +480,16 @@ def _mask_key(args: argparse.Namespace, masked: bool) -> Any:
     return MaskKey.from_file(args.mask_key)
 
 
-def _kept_columns(given: list[str]) -> tuple[str, ...]:
+def _kept_columns(given: list[str], columns: Iterable[Any] = ()) -> tuple[str, ...]:
     """The ``--keep`` columns, from every ``--keep`` (each comma-separated), in order;
-    a column named twice is published once."""
-    names = (c.strip() for value in given for c in value.split(","))
+    a column named twice is published once. A value that is exactly the name of one of
+    ``columns`` is that column, commas and spaces included."""
+    exact = {str(c) for c in columns}
+    names = (
+        c
+        for value in given
+        for c in ([value] if value in exact else (p.strip() for p in value.split(",")))
+    )
     return tuple(dict.fromkeys(c for c in names if c))
 
 
@@ -513,6 +519,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             )
         return _release_partitions(args, policy, options)
     table = _read_input(args)
+    options = dataclasses.replace(options, keep=_kept_columns(args.keep, table.attributes.columns))
     if args.dry_run or args.backend == "dask":  # else release_points checks, before any work
         check_keep(options.keep, table)
     if args.dry_run:
@@ -1289,7 +1296,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep",
         action="append",
         default=[],
-        help="attribute columns to publish, comma-separated (or --keep given once per column)",
+        help=(
+            "attribute columns to publish, comma-separated (or --keep given once per column; "
+            "a value that is exactly a column's name is that column, commas included)"
+        ),
     )
     _database_out_options(p)
     p.add_argument(

@@ -256,3 +256,28 @@ def test_keep_given_several_times_publishes_every_column():
         ["release", "in.csv", "--k", "5", "--r-max", "3", "--out", "o"]
     )
     assert _kept_columns(args.keep) == ()
+
+
+def test_keep_names_a_column_whose_name_holds_a_comma(tmp_path, capsys):
+    """A --keep value that is exactly a column's name is that column, commas and padding
+    included; it was split at the comma and refused as two missing columns."""
+    from geokanon.cli import _kept_columns, main
+
+    columns = ['dose, mg "daily"', " padded ", "age", "score"]
+    assert _kept_columns(['dose, mg "daily"', "age,score", " padded "], columns) == (
+        'dose, mg "daily"', "age", "score", " padded ",
+    )  # fmt: skip
+    assert _kept_columns(["age, score"], columns) == ("age", "score")
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    xy = rng.normal(0.0, 120.0, (200, 2)) + np.array([155_000.0, 463_000.0])
+    frame = pd.DataFrame(xy, columns=["x", "y"])
+    frame['dose, mg "daily"'] = rng.integers(0, 4, 200)
+    frame.to_parquet(tmp_path / "in.parquet")
+    argv = ["--quiet", "release", str(tmp_path / "in.parquet"), "--crs", "EPSG:28992",
+            "--k", "5", "--r-max", "150", "--tau", "0.2", "--unit-cap", "1",
+            "--keep", 'dose, mg "daily"', "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    header = (tmp_path / "out" / "release" / "records.csv").read_text().splitlines()[0]
+    assert header.endswith('"dose, mg ""daily"""')
