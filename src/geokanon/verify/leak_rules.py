@@ -57,6 +57,7 @@ from geokanon.verify._reader import (
     wallclock_seconds,
 )
 from geokanon.verify._results import Unreadable
+from geokanon.verify.containers import gpkg_container_problems, parquet_container_problems
 from geokanon.verify.holes import holes_system_and_published, release_system_inputs
 
 # ---- no_leak ---------------------------------------------------------------------------
@@ -1879,6 +1880,25 @@ def without_geography(decoded: str, extent: Sequence[float] | None = None) -> st
         return decoded
 
 
+def _bbox_is(decoded: str, extent: Sequence[float] | None) -> bool:
+    """Every ``bbox`` of GeoParquet metadata ``decoded`` is exactly ``extent`` (none where
+    the file has no point): a point file's box is the extent of its points, no more."""
+    try:
+        geo = json.loads(decoded)
+        boxes = [c.get("bbox") for c in geo.get("columns", {}).values()]
+    except (ValueError, AttributeError, TypeError):
+        return True  # not GeoParquet: the container rules say so
+    want = None if extent is None else [float(v) for v in extent]
+    for box in boxes:
+        if box is None:
+            continue
+        if want is None or not (
+            isinstance(box, list) and len(box) == 4 and [float(v) for v in box] == want
+        ):
+            return False
+    return True
+
+
 class ParquetScan:
     """``no_leak``'s checks of one Parquet file (its ``schema``, ``whole``: read as one
     table), fed its batches of rows (:meth:`add`; struct columns as they are read, text
@@ -1945,6 +1965,8 @@ class ParquetScan:
                 for idx in info.get("index_columns", []):
                     if not (isinstance(idx, Mapping) and idx.get("kind") == "range"):
                         found.append("a stored pandas index (row numbers)")
+            if key == b"geo" and not self.geography and not _bbox_is(decoded, scan.geo_extent):
+                found.append("metadata: a geo bbox other than the extent of the file's points")
             if key == b"geo" and self.geography:
                 decoded = without_geography(decoded)
             elif key == b"geo" and scan.geo_extent is not None:
@@ -1965,7 +1987,7 @@ def scan_parquet(path: Path, sec: Secrets) -> list[str]:
     scan = ParquetScan(schema, sec, whole=whole)
     for batch in batches:
         scan.add(batch)
-    return scan.findings()
+    return scan.findings() + parquet_container_problems(path)
 
 
 #: The order in which a text's findings are reported.
@@ -2356,10 +2378,12 @@ def scan_file(path: Path, sec: Secrets, rel: ReleaseReader | None = None) -> lis
         found = scanned_records(rel, path) if rel is not None else None
         if found is None:
             found = scan_parquet(path, sec)
+        else:
+            found += parquet_container_problems(path)
     elif suffix == ".gpkg" and rel is not None:
         from geokanon.verify.gpkg import gpkg_leaks
 
-        found = gpkg_leaks(path, sec, rel)
+        found = gpkg_leaks(path, sec, rel) + gpkg_container_problems(path)
         if sec.key_forms:  # and its bytes, for the mask key
             data = path.read_bytes()
             n = key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)

@@ -40,6 +40,7 @@ from geokanon.verify._arrays import first_other_line
 from geokanon.verify._reader import ReleaseReader
 from geokanon.verify._records import record_paths
 from geokanon.verify._results import CHECKS, NOT_CHECKED_HERE, CheckResult
+from geokanon.verify.containers import geo_crs_problems
 
 
 def _manifest_writing_problems(path: Path) -> list[str]:
@@ -205,6 +206,12 @@ def _parameter_problems(rel: ReleaseReader) -> list[str]:
             # GeoParquet: a missing crs is OGC:CRS84, a null one is "undefined"
             if not _crs_agree(crs, column.get("crs", "OGC:CRS84")):
                 problems.append(f"manifest crs is not {path.name}'s GeoParquet CRS")
+                break
+        # every GeoParquet file's crs, as PROJJSON (free text in it would hold anything)
+        for path in sorted(rel.rel.rglob("*.parquet")):
+            found = geo_crs_problems(path, crs)
+            if found:
+                problems.append(f"{path.relative_to(rel.rel).as_posix()}: {found[0]}")
                 break
     return problems
 

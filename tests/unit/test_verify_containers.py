@@ -1,0 +1,257 @@
+"""Release files' containers hold nothing the format does not declare.
+
+A Parquet file's key-value metadata and a GeoPackage's SQLite schema hold bytes that are
+no value of any row. The whole source, compressed, under a metadata key of its own
+(``records.parquet``), or as a blob in a table no layer lists (``release.gpkg``), passed
+every check (exit 0): ``no_leak`` searched only readable text there. Each mutant below is
+planted in a copy of a valid release, the manifest's checksums recomputed, and
+``geokanon verify`` must exit 4 naming the check; the copy untouched, and
+``records.parquet`` written again by pyarrow from its own table, pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import sqlite3
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from geokanon.cli import main
+from tests.release_fixtures import refresh_manifest
+
+
+def _source(path: Path) -> Path:
+    rng = np.random.default_rng(23)
+    xy = rng.normal(0.0, 200.0, (900, 2)) + np.array([155_000.0, 463_000.0])
+    frame = pd.DataFrame({"x": np.round(xy[:, 0], 1), "y": np.round(xy[:, 1], 1)})
+    frame["unit"] = np.where(frame["x"] > 155_000.0, "GM1", "GM2")
+    frame["age"] = rng.integers(1, 95, len(frame))
+    frame.to_parquet(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("containers")
+    src = _source(base / "source.parquet")
+    out = base / "out"
+    argv = ["--quiet", "release", str(src), "--crs", "EPSG:28992", "--unit", "unit",
+            "--k", "5", "--r-max", "150", "--tau", "0.2", "--unit-cap", "0.5",
+            "--keep", "age", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    return out, src
+
+
+def _payload(src: Path) -> bytes:
+    """The source's coordinates, compressed: what no text search finds."""
+    frame = pd.read_parquet(src)
+    return base64.b64encode(zlib.compress(frame[["x", "y"]].to_numpy().tobytes()))
+
+
+def _with_metadata(path: Path, change: Callable[[dict[bytes, bytes]], None]) -> None:
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata or {})
+    change(meta)
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def _json_member(key: bytes, edit: Callable[[dict], None]) -> Callable[[dict], None]:
+    def change(meta: dict[bytes, bytes]) -> None:
+        obj = json.loads(meta[key])
+        edit(obj)
+        meta[key] = json.dumps(obj).encode()
+
+    return change
+
+
+def _geo_column(edit: Callable[[dict], None]) -> Callable[[dict], None]:
+    return _json_member(b"geo", lambda geo: edit(geo["columns"]["geometry"]))
+
+
+def _sql(path: Path, *statements: str, params: tuple = ()) -> None:
+    con = sqlite3.connect(path)
+    for i, statement in enumerate(statements):
+        con.execute(statement, params if i == 0 else ())
+    con.commit()
+    con.close()
+
+
+def _field_metadata(path: Path, src: Path) -> None:
+    table = pq.read_table(path)
+    i = table.schema.get_field_index("age")
+    field = table.schema.field(i).with_metadata({b"note": _payload(src)[:64]})
+    pq.write_table(table.cast(table.schema.set(i, field)), path)
+
+
+MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
+    # name: (file, plant(path, source), check, words of the finding)
+    "parquet key": (
+        "records.parquet",
+        lambda p, s: _with_metadata(p, lambda m: m.__setitem__(b"note", _payload(s))),
+        "no_leak", "metadata key 'note' the format does not declare",
+    ),
+    "parquet key, groups": (
+        "groups.parquet",
+        lambda p, s: _with_metadata(p, lambda m: m.__setitem__(b"qgis", b"x" * 40)),
+        "no_leak", "metadata key 'qgis'",
+    ),
+    "pandas attributes": (
+        "records.parquet",
+        lambda p, s: _with_metadata(p, _json_member(
+            b"pandas", lambda o: o.__setitem__("attributes", {"n": _payload(s).decode()}))),
+        "no_leak", "pandas metadata: attributes of the frame",
+    ),
+    "pandas member": (
+        "groups.parquet",
+        lambda p, s: _with_metadata(p, _json_member(
+            b"pandas", lambda o: o.__setitem__("history", "x"))),
+        "no_leak", "pandas metadata: members the format does not declare",
+    ),
+    "pandas spacing": (
+        "records.parquet",
+        lambda p, s: _with_metadata(p, lambda m: m.__setitem__(
+            b"pandas", json.dumps(json.loads(m[b"pandas"]), indent=1).encode())),
+        "no_leak", "pandas metadata: not written as json.dumps writes it",
+    ),
+    "pandas column type": (
+        "records.parquet",
+        lambda p, s: _with_metadata(p, _json_member(
+            b"pandas", lambda o: o["columns"][0].__setitem__("numpy_type", "int64 " * 20))),
+        "no_leak", "pandas metadata: the entry of column 'group_id' is not of the declared form",
+    ),
+    "geo member": (
+        "records.parquet",
+        lambda p, s: _with_metadata(p, _geo_column(lambda c: c.__setitem__("note", "x"))),
+        "no_leak", "geo metadata: column 'geometry' has members GeoParquet does not define",
+    ),
+    "geo bbox": (
+        "groups.parquet",
+        lambda p, s: _with_metadata(p, _geo_column(
+            lambda c: c.__setitem__("bbox", [v + 0.5 for v in c["bbox"]]))),
+        "no_leak", "a geo bbox other than the extent of the file's points",
+    ),
+    "geo crs remarks": (
+        "groups.parquet",
+        lambda p, s: _with_metadata(p, _geo_column(
+            lambda c: c["crs"].__setitem__("remarks", _payload(s)[:80].decode()))),
+        "manifest", "is not this machine's PROJJSON of the manifest's CRS",
+    ),
+    "field metadata": (
+        "records.parquet", _field_metadata, "no_leak", "field metadata on column 'age'",
+    ),
+    "gpkg table": (
+        "release.gpkg",
+        lambda p, s: _sql(p, "CREATE TABLE payload (b BLOB)",
+                          "INSERT INTO payload VALUES (x'00')"),
+        "no_leak", "1 tables, indexes or triggers GDAL does not write for its layers",
+    ),
+    "gpkg blob": (
+        "release.gpkg",
+        lambda p, s: (
+            _sql(p, "CREATE TABLE rtree_payload (b BLOB)"),
+            _sql(p, "INSERT INTO rtree_payload VALUES (?)", params=(_payload(s),)),
+        ),
+        "no_leak", "('rtree_payload')",
+    ),
+    "gpkg layer": (
+        "release.gpkg",
+        lambda p, s: _sql(
+            p, "CREATE TABLE notes (fid INTEGER PRIMARY KEY, t TEXT)",
+            "INSERT INTO gpkg_contents (table_name, data_type, identifier, description, "
+            "last_change, srs_id) VALUES ('notes', 'attributes', 'notes', '', "
+            "'2000-01-01T00:00:00.000Z', 0)",
+        ),
+        "no_leak", "1 layers the format does not declare ('notes')",
+    ),
+    "gpkg description": (
+        "release.gpkg",
+        lambda p, s: _sql(
+            p, "UPDATE gpkg_contents SET description = ? WHERE table_name = 'groups'",
+            params=(_payload(s)[:200].decode(),),
+        ),
+        "no_leak", "gpkg_contents names a layer other than as itself, or describes one",
+    ),
+    "gpkg comment": (
+        "release.gpkg",
+        lambda p, s: _sql(p, "CREATE TRIGGER trigger_insert_feature_count_x AFTER INSERT ON "
+                          "groups BEGIN SELECT 1; /* 154961.5 462431.5 */ END"),
+        "no_leak", "SQL comments in its schema",
+    ),
+    "gpkg free pages": (
+        "release.gpkg",
+        lambda p, s: (
+            _sql(p, "CREATE TABLE scratch (b BLOB)"),
+            _sql(p, "INSERT INTO scratch VALUES (?)", params=(bytes(200_000),)),
+            _sql(p, "DROP TABLE scratch"),
+        ),
+        "no_leak", "free pages (bytes no table holds)",
+    ),
+}  # fmt: skip
+
+
+def _copy(built: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    out, src = built
+    root = tmp_path / "copy"
+    shutil.copytree(out, root)
+    return root, src
+
+
+def _verify(root: Path, src: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["verify", str(root), "--source", str(src)])
+    return code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_a_container_holding_what_the_format_does_not_declare_fails(built, tmp_path, capsys, name):
+    root, src = _copy(built, tmp_path)
+    file, plant, check, words = MUTANTS[name]
+    plant(root / "release" / file, src)
+    refresh_manifest(root)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"FAIL {check}"))
+    assert words in line
+    assert f"{file}:" in line or check == "manifest"
+    failed = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FAIL")]
+    # the container alone (an extra layer is also a layer counts does not know)
+    assert failed == [check] or (name == "gpkg layer" and set(failed) == {check, "counts"})
+
+
+def test_controls_pass(built, tmp_path, capsys):
+    root, src = _copy(built, tmp_path)
+    assert _verify(root, src, capsys)[0] == 0
+    # written again by pyarrow from its own table: the same declared metadata
+    path = root / "release" / "records.parquet"
+    pq.write_table(pq.read_table(path), path)
+    refresh_manifest(root)
+    code, text = _verify(root, src, capsys)
+    assert code == 0, text
+
+
+def test_the_writer_declares_only_what_the_rules_allow(built):
+    """Every Parquet file of the release holds the three declared keys and no field
+    metadata; the GeoPackage holds only GDAL's tables for the declared layers."""
+    from geokanon.verify.containers import gpkg_container_problems, parquet_container_problems
+
+    out, _ = built
+    rel = out / "release"
+    for path in sorted(rel.rglob("*.parquet")):
+        meta = pq.read_metadata(path).metadata
+        assert set(meta) == {b"ARROW:schema", b"geo", b"pandas"}, path.name
+        assert parquet_container_problems(path) == [], path.name
+        assert not any(f.metadata for f in pq.read_schema(path))
+    assert gpkg_container_problems(rel / "release.gpkg") == []
+    assert pa.ipc.read_schema(
+        pa.py_buffer(base64.b64decode(pq.read_metadata(rel / "records.parquet").metadata[
+            b"ARROW:schema"]))
+    ).names == pq.read_schema(rel / "records.parquet").names  # fmt: skip
