@@ -797,3 +797,16 @@ def test_a_unit_holding_a_carriage_return_is_refused_with_its_rows(tmp_path):
     frame["unit"] = frame["unit"].str.replace("\r", "", regex=False)
     frame.to_parquet(tmp_path / "u.parquet")
     assert read_points(tmp_path / "u.parquet", **opts).unit_names.tolist() == ["A", "B", "C\n", "D"]
+
+
+def test_a_csv_not_in_utf8_says_so_and_how_to_convert(tmp_path):
+    """A register saved as Latin-1 by a spreadsheet was "could not be read as CSV
+    (UnicodeDecodeError); check that the file is complete and of the type its name says":
+    it is both. A UTF-8 file with a byte-order mark reads."""
+    frame = pd.DataFrame({"x": [155_000.0, 155_400.0], "y": [463_000.0] * 2, "u": ["Bünnik"] * 2})
+    frame.to_csv(tmp_path / "latin.csv", index=False, encoding="latin-1")
+    with pytest.raises(InputError, match=r"'latin.csv' is not UTF-8 text .* save it as UTF-8"):
+        read_points(tmp_path / "latin.csv", x="x", y="y", unit="u", crs="EPSG:28992")
+    frame.to_csv(tmp_path / "bom.csv", index=False, encoding="utf-8-sig")
+    table = read_points(tmp_path / "bom.csv", x="x", y="y", unit="u", crs="EPSG:28992")
+    assert table.unit_names.tolist() == ["Bünnik"]

@@ -506,6 +506,12 @@ def _suffix(p: Path) -> str:
 
 
 def _read_error(name: str, kind: str, exc: BaseException) -> InputError:
+    if isinstance(exc, UnicodeDecodeError):
+        return InputError(
+            f"input {name!r} is not UTF-8 text (it holds a byte that starts no UTF-8 "
+            "character: a file saved as Latin-1 or Windows-1252, as spreadsheets often do); "
+            'save it as UTF-8 (a spreadsheet\'s "CSV UTF-8", or iconv -f latin1 -t utf-8)'
+        )
     detail = type(exc).__name__
     m = re.search(r"line (\d+)", str(exc))
     if isinstance(exc, pd.errors.ParserError) and m:
