@@ -456,6 +456,34 @@ def test_changed_part_fails_manifest(client, towns_release, tmp_path):
     assert {"manifest", "counts"} <= set(report.failed)
 
 
+@pytest.mark.parametrize("copy", ["geometry", "bbox"])
+def test_groups_copies_of_their_points_moved_fail_counts(client, towns_release, tmp_path, copy):
+    """groups.parquet's geometry and bbox repeat each group's x, y; moved within the file's
+    extent they passed (only x, y were checked), and so did classes.parquet's boxes, which
+    only the single-file counts compared with their geometries."""
+    import pyarrow as pa
+    import shapely
+
+    src, out = _mutable_copy(towns_release, tmp_path)
+    path = out / "release" / "groups.parquet"
+    t = pq.read_table(path)
+    x, y = t.column("x").to_numpy().copy(), t.column("y").to_numpy()
+    inner = np.flatnonzero((x > x.min()) & (x < x.max()) & (y > y.min()) & (y < y.max()))[:3]
+    x[inner] += 0.25
+    if copy == "geometry":
+        value = pa.array(shapely.to_wkb(shapely.points(x, y)), pa.binary())
+    else:
+        value = pa.StructArray.from_arrays(
+            [pa.array(x), pa.array(y), pa.array(x), pa.array(y)], ["xmin", "ymin", "xmax", "ymax"]
+        )
+    i = t.schema.get_field_index(copy)
+    pq.write_table(t.set_column(i, t.schema.field(i), value), path)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert list(report.failed) == ["counts"]
+    assert f"3 groups.parquet rows have a {copy} other than" in format_report(report)
+
+
 def test_bad_group_writes_nothing(client, towns_dir, tmp_path, monkeypatch):
     import geokanon.release_tiles as rt
 

@@ -1,4 +1,5 @@
-"""Release files' containers hold nothing the format does not declare.
+"""Release files' containers hold nothing the format does not declare, nor do a point
+file's copies of its points.
 
 A Parquet file's key-value metadata and a GeoPackage's SQLite schema hold bytes that are
 no value of any row. The whole source, compressed, under a metadata key of its own
@@ -6,7 +7,9 @@ no value of any row. The whole source, compressed, under a metadata key of its o
 every check (exit 0): ``no_leak`` searched only readable text there. Each mutant below is
 planted in a copy of a valid release, the manifest's checksums recomputed, and
 ``geokanon verify`` must exit 4 naming the check; the copy untouched, and
-``records.parquet`` written again by pyarrow from its own table, pass.
+``records.parquet`` written again by pyarrow from its own table, pass. ``groups.parquet``'s
+geometry and ``bbox`` repeat each group's ``x``, ``y``; moved within the file's extent they
+passed too (only ``x``, ``y`` were checked): now ``counts`` compares them bit for bit.
 """
 
 from __future__ import annotations
@@ -92,6 +95,35 @@ def _field_metadata(path: Path, src: Path) -> None:
     pq.write_table(table.cast(table.schema.set(i, field)), path)
 
 
+def _interior(t: pa.Table) -> np.ndarray:
+    """Rows of ``t`` inside its extent (so moving them keeps the file's bbox)."""
+    x, y = t.column("x").to_numpy(), t.column("y").to_numpy()
+    inside = (x > x.min()) & (x < x.max()) & (y > y.min()) & (y < y.max())
+    return np.flatnonzero(inside)[:5]
+
+
+def _moved_geometry(path: Path, src: Path) -> None:
+    import shapely
+
+    t = pq.read_table(path)
+    x = t.column("x").to_numpy().copy()
+    x[_interior(t)] += 0.25  # bits of a payload, inside the extent
+    i = t.schema.get_field_index("geometry")
+    wkb = pa.array(shapely.to_wkb(shapely.points(x, t.column("y").to_numpy())), pa.binary())
+    pq.write_table(t.set_column(i, t.schema.field(i), wkb), path)
+
+
+def _moved_box(path: Path, src: Path) -> None:
+    t = pq.read_table(path)
+    box = t.column("bbox").combine_chunks()
+    xmax = box.field("xmax").to_numpy(zero_copy_only=False).copy()
+    xmax[_interior(t)] += 0.25
+    sides = [box.field("xmin"), box.field("ymin"), pa.array(xmax), box.field("ymax")]
+    new = pa.StructArray.from_arrays(sides, names=["xmin", "ymin", "xmax", "ymax"])
+    i = t.schema.get_field_index("bbox")
+    pq.write_table(t.set_column(i, t.schema.field(i), new), path)
+
+
 MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
     # name: (file, plant(path, source), check, words of the finding)
     "parquet key": (
@@ -147,6 +179,14 @@ MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
     ),
     "field metadata": (
         "records.parquet", _field_metadata, "no_leak", "field metadata on column 'age'",
+    ),
+    "groups geometry": (
+        "groups.parquet", _moved_geometry,
+        "counts", "5 groups.parquet rows have a geometry other than their x, y",
+    ),
+    "groups bbox": (
+        "groups.parquet", _moved_box,
+        "counts", "5 groups.parquet rows have a bbox other than their point's",
     ),
     "gpkg table": (
         "release.gpkg",
@@ -221,7 +261,7 @@ def test_a_container_holding_what_the_format_does_not_declare_fails(built, tmp_p
     assert code == 4, text
     line = next(ln for ln in text.splitlines() if ln.startswith(f"FAIL {check}"))
     assert words in line
-    assert f"{file}:" in line or check == "manifest"
+    assert file in line or check == "manifest"
     failed = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FAIL")]
     # the container alone (an extra layer is also a layer counts does not know)
     assert failed == [check] or (name == "gpkg layer" and set(failed) == {check, "counts"})

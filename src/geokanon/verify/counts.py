@@ -95,7 +95,11 @@ from geokanon.verify._reader import (
 )
 from geokanon.verify._records import RecordRows, record_rows
 from geokanon.verify._results import CheckResult
-from geokanon.verify.gpkg import geoparquet_bbox_problems, gpkg_count_problems
+from geokanon.verify.gpkg import (
+    geoparquet_bbox_problems,
+    gpkg_count_problems,
+    point_file_problems,
+)
 
 #: The disposals an audit row may carry.
 DISPOSALS = ("grouped", "merged", "generalised", "suppressed")
@@ -819,7 +823,8 @@ def check_counts(rel: ReleaseReader) -> CheckResult:
     problems += units_csv_writing_problems(rel.rel / "units.csv", rel.units_table)
     problems += _input_filter_problems(rel)
     problems += gpkg_count_problems(rel)
-    problems += geoparquet_bbox_problems(rel)
+    problems += geoparquet_bbox_problems(rel.rel / "classes.parquet")
+    problems += point_file_problems(rel.rel / "groups.parquet")
     # manifest counts
     s_subj, n_subj = suppressed_subjects(rel)
     problems += manifest_count_problems(

@@ -655,15 +655,67 @@ def gpkg_safety_problems(rel: ReleaseReader) -> list[str]:
     return [f"release.gpkg units layer: {n} figures of 1..k-1"] if n else []
 
 
-def geoparquet_bbox_problems(rel: ReleaseReader) -> list[str]:
-    """``counts`` over the GeoParquet boxes of the polygon file (``classes.parquet``): each
-    row's ``bbox`` is its geometry's bounds, and the file's ``bbox`` their extent, so the
-    boxes (which ``no_leak`` does not search: unit geography) hold nothing of their own."""
+def point_file_problems(path: Path) -> list[str]:
+    """``counts`` over a point file's own copies of its points (``groups.parquet``): each
+    row's ``geometry`` is the point (``x``, ``y``) and its ``bbox`` that point's box, bit for
+    bit. ``x``, ``y`` are what the other checks judge; the copies are what a GIS shows,
+    and any other bits in them (a payload within the file's extent) no search would find.
+    Read in batches of rows (a partitioned release's ``groups.parquet`` is large)."""
+    if not path.is_file():
+        return []
+    try:
+        pf = pq.ParquetFile(path)
+        names = set(pf.schema_arrow.names)
+        if not {"x", "y"} <= names:
+            return []  # the checks that read x, y say so
+        cols = ["x", "y", *(c for c in ("geometry", "bbox") if c in names)]
+        off_geometry = off_box = 0
+        for batch in pf.iter_batches(batch_size=_GPKG_ROWS, columns=cols):
+            x = _bits(batch.column("x"))
+            y = _bits(batch.column("y"))
+            if "geometry" in cols:
+                gx, gy = wkb_xy(batch.column("geometry"))
+                same = (_bits(gx) == x) & (_bits(gy) == y)
+                off_geometry += int(np.count_nonzero(~same))
+            if "bbox" in cols:
+                box = batch.column("bbox")
+                valid = np.asarray(box.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                sides = {f.name: _bits(box.field(f.name)) for f in box.type}
+                same = valid & (len(sides) == 4)
+                for side, want in (("xmin", x), ("ymin", y), ("xmax", x), ("ymax", y)):
+                    same &= sides.get(side, want + 1) == want
+                off_box += int(np.count_nonzero(~same))
+    except (OSError, pa.ArrowException, ValueError, TypeError, KeyError):
+        return [f"{path.name} is unreadable"]
+    problems = []
+    if off_geometry:
+        problems.append(f"{off_geometry} {path.name} rows have a geometry other than their x, y")
+    if off_box:
+        problems.append(f"{off_box} {path.name} rows have a bbox other than their point's")
+    return problems
+
+
+def _bits(values: pa.Array | pa.ChunkedArray | NDArray[np.float64]) -> NDArray[np.int64]:
+    """The float64 values as their 64 bits (null: NaN's), so equal means the same bits."""
+    if not isinstance(values, np.ndarray):
+        values = np.asarray(
+            pa.array(values).cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+            if not isinstance(values, pa.ChunkedArray)
+            else values.cast(pa.float64()).fill_null(np.nan).to_numpy(),
+            dtype=np.float64,
+        )
+    return np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+
+
+def geoparquet_bbox_problems(path: Path) -> list[str]:
+    """``counts`` over the GeoParquet boxes of the polygon file (``classes.parquet``,
+    ``path``): each row's ``bbox`` is its geometry's bounds, and the file's ``bbox`` their
+    extent, so the boxes (which ``no_leak`` does not search: unit geography) hold nothing
+    of their own."""
     import json
 
     import shapely
 
-    path = rel.rel / "classes.parquet"
     if not path.is_file():
         return []
     table = pq.read_table(path)

@@ -123,6 +123,7 @@ from geokanon.verify.counts import (
 )
 from geokanon.verify.extent import check_extent
 from geokanon.verify.fixed_point import check_fixed_point
+from geokanon.verify.gpkg import geoparquet_bbox_problems, point_file_problems
 from geokanon.verify.holes import holes_check
 from geokanon.verify.k_subjects import check_k_subjects
 from geokanon.verify.leak_rules import (
@@ -1373,6 +1374,8 @@ def _check_counts(rel: _PartitionedRelease) -> CheckResult:
     t = rel.units_table
     problems += unit_problems(k, unit_rows(rel), t, m, _unit_tally(rel))
     problems += units_csv_writing_problems(rel.rel / "units.csv", t)
+    problems += geoparquet_bbox_problems(rel.rel / "classes.parquet")
+    problems += point_file_problems(rel.rel / "groups.parquet")
     # the partitioned layout publishes no synthetic records (the writer refuses them)
     problems += manifest_count_problems(
         m, k, rel.disposals, n=rel.n, n_syn=0, s_subj=rel.sup_subjects,
