@@ -124,6 +124,38 @@ def _moved_box(path: Path, src: Path) -> None:
     pq.write_table(t.set_column(i, t.schema.field(i), new), path)
 
 
+def _junk_before_footer(path: Path, src: Path) -> None:
+    """The source's coordinates between the last column chunk and the footer: the footer
+    still points at every chunk, so every reader reads the file as before."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - length
+    path.write_bytes(data[:start] + _payload(src) + data[start:])
+
+
+def _varint(v: int) -> bytes:
+    out = b""
+    while v >= 0x80:
+        out += bytes([(v & 0x7F) | 0x80])
+        v >>= 7
+    return out + bytes([v])
+
+
+def _footer_field(path: Path, src: Path) -> None:
+    """A field of its own (id 100, binary: the payload) added to the footer's Thrift
+    struct, which every reader skips: the file reads as before."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - length
+    footer = data[start : start + length]
+    payload = _payload(src)
+    # compact protocol: type 8 (binary) with the id given in full (zigzag 100 = 200)
+    field = bytes([0x08]) + _varint(200) + _varint(len(payload)) + payload
+    footer = footer[:-1] + field + b"\x00"  # before the struct's stop byte
+    path.write_bytes(data[:start] + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+    assert pq.read_table(path).num_rows > 0
+
+
 MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
     # name: (file, plant(path, source), check, words of the finding)
     "parquet key": (
@@ -187,6 +219,14 @@ MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
     "groups bbox": (
         "groups.parquet", _moved_box,
         "counts", "5 groups.parquet rows have a bbox other than their point's",
+    ),
+    "parquet junk": (
+        "records.parquet", _junk_before_footer,
+        "no_leak", "bytes between or around its column chunks that no reader reads",
+    ),
+    "parquet footer field": (
+        "records.parquet", _footer_field,
+        "no_leak", "a footer holding more than the metadata it declares",
     ),
     "gpkg table": (
         "release.gpkg",

@@ -68,11 +68,13 @@ _GEOMETRY_TYPES = frozenset(
 def parquet_container_problems(path: Path) -> list[str]:
     """What ``path``'s key-value metadata holds beyond what the format declares."""
     try:
-        meta = dict(pq.read_metadata(path).metadata or {})
+        file_meta = pq.read_metadata(path)
+        meta = dict(file_meta.metadata or {})
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException):
         return []  # unreadable: the checks that read it say so
-    problems = [
+    problems = _layout_problems(path, file_meta)
+    problems += [
         f"metadata key {key.decode('utf-8', 'replace')[:40]!r} the format does not declare"
         for key in meta
         if key not in PARQUET_KEYS
@@ -89,6 +91,49 @@ def parquet_container_problems(path: Path) -> list[str]:
         ]
     if b"geo" in meta:
         problems += [f"geo metadata: {p}" for p in _geo_problems(meta[b"geo"], schema)]
+    return problems
+
+
+def _layout_problems(path: Path, meta: pq.FileMetaData) -> list[str]:
+    """The file is ``PAR1``, its column chunks end to end, its footer and ``PAR1``: no byte
+    between or after the chunks (a reader reads only where the footer points), a footer
+    that is exactly the serialisation of the metadata it holds (no field a reader skips).
+    Column statistics are left free: pyarrow writes them as the values' own minimum and
+    maximum, and only a writer of its own could put other bits there (16 bytes a chunk)."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(4)
+        fh.seek(max(size - 8, 0))
+        tail = fh.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        start = size - 8 - length
+        if head != b"PAR1" or tail[4:] != b"PAR1" or start < 4:
+            return ["not framed as Parquet (PAR1, the footer's length, PAR1)"]
+        fh.seek(start)
+        footer = fh.read(length)
+    problems = []
+    sink = pa.BufferOutputStream()
+    meta.write_metadata_file(sink)
+    if sink.getvalue().to_pybytes()[4:-8] != footer:
+        problems.append("a footer holding more than the metadata it declares")
+    spans = []
+    for r in range(meta.num_row_groups):
+        group = meta.row_group(r)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            first = chunk.data_page_offset  # a dictionary page comes first where there is one
+            if chunk.has_dictionary_page and chunk.dictionary_page_offset is not None:
+                first = chunk.dictionary_page_offset
+            spans.append((int(first), int(first) + int(chunk.total_compressed_size)))
+    at = 4
+    for a, b in sorted(spans):
+        if a != at:
+            problems.append("bytes between or around its column chunks that no reader reads")
+            break
+        at = b
+    else:
+        if at != start:
+            problems.append("bytes between or around its column chunks that no reader reads")
     return problems
 
 
