@@ -266,6 +266,54 @@ MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
                           "groups BEGIN SELECT 1; /* 154961.5 462431.5 */ END"),
         "no_leak", "SQL comments in its schema",
     ),
+    "gpkg srs description": (
+        "release.gpkg",
+        lambda p, s: _sql(
+            p, "UPDATE gpkg_spatial_ref_sys SET description = ? WHERE srs_id = 28992",
+            params=(_payload(s)[:300].decode(),),
+        ),
+        "no_leak", "1 reference systems in gpkg_spatial_ref_sys not as PROJ defines them",
+    ),
+    "gpkg srs name in wkt": (
+        "release.gpkg",
+        lambda p, s: _sql(
+            p, "UPDATE gpkg_spatial_ref_sys SET definition = replace(definition, "
+            "'PROJCS[\"Amersfoort / RD New\"', 'PROJCS[\"Amersfoort / RD New 154961.5\"') "
+            "WHERE srs_id = 28992",
+        ),
+        "no_leak", "1 reference systems in gpkg_spatial_ref_sys not as PROJ defines them",
+    ),
+    "gpkg srs row": (
+        "release.gpkg",
+        lambda p, s: _sql(
+            p, "INSERT INTO gpkg_spatial_ref_sys VALUES ('x', 3035, 'EPSG', 3035, ?, NULL)",
+            params=(_payload(s)[:300].decode(),),
+        ),
+        "no_leak", "1 reference systems in gpkg_spatial_ref_sys not as PROJ defines them",
+    ),
+    "gpkg date": (
+        "release.gpkg",
+        lambda p, s: _sql(p, "UPDATE gpkg_contents SET last_change = "
+                          "'2000-01-01T00:00:00.154Z' WHERE table_name = 'units'"),
+        "no_leak", "gpkg_contents dates other than 2000-01-01T00:00:00.000Z",
+    ),
+    "gpkg extension": (
+        "release.gpkg",
+        lambda p, s: _sql(p, "INSERT INTO gpkg_extensions VALUES ('units', NULL, 'x_note', ?, "
+                          "'read-write')", params=(_payload(s)[:300].decode(),)),
+        "no_leak", "gpkg_extensions rows other than the layers' R-trees",
+    ),
+    "gpkg feature count": (
+        "release.gpkg",
+        lambda p, s: _sql(p, "UPDATE gpkg_ogr_contents SET feature_count = 154961 "
+                          "WHERE table_name = 'groups'"),
+        "no_leak", "gpkg_ogr_contents counts other than the layers' rows",
+    ),
+    "gpkg sequence": (
+        "release.gpkg",
+        lambda p, s: _sql(p, "UPDATE sqlite_sequence SET seq = 462431 WHERE name = 'units'"),
+        "no_leak", "sqlite_sequence values other than the layers' last row ids",
+    ),
     "gpkg free pages": (
         "release.gpkg",
         lambda p, s: (
@@ -335,3 +383,24 @@ def test_the_writer_declares_only_what_the_rules_allow(built):
         pa.py_buffer(base64.b64decode(pq.read_metadata(rel / "records.parquet").metadata[
             b"ARROW:schema"]))
     ).names == pq.read_schema(rel / "records.parquet").names  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "frame_args",
+    [
+        ["--crs", "+proj=laea +lat_0=52 +lon_0=10 +x_0=4321000 +y_0=3210000 +ellps=GRS80 "
+         "+units=m +no_defs"],
+        ["--local-metres"],
+    ],
+    ids=["a CRS with no code", "local metres"],
+)  # fmt: skip
+def test_gdal_s_own_reference_systems_pass(tmp_path, capsys, frame_args):
+    """GDAL writes a CRS with no EPSG code as a system of its own (id 100000, named as PROJ
+    names it) and local metres as its undefined system (99999): both as declared."""
+    rng = np.random.default_rng(3)
+    xy = rng.normal(0.0, 200.0, (300, 2)) + np.array([4_321_000.0, 3_210_000.0])
+    pd.DataFrame({"x": xy[:, 0], "y": xy[:, 1]}).to_csv(tmp_path / "in.csv", index=False)
+    argv = ["--quiet", "release", str(tmp_path / "in.csv"), *frame_args, "--k", "5",
+            "--r-max", "150", "--tau", "0.3", "--unit-cap", "1",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err

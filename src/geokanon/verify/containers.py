@@ -21,7 +21,9 @@ finding of ``no_leak`` (a count or a name, never a value):
 - **GeoPackage**: every table, index and trigger is one GDAL writes for the declared
   layers (its system tables, each layer's table, R-tree and feature-count triggers), with
   no SQL comment; no free page; ``gpkg_contents`` names each layer as itself with no
-  description.
+  description and the format's fixed date; ``gpkg_spatial_ref_sys``, ``gpkg_extensions``,
+  ``gpkg_ogr_contents`` and ``sqlite_sequence`` hold GDAL's defaults and the layers' own
+  systems, R-trees, counts and row ids; the SQLite header reserves no bytes.
 
 This module imports no writer code: the rules are the formats' own.
 """
@@ -363,8 +365,9 @@ _TILE_MATRIX_TRIGGER = re.compile(
 )
 
 
-def gpkg_container_problems(path: Path) -> list[str]:
-    """What ``path``'s SQLite schema holds beyond GDAL's GeoPackage of its layers."""
+def gpkg_container_problems(path: Path, crs: str | None = None) -> list[str]:
+    """What ``path``'s SQLite schema holds beyond GDAL's GeoPackage of its layers (in the
+    manifest's ``crs``)."""
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error:
@@ -403,7 +406,129 @@ def gpkg_container_problems(path: Path) -> list[str]:
         problems.append(f"{free} free pages (bytes no table holds)")
     if any(ident != table or desc not in ("", None) for table, ident, desc in contents):
         problems.append("gpkg_contents names a layer other than as itself, or describes one")
+    try:
+        problems += _gpkg_table_problems(path, layers, geometry, crs)
+    except sqlite3.Error:
+        problems.append("its GeoPackage tables are unreadable")
     return problems
+
+
+#: ``gpkg_contents.last_change`` as the format fixes it (docs/release-format.md).
+GPKG_DATE = "2000-01-01T00:00:00.000Z"
+#: The reference systems GDAL writes on its own (srs_id: name, organization, organization's
+#: id, definition, description): three in every GeoPackage, and its undefined one for
+#: layers without a CRS; EPSG:4326's definition is PROJ's WKT1 (GDAL flavour).
+_GPKG_DEFAULT_SRS = {
+    -1: ("Undefined Cartesian SRS", "NONE", -1, "undefined",
+         "undefined Cartesian coordinate reference system"),
+    0: ("Undefined geographic SRS", "NONE", 0, "undefined",
+        "undefined geographic coordinate reference system"),
+    4326: ("WGS 84 geodetic", "EPSG", 4326, None,
+           "longitude/latitude coordinates in decimal degrees on the WGS 84 spheroid"),
+    # layers in local metres (no CRS: --local-metres)
+    99999: ("Undefined SRS", "GDAL", 99999,
+            'LOCAL_CS["Undefined SRS",LOCAL_DATUM["unknown",32767],UNIT["unknown",0],'
+            'AXIS["Easting",EAST],AXIS["Northing",NORTH]]',
+            "Custom undefined coordinate reference system"),
+}  # fmt: skip
+_RTREE = ("gpkg_rtree_index", "http://www.geopackage.org/spec120/#extension_rtree", "write-only")
+
+
+def _gpkg_table_problems(
+    path: Path, layers: set[str], geometry: Mapping[str, str], crs: str | None
+) -> list[str]:
+    """The GeoPackage's own tables hold only what GDAL writes for the layers: the fixed
+    date, reference systems as PROJ defines them (their WKT's names are free text),
+    R-tree extensions, feature counts and sequences that are the layers' own, and a file
+    header with no reserved bytes (SQLite leaves a page's reserved tail to extensions)."""
+    problems = []
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100 or header[20] != 0 or any(header[72:92]):
+        problems.append("reserved bytes in its SQLite header")
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        dates = {d for (d,) in con.execute("SELECT last_change FROM gpkg_contents")}
+        srs = con.execute(
+            "SELECT srs_id, srs_name, organization, organization_coordsys_id, definition, "
+            "description FROM gpkg_spatial_ref_sys"
+        ).fetchall()
+        used = {int(i) for (i,) in con.execute("SELECT srs_id FROM gpkg_contents")}
+        extensions = con.execute(
+            "SELECT table_name, column_name, extension_name, definition, scope FROM gpkg_extensions"
+        ).fetchall()
+        counts = dict(con.execute("SELECT table_name, feature_count FROM gpkg_ogr_contents"))
+        sequences = dict(con.execute("SELECT name, seq FROM sqlite_sequence"))
+        own = {}
+        for layer in sorted(layers):
+            own[layer] = con.execute(f'SELECT count(*), max(rowid) FROM "{layer}"').fetchone()
+    finally:
+        con.close()
+    if dates - {GPKG_DATE}:
+        problems.append(f"gpkg_contents dates other than {GPKG_DATE}")
+    bad_srs = [i for i, *rest in srs if not _srs_ok(int(i), tuple(rest), used, crs)]
+    if bad_srs:
+        problems.append(
+            f"{len(bad_srs)} reference systems in gpkg_spatial_ref_sys not as PROJ defines "
+            "them, or not used"
+        )
+    want = {(t, c, *_RTREE) for t, c in geometry.items()}
+    if not set(extensions) <= want:
+        problems.append("gpkg_extensions rows other than the layers' R-trees")
+    if set(counts) - layers or any(counts[t] != own[t][0] for t in counts if t in own):
+        problems.append("gpkg_ogr_contents counts other than the layers' rows")
+    if set(sequences) - layers or any(
+        sequences[t] != (own[t][1] or 0) for t in sequences if t in own
+    ):
+        problems.append("sqlite_sequence values other than the layers' last row ids")
+    return problems
+
+
+_AXIS = re.compile(r'AXIS\["(Latitude|Longitude|Easting|Northing|X|Y)",(NORTH|SOUTH|EAST|WEST)\],?')
+
+
+def _same_wkt(definition: Any, wkt: str) -> bool:
+    """``definition`` is PROJ's WKT1 (GDAL flavour) ``wkt``, up to the two axes GDAL adds
+    to a geographic system (``AXIS["Latitude",NORTH]``...: named from a short list)."""
+    if not isinstance(definition, str):
+        return False
+    if definition == wkt:
+        return True
+    axes = _AXIS.findall(definition)
+    return 0 < len(axes) <= 2 and _AXIS.sub("", definition) == wkt
+
+
+def _srs_ok(srs_id: int, row: tuple[Any, ...], used: set[int], crs: str | None) -> bool:
+    """A ``gpkg_spatial_ref_sys`` row (name, organization, id, definition, description)
+    is GDAL's default one, or the system a layer uses as PROJ writes it: an EPSG one by
+    its code, another (GDAL numbers those from 100000) as the manifest's ``crs``."""
+    from pyproj import CRS
+    from pyproj.enums import WktVersion
+    from pyproj.exceptions import CRSError
+
+    name, org, org_id, definition, description = row
+    default = _GPKG_DEFAULT_SRS.get(srs_id)
+    if default is not None and srs_id != 4326:
+        return row == default
+    if srs_id not in used and default is None:
+        return False
+    if org_id != srs_id:
+        return False
+    try:
+        if str(org).upper() == "EPSG":
+            system = CRS.from_epsg(srs_id)
+        elif str(org).upper() == "NONE" and srs_id >= 100_000 and crs is not None:
+            system = CRS.from_user_input(crs)
+        else:
+            return False
+    except CRSError:
+        return False
+    wkt = system.to_wkt(WktVersion.WKT1_GDAL)
+    if not _same_wkt(definition, wkt) or name != (
+        default[0] if default is not None else system.name
+    ):
+        return False
+    return description in (None, "") or (default is not None and description == default[4])
 
 
 def _gpkg_names(layers: set[str], geometry: Mapping[str, str]) -> set[str]:

@@ -2383,7 +2383,9 @@ def scan_file(path: Path, sec: Secrets, rel: ReleaseReader | None = None) -> lis
     elif suffix == ".gpkg" and rel is not None:
         from geokanon.verify.gpkg import gpkg_leaks
 
-        found = gpkg_leaks(path, sec, rel) + gpkg_container_problems(path)
+        crs = rel.manifest.get("crs")
+        found = gpkg_leaks(path, sec, rel)
+        found += gpkg_container_problems(path, None if crs in (None, "") else str(crs))
         if sec.key_forms:  # and its bytes, for the mask key
             data = path.read_bytes()
             n = key_count(data.decode("latin-1"), sec) + sum(data.count(r) for r in sec.key_raw)
