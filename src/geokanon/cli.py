@@ -722,6 +722,9 @@ def _release_partitions(args: argparse.Namespace, policy: OutlierPolicy, options
     source = ParquetPartitions.from_path(
         args.input, x=args.x, y=args.y, subject=args.subject, time=args.time, unit=args.unit
     )
+    if len(source):  # a --keep value that is exactly a column's name (the first partition's)
+        keep = _kept_columns(args.keep, source.other_columns(0))
+        options = dataclasses.replace(options, keep=keep)
     progress = _progress(args)
     try:
         result = release_partitions(

@@ -612,6 +612,20 @@ def test_partitions_pandas_wrote_from_slices_are_read_by_position(client, tmp_pa
     assert main(verify) == 0  # kept scores compared with each record's own, by the verifier
 
 
+def test_keep_names_a_partition_column_whose_name_holds_a_comma(client, tmp_path, capsys):
+    from geokanon.cli import main
+
+    frame = towns(3_000, TILE, seed=6).rename(columns={"score": "dose, mg"})
+    d = _split(frame, tmp_path / "in", 2)
+    out = tmp_path / "out"
+    args = ["--quiet", "release", str(d), "--k", "4", "--r-max", "250", "--subject", "subject",
+            "--unit", "unit", "--crs", "EPSG:28992", "--tau", "0.05", "--unit-cap", "0.5",
+            "--keep", "dose, mg", "--out", str(out), "--backend", "dask",
+            "--scheduler", client.scheduler.address, "--tile", "2000"]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    assert "dose, mg" in pq.read_schema(out / "release" / "records" / "part-00000.parquet").names
+
+
 def test_dask_dataframe_source(client, tmp_path):
     dd = pytest.importorskip("dask.dataframe")
     frame = towns(6_000, TILE, seed=5).rename(columns={"x": "east", "y": "north"})
