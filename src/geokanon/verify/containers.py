@@ -366,8 +366,8 @@ _TILE_MATRIX_TRIGGER = re.compile(
 
 
 def gpkg_container_problems(path: Path, crs: str | None = None) -> list[str]:
-    """What ``path``'s SQLite schema holds beyond GDAL's GeoPackage of its layers (in the
-    manifest's ``crs``)."""
+    """What ``path``'s SQLite schema and GeoPackage tables hold beyond GDAL's GeoPackage of
+    its layers (in the manifest's ``crs``), read through one connection."""
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error:
@@ -376,17 +376,17 @@ def gpkg_container_problems(path: Path, crs: str | None = None) -> list[str]:
         entries = con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
         free = int(con.execute("PRAGMA freelist_count").fetchone()[0])
         contents = con.execute(
-            "SELECT table_name, identifier, description FROM gpkg_contents"
+            "SELECT table_name, identifier, description, last_change, srs_id FROM gpkg_contents"
         ).fetchall()
         geometry = dict(
             con.execute("SELECT table_name, column_name FROM gpkg_geometry_columns").fetchall()
         )
+        layers = {str(row[0]) for row in contents}
+        problems = _gpkg_table_problems(con, contents, layers, geometry, crs)
     except sqlite3.Error:
         return ["its GeoPackage tables are unreadable"]
     finally:
         con.close()
-    layers = {str(t) for t, _, _ in contents}
-    problems = []
     undeclared = sorted(layers - set(GPKG_LAYERS) - {GPKG_STYLES})
     if undeclared:
         problems.append(
@@ -404,12 +404,12 @@ def gpkg_container_problems(path: Path, crs: str | None = None) -> list[str]:
         problems.append("SQL comments in its schema")
     if free:
         problems.append(f"{free} free pages (bytes no table holds)")
-    if any(ident != table or desc not in ("", None) for table, ident, desc in contents):
+    if any(ident != table or desc not in ("", None) for table, ident, desc, _, _ in contents):
         problems.append("gpkg_contents names a layer other than as itself, or describes one")
-    try:
-        problems += _gpkg_table_problems(path, layers, geometry, crs)
-    except sqlite3.Error:
-        problems.append("its GeoPackage tables are unreadable")
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100 or header[20] != 0 or any(header[72:92]):
+        problems.append("reserved bytes in its SQLite header")
     return problems
 
 
@@ -435,35 +435,31 @@ _RTREE = ("gpkg_rtree_index", "http://www.geopackage.org/spec120/#extension_rtre
 
 
 def _gpkg_table_problems(
-    path: Path, layers: set[str], geometry: Mapping[str, str], crs: str | None
+    con: sqlite3.Connection,
+    contents: list[tuple[Any, ...]],
+    layers: set[str],
+    geometry: Mapping[str, str],
+    crs: str | None,
 ) -> list[str]:
     """The GeoPackage's own tables hold only what GDAL writes for the layers: the fixed
     date, reference systems as PROJ defines them (their WKT's names are free text),
-    R-tree extensions, feature counts and sequences that are the layers' own, and a file
-    header with no reserved bytes (SQLite leaves a page's reserved tail to extensions)."""
+    R-tree extensions, and feature counts and sequences that are the layers' own."""
     problems = []
-    with path.open("rb") as fh:
-        header = fh.read(100)
-    if len(header) < 100 or header[20] != 0 or any(header[72:92]):
-        problems.append("reserved bytes in its SQLite header")
-    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    try:
-        dates = {d for (d,) in con.execute("SELECT last_change FROM gpkg_contents")}
-        srs = con.execute(
-            "SELECT srs_id, srs_name, organization, organization_coordsys_id, definition, "
-            "description FROM gpkg_spatial_ref_sys"
-        ).fetchall()
-        used = {int(i) for (i,) in con.execute("SELECT srs_id FROM gpkg_contents")}
-        extensions = con.execute(
-            "SELECT table_name, column_name, extension_name, definition, scope FROM gpkg_extensions"
-        ).fetchall()
-        counts = dict(con.execute("SELECT table_name, feature_count FROM gpkg_ogr_contents"))
-        sequences = dict(con.execute("SELECT name, seq FROM sqlite_sequence"))
-        own = {}
-        for layer in sorted(layers):
-            own[layer] = con.execute(f'SELECT count(*), max(rowid) FROM "{layer}"').fetchone()
-    finally:
-        con.close()
+    dates = {row[3] for row in contents}
+    used = {int(row[4]) for row in contents}
+    srs = con.execute(
+        "SELECT srs_id, srs_name, organization, organization_coordsys_id, definition, "
+        "description FROM gpkg_spatial_ref_sys"
+    ).fetchall()
+    extensions = con.execute(
+        "SELECT table_name, column_name, extension_name, definition, scope FROM gpkg_extensions"
+    ).fetchall()
+    counts = dict(con.execute("SELECT table_name, feature_count FROM gpkg_ogr_contents"))
+    sequences = dict(con.execute("SELECT name, seq FROM sqlite_sequence"))
+    own = {
+        layer: con.execute(f'SELECT count(*), max(rowid) FROM "{layer}"').fetchone()
+        for layer in sorted(layers)
+    }
     if dates - {GPKG_DATE}:
         problems.append(f"gpkg_contents dates other than {GPKG_DATE}")
     bad_srs = [i for i, *rest in srs if not _srs_ok(int(i), tuple(rest), used, crs)]

@@ -698,12 +698,10 @@ def point_file_problems(path: Path) -> list[str]:
 def _bits(values: pa.Array | pa.ChunkedArray | NDArray[np.float64]) -> NDArray[np.int64]:
     """The float64 values as their 64 bits (null: NaN's), so equal means the same bits."""
     if not isinstance(values, np.ndarray):
-        values = np.asarray(
-            pa.array(values).cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
-            if not isinstance(values, pa.ChunkedArray)
-            else values.cast(pa.float64()).fill_null(np.nan).to_numpy(),
-            dtype=np.float64,
-        )
+        import pyarrow.compute as pc
+
+        floats = pc.fill_null(pc.cast(values, pa.float64()), np.nan)
+        values = np.asarray(floats.to_numpy(zero_copy_only=False), dtype=np.float64)
     return np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
 
 
