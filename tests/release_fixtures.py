@@ -29,6 +29,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import shapely
 
+from geokanon.encoding import write_parquet
+
 LESS = "<k"
 #: ``passes[].scope`` of per-pass counts over the records published at group level.
 GROUP_LEVEL = "records published at group level"
@@ -301,7 +303,7 @@ def write_release(
     for g in gids:
         members = sorted(scene.units[i] for i in range(n) if scene.group_id[i] == g)
         majority[g] = max(sorted(set(members)), key=members.count)
-    pq.write_table(
+    write_parquet(
         pa.table(
             {
                 "group_id": _int_col(list(gids)),
@@ -316,7 +318,7 @@ def write_release(
     )
     cids = sorted({c for c in scene.class_id if c is not None})
     csizes = {c: sum(1 for v in scene.class_id if v == c) for c in cids}
-    pq.write_table(
+    write_parquet(
         pa.table(
             {
                 "class_id": _int_col(list(cids)),
@@ -358,7 +360,7 @@ def write_release(
             "geometry": pa.array(geom, type=pa.binary()),
         }
     )
-    pq.write_table(records, rel / "records.parquet")
+    write_parquet(records, rel / "records.parquet")
     # as the format writes it (pyarrow: text quoted, numbers in shortest form)
     pacsv.write_csv(
         records.drop_columns(["geometry"]),
@@ -517,6 +519,7 @@ def edit_parquet(
     if not path.exists():
         path = root / "audit" / name
     frame = pq.read_table(path).to_pandas()
-    pq.write_table(pa.Table.from_pandas(change(copy.deepcopy(frame)), preserve_index=False), path)
+    # in the release's encoding (geokanon.encoding): only the change differs
+    write_parquet(pa.Table.from_pandas(change(copy.deepcopy(frame)), preserve_index=False), path)
     if refresh:
         refresh_manifest(root)

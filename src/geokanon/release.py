@@ -49,6 +49,7 @@ from geokanon._heap import trim
 from geokanon._outdir import claim
 from geokanon._progress import Progress, silent, within
 from geokanon.disposal import CoreResult, group_units
+from geokanon.encoding import ROW_GROUP_ROWS, parquet_writer, write_parquet
 from geokanon.errors import InputError, VerificationFailed
 from geokanon.io._names import closest_name
 from geokanon.io.gis import (
@@ -511,9 +512,7 @@ def _write_arrow_parquet(table: pa.Table, path: Path, geo: dict[str, Any] | None
         meta = dict(table.schema.metadata or {})
         meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
         table = table.replace_schema_metadata(meta)
-    # statistics for the GeoParquet bbox covering column only (row-group filtering)
-    stats = [f"bbox.{f}" for f in BBOX_FIELDS] if "bbox" in table.column_names else False
-    pq.write_table(table, path, compression="zstd", write_statistics=stats)
+    write_parquet(table, path)  # the release's one encoding (geokanon.encoding)
 
 
 def _points_extent(x: np.ndarray, y: np.ndarray) -> list[float] | None:
@@ -527,9 +526,9 @@ def _points_extent(x: np.ndarray, y: np.ndarray) -> list[float] | None:
 _wkb_points = wkb_points  # the partitioned writer's name for it
 
 
-#: Rows per chunk of the per-record files: pyarrow's default Parquet row group, so a file
-#: written chunk by chunk has the bytes of one written whole, and no whole-file table is held.
-_CHUNK_ROWS = 1024 * 1024
+#: Rows per chunk of the per-record files: the release's row group (geokanon.encoding), so
+#: each chunk is one row group and no whole-file table is held.
+_CHUNK_ROWS = ROW_GROUP_ROWS
 _CSV_OPTIONS = {"quoting_style": "needed"}
 #: zstd level of ``assignment.parquet``: its coordinates and ratios hardly compress, and the
 #: fast level writes it in about half the time for ~6 % more bytes.
@@ -789,10 +788,14 @@ def _parquet_writer(
     """A writer of a per-record file: zstd, dictionary pages for text only.
 
     Numbers (ids, coordinates) are stored plain: they compress better so (sorted ids,
-    repeated representatives) and are written about twice as fast. ``zstd_level``
-    (``None``: pyarrow's default) trades size for speed. Statistics are written for the
-    GeoParquet ``bbox`` covering column only (what a reader filters row groups by).
+    repeated representatives) and are written about twice as fast. Without ``zstd_level``
+    this is the release's one encoding (:func:`geokanon.encoding.parquet_writer`: write it
+    whole row groups); an audit file (not published) takes a faster level. Statistics are
+    written for the GeoParquet ``bbox`` covering column only (what a reader filters row
+    groups by).
     """
+    if zstd_level is None:
+        return parquet_writer(path, schema)
     text = [
         f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
     ]

@@ -78,6 +78,7 @@ from geokanon.distributed import (
     dask_client,
     run_core_distributed,
 )
+from geokanon.encoding import write_parquet
 from geokanon.errors import InputError, ReleaseRefused
 from geokanon.io.gis import geo_table, geoparquet_metadata, point_bbox
 from geokanon.neighbours import factorize_subject_ids
@@ -669,9 +670,7 @@ def _write_part(
         own["bbox"] = box
     geo = {**geo, "columns": {"geometry": own}}
     meta[b"geo"] = json.dumps(geo, sort_keys=True).encode()
-    table = table.replace_schema_metadata(meta)
-    with _parquet_writer(path, table.schema) as writer:
-        writer.write_table(table)
+    write_parquet(table.replace_schema_metadata(meta), path)
 
 
 def _generated_part(

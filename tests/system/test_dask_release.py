@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,6 +24,7 @@ from geokanon.distributed import (  # noqa: E402
     release_partitions,
     run_core_distributed,
 )
+from geokanon.encoding import write_parquet  # noqa: E402
 from geokanon.errors import InputError, VerificationFailed  # noqa: E402
 from geokanon.policy import OutlierPolicy  # noqa: E402
 from geokanon.release import ReleaseOptions, finish_manifest  # noqa: E402
@@ -362,7 +364,7 @@ def test_a_groups_rows_reversed_in_a_part_fail_counts(client, towns_release, tmp
     at = np.flatnonzero(gid == g0)
     order = np.arange(table.num_rows)
     order[at[0] : at[-1] + 1] = at[::-1]
-    pq.write_table(table.take(order), part)
+    write_parquet(table.take(order), part)  # in the release's encoding: only the order differs
     _refresh(out)
     report = verify_partitioned(out, source=src, client=client)
     assert tuple(report.failed) == ("counts",), format_report(report)
@@ -461,7 +463,6 @@ def test_groups_copies_of_their_points_moved_fail_counts(client, towns_release, 
     """groups.parquet's geometry and bbox repeat each group's x, y; moved within the file's
     extent they passed (only x, y were checked), and so did classes.parquet's boxes, which
     only the single-file counts compared with their geometries."""
-    import pyarrow as pa
     import shapely
 
     src, out = _mutable_copy(towns_release, tmp_path)
@@ -477,7 +478,7 @@ def test_groups_copies_of_their_points_moved_fail_counts(client, towns_release, 
             [pa.array(x), pa.array(y), pa.array(x), pa.array(y)], ["xmin", "ymin", "xmax", "ymax"]
         )
     i = t.schema.get_field_index(copy)
-    pq.write_table(t.set_column(i, t.schema.field(i), value), path)
+    write_parquet(t.set_column(i, t.schema.field(i), value), path)
     _refresh(out)
     report = verify_partitioned(out, source=src, client=client)
     assert list(report.failed) == ["counts"]
@@ -923,6 +924,26 @@ def test_partitioned_complementary_totals_withhold_the_needed_secondary(client, 
     assert not holes.passed and "unit C source_total: '<k' narrowed to [3, 3]" in holes.detail
 
 
+@pytest.mark.parametrize("name", ["groups.parquet", "records/part-00001.parquet"])
+def test_a_file_in_another_encoding_fails_no_leak(client, towns_release, tmp_path, name):
+    """Every Parquet file is exactly the release's encoding of its values: written again by
+    pyarrow's defaults (the same values and metadata), or with row groups cut to sizes of
+    its own, it fails no_leak, naming the file. groups.parquet's container was not checked
+    at all in this layout before (only its metadata as text)."""
+    src, out = _mutable_copy(towns_release, tmp_path)
+    path = out / "release" / name
+    table = pq.read_table(path)
+    pq.write_table(table, path)
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client)
+    assert report.failed == ("no_leak",), format_report(report)
+    assert f"{name}: bytes other than the release's encoding" in report["no_leak"].detail
+    write_parquet(table, path)  # the release's encoding again: it passes
+    _refresh(out)
+    report = verify_partitioned(out, source=src, client=client, checks=("no_leak",))
+    assert not report.failed, format_report(report)
+
+
 def test_each_part_reads_only_the_row_groups_of_its_groups(
     client, towns_release, tmp_path, monkeypatch
 ):
@@ -996,7 +1017,7 @@ def test_records_swapped_between_groups_in_a_part_fail_counts(client, towns_rele
     score = rows["score"].to_numpy().copy()
     score[[a, b]] = score[[b, a]]
     rows["score"] = score
-    rows.to_parquet(part, index=False)
+    write_parquet(pa.Table.from_pandas(rows, preserve_index=False), part)
     _refresh(out)
     report = verify_partitioned(out, source=src, client=client)
     assert report.failed == ("counts",), format_report(report)

@@ -124,8 +124,10 @@ def test_verify_imports_no_algorithm_module() -> None:
             "geokanon.policy",
             "geokanon.io.read",
             "geokanon.published",  # the release format's declared figures; imports nothing
+            "geokanon.encoding",  # the release's Parquet encoding; imports nothing
         }, module
     assert _geokanon_imports("published.py") == set()
+    assert _geokanon_imports("encoding.py") == set()
 
 
 def test_partitioned_verifier_imports_no_algorithm_module() -> None:

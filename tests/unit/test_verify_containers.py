@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from geokanon.cli import main
+from geokanon.encoding import parquet_options, write_parquet
 from tests.release_fixtures import refresh_manifest
 
 
@@ -64,7 +65,7 @@ def _with_metadata(path: Path, change: Callable[[dict[bytes, bytes]], None]) -> 
     table = pq.read_table(path)
     meta = dict(table.schema.metadata or {})
     change(meta)
-    pq.write_table(table.replace_schema_metadata(meta), path)
+    write_parquet(table.replace_schema_metadata(meta), path)  # as the writer encodes
 
 
 def _json_member(key: bytes, edit: Callable[[dict], None]) -> Callable[[dict], None]:
@@ -92,7 +93,7 @@ def _field_metadata(path: Path, src: Path) -> None:
     table = pq.read_table(path)
     i = table.schema.get_field_index("age")
     field = table.schema.field(i).with_metadata({b"note": _payload(src)[:64]})
-    pq.write_table(table.cast(table.schema.set(i, field)), path)
+    write_parquet(table.cast(table.schema.set(i, field)), path)
 
 
 def _interior(t: pa.Table) -> np.ndarray:
@@ -110,7 +111,7 @@ def _moved_geometry(path: Path, src: Path) -> None:
     x[_interior(t)] += 0.25  # bits of a payload, inside the extent
     i = t.schema.get_field_index("geometry")
     wkb = pa.array(shapely.to_wkb(shapely.points(x, t.column("y").to_numpy())), pa.binary())
-    pq.write_table(t.set_column(i, t.schema.field(i), wkb), path)
+    write_parquet(t.set_column(i, t.schema.field(i), wkb), path)
 
 
 def _moved_box(path: Path, src: Path) -> None:
@@ -121,7 +122,7 @@ def _moved_box(path: Path, src: Path) -> None:
     sides = [box.field("xmin"), box.field("ymin"), pa.array(xmax), box.field("ymax")]
     new = pa.StructArray.from_arrays(sides, names=["xmin", "ymin", "xmax", "ymax"])
     i = t.schema.get_field_index("bbox")
-    pq.write_table(t.set_column(i, t.schema.field(i), new), path)
+    write_parquet(t.set_column(i, t.schema.field(i), new), path)
 
 
 def _junk_before_footer(path: Path, src: Path) -> None:
@@ -154,6 +155,40 @@ def _footer_field(path: Path, src: Path) -> None:
     footer = footer[:-1] + field + b"\x00"  # before the struct's stop byte
     path.write_bytes(data[:start] + footer + len(footer).to_bytes(4, "little") + b"PAR1")
     assert pq.read_table(path).num_rows > 0
+
+
+def _row_group_sizes(path: Path, src: Path) -> None:
+    """The payload's first bytes as the sizes of row groups (100 + each byte): every
+    reader reads the same rows, values and metadata."""
+    t = pq.read_table(path)
+    at = 0
+    with pq.ParquetWriter(path, t.schema, **parquet_options(t.schema)) as writer:
+        for b in _payload(src)[:3]:
+            writer.write_table(t.slice(at, 100 + b))
+            at += 100 + b
+        writer.write_table(t.slice(at))
+
+
+def _rewritten(**options: object) -> Callable[[Path, Path], None]:
+    """The file written again from its own table with other writer options (each a
+    choice a writer can make per column and per file: bits)."""
+
+    def plant(path: Path, src: Path) -> None:
+        t = pq.read_table(path)
+        pq.write_table(t, path, **{**parquet_options(t.schema), **options})
+
+    return plant
+
+
+def _creator(path: Path, src: Path) -> None:
+    """The footer's creator string replaced by coordinates of the same length: the
+    footer is still exactly the serialisation of the metadata it holds."""
+    data = path.read_bytes()
+    created = pq.read_metadata(path).created_by.encode()
+    digits = _payload(src)[: len(created)]
+    assert data.count(created) == 1
+    path.write_bytes(data.replace(created, digits))
+    assert pq.read_metadata(path).created_by.encode() == digits
 
 
 MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
@@ -227,6 +262,30 @@ MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
     "parquet footer field": (
         "records.parquet", _footer_field,
         "no_leak", "a footer holding more than the metadata it declares",
+    ),
+    "parquet row group sizes": (
+        "records.parquet", _row_group_sizes,
+        "no_leak", "4 row groups of other sizes than the release's encoding writes",
+    ),
+    "parquet creator": (
+        "records.parquet", _creator,
+        "no_leak", "bytes other than the release's encoding of its own values",
+    ),
+    "parquet compression level": (
+        "records.parquet", _rewritten(compression_level=19),
+        "no_leak", "bytes other than the release's encoding of its own values",
+    ),
+    "parquet dictionary pages": (
+        "groups.parquet", _rewritten(use_dictionary=True),
+        "no_leak", "bytes other than the release's encoding of its own values",
+    ),
+    "parquet statistics": (
+        "groups.parquet", _rewritten(write_statistics=True),
+        "no_leak", "bytes other than the release's encoding of its own values",
+    ),
+    "parquet page size": (
+        "records.parquet", _rewritten(data_page_size=64, write_batch_size=64),
+        "no_leak", "bytes other than the release's encoding of its own values",
     ),
     "gpkg table": (
         "release.gpkg",
@@ -358,12 +417,20 @@ def test_a_container_holding_what_the_format_does_not_declare_fails(built, tmp_p
 def test_controls_pass(built, tmp_path, capsys):
     root, src = _copy(built, tmp_path)
     assert _verify(root, src, capsys)[0] == 0
-    # written again by pyarrow from its own table: the same declared metadata
+    # written again from its own table in the release's encoding: the same bytes
     path = root / "release" / "records.parquet"
+    before = path.read_bytes()
+    write_parquet(pq.read_table(path), path)
+    assert path.read_bytes() == before
+    code, text = _verify(root, src, capsys)
+    assert code == 0, text
+    # written by pyarrow's defaults (another compression, numbers in dictionary pages): the
+    # same values, other bytes, which the format does not write
     pq.write_table(pq.read_table(path), path)
     refresh_manifest(root)
     code, text = _verify(root, src, capsys)
-    assert code == 0, text
+    assert code == 4, text
+    assert "records.parquet: bytes other than the release's encoding" in text
 
 
 def test_the_writer_declares_only_what_the_rules_allow(built):

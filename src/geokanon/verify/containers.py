@@ -41,9 +41,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from geokanon.encoding import ROW_GROUP_ROWS, parquet_writer, row_group_sizes
 from geokanon.published import GPKG_LAYERS, GPKG_STYLES
 
-__all__ = ["geo_crs_problems", "gpkg_container_problems", "parquet_container_problems"]
+__all__ = [
+    "encoding_problems",
+    "geo_crs_problems",
+    "gpkg_container_problems",
+    "parquet_container_problems",
+]
 
 #: The key-value metadata a release's Parquet file may hold.
 PARQUET_KEYS = (b"ARROW:schema", b"geo", b"pandas")
@@ -76,6 +82,7 @@ def parquet_container_problems(path: Path) -> list[str]:
     except (OSError, pa.ArrowException):
         return []  # unreadable: the checks that read it say so
     problems = _layout_problems(path, file_meta)
+    problems += encoding_problems(path)
     problems += [
         f"metadata key {key.decode('utf-8', 'replace')[:40]!r} the format does not declare"
         for key in meta
@@ -126,7 +133,8 @@ def _layout_problems(path: Path, meta: pq.FileMetaData) -> list[str]:
             first = chunk.data_page_offset  # a dictionary page comes first where there is one
             if chunk.has_dictionary_page and chunk.dictionary_page_offset is not None:
                 first = chunk.dictionary_page_offset
-            spans.append((int(first), int(first) + int(chunk.total_compressed_size)))
+            if chunk.total_compressed_size:  # an empty column of no rows holds no byte
+                spans.append((int(first), int(first) + int(chunk.total_compressed_size)))
     at = 4
     for a, b in sorted(spans):
         if a != at:
@@ -137,6 +145,78 @@ def _layout_problems(path: Path, meta: pq.FileMetaData) -> list[str]:
         if at != start:
             problems.append("bytes between or around its column chunks that no reader reads")
     return problems
+
+
+class _SameBytes:
+    """A writable file that holds nothing: it compares what is written with ``path``'s
+    bytes at the same place, and stops the writer (:class:`_Differs`) at the first
+    difference."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = path.open("rb")
+        self.written = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        if self._fh.read(view.nbytes) != view:
+            raise _Differs
+        self.written += view.nbytes
+        return view.nbytes
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._fh.close()
+        self.closed = True
+
+
+class _Differs(Exception):
+    """The re-encoding left the file's bytes."""
+
+
+def encoding_problems(path: Path) -> list[str]:
+    """``path`` must be exactly the release's encoding of its own values
+    (:mod:`geokanon.encoding`): its values read back, a row group at a time, and written
+    again, byte for byte. Row group and page sizes, encodings, compression, statistics,
+    page headers and the creator string are then all the format's, and none can carry
+    bits (a reader skips what it does not need, so any of them could)."""
+    try:
+        pf = pq.ParquetFile(path)
+        sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
+    except (OSError, pa.ArrowException):
+        return []  # unreadable: the checks that read it say so
+    if sizes != row_group_sizes(pf.metadata.num_rows):
+        return [
+            f"{len(sizes)} row groups of other sizes than the release's encoding writes for "
+            f"{pf.metadata.num_rows} rows (row groups of {ROW_GROUP_ROWS} rows)"
+        ]
+    sink = _SameBytes(path)
+    try:
+        with parquet_writer(pa.PythonFile(sink, mode="w"), pf.schema_arrow) as writer:
+            for i in range(pf.num_row_groups):
+                writer.write_table(pf.read_row_group(i))
+        same = sink.written == path.stat().st_size
+    except (_Differs, OSError, pa.ArrowException):
+        same = False
+    finally:
+        sink.close()
+    if same:
+        return []
+    # the creator is free text: compared, never shown
+    other = pf.metadata.created_by != f"parquet-cpp-arrow version {pa.__version__}"
+    return [
+        "bytes other than the release's encoding of its own values (row group, page, "
+        "encoding, compression, statistics or creator bytes that pyarrow "
+        f"{pa.__version__} does not write: geokanon.encoding)"
+        + (
+            "; its creator string is not this pyarrow's: a release written with another "
+            "pyarrow verifies with that version"
+            if other
+            else ""
+        )
+    ]
 
 
 def _fields(schema: pa.Schema) -> Iterable[pa.Field]:

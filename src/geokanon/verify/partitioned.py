@@ -105,6 +105,7 @@ from geokanon.verify._results import (
     run_checks,
 )
 from geokanon.verify.caps import check_tau, check_unit_cap
+from geokanon.verify.containers import parquet_container_problems
 from geokanon.verify.counts import (
     AuditTally,
     IdTally,
@@ -1306,6 +1307,11 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
     problems = list(dict.fromkeys(problems))
     problems += _part_problems(rel, "no_leak")
     problems += sample_phrase_findings(rel, SMALL_FILES)
+    # groups.parquet's container and encoding (its rows are the parts', its metadata text
+    # the source tasks')
+    if (rel.rel / "groups.parquet").is_file():
+        found = parquet_container_problems(rel.rel / "groups.parquet")
+        problems += [f"groups.parquet: {', '.join(found)}"] if found else []
     listed = {str(p["file"]) for p in rel.parts}
     scanned_small = {*SMALL_FILES, "groups.parquet"}  # groups.parquet: its rows in the parts
     for p in sorted(rel.rel.rglob("*")):
