@@ -471,3 +471,30 @@ def test_gdal_s_own_reference_systems_pass(tmp_path, capsys, frame_args):
             "--r-max", "150", "--tau", "0.3", "--unit-cap", "1",
             "--out", str(tmp_path / "o")]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
+
+
+def test_the_encoding_is_worked_out_once_beside_the_checks(built, tmp_path, capsys, monkeypatch):
+    """Each Parquet file is re-encoded once, in a thread of its own started with the
+    verification, and no_leak reports what that thread found."""
+    import threading
+
+    from geokanon.verify import containers
+
+    root, src = _copy(built, tmp_path)
+    _row_group_sizes(root / "release" / "records.parquet", src)
+    refresh_manifest(root)
+    seen: list[tuple[str, str]] = []
+    real = containers.encoding_problems
+
+    def spy(path: Path) -> list[str]:
+        seen.append((path.name, threading.current_thread().name))
+        return real(path)
+
+    monkeypatch.setattr(containers, "encoding_problems", spy)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    assert "records.parquet: 4 row groups of other sizes" in text
+    assert sorted(name for name, _ in seen) == [
+        "classes.parquet", "groups.parquet", "records.parquet"
+    ]  # fmt: skip
+    assert all(thread.startswith("verify-encoding") for _, thread in seen)

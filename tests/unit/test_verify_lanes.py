@@ -155,9 +155,9 @@ def test_records_parquet_read_once_reports_as_its_own_scan(
     scanned: list[str] = []
     own_scan = leak_rules_module.scan_parquet
 
-    def counted(path: Path, sec: leak_rules_module.Secrets) -> list[str]:
+    def counted(path: Path, sec: leak_rules_module.Secrets, *rest: object) -> list[str]:
         scanned.append(path.name)
-        return own_scan(path, sec)
+        return own_scan(path, sec, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(leak_rules_module, "scan_parquet", counted)
     shared = verify_release(rel, source=source)["no_leak"]

@@ -237,6 +237,8 @@ def verify_release(
     rel.unchanged = {str(k): str(v).lower() for k, v in (unchanged or {}).items()}
     rel.before_report = None if before_report is None else bool(before_report)
     rel.checks = frozenset(names)
+    if "no_leak" in rel.checks:
+        rel.start_encodings()  # beside the source's read and the checks
     if reuse is not None:
         rel.adopt(reuse.derived)
     if isinstance(src, Path | DatabaseInput) or raw is not None:

@@ -9,7 +9,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -252,6 +252,29 @@ class ReleaseReader:
         #: the records files this reader checks: None, the release's own
         #: (``records.parquet``); a reader of one part names that part's file
         self.record_files: list[Path] | None = None
+        #: release Parquet file -> its encoding's findings, worked out in a thread of
+        #: their own (:meth:`start_encodings`)
+        self.encodings: dict[Path, Future[list[str]]] = {}
+
+    def start_encodings(self) -> None:
+        """Start re-encoding the release's Parquet files (largest first) in a thread of its
+        own, for ``no_leak`` (:func:`~geokanon.verify.containers.encoding_problems`): it is
+        pyarrow's work, mostly outside the interpreter lock, and runs beside the checks'
+        lanes instead of after ``no_leak``'s scan of each file."""
+        from geokanon.verify.containers import encoding_problems
+
+        files = sorted(self.rel.glob("*.parquet"), key=lambda p: (-p.stat().st_size, p.name))
+        if not files:
+            return
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-encoding")
+        for path in files:
+            self.encodings[path] = pool.submit(encoding_problems, path)
+        pool.shutdown(wait=False)  # the files queued still run; no_leak waits for each
+
+    def encoding_findings(self, path: Path) -> list[str] | None:
+        """The findings :meth:`start_encodings` worked out for ``path`` (None: not started)."""
+        future = self.encodings.get(path)
+        return None if future is None else future.result()
 
     # ---- readers of one part ----------------------------------------------------------
 

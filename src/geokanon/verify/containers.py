@@ -73,8 +73,9 @@ _GEOMETRY_TYPES = frozenset(
 )
 
 
-def parquet_container_problems(path: Path) -> list[str]:
-    """What ``path``'s key-value metadata holds beyond what the format declares."""
+def parquet_container_problems(path: Path, encoding: list[str] | None = None) -> list[str]:
+    """What ``path``'s container holds beyond what the format declares (``encoding``: the
+    findings of :func:`encoding_problems` when they were worked out already)."""
     try:
         file_meta = pq.read_metadata(path)
         meta = dict(file_meta.metadata or {})
@@ -82,7 +83,7 @@ def parquet_container_problems(path: Path) -> list[str]:
     except (OSError, pa.ArrowException):
         return []  # unreadable: the checks that read it say so
     problems = _layout_problems(path, file_meta)
-    problems += encoding_problems(path)
+    problems += encoding_problems(path) if encoding is None else encoding
     problems += [
         f"metadata key {key.decode('utf-8', 'replace')[:40]!r} the format does not declare"
         for key in meta

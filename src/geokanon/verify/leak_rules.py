@@ -1981,13 +1981,14 @@ class ParquetScan:
         return found
 
 
-def scan_parquet(path: Path, sec: Secrets) -> list[str]:
-    """A Parquet file's findings (:class:`ParquetScan`), read in batches of rows."""
+def scan_parquet(path: Path, sec: Secrets, encoding: list[str] | None = None) -> list[str]:
+    """A Parquet file's findings (:class:`ParquetScan`), read in batches of rows, and its
+    container's (``encoding``: its encoding's findings, when worked out already)."""
     schema, whole, batches = _parquet_batches(path)
     scan = ParquetScan(schema, sec, whole=whole)
     for batch in batches:
         scan.add(batch)
-    return scan.findings() + parquet_container_problems(path)
+    return scan.findings() + parquet_container_problems(path, encoding)
 
 
 #: The order in which a text's findings are reported.
@@ -2376,10 +2377,11 @@ def scan_file(path: Path, sec: Secrets, rel: ReleaseReader | None = None) -> lis
 
         # records.parquet: the records pass's read of it serves the scan too
         found = scanned_records(rel, path) if rel is not None else None
+        encoding = rel.encoding_findings(path) if rel is not None else None
         if found is None:
-            found = scan_parquet(path, sec)
+            found = scan_parquet(path, sec, encoding)
         else:
-            found += parquet_container_problems(path)
+            found += parquet_container_problems(path, encoding)
     elif suffix == ".gpkg" and rel is not None:
         from geokanon.verify.gpkg import gpkg_leaks
 
