@@ -22,12 +22,19 @@ the same functions, and the file must be exactly those bytes
 in bytes it does not choose (its creator string, at least); the verifier's finding names the
 version it encodes with.
 
+``release.gpkg`` likewise has one layout: GDAL's GeoPackage of the layers as SQLite's
+``VACUUM INTO`` lays it out (:func:`settle_sqlite`: every page rebuilt from the rows, no free
+page, no unused space in a page holding anything but zeros) with the schema cookie, a
+counter of schema changes that any value satisfies, set to 1. A settled file settles to
+itself, which is the verifier's rule.
+
 This module imports no other geokanon module (the verifier imports it: the encoding is part
 of the format, not of the algorithm).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,12 +48,15 @@ __all__ = [
     "parquet_writer",
     "row_group_sizes",
     "row_slices",
+    "settle_sqlite",
     "write_parquet",
 ]
 
 #: Rows per row group (pyarrow's default): a file written in slices of this many rows has
 #: the bytes of one written whole.
 ROW_GROUP_ROWS = 1024 * 1024
+#: The schema cookie (bytes 40-43 of an SQLite header) of a settled file.
+SCHEMA_COOKIE = 1
 #: The fields of the GeoParquet ``bbox`` covering column, the only ones with statistics.
 _BBOX_FIELDS = ("xmin", "ymin", "xmax", "ymax")
 
@@ -87,3 +97,17 @@ def write_parquet(table: pa.Table, where: str | Path | Any) -> None:
     with parquet_writer(where, table.schema) as writer:
         for piece in row_slices(table):
             writer.write_table(piece)
+
+
+def settle_sqlite(path: Path, into: Path) -> None:
+    """Write ``into`` (which must not exist): the SQLite database ``path`` as ``VACUUM
+    INTO`` lays it out, its schema cookie set to :data:`SCHEMA_COOKIE`. ``path`` is opened
+    read-only and left as it is."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        con.execute("VACUUM INTO ?", (str(into),))
+    finally:
+        con.close()
+    with into.open("r+b") as fh:  # the cookie only tells connections the schema changed
+        fh.seek(40)
+        fh.write(SCHEMA_COOKIE.to_bytes(4, "big"))

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from geokanon.cli import main
-from geokanon.encoding import parquet_options, write_parquet
+from geokanon.encoding import parquet_options, settle_sqlite, write_parquet
 from tests.release_fixtures import refresh_manifest
 
 
@@ -191,6 +191,30 @@ def _creator(path: Path, src: Path) -> None:
     assert pq.read_metadata(path).created_by.encode() == digits
 
 
+def _unused_page_space(path: Path, src: Path) -> None:
+    """The payload written into the largest unused space of a b-tree page (between its
+    cell pointers and its cells): no row holds it, every reader reads the same rows, and
+    the file has no free page."""
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    best = (0, 0)
+    for page in range(len(data) // size):
+        at = page * size + (100 if page == 0 else 0)
+        kind = data[at]
+        if kind not in (2, 5, 10, 13):
+            continue
+        cells = int.from_bytes(data[at + 3 : at + 5], "big")
+        content = int.from_bytes(data[at + 5 : at + 7], "big") or 65536
+        start = at + (12 if kind in (2, 5) else 8) + 2 * cells
+        end = page * size + content
+        best = max(best, (end - start, start))
+    room, start = best
+    payload = _payload(src)[: room - 8]
+    assert len(payload) > 100
+    data[start + 4 : start + 4 + len(payload)] = payload
+    path.write_bytes(bytes(data))
+
+
 MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
     # name: (file, plant(path, source), check, words of the finding)
     "parquet key": (
@@ -286,6 +310,10 @@ MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
     "parquet page size": (
         "records.parquet", _rewritten(data_page_size=64, write_batch_size=64),
         "no_leak", "bytes other than the release's encoding of its own values",
+    ),
+    "gpkg unused page space": (
+        "release.gpkg", _unused_page_space,
+        "no_leak", "bytes other than SQLite's own layout of its rows",
     ),
     "gpkg table": (
         "release.gpkg",
@@ -385,6 +413,10 @@ MUTANTS: dict[str, tuple[str, Callable[[Path, Path], None], str, str]] = {
 }  # fmt: skip
 
 
+#: The GeoPackage mutants that are the layout itself (laying the file out again undoes them).
+_LAID_OUT = ("gpkg free pages", "gpkg unused page space")
+
+
 def _copy(built: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
     out, src = built
     root = tmp_path / "copy"
@@ -403,6 +435,11 @@ def test_a_container_holding_what_the_format_does_not_declare_fails(built, tmp_p
     root, src = _copy(built, tmp_path)
     file, plant, check, words = MUTANTS[name]
     plant(root / "release" / file, src)
+    if file == "release.gpkg" and name not in _LAID_OUT:
+        # laid out again as the writer lays it out: only what was put in the tables differs
+        again = root / "release" / "settled.gpkg"
+        settle_sqlite(root / "release" / file, again)
+        again.replace(root / "release" / file)
     refresh_manifest(root)
     code, text = _verify(root, src, capsys)
     assert code == 4, text

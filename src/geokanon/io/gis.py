@@ -31,6 +31,8 @@ import pyarrow as pa
 import shapely
 from numpy.typing import NDArray
 
+from geokanon.encoding import settle_sqlite
+
 __all__ = [
     "BBOX_FIELDS",
     "GEOPARQUET_VERSION",
@@ -679,10 +681,13 @@ def write_geopackage(
 ) -> None:
     """Write ``path`` with ``layers`` (geometry column ``geometry``, WKB) in ``crs``, then
     ``layer_styles`` (an attribute table). The dates GDAL writes are fixed
-    (:data:`GPKG_DATE`), so the same layers give the same bytes.
+    (:data:`GPKG_DATE`), so the same layers give the same bytes; GDAL's file is then laid
+    out as the release's one layout (:func:`geokanon.encoding.settle_sqlite`).
     """
     import pyogrio
 
+    drafted = path.with_name(f"{path.stem}.draft{path.suffix}")  # GDAL wants .gpkg
+    drafted.unlink(missing_ok=True)
     before = {name: pyogrio.get_gdal_config_option(name) for name in GPKG_WRITE_CONFIG}
     pyogrio.set_gdal_config_options(GPKG_WRITE_CONFIG)
     try:
@@ -690,11 +695,16 @@ def write_geopackage(
             # no CRS is what --local-metres means (the manifest's crs_note says so)
             warnings.filterwarnings("ignore", message="'crs' was not provided")
             for layer in layers:
-                _write_layer(path, layer, crs)
+                _write_layer(drafted, layer, crs)
         if styles:
-            _write_styles(path, styles)
+            _write_styles(drafted, styles)
     finally:
         pyogrio.set_gdal_config_options(before)
+    path.unlink(missing_ok=True)
+    try:
+        settle_sqlite(drafted, path)
+    finally:
+        drafted.unlink(missing_ok=True)
 
 
 def _write_layer(path: Path, layer: GpkgLayer, crs: str | None) -> None:

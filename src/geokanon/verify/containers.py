@@ -31,9 +31,11 @@ This module imports no writer code: the rules are the formats' own.
 from __future__ import annotations
 
 import base64
+import filecmp
 import json
 import re
 import sqlite3
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from geokanon.encoding import ROW_GROUP_ROWS, parquet_writer, row_group_sizes
+from geokanon.encoding import (
+    ROW_GROUP_ROWS,
+    SCHEMA_COOKIE,
+    parquet_writer,
+    row_group_sizes,
+    settle_sqlite,
+)
 from geokanon.published import GPKG_LAYERS, GPKG_STYLES
 
 __all__ = [
@@ -49,6 +57,7 @@ __all__ = [
     "geo_crs_problems",
     "gpkg_container_problems",
     "parquet_container_problems",
+    "sqlite_layout_problems",
 ]
 
 #: The key-value metadata a release's Parquet file may hold.
@@ -491,7 +500,28 @@ def gpkg_container_problems(path: Path, crs: str | None = None) -> list[str]:
         header = fh.read(100)
     if len(header) < 100 or header[20] != 0 or any(header[72:92]):
         problems.append("reserved bytes in its SQLite header")
-    return problems
+    return problems + sqlite_layout_problems(path)
+
+
+def sqlite_layout_problems(path: Path) -> list[str]:
+    """``path`` must be laid out as SQLite lays out its rows (:mod:`geokanon.encoding`,
+    :func:`~geokanon.encoding.settle_sqlite`): settled again, it is the same bytes. Unused
+    space inside a page (between a page's cells, a deleted cell's freeblock), the pages'
+    order and the header's counters then hold nothing the rows do not."""
+    with tempfile.TemporaryDirectory(prefix="geokanon-verify-") as tmp:
+        settled = Path(tmp) / "settled.gpkg"
+        try:
+            settle_sqlite(path, settled)
+        except (sqlite3.Error, OSError):
+            return ["its SQLite pages could not be laid out again"]
+        if filecmp.cmp(path, settled, shallow=False):
+            return []
+    return [
+        "bytes other than SQLite's own layout of its rows (VACUUM INTO with SQLite "
+        f"{sqlite3.sqlite_version}, schema cookie {SCHEMA_COOKIE}: unused space in a page, or "
+        "pages or header bytes laid out otherwise); a release written with another SQLite "
+        "verifies with that version"
+    ]
 
 
 #: ``gpkg_contents.last_change`` as the format fixes it (docs/release-format.md).
