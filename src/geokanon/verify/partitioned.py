@@ -74,6 +74,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -1081,6 +1082,12 @@ def verify_partitioned(
                 "tile_lo": [int(p.get("tile_lo", 0)) for _, p in sel],
                 "tile_hi": [int(p.get("tile_hi", 0)) for _, p in sel],
             }
+    # groups.parquet's container and encoding, worked out here while the tasks run
+    groups_container: Future[list[str]] | None = None
+    if "no_leak" in names and (rel / "groups.parquet").is_file():
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-encoding")
+        groups_container = pool.submit(parquet_container_problems, rel / "groups.parquet")
+        pool.shutdown(wait=False)
     base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
     scratch = base / f"geokanon-verify-{uuid.uuid4().hex[:12]}"
     scratch.mkdir(parents=True)
@@ -1130,6 +1137,7 @@ def verify_partitioned(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     reader = _PartitionedRelease(root, parts, r1, r2, has_subject)
+    reader.groups_container = groups_container
     # each part's sha256, taken by its task from the file's bytes (``manifest`` reads
     # them as the single-file check reads the digests of what no_leak read whole)
     for j, r in enumerate(r2):
@@ -1162,6 +1170,8 @@ class _PartitionedRelease(ReleaseReader):
     ) -> None:
         super().__init__(root, None, 0.0)
         self.parts, self.r1, self.r2 = parts, r1, r2
+        #: ``groups.parquet``'s container findings (None: ``no_leak`` does not run)
+        self.groups_container: Future[list[str]] | None = None
         self.has_subject = has_subject
         self.n = int(sum(r["n"] for r in r1))
         full = [r for r in r1 if "disposals" in r]
@@ -1308,10 +1318,14 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
     problems += _part_problems(rel, "no_leak")
     problems += sample_phrase_findings(rel, SMALL_FILES)
     # groups.parquet's container and encoding (its rows are the parts', its metadata text
-    # the source tasks')
-    if (rel.rel / "groups.parquet").is_file():
+    # the source tasks'), worked out while the tasks ran
+    if rel.groups_container is not None:
+        found = rel.groups_container.result()
+    elif (rel.rel / "groups.parquet").is_file():
         found = parquet_container_problems(rel.rel / "groups.parquet")
-        problems += [f"groups.parquet: {', '.join(found)}"] if found else []
+    else:
+        found = []
+    problems += [f"groups.parquet: {', '.join(found)}"] if found else []
     listed = {str(p["file"]) for p in rel.parts}
     scanned_small = {*SMALL_FILES, "groups.parquet"}  # groups.parquet: its rows in the parts
     for p in sorted(rel.rel.rglob("*")):
