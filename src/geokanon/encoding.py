@@ -1,4 +1,4 @@
-"""The one encoding of a release's Parquet files: declared here, for the writer and the verifier.
+"""The one encoding of a release's Parquet files and GeoPackage, for the writer and verifier.
 
 A Parquet file holds more than its values. The sizes of its row groups and pages, each
 column's encodings and compression, the statistics, the page headers and the creator
@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 
 __all__ = [
     "ROW_GROUP_ROWS",
+    "SCHEMA_COOKIE",
     "parquet_options",
     "parquet_writer",
     "row_group_sizes",

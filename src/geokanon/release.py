@@ -49,11 +49,10 @@ from geokanon._heap import trim
 from geokanon._outdir import claim
 from geokanon._progress import Progress, silent, within
 from geokanon.disposal import CoreResult, group_units
-from geokanon.encoding import ROW_GROUP_ROWS, parquet_writer, write_parquet
+from geokanon.encoding import ROW_GROUP_ROWS, parquet_options, parquet_writer, write_parquet
 from geokanon.errors import InputError, VerificationFailed
 from geokanon.io._names import closest_name
 from geokanon.io.gis import (
-    BBOX_FIELDS,
     BBOX_TYPE,
     GpkgLayer,
     as_multipolygons,
@@ -796,14 +795,8 @@ def _parquet_writer(
     """
     if zstd_level is None:
         return parquet_writer(path, schema)
-    text = [
-        f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-    ]
-    stats = [f"bbox.{f}" for f in BBOX_FIELDS] if "bbox" in schema.names else False
-    return pq.ParquetWriter(
-        path, schema, compression="zstd", compression_level=zstd_level,
-        write_statistics=stats, use_dictionary=text,
-    )  # fmt: skip
+    options = {**parquet_options(schema), "compression_level": zstd_level}
+    return pq.ParquetWriter(path, schema, **options)
 
 
 def _csv_text(table: pa.Table, header: bool, starts: np.ndarray | None = None) -> list[pa.Buffer]:

@@ -106,7 +106,7 @@ from geokanon.verify._results import (
     run_checks,
 )
 from geokanon.verify.caps import check_tau, check_unit_cap
-from geokanon.verify.containers import parquet_container_problems
+from geokanon.verify.containers import encoding_problems, parquet_container_problems
 from geokanon.verify.counts import (
     AuditTally,
     IdTally,
@@ -725,6 +725,13 @@ def _part_task(
     except (OSError, ValueError, pa.ArrowException) as exc:
         probs["counts"].append(f"{name} is unreadable ({type(exc).__name__})")
         return out
+    # the part's encoding (no_leak), re-encoded in a thread of its own beside this task's
+    # own reads and checks (pyarrow's work, mostly outside the interpreter lock)
+    encoding: Future[list[str]] | None = None
+    if scan:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-encoding")
+        encoding = pool.submit(encoding_problems, path)
+        pool.shutdown(wait=False)
     out["sha256"] = _sha256(path)  # for manifest, on the driver
     members = _read_pieces(d, "m", ["id", "x", "y", "subject", "raw_subject", "unit"])
     mx = members["x"].to_numpy(dtype=np.float64)
@@ -784,7 +791,7 @@ def _part_task(
             unit_texts=frozenset(texts), published=distinct_values(np.concatenate(numbers)),
             crs=crs,
         )  # fmt: skip
-        found = scan_parquet(path, sec)
+        found = scan_parquet(path, sec, None if encoding is None else encoding.result())
         if kind == "group":
             found += [f"groups.parquet rows: {f}" for f in scan_frame(rows.reset_index(), sec)]
         if found:
