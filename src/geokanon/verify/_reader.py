@@ -199,6 +199,18 @@ def read_ahead(items: Iterator[_T]) -> Generator[_T, None, None]:
             yield item  # type: ignore[misc]
 
 
+def encodings_in_background(paths: Iterable[Path]) -> dict[Path, Future[list[str]]]:
+    """Each file's :func:`~geokanon.verify.containers.encoding_problems`, worked out one
+    after the other in a thread of their own (pyarrow's work, mostly outside the interpreter
+    lock), beside whatever the caller does meanwhile; the caller waits for each result."""
+    from geokanon.verify.containers import encoding_problems
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-encoding")
+    futures = {path: pool.submit(encoding_problems, path) for path in paths}
+    pool.shutdown(wait=False)  # the files queued still run
+    return futures
+
+
 #: The shape columns of ``groups.parquet`` (the representative's point and its box):
 #: :attr:`ReleaseReader.groups` leaves them out.
 _SHAPES = ("geometry", "bbox")
@@ -261,15 +273,8 @@ class ReleaseReader:
         own, for ``no_leak`` (:func:`~geokanon.verify.containers.encoding_problems`): it is
         pyarrow's work, mostly outside the interpreter lock, and runs beside the checks'
         lanes instead of after ``no_leak``'s scan of each file."""
-        from geokanon.verify.containers import encoding_problems
-
         files = sorted(self.rel.glob("*.parquet"), key=lambda p: (-p.stat().st_size, p.name))
-        if not files:
-            return
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-encoding")
-        for path in files:
-            self.encodings[path] = pool.submit(encoding_problems, path)
-        pool.shutdown(wait=False)  # the files queued still run; no_leak waits for each
+        self.encodings.update(encodings_in_background(files))
 
     def encoding_findings(self, path: Path) -> list[str] | None:
         """The findings :meth:`start_encodings` worked out for ``path`` (None: not started)."""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
@@ -165,8 +166,6 @@ def _same_values(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -
     """Equal values and nulls (``b`` cast to ``a``'s type; text compared as text)."""
     if len(a) != len(b):
         return False
-    import pyarrow.compute as pc
-
     try:
         if pa.types.is_dictionary(a.type):
             a = a.cast(a.type.value_type)
@@ -698,8 +697,6 @@ def point_file_problems(path: Path) -> list[str]:
 def _bits(values: pa.Array | pa.ChunkedArray | NDArray[np.float64]) -> NDArray[np.int64]:
     """The float64 values as their 64 bits (null: NaN's), so equal means the same bits."""
     if not isinstance(values, np.ndarray):
-        import pyarrow.compute as pc
-
         floats = pc.fill_null(pc.cast(values, pa.float64()), np.nan)
         values = np.asarray(floats.to_numpy(zero_copy_only=False), dtype=np.float64)
     return np.ascontiguousarray(values, dtype=np.float64).view(np.int64)

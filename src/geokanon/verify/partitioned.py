@@ -74,7 +74,6 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -94,6 +93,7 @@ from geokanon.verify._reader import (
     ReleaseReader,
     Source,
     _arrow_backed,
+    encodings_in_background,
     frame_source,
     text_file,
 )
@@ -106,7 +106,7 @@ from geokanon.verify._results import (
     run_checks,
 )
 from geokanon.verify.caps import check_tau, check_unit_cap
-from geokanon.verify.containers import encoding_problems, parquet_container_problems
+from geokanon.verify.containers import parquet_container_problems
 from geokanon.verify.counts import (
     AuditTally,
     IdTally,
@@ -727,11 +727,7 @@ def _part_task(
         return out
     # the part's encoding (no_leak), re-encoded in a thread of its own beside this task's
     # own reads and checks (pyarrow's work, mostly outside the interpreter lock)
-    encoding: Future[list[str]] | None = None
-    if scan:
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-encoding")
-        encoding = pool.submit(encoding_problems, path)
-        pool.shutdown(wait=False)
+    encoding = encodings_in_background([path] if scan else []).get(path)
     out["sha256"] = _sha256(path)  # for manifest, on the driver
     members = _read_pieces(d, "m", ["id", "x", "y", "subject", "raw_subject", "unit"])
     mx = members["x"].to_numpy(dtype=np.float64)
@@ -1089,12 +1085,9 @@ def verify_partitioned(
                 "tile_lo": [int(p.get("tile_lo", 0)) for _, p in sel],
                 "tile_hi": [int(p.get("tile_hi", 0)) for _, p in sel],
             }
-    # groups.parquet's container and encoding, worked out here while the tasks run
-    groups_container: Future[list[str]] | None = None
-    if "no_leak" in names and (rel / "groups.parquet").is_file():
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-encoding")
-        groups_container = pool.submit(parquet_container_problems, rel / "groups.parquet")
-        pool.shutdown(wait=False)
+    # groups.parquet's encoding, worked out here while the tasks run
+    groups = [rel / "groups.parquet"] if "no_leak" in names else []
+    encodings = encodings_in_background([p for p in groups if p.is_file()])
     base = Path(scratch_dir) if scratch_dir is not None else Path(tempfile.gettempdir())
     scratch = base / f"geokanon-verify-{uuid.uuid4().hex[:12]}"
     scratch.mkdir(parents=True)
@@ -1144,7 +1137,7 @@ def verify_partitioned(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     reader = _PartitionedRelease(root, parts, r1, r2, has_subject)
-    reader.groups_container = groups_container
+    reader.encodings.update(encodings)
     # each part's sha256, taken by its task from the file's bytes (``manifest`` reads
     # them as the single-file check reads the digests of what no_leak read whole)
     for j, r in enumerate(r2):
@@ -1177,8 +1170,6 @@ class _PartitionedRelease(ReleaseReader):
     ) -> None:
         super().__init__(root, None, 0.0)
         self.parts, self.r1, self.r2 = parts, r1, r2
-        #: ``groups.parquet``'s container findings (None: ``no_leak`` does not run)
-        self.groups_container: Future[list[str]] | None = None
         self.has_subject = has_subject
         self.n = int(sum(r["n"] for r in r1))
         full = [r for r in r1 if "disposals" in r]
@@ -1324,15 +1315,12 @@ def _check_no_leak(rel: _PartitionedRelease) -> CheckResult:
     problems = list(dict.fromkeys(problems))
     problems += _part_problems(rel, "no_leak")
     problems += sample_phrase_findings(rel, SMALL_FILES)
-    # groups.parquet's container and encoding (its rows are the parts', its metadata text
-    # the source tasks'), worked out while the tasks ran
-    if rel.groups_container is not None:
-        found = rel.groups_container.result()
-    elif (rel.rel / "groups.parquet").is_file():
-        found = parquet_container_problems(rel.rel / "groups.parquet")
-    else:
-        found = []
-    problems += [f"groups.parquet: {', '.join(found)}"] if found else []
+    # groups.parquet's container (its rows are the parts', its metadata text the source
+    # tasks'); its encoding as worked out while the tasks ran
+    path = rel.rel / "groups.parquet"
+    if path.is_file():
+        found = parquet_container_problems(path, rel.encoding_findings(path))
+        problems += [f"groups.parquet: {', '.join(found)}"] if found else []
     listed = {str(p["file"]) for p in rel.parts}
     scanned_small = {*SMALL_FILES, "groups.parquet"}  # groups.parquet: its rows in the parts
     for p in sorted(rel.rel.rglob("*")):
