@@ -19,7 +19,9 @@ The notes and the report are text: their tables are read by their column heading
 their captions, and every other number in them must be a value the system already
 holds (a published figure, a parameter, a structural value such as a pass number)
 or sit in one of the declared non-count phrases (:data:`TEXT_PHRASES`); any other
-number fails ``holes``.
+number fails ``holes``. A number 1..k-1 of prose fails unless it sits in one of the
+writer's phrases (:data:`SMALL_PHRASES`), whatever value it equals: a hidden figure is
+such a number, and it equals some published value more often than not.
 
 This module imports no other geokanon module (the verifier must not import the
 writer or an algorithm).
@@ -217,6 +219,73 @@ TEXT_PHRASES = (
     r"shortens them by up to [\d.]+%",
     r"held to [\d.,]+ m on the map",
     r"[\d.]+[–-][\d.]+ %",  # share bands
+)
+#: Where a number 1..k-1 may stand in the notes', the report's and the manifest's prose
+#: (:func:`small_numbers`; numbers in words read as digits, so "the one nearest" reads
+#: "the 1 nearest"). ``holes`` cannot tell which quantity a number of prose counts: a count
+#: below k equal to some published value ("One household in the smallest unit was left out")
+#: would state a hidden figure and still be "a value the system holds". So a number 1..k-1
+#: of prose must sit in one of these phrases of the writer: a measurement (metres, seconds,
+#: a share), a parameter given by its name, "one" as a pronoun in the writer's sentences,
+#: and the published counts no disposal hides (records merged or generalised, groups, exact
+#: copies, subject ids merged, synthetic records: figures of the system). A table of the
+#: report other than the per-unit and per-pass ones is read a row at a time, its cells
+#: joined by `` | `` (the parameter table's rows below).
+SMALL_PHRASES = (
+    # the report's parameter table, a row at a time
+    r"^(?:seed|k|tau \(global cap\)|unit cap) \| [\d,.]+$",
+    r"^merge / generalise ratios \| [\d,.]+ / [\d,.]+$",
+    r"^subject ids merged \([^)|]*\) \| [\d,]+$",
+    r"^records outside the study area \(--clip\) \| [\d,]+$",
+    r"^units merged \(--merge-small-units [\d,]+\) \|",
+    r"^exact copies in the input \| [\d,]+, (?:removed|kept)",
+    # "one" as a pronoun
+    r"would reveal a smaller 1\b",
+    r"the 1 nearest the group's centroid",
+    r"part of 1 system",
+    r"the only 1 in the district",
+    r"each result is the 1 shown here",
+    r"the passes end with 1 that changed nothing, within \d+ passes",
+    r"(?:the working CRS's scale )?is at least 1 over the data\)",
+    r"the row under pass 1 counts",
+    r"^1: only because of time(?: \|(?: (?:[\d,]+|<k|withheld))?)*$",
+    # published counts no disposal hides (figures of the system: holes bounds them)
+    r"published at group level: [\d,]+ records in [\d,]+ groups \([\d,]+ of them joined",
+    r"generalised to an administrative unit or the whole area: [\d,]+",
+    r"exact copies kept: [\d,]+ records of the input",
+    r"the input held [\d,]+ exact copies of records",
+    r"a group or class of [\d,]+ may stand for fewer than [\d,]+ people",
+    r"[\d,]+ ids were spellings of another id",
+    r"synthetic records: [\d,]+\.",
+    r"at least [\d,]+ other people were within",
+    r"records published at group level, in [\d,]+ groups",
+    # the mask's risk sentence (a median over records, not a count of people)
+    r"fewer than k-1 = [\d,]+ such records \(median [-+\d.eE]+\)",
+    r"at least k = [\d,]+ subjects",
+    # the bias findings: medians of a kept attribute, test statistics
+    r"median [-+\d.,eE]+ vs [-+\d.,eE]+",
+    r"\bp=[-+\d.eE]+",
+    r"standardised difference [-+\d.]+",
+    r"Cramer's V [\d.]+",
+    r"takes 1 value only",
+    r"small units merged \(--merge-small-units [\d,]+\): a unit with fewer than [\d,]+ people",
+    # parameters by name: the notes' policy line, the report's policy sentence
+    r"\b(?:k|seed|r_max|tau|unit cap|global cap tau)\s*=\s*[\d,.]+",
+    r"\bk-1\b",
+    # measurements (last: the phrases above hold some)
+    r"[\d,.]+\s*(?:%|(?:k?m|s)\b)",
+)
+#: Where the notes and the report name units (a unit named by a number, ``3``, is read there
+#: as a name, not as a count: :func:`small_numbers`): the bias findings (``... in {unit}
+#: have ...``), and the lists of units left out, merged or left small.
+_UNIT_LISTS = (
+    r"\bin (?P<u>[^\s:()]+)"
+    r"(?= have | differ in |: too few | \((?:rank test|chi-square) p=| takes 1 value)",
+    r"units left out \(--exclude-units\)(?:: | \| )(?P<u>[^;:|]+)",
+    r"every figure is for the merged unit: (?P<u>.+)$",
+    r"^units merged \(--merge-small-units [\d,]+\) \| (?P<u>.+)$",
+    r"units (?:still )?below the (?:merge )?threshold,? (?:with )?no neighbour(?: to join)?"
+    r"(?::| \|) (?P<u>.+)$",
 )
 _NUMBER = re.compile(r"(?<![\w.,/])([+-]?\d[\d,]*(?:\.\d+)?)(?![\w])")
 _ROUNDING = re.compile(r"nearest multiple of k=(\d+)")
@@ -634,6 +703,11 @@ class _Table:
     rows: list[list[str]]
 
 
+#: Attributes whose text a browser shows or reads out (tooltips, images' text): read as
+#: prose, as are comments.
+_TEXT_ATTRIBUTES = frozenset({"alt", "title", "aria-label", "aria-description", "placeholder"})
+
+
 class _HtmlParts(html.parser.HTMLParser):
     """Tables (header cells and rows), cards (number, caption) and the other text."""
 
@@ -655,6 +729,8 @@ class _HtmlParts(html.parser.HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         cls = dict(attrs).get("class") or ""
+        # text a browser shows or reads out of an attribute (a tooltip, an image's text)
+        self.text.extend(v for a, v in attrs if a in _TEXT_ATTRIBUTES and v)
         if tag in ("style", "script"):
             self._skip += 1
         elif tag == "table":
@@ -705,6 +781,15 @@ class _HtmlParts(html.parser.HTMLParser):
                     self.text.extend(parts)
                 self._card = None
             self._div_depth -= 1
+
+    def handle_comment(self, data: str) -> None:
+        self.text.append(data)  # published bytes all the same
+
+    def unknown_decl(self, data: str) -> None:
+        self.text.append(data)  # <![CDATA[ ... ]]>
+
+    def handle_pi(self, data: str) -> None:
+        self.text.append(data)
 
     def handle_data(self, data: str) -> None:
         if self._skip:
@@ -785,7 +870,7 @@ def _tables(
             for row in t.rows:
                 p = _parse_cell(row[0]) if row else None
                 if not isinstance(p, int):
-                    free.extend(row)
+                    free.append(" | ".join(row))
                     continue
                 for h, cell in zip(head[1:], row[1:], strict=False):
                     fld = PASS_COLUMNS.get(h)
@@ -800,9 +885,8 @@ def _tables(
                     if isinstance(fig, Figure):
                         out.figures.append(fig)
         else:
-            free.extend(t.header)
-            for row in t.rows:
-                free.extend(row)
+            # a row at a time, its cells joined (SMALL_PHRASES read the parameter rows)
+            free.extend(" | ".join(row) for row in (t.header, *t.rows) if row)
     return free
 
 
@@ -976,8 +1060,66 @@ def prose_numbers(text: str) -> list[tuple[str, float]]:
     return out
 
 
-def _free_numbers(texts: Iterable[str], name: str, out: Published) -> None:
-    """Every number left in the text must be a value the system holds."""
+def small_numbers(
+    text: str, k: int, parameters: Iterable[str] = (), units: Iterable[str] = ()
+) -> int:
+    """How many numbers 1..k-1 of a piece of prose stand outside the writer's phrases.
+
+    The text is read as :func:`prose_numbers` reads it (entities unescaped, number words
+    in digits, :data:`TEXT_PHRASES` out); the input-filter and ratio phrases
+    (:data:`FILTER_PHRASES`, :data:`RATIO_PHRASES`), :data:`SMALL_PHRASES` and a
+    parameter of ``parameters`` given as a JSON member (``"merge_ratio": 2.0``) are taken
+    out, and so is a name of ``units`` where a bias finding or the list of units merged
+    names a unit; every integer 1..k-1 left counts.
+
+    Examples
+    --------
+    >>> small_numbers("One household in the smallest unit was left out.", 5)
+    1
+    >>> small_numbers("- group representatives are grid points: the one nearest the "
+    ...               "group's centroid (at most 15 m, at least 1 m;", 5)
+    0
+    """
+    if k <= 1:
+        return 0
+    t = re.sub(r"\s+", " ", words_as_digits(html.unescape(text))).strip()
+    # units named in the writer's lists and findings: their names are no count
+    names_of = frozenset(units)
+    if names_of:
+
+        def unnamed(m: re.Match[str]) -> str:
+            listed = re.split(r"(\s*(?:,|;|->|=|\+|\s)\s*)", m.group("u"))
+            kept = "".join(" " if part.strip() in names_of else part for part in listed)
+            return m.group(0)[: m.start("u") - m.start()] + kept
+
+        for pattern in _UNIT_LISTS:
+            t = re.sub(pattern, unnamed, t, flags=re.IGNORECASE)
+    for phrase in (*TEXT_PHRASES, *FILTER_PHRASES, *RATIO_PHRASES, *SMALL_PHRASES):
+        t = re.sub(phrase, " ", t, flags=re.IGNORECASE)
+    names = "|".join(re.escape(p) for p in parameters)
+    if names:
+        t = re.sub(rf'"(?:{names})":\s*[-+\d.eE]+', " ", t)
+    n = 0
+    for m in _NUMBER.finditer(t):
+        try:
+            v = float(m.group(1).replace(",", ""))
+        except ValueError:
+            continue
+        n += v.is_integer() and 1 <= v <= k - 1
+    return n
+
+
+def _free_numbers(
+    texts: Iterable[str],
+    name: str,
+    out: Published,
+    k: int,
+    parameters: Iterable[str] = (),
+    units: Iterable[str] = (),
+) -> None:
+    """Every number left in the text must be a value the system holds; one of 1..k-1 must
+    also sit in a phrase of the writer (:func:`small_numbers`)."""
+    texts = list(texts)
     bad: list[str] = []
     for text in texts:
         for raw, v in prose_numbers(text):
@@ -987,6 +1129,13 @@ def _free_numbers(texts: Iterable[str], name: str, out: Published) -> None:
         out.problems.append(
             f"{name}: {len(bad)} numbers that are no published figure of the release; "
             "every number shown must be part of the holes system"
+        )
+    params, unit_names = list(parameters), list(units)
+    small = sum(small_numbers(text, k, params, unit_names) for text in texts)
+    if small:  # not quoted either: it may be the hidden figure itself
+        out.problems.append(
+            f"{name}: {small} numbers of 1..k-1 outside the release's own phrases; a count "
+            "below k in prose may state a hidden figure, whatever published value it equals"
         )
 
 
@@ -1049,6 +1198,16 @@ def collect(
     # the vocabulary of the text: every number the other files publish, the parameters
     known = out.known
     manifest_text = _manifest_text(manifest, out)
+    policy = manifest.get("policy")
+    parameters = [str(key) for key in policy] if isinstance(policy, Mapping) else []
+    units = {str(unit) for unit, _ in unit_cells}
+    filtered = manifest.get("input_filter")
+    if isinstance(filtered, Mapping):  # the units left out, merged away or left small
+        merges = filtered.get("unit_merges")
+        for key in ("excluded_units", "units_left_small"):
+            units.update(str(u) for u in filtered.get(key) or ())
+        if isinstance(merges, Mapping):
+            units.update(str(u) for pair in merges.items() for u in pair)
     for key, value in manifest.items():
         if key not in ("files", "input_sha256") and key not in TEXT_FIELDS:
             known.update(_numbers(value))
@@ -1062,7 +1221,7 @@ def collect(
             known.add(f.low)
     known.update(float(v) for v in extra_known)
     known.update({0.0, 1.0, float(k), float(k - 1)})
-    _free_numbers(manifest_text, "manifest.json text", out)
+    _free_numbers(manifest_text, "manifest.json text", out, k, parameters, units)
     rounding = _pass_rounding(manifest.get("passes"))
     for name, text in (("RELEASE_NOTES.md", notes), ("report.html", report)):
         if text is None:
@@ -1078,6 +1237,8 @@ def collect(
             counts = manifest.get("counts")
             sup = counts.get("suppressed") if isinstance(counts, Mapping) else None
             free += _cards(parts.cards, k, _int(sup) is not None, out) + parts.text
-        _free_numbers([_samples(html.unescape(t), name, out) for t in free], name, out)
+        _free_numbers(
+            [_samples(html.unescape(t), name, out) for t in free], name, out, k, parameters, units
+        )
     out.figures = [f for f in out.figures if f.terms]
     return out

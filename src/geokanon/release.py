@@ -50,7 +50,7 @@ from geokanon._outdir import claim
 from geokanon._progress import Progress, silent, within
 from geokanon.disposal import CoreResult, group_units
 from geokanon.encoding import ROW_GROUP_ROWS, parquet_options, parquet_writer, write_parquet
-from geokanon.errors import InputError, VerificationFailed
+from geokanon.errors import InputError, ReleaseRefused, VerificationFailed
 from geokanon.io._names import closest_name
 from geokanon.io.gis import (
     BBOX_TYPE,
@@ -1441,8 +1441,18 @@ def build_release_files(
     syn_u = np.bincount(syn.unit, minlength=nu)
     syn_shown = [mask_small(int(syn_u[i]), k) for i in order]
     syn_total: int | str = int(syn_u.sum())
-    if any(v == LT_K for v in syn_shown):
+    syn_hidden = sum(v == LT_K for v in syn_shown)
+    if syn_hidden:
         syn_total = WITHHELD  # a total over hidden per-unit values would narrow them
+    if syn_hidden and not _hidden_cells_safe(int(syn_u.sum()), syn_shown, k):
+        # Withheld or not, the total is public: the published records minus the real
+        # ones the counts give. Each stand-in is one suppressed subject of its unit.
+        raise ReleaseRefused(
+            f"synthesis would give hidden figures away: {syn_hidden} units have 1..{k - 1} "
+            "stand-ins each, and their number is public (the published records minus the "
+            "real ones the counts give), so it narrows those units' '<k' suppressed figures. "
+            "Release without --allow-synthetic (allow_synthetic=False)"
+        )
     if policy.allow_synthetic:
         units["synthetic"] = syn_shown
     total_sup_subjects = count_distinct(subj[suppressed])
@@ -1454,6 +1464,10 @@ def build_release_files(
         or (global_shown != LT_K and not _hidden_cells_safe(int(global_shown), sup_shown, k))
         # A global "<k" over two or more "<k" units pins each unit below k-1.
         or (global_shown == LT_K and n_hidden_units >= 2)
+        # The stand-ins' number is public and counts the suppressed subjects of their
+        # units: a global figure would give the rest's sum (three units of 2 stand-ins and
+        # a global 7 pin the fourth to 1).
+        or syn_hidden > 0
     ):
         global_shown = WITHHELD
     counts_exact = result.counts()

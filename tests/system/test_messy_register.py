@@ -143,3 +143,99 @@ def test_duplicates_dropped_and_a_unit_excluded_verify_from_the_command_line(
     assert manifest["duplicates"]["removed"] and manifest["duplicates"]["copies"] > 0
     code, text = _verify(out, src, capsys)
     assert code == 0, text
+
+
+def _hidden_cell(root: Path) -> int:
+    """The subjects behind a ``<k`` suppressed cell of the release (from the audit)."""
+    units = pd.read_csv(root / "release" / "units.csv", dtype=str)
+    hidden = units.loc[units["suppressed"] == "<k", "unit"]
+    assert len(hidden), "the release has no '<k' cell to state"
+    audit = pd.read_parquet(
+        root / "audit" / "assignment.parquet", columns=["unit", "disposal", "subject"]
+    )
+    gone = audit[(audit["unit"] == hidden.iloc[0]) & (audit["disposal"] == "suppressed")]
+    return int(gone["subject"].nunique())
+
+
+@pytest.mark.parametrize(
+    ("name", "sentence"),
+    [
+        # the sentence that verified with exit 0 before: no loss verb report_safety's
+        # phrases read, and its figures are values the release publishes elsewhere
+        ("RELEASE_NOTES.md", "One household in the smallest unit was left out ({n} records)."),
+        ("RELEASE_NOTES.md", "In the smallest unit, {n} households are not in this release."),
+        ("report.html", "Only {n} homes of the smallest unit are missing from the map."),
+        # text of the page a browser shows as a tooltip, or keeps in its source
+        ("report.html", '<span title="{n} homes of the smallest unit are missing">.</span>'),
+        ("report.html", "<!-- {n} homes of the smallest unit are missing -->"),
+    ],
+    ids=[
+        "left-out-in-brackets",
+        "not-in-this-release",
+        "missing-from-the-map",
+        "tooltip",
+        "comment",
+    ],
+)
+def test_a_hidden_figure_paraphrased_into_the_prose_is_refused(
+    built, tmp_path, capsys, name: str, sentence: str
+):
+    """A ``<k`` cell's own value written into the prose by hand: ``holes`` cannot tell what a
+    number of prose counts, so any number 1..k-1 outside the writer's phrases fails."""
+    out, src = built
+    n = _hidden_cell(out)
+    assert 1 <= n <= 4
+    root = tmp_path / "copy"
+    shutil.copytree(out, root)
+    path = root / "release" / name
+    body = path.read_text(encoding="utf-8")
+    text = sentence.format(n=n)
+    if name.endswith(".html"):
+        path.write_text(body.replace("</body>", f"<p>{text}</p></body>"), encoding="utf-8")
+    else:
+        path.write_text(body + f"\n{text}\n", encoding="utf-8")
+    refresh_manifest(root)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    holes = next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
+    assert f"{name}: " in holes and "numbers of 1..k-1 outside the release's own phrases" in holes
+
+
+LARGE_K = [
+    # k = 40: most of the writer's numbers are below k (parameters, counts of pass rows,
+    # the mask's risk sentence, a day's clock); every one sits in a phrase of the writer
+    ["--k", "40", "--r-max", "3000", "--time", "seen", "--t-max", "36000", "--time-mode",
+     "time_of_day", "--mask", "jitter", "--mask-sd", "20", "--membership-sensitive",
+     "--drop-duplicates", "--tau", "0.3", "--unit-cap", "0.6"],
+    # k = 20: copies kept, source totals with complementary suppression, small units
+    # merged, a bias comparison
+    ["--k", "20", "--r-max", "400", "--totals", "complementary", "--merge-small-units", "3",
+     "--tau", "0.3", "--unit-cap", "0.9"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", LARGE_K, ids=["k40-times-mask", "k20-totals-merged"])
+def test_at_a_large_k_every_sentence_of_the_writer_verifies(built, tmp_path, capsys, args):
+    _, src = built
+    out = tmp_path / "out"
+    base = ["--crs", "EPSG:28992", "--unit", "gm_code", "--subject", "owner"]
+    assert main(["--quiet", "release", str(src), *base, "--keep", "consumption", *args,
+                 "--out", str(out)]) == 0  # fmt: skip
+    code, text = _verify(out, src, capsys)
+    assert code == 0, text
+
+
+def test_stand_ins_that_would_narrow_hidden_units_are_refused_by_name(built, tmp_path, capsys):
+    """k = 20 with synthesis: three units' stand-ins (2, 10 and 6) add up to a public 18
+    (the published records minus the real ones), which leaves each at most 16 of 1..19."""
+    _, src = built
+    out = tmp_path / "out"
+    base = ["--crs", "EPSG:28992", "--unit", "gm_code", "--subject", "owner"]
+    capsys.readouterr()
+    code = main(["--quiet", "release", str(src), *base, "--k", "20", "--r-max", "400",
+                 "--allow-synthetic", "--merge-small-units", "3", "--tau", "0.3",
+                 "--unit-cap", "0.9", "--out", str(out)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code != 0 and "synthesis would give hidden figures away" in err, err
+    assert "Release without --allow-synthetic" in err
+    assert not (out / "release").exists()

@@ -335,3 +335,44 @@ def test_report_isolation_histogram_counts_published_records_only(tmp_path, monk
     monkeypatch.setattr(report, "_iota_bins", spy)
     report.report_html(tmp_path / "out")
     assert seen == [300]
+
+
+# ---- a number 1..k-1 of prose must sit in a phrase of the writer ----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "units", "small"),
+    [
+        # a hidden figure that equals a published value (1, k-1) still fails
+        ("One household in the smallest unit was left out (1 records).", (), 2),
+        ("In the smallest unit, 4 households are not in this release.", (), 1),
+        # the writer's own: a parameter by name, a measurement, "one" as a pronoun
+        ("Policy: k=5, r_max=300 m, tau=1.00%, unit cap=10%, seed=3; geokanon 0.1.0.", (), 0),
+        ("- group representatives are grid points: the one nearest the group's centroid", (), 0),
+        ("merge / generalise ratios | 2.0 / 4.0", (), 0),
+        ("households lost | 2", (), 1),
+        ('{"k": 5, "merge_ratio": 2.0, "seed": 3}', (), 0),
+        ('{"k": 5, "households_lost": 2}', (), 1),
+        # a unit named by a number is a name where the writer names units
+        ("consumption in 3: too few suppressed records to compare (<k).", ("3",), 0),
+        ("consumption in 3: too few suppressed records to compare (<k).", (), 1),
+        ("units merged (--merge-small-units 8) | 2 -> 7, 3 -> 7", ("2", "3", "7"), 0),
+        ("units merged (--merge-small-units 8) | 2 -> 7, 3 -> 7", ("7",), 2),
+    ],
+)
+def test_small_numbers_of_prose_stand_in_the_writer_s_phrases(text, units, small) -> None:
+    from geokanon.published import small_numbers
+
+    parameters = ("k", "merge_ratio", "seed")
+    assert small_numbers(text, 5, parameters, units) == small
+
+
+def test_a_count_below_k_in_the_notes_fails_holes_whatever_it_equals(tmp_path: Path) -> None:
+    """1 and k-1 are values every release holds: ``holes``' rule that a number of prose be a
+    value of the system let a hidden figure through as either of them."""
+    for n, words in ((1, "One"), (4, "Four")):
+        notes = f"# Notes\n\n{words} household of the smallest unit was left out ({n} records).\n"
+        w = write_release(tmp_path / str(n), minimal_scene(), notes=notes)
+        report = verify_release(w.root, checks=["holes"])
+        assert not report.passed, format_report(report)
+        assert "numbers of 1..k-1 outside the release's own phrases" in report.checks[0].detail

@@ -20,17 +20,24 @@ from tests.release_fixtures import edit_csv, edit_manifest, edit_parquet
 POLICY = OutlierPolicy(k=5, r_max_m=500.0, tau=0.2, unit_cap=1.0, allow_synthetic=True)
 
 
-def _scene() -> pd.DataFrame:
+def _scene(farms: int = 1) -> pd.DataFrame:
     """Unit a: a town and a far farm; b: a village and a farm; c: only a farm;
-    d: a scattered hamlet that can only be generalised (its own class) and a farm."""
+    d: a scattered hamlet that can only be generalised (its own class) and a farm.
+
+    With ``farms=2`` units a, b and d have a second farm, as far from everything: six
+    stand-ins then, whose number (public: the published records minus the real ones)
+    leaves each hidden unit every value 1..4. With one farm each, three stand-ins pin
+    each of the three hidden units to 1, and the release is refused."""
     rng = np.random.default_rng(3)
     town = rng.normal(0, 120, (60, 2))
     village = rng.normal(0, 60, (12, 2)) + np.array([8000.0, 0.0])
     hamlet = np.array([[0, 0], [900, 0], [0, 900], [900, 900], [450, 450], [1800, 0.0]])
     hamlet += [0, 30_000]
-    farms = np.array([[20000.0, 0], [8000, 9000], [-30000, 100], [0, 40000.0]])
-    xy = np.r_[town, village, hamlet, farms]
+    far = np.array([[20000.0, 0], [8000, 9000], [-30000, 100], [0, 40000.0]])
+    second = np.array([[20000.0, 6000], [8000, 16000], [7000, 40000.0]])[: 3 * (farms - 1)]
+    xy = np.r_[town, village, hamlet, far, second]
     unit = ["a"] * 60 + ["b"] * 12 + ["d"] * 6 + ["a", "b", "c", "d"]
+    unit += ["a", "b", "d"][: len(second)]
     ages = rng.integers(1, 90, len(xy))
     return pd.DataFrame(
         {"x": xy[:, 0] + 500_000, "y": xy[:, 1] + 5_000_000, "unit": unit, "age": ages}
@@ -105,18 +112,22 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("syn") / "out"
     from geokanon.release import ReleaseOptions
 
-    release_points(_table(), POLICY, out, ReleaseOptions(keep=("age",)))
+    release_points(_table(_scene(2)), POLICY, out, ReleaseOptions(keep=("age",)))
     return out
+
+
+def _source():
+    return _table(_scene(2))
 
 
 def test_release_publishes_stand_ins_and_verifies(released: Path):
     manifest = json.loads((released / "release" / "manifest.json").read_text())
     assert all(manifest["verification"].values())
     syn = pd.read_parquet(released / "audit" / "synthetic.parquet")
-    assert len(syn) == 3 and sorted(syn["unit"]) == ["a", "b", "d"]
+    assert len(syn) == 6 and sorted(syn["unit"]) == ["a", "a", "b", "b", "d", "d"]
     records = pd.read_parquet(released / "release" / "records.parquet")
     assignment = pd.read_parquet(released / "audit" / "assignment.parquet")
-    assert len(records) == int((assignment["disposal"] != "suppressed").sum()) + 3
+    assert len(records) == int((assignment["disposal"] != "suppressed").sum()) + 6
     units = pd.read_csv(released / "release" / "units.csv", dtype=str)
     assert "synthetic" in units.columns
     # Every per-unit synthetic figure is 0 or hidden like the suppressed figure beside it.
@@ -133,7 +144,7 @@ def test_release_publishes_stand_ins_and_verifies(released: Path):
 
 
 def test_release_with_synthesis_is_independent_of_row_order(tmp_path: Path):
-    frame = _scene()
+    frame = _scene(2)
     a = tmp_path / "a"
     b = tmp_path / "b"
     release_points(_table(frame), POLICY, a)
@@ -167,7 +178,7 @@ def test_counting_synthetic_records_towards_k_is_caught(released: Path, tmp_path
     pd.concat([syn, extra]).to_parquet(root / "audit" / "synthetic.parquet", index=False)
     assignment.loc[members[:1], ["group_id", "disposal"]] = [pd.NA, "suppressed"]
     assignment.to_parquet(root / "audit" / "assignment.parquet", index=False)
-    report = verify_release(root, source=_table())
+    report = verify_release(root, source=_source())
     assert not report["k_subjects"].passed, format_report(report)
 
 
@@ -180,26 +191,57 @@ def test_wrong_per_unit_synthetic_count_fails_counts(released: Path, tmp_path: P
 
     edit_csv(root, "units.csv", zero)
     edit_manifest(root, lambda m: m["synthetic"].update(per_unit={}))
-    report = verify_release(root, source=_table())
+    report = verify_release(root, source=_source())
     assert not report["counts"].passed
     assert "wrong synthetic count" in report["counts"].detail
 
 
-def test_published_synthetic_total_that_pins_hidden_units_fails_holes(
-    released: Path, tmp_path: Path
-):
-    # Three hidden units of one stand-in each, and their exact total 3: each pinned to 1.
+def test_stand_ins_whose_number_pins_hidden_units_are_refused(tmp_path: Path, capsys):
+    """Three hidden units of one stand-in each: the stand-ins' number is the published
+    records minus the real ones the counts give (3), so each unit's '<k' is exactly 1,
+    published total or not. Before 2026-12-07 such a release was written and verified."""
+    from geokanon.cli import main
+    from geokanon.errors import ReleaseRefused
+
+    with pytest.raises(ReleaseRefused, match="synthesis would give hidden figures away"):
+        release_points(_table(), POLICY, tmp_path / "api")
+    assert not (tmp_path / "api" / "release").exists()
+    csv = tmp_path / "in.csv"
+    _scene().to_csv(csv, index=False)
+    code = main(["--quiet", "release", str(csv), "--k", "5", "--r-max", "500", "--unit", "unit",
+                 "--crs", "EPSG:32631", "--tau", "0.2", "--unit-cap", "1", "--allow-synthetic",
+                 "--out", str(tmp_path / "cli")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code != 0 and "Release without --allow-synthetic" in err, err
+    assert not (tmp_path / "cli" / "release").exists()
+
+
+def test_holes_ties_the_hidden_stand_ins_to_their_public_number(tmp_path: Path, monkeypatch):
+    """The verifier finds the same on its own: with the writer's refusal switched off, the
+    release fails ``holes`` (each hidden unit narrowed to exactly 1) and nothing is written."""
+    from geokanon import release as writer
+    from geokanon.errors import VerificationFailed
+
+    monkeypatch.setattr(writer, "_hidden_cells_safe", lambda *a, **kw: True)
+    with pytest.raises(VerificationFailed, match=r"holes: 3 of 4 hidden figures recoverable"):
+        release_points(_table(), POLICY, tmp_path / "out")
+    assert not (tmp_path / "out" / "release").exists()
+
+
+def test_a_published_synthetic_total_that_differs_fails_holes(released: Path, tmp_path: Path):
+    # The stand-ins' number is a figure of the release already: a total that differs from
+    # it is inconsistent with the other figures.
     root = _copy(released, tmp_path)
     edit_manifest(root, lambda m: (m["counts"].update(synthetic=3),
                                    m["synthetic"].update(total=3)))  # fmt: skip
-    report = verify_release(root, source=_table())
+    report = verify_release(root, source=_source())
     assert not report["holes"].passed, format_report(report)
 
 
 def test_synthetic_rows_in_records_must_match_the_audit(released: Path, tmp_path: Path):
     root = _copy(released, tmp_path)
     edit_parquet(root, "records.parquet", lambda f: f.iloc[:-1])
-    report = verify_release(root, source=_table())
+    report = verify_release(root, source=_source())
     assert not report["counts"].passed
 
 
@@ -207,13 +249,13 @@ def test_cli_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     from geokanon.cli import main
 
     csv = tmp_path / "in.csv"
-    _scene().to_csv(csv, index=False)
+    _scene(2).to_csv(csv, index=False)
     code = main(["--quiet", "release", str(csv), "--k", "5", "--r-max", "500", "--unit", "unit",
                  "--crs", "EPSG:32631", "--tau", "0.2", "--unit-cap", "1", "--allow-synthetic",
                  "--out", str(tmp_path / "out")])  # fmt: skip
     assert code == 0
     out = capsys.readouterr().out
-    assert "3 synthetic stand-ins" in out
+    assert "6 synthetic stand-ins" in out
 
 
 def test_a_kept_value_no_member_has_fails_counts_where_stand_ins_are(
@@ -230,10 +272,10 @@ def test_a_kept_value_no_member_has_fails_counts_where_stand_ins_are(
         f.loc[at, "age"] = 1000 if f["age"].dtype.kind in "iuf" else "1000"
         return f
 
-    report = verify_release(root, source=_table())
+    report = verify_release(root, source=_source())
     assert report["counts"].passed, format_report(report)
     edit_parquet(root, "records.parquet", older, refresh=False)
     edit_csv(root, "records.csv", older)
-    report = verify_release(root, source=_table())
+    report = verify_release(root, source=_source())
     assert report.failed == ("counts",), format_report(report)
     assert "synthetic records are not their members'" in report["counts"].detail

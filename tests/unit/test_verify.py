@@ -259,7 +259,10 @@ def test_small_suppressed_figure_in_notes_or_report_fails_report_safety(tmp_path
     assert_only(report, "report_safety", "holes")
     assert "report.html: 1" in report["report_safety"].detail
     w = write_release(tmp_path / "c", minimal_scene(), notes="In all, 2 records were suppressed.\n")
-    assert_only(verify_release(w.root), "report_safety")
+    # holes too: a number 1..k-1 in a sentence that is none of the writer's
+    report = verify_release(w.root)
+    assert_only(report, "report_safety", "holes")
+    assert "numbers of 1..k-1 outside the release's own phrases" in report["holes"].detail
     safe = "| unit | suppressed |\n|---|---|\n| north | <k |\n| south | <k |\n\nk is 5.\n"
     w = write_release(tmp_path / "d", minimal_scene(), notes=safe)
     assert verify_release(w.root).passed

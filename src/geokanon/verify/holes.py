@@ -10,8 +10,14 @@ The rule, exactly as implemented
     count, ...), the group and class tables, ``records.parquet``'s rows, and the
     notes' and report's tables and cards; any other number in the notes and the
     report must be a value the system holds, and a number in a field or column
-    the format does not declare fails. Every hidden cell (``<k``, ``withheld``)
-    is bounded with :func:`scipy.optimize.linprog` (min and max). See
+    the format does not declare fails. A number 1..k-1 of their prose (and of the
+    manifest's text fields) must also sit in a phrase of the writer
+    (:data:`geokanon.published.SMALL_PHRASES`: a measurement, a parameter by name,
+    "one" as a pronoun, a published count no disposal hides, a unit's name where
+    the writer lists units), whatever value it equals: the check cannot tell what a
+    number of prose counts, and 1 and k-1 are values of every release. Every
+    hidden cell (``<k``, ``withheld``) is bounded with
+    :func:`scipy.optimize.linprog` (min and max). See
     :func:`hidden_ranges` for the variables and identities.
     A ``<k`` cell (a sensitive figure: one resting on 1..k-1 subjects) fails
     when its feasible range does not contain both 1 and k-1 (so with k = 2 a
@@ -150,7 +156,10 @@ def hidden_ranges(
       ``source_total`` column, where a unit's ``synthetic_u`` published as ``<k`` is
       its suppressed subjects ``s_u`` (the manifest's placement rule: one synthetic
       record per suppressed subject of a unit that has a class of its own);
-    * ``sum_u synthetic_u = synthetic_total`` when that total is published;
+    * ``sum_u synthetic_u = synthetic_total`` when that total is published; and,
+      published or not, the format's ``synthetic`` quantity (the published records
+      minus the real ones) is the units' synthetic counts plus at most the pooled
+      stand-ins;
     * ``pooled_records - pooled_synthetic_max <= sum_u p_u <= pooled_records``;
     * ``sum_u r_u = R`` when the global suppressed record count ``R`` is a number,
       and ``sum_u r_u = N - released`` when the input's record count ``N`` and the
@@ -412,6 +421,17 @@ def hidden_ranges(
             _add(row, ti, -1.0)
         eq_rows.append(row)  # the unit totals add up to the input
         eq_rhs.append(0.0)
+    if "synthetic" in qvar and syn_row:
+        # The synthetic records, however the manifest shows their total, are the published
+        # records minus the real ones: the units' hidden synthetic counts (their s_u) add
+        # up to them, less the units' published ones and at most the pooled stand-ins.
+        row = {qvar["synthetic"]: 1.0}
+        for si, coef in syn_row.items():
+            _add(row, si, -coef)
+        ub_rows.append(row)
+        ub_rhs.append(float(syn_const + pooled_synthetic_max))
+        ub_rows.append({j: -v for j, v in row.items()})
+        ub_rhs.append(-float(syn_const))
     if not hidden:
         return []
     n = len(names)
