@@ -1448,9 +1448,10 @@ def build_release_files(
         # Withheld or not, the total is public: the published records minus the real
         # ones the counts give. Each stand-in is one suppressed subject of its unit.
         raise ReleaseRefused(
-            f"synthesis would give hidden figures away: {syn_hidden} units have 1..{k - 1} "
-            "stand-ins each, and their number is public (the published records minus the "
-            "real ones the counts give), so it narrows those units' '<k' suppressed figures. "
+            f"synthesis would give hidden figures away: {syn_hidden} "
+            f"{'unit has' if syn_hidden == 1 else 'units have'} 1..{k - 1} stand-ins each, "
+            "and their number is public (the published records minus the real ones the "
+            "counts give), so it narrows those units' '<k' suppressed figures. "
             "Release without --allow-synthetic (allow_synthetic=False)"
         )
     if policy.allow_synthetic:
