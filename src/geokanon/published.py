@@ -133,6 +133,9 @@ UNIT_COLUMNS: dict[str, str] = {
 }
 #: Per-unit table columns that are not counts (share bands relative to the unit cap).
 UNIT_BANDS = frozenset({"suppressed share"})
+#: The report's bands of a unit's suppressed share, as fractions of the unit cap: the
+#: band's upper edges (the last band is "> cap").
+BAND_EDGES = (0.1, 0.25, 0.5, 1.0)
 #: Pass table headings -> field of a pass.
 PASS_COLUMNS: dict[str, str] = {
     **{lab: lab for lab in LABELS},
@@ -701,6 +704,8 @@ def identities(passes: Sequence[Any] = ()) -> list[Figure]:
 class _Table:
     header: list[str]
     rows: list[list[str]]
+    #: (column, cell text, ``data-v``) of the cells that carry a sort key
+    sort_keys: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 #: Attributes whose text a browser shows or reads out (tooltips, images' text): read as
@@ -726,9 +731,16 @@ class _HtmlParts(html.parser.HTMLParser):
         self._card_depth = 0
         self._div_depth = 0
         self._card_part: list[str] | None = None
+        self._sort_key: str | None = None
+        #: ``data-*`` attributes other than a table cell's ``data-v`` (the sort key)
+        self.stray_data = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         cls = dict(attrs).get("class") or ""
+        data = {a: v or "" for a, v in attrs if a.startswith("data-")}
+        if tag in ("td", "th") and self._row is not None:
+            self._sort_key = data.pop("data-v", None)
+        self.stray_data += len(data)
         # text a browser shows or reads out of an attribute (a tooltip, an image's text)
         self.text.extend(v for a, v in attrs if a in _TEXT_ATTRIBUTES and v)
         if tag in ("style", "script"):
@@ -756,7 +768,11 @@ class _HtmlParts(html.parser.HTMLParser):
         if tag in ("style", "script"):
             self._skip = max(0, self._skip - 1)
         elif tag in ("td", "th") and self._cell is not None and self._row is not None:
-            self._row.append("".join(self._cell).strip())
+            text = "".join(self._cell).strip()
+            if self._sort_key is not None and self._table is not None:
+                self._table.sort_keys.append((len(self._row), text, self._sort_key))
+            self._sort_key = None
+            self._row.append(text)
             self._cell = None
         elif tag == "tr" and self._row is not None and self._table is not None:
             if self._header_row and not self._table.header and not self._table.rows:
@@ -822,6 +838,52 @@ def _markdown_parts(text: str) -> tuple[list[_Table], list[str]]:
         other.append(lines[i])
         i += 1
     return tables, other
+
+
+def share_band_labels(cap: float) -> list[str]:
+    """The report's labels of the suppressed-share bands of ``cap``, in rank order from 2
+    (rank 0 is ``0``, rank 1 ``<k`` or ``withheld``)."""
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.3g}"
+
+    labels, low = [], 0.0
+    for edge in BAND_EDGES:
+        labels.append(f"{pct(low)}–{pct(edge * cap)} %")
+        low = edge * cap
+    return [*labels, f"> {pct(cap)} %"]
+
+
+def sort_key(text: str, column: str, cap: float | None) -> str | None:
+    """The ``data-v`` (sort key) the report gives a table cell of ``text``: its number
+    without separators, ``0.5`` for ``<k``, ``-1`` for ``withheld``, the text itself
+    otherwise; in the suppressed-share column the band's rank (``None``: no such band).
+    """
+    t = html.unescape(text).strip()
+    if column in UNIT_BANDS:
+        ranks = {"0": 0, LESS_THAN_K: 1, WITHHELD: 1}
+        if cap is not None:
+            ranks.update({label: 2 + i for i, label in enumerate(share_band_labels(cap))})
+        return str(ranks[t]) if t in ranks else None
+    if t == LESS_THAN_K:
+        return "0.5"
+    if t == WITHHELD:
+        return "-1"
+    if re.fullmatch(r"\d[\d,]*", t):
+        return str(int(t.replace(",", "")))
+    return t
+
+
+def _sort_key_problems(tables: Iterable[_Table], cap: float | None) -> int:
+    """Table cells whose sort key is not the one their text gives (:func:`sort_key`): a
+    browser orders the rows by it, and the page's source shows it."""
+    bad = 0
+    for t in tables:
+        head = [h.strip().lower() for h in t.header]
+        for i, text, key in t.sort_keys:
+            column = head[i] if i < len(head) else ""
+            bad += key != sort_key(text, column, cap)
+    return bad
 
 
 def _pass_rounding(passes: Any) -> dict[tuple[int, str], int]:
@@ -1234,6 +1296,14 @@ def collect(
             parts.feed(text)
             parts.close()
             free = _tables(parts.tables, name, k, unit_cells, rounding, out)
+            cap = manifest.get("unit_cap")
+            cap = float(cap) if isinstance(cap, int | float) and not isinstance(cap, bool) else None
+            bad_keys = _sort_key_problems(parts.tables, cap) + parts.stray_data
+            if bad_keys:  # not quoted: a sort key may be the hidden figure itself
+                out.problems.append(
+                    f"{name}: {bad_keys} sort keys (data-*) other than their cells' own "
+                    "values; a browser sorts by them and the page's source shows them"
+                )
             counts = manifest.get("counts")
             sup = counts.get("suppressed") if isinstance(counts, Mapping) else None
             free += _cards(parts.cards, k, _int(sup) is not None, out) + parts.text

@@ -12,6 +12,7 @@ pass now classifies what remains to its end, and the release verifies; tampered 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -239,3 +240,43 @@ def test_stand_ins_that_would_narrow_hidden_units_are_refused_by_name(built, tmp
     assert code != 0 and "synthesis would give hidden figures away" in err, err
     assert "Release without --allow-synthetic" in err
     assert not (out / "release").exists()
+
+
+def _sort_key_of_hidden_cell(body: str, n: int) -> str:
+    return body.replace('<td data-v="0.5">&lt;k</td>', f'<td data-v="{n}">&lt;k</td>', 1)
+
+
+def _band_rank_of_hidden_unit(body: str, n: int) -> str:
+    return body.replace(
+        '<td data-v="1">&lt;k</td></tr>', f'<td data-v="{n + 1}">&lt;k</td></tr>', 1
+    )
+
+
+def _data_attribute_added(body: str, n: int) -> str:
+    return re.sub(r'(<td data-v="\d+">[\d,]+</td>)', lambda m: m.group(1)[:-5].replace(
+        "<td ", f'<td data-n="{n}" ', 1) + "</td>", body, count=1)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_sort_key_of_hidden_cell, _band_rank_of_hidden_unit, _data_attribute_added],
+    ids=["sort-key", "band-rank", "data-attribute"],
+)
+def test_a_hidden_figure_in_the_page_s_sort_keys_is_refused(built, tmp_path, capsys, change):
+    """The units table's cells carry sort keys (``data-v``): a browser orders the rows by
+    them and the page's source shows them. A ``<k`` cell's key set to its true value
+    verified with exit 0 before 2026-12-07; every key must now be the one its text gives."""
+    out, src = built
+    n = _hidden_cell(out)
+    root = tmp_path / "copy"
+    shutil.copytree(out, root)
+    path = root / "release" / "report.html"
+    body = path.read_text(encoding="utf-8")
+    tampered = change(body, n)
+    assert tampered != body
+    path.write_text(tampered, encoding="utf-8")
+    refresh_manifest(root)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    holes = next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
+    assert "report.html: 1 sort keys (data-*) other than their cells' own values" in holes

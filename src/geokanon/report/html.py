@@ -65,6 +65,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from geokanon.published import BAND_EDGES, share_band_labels
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -118,8 +120,8 @@ LABEL_COLOURS = {
     "suppress": "#D55E00",
 }
 GROUP_COLOUR = "#0072B2"
-#: Share bands (fractions of the unit cap) and their colours (light to dark).
-BAND_EDGES = (0.1, 0.25, 0.5, 1.0)
+#: Share bands (fractions of the unit cap: the format's, geokanon.published) and their
+#: colours (light to dark).
 BAND_COLOURS = ("#fee8c8", "#fdbb84", "#ef6548", "#b30000")
 ZERO_COLOUR = "#f2f2f2"
 LTK_COLOUR = "#bdbdbd"
@@ -300,13 +302,11 @@ def share_band(suppressed: object, share: float, cap: float) -> tuple[int, str]:
         return 0, "0"
     if str(suppressed) in (LT_K, WITHHELD):
         return 1, str(suppressed)
-    low = 0.0
+    labels = share_band_labels(cap)
     for n, edge in enumerate(BAND_EDGES):
-        high = edge * cap
-        if share <= high + 1e-12:
-            return n + 2, f"{_pct_g(low)}–{_pct_g(high)} %"
-        low = high
-    return len(BAND_EDGES) + 2, f"> {_pct_g(cap)} %"
+        if share <= edge * cap + 1e-12:
+            return n + 2, labels[n]
+    return len(BAND_EDGES) + 2, labels[-1]
 
 
 def _pct_g(x: float) -> str:

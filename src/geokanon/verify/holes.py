@@ -15,7 +15,10 @@ The rule, exactly as implemented
     (:data:`geokanon.published.SMALL_PHRASES`: a measurement, a parameter by name,
     "one" as a pronoun, a published count no disposal hides, a unit's name where
     the writer lists units), whatever value it equals: the check cannot tell what a
-    number of prose counts, and 1 and k-1 are values of every release. Every
+    number of prose counts, and 1 and k-1 are values of every release. The
+    page's comments and shown attributes (``title``, ``alt``, ...) are prose; a
+    table cell's sort key (``data-v``) must be the one its text gives, and no
+    other ``data-*`` attribute is allowed. Every
     hidden cell (``<k``, ``withheld``) is bounded with
     :func:`scipy.optimize.linprog` (min and max). See
     :func:`hidden_ranges` for the variables and identities.
