@@ -271,6 +271,7 @@ SMALL_PHRASES = (
     r"standardised difference [-+\d.]+",
     r"Cramer's V [\d.]+",
     r"takes 1 value only",
+    r"initial-scale=1\b",  # the page's viewport
     r"small units merged \(--merge-small-units [\d,]+\): a unit with fewer than [\d,]+ people",
     # parameters by name: the notes' policy line, the report's policy sentence
     r"\b(?:k|seed|r_max|tau|unit cap|global cap tau)\s*=\s*[\d,.]+",
@@ -708,9 +709,70 @@ class _Table:
     sort_keys: list[tuple[int, str, str]] = field(default_factory=list)
 
 
+#: The report's style sheet and script (the page's machinery), as the format declares them:
+#: every ``<style>`` and ``<script>`` block of ``report.html`` is one of these, byte for byte
+#: (a CSS comment or a ``content:`` string would carry text no other rule reads), and no
+#: element has a ``style`` or ``on...`` attribute.
+REPORT_STYLE = """
+:root { --ok: #007a57; --bad: #b3261e; --ink: #1d1d1f; --mute: #5f6368; --line: #dadce0; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink);
+       margin: 0; background: #f7f7f8; }
+main { max-width: 1180px; margin: 0 auto; padding: 20px 28px 40px; }
+h1 { font-size: 1.5em; margin: 0 0 2px; }
+h2 { font-size: 1.15em; margin: 28px 0 8px; border-bottom: 1px solid var(--line);
+     padding-bottom: 4px; }
+p { margin: 6px 0; } .mute { color: var(--mute); font-size: 0.9em; }
+.verdict { display: flex; gap: 18px; align-items: center; padding: 14px 18px; border-radius: 8px;
+           color: white; margin: 10px 0 12px; }
+.verdict.ok { background: var(--ok); } .verdict.bad { background: var(--bad); }
+.verdict .big { font-size: 1.6em; font-weight: 700; letter-spacing: 0.02em; }
+.verdict p { margin: 2px 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: 10px; }
+.card { background: white; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
+.card .n { font-size: 1.3em; font-weight: 650; } .card .t { color: var(--mute); font-size: 0.85em; }
+table { border-collapse: collapse; background: white; font-size: 0.9em; }
+th, td { border: 1px solid var(--line); padding: 4px 9px; text-align: right;
+         vertical-align: top; }
+th { background: #eef0f2; font-weight: 600; }
+td.l, th.l { text-align: left; }
+table.checks td.r { font-weight: 700; white-space: nowrap; }
+td.pass { color: var(--ok); } td.fail { color: var(--bad); }
+table.sortable th { cursor: pointer; user-select: none; }
+table.sortable th::after { content: " \\2195"; color: #999; font-size: 0.8em; }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 14px; }
+.panel { background: white; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
+.panel h3 { font-size: 0.95em; margin: 2px 0 4px; }
+img.plot, img.map { width: 100%; height: auto; display: block; }
+#plot-units-over img { max-width: 760px; }
+.scroll { max-height: 520px; overflow: auto; display: inline-block; }
+code { font-size: 0.9em; }
+table.params td.hash code { font-size: 0.78em; word-break: break-all; }
+table.params { width: 100%; } table.params td.hash { max-width: 30em; } .sig { font-weight: 600; }
+ul { margin: 4px 0; padding-left: 22px; }
+"""
+REPORT_SCRIPT = """
+document.querySelectorAll('table.sortable').forEach(function (t) {
+  t.querySelectorAll('th').forEach(function (th, i) {
+    th.addEventListener('click', function () {
+      var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      var dir = th.dataset.dir === 'desc' ? 1 : -1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
+      rows.sort(function (a, b) {
+        var x = a.cells[i].dataset.v, y = b.cells[i].dataset.v;
+        var nx = parseFloat(x), ny = parseFloat(y);
+        if (!isNaN(nx) && !isNaN(ny)) { return dir * (nx - ny); }
+        return dir * String(x).localeCompare(String(y));
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
 #: Attributes whose text a browser shows or reads out (tooltips, images' text): read as
 #: prose, as are comments.
-_TEXT_ATTRIBUTES = frozenset({"alt", "title", "aria-label", "aria-description", "placeholder"})
+_TEXT_ATTRIBUTES = frozenset(
+    {"alt", "title", "aria-label", "aria-description", "placeholder", "content"}
+)
 
 
 class _HtmlParts(html.parser.HTMLParser):
@@ -734,6 +796,11 @@ class _HtmlParts(html.parser.HTMLParser):
         self._sort_key: str | None = None
         #: ``data-*`` attributes other than a table cell's ``data-v`` (the sort key)
         self.stray_data = 0
+        #: ``(tag, text)`` of every ``<style>`` and ``<script>`` block; ``style`` and
+        #: ``on...`` attributes (machinery outside them)
+        self.blocks: list[tuple[str, str]] = []
+        self.inline_machinery = 0
+        self._block: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         cls = dict(attrs).get("class") or ""
@@ -743,8 +810,10 @@ class _HtmlParts(html.parser.HTMLParser):
         self.stray_data += len(data)
         # text a browser shows or reads out of an attribute (a tooltip, an image's text)
         self.text.extend(v for a, v in attrs if a in _TEXT_ATTRIBUTES and v)
+        self.inline_machinery += sum(1 for a, _ in attrs if a == "style" or a.startswith("on"))
         if tag in ("style", "script"):
             self._skip += 1
+            self._block = []
         elif tag == "table":
             self._depth += 1
             if self._depth == 1:
@@ -767,6 +836,9 @@ class _HtmlParts(html.parser.HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in ("style", "script"):
             self._skip = max(0, self._skip - 1)
+            if self._block is not None:
+                self.blocks.append((tag, "".join(self._block)))
+                self._block = None
         elif tag in ("td", "th") and self._cell is not None and self._row is not None:
             text = "".join(self._cell).strip()
             if self._sort_key is not None and self._table is not None:
@@ -809,6 +881,8 @@ class _HtmlParts(html.parser.HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._skip:
+            if self._block is not None:
+                self._block.append(data)
             return
         if self._cell is not None:
             self._cell.append(data)
@@ -1303,6 +1377,15 @@ def collect(
                 out.problems.append(
                     f"{name}: {bad_keys} sort keys (data-*) other than their cells' own "
                     "values; a browser sorts by them and the page's source shows them"
+                )
+            declared = {"style": REPORT_STYLE, "script": REPORT_SCRIPT}
+            machinery = parts.inline_machinery + sum(
+                text != declared[tag] for tag, text in parts.blocks
+            )
+            if machinery:
+                out.problems.append(
+                    f"{name}: {machinery} style or script blocks or attributes other than "
+                    "the release format's (geokanon.published.REPORT_STYLE, REPORT_SCRIPT)"
                 )
             counts = manifest.get("counts")
             sup = counts.get("suppressed") if isinstance(counts, Mapping) else None

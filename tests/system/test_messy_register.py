@@ -280,3 +280,34 @@ def test_a_hidden_figure_in_the_page_s_sort_keys_is_refused(built, tmp_path, cap
     assert code == 4, text
     holes = next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
     assert "report.html: 1 sort keys (data-*) other than their cells' own values" in holes
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("</style>", "/* {n} household(s) of the smallest unit left out */</style>"),
+        ("</style>", "main::after {{ content: 'the smallest unit lost {n}'; }}</style>"),
+        ("</body>", "<script>var gone = {n};</script></body>"),
+        ("<main>", '<main style="--gone: {n}">'),
+        ("</head>", '<meta name="note" content="{n} household(s) of the smallest unit left out">'
+                    "</head>"),
+    ],
+    ids=["css-comment", "css-content", "script", "style-attribute", "meta-content"],
+)  # fmt: skip
+def test_a_hidden_figure_in_the_page_s_machinery_is_refused(built, tmp_path, capsys, old, new):
+    """The page's style sheet and script are the format's, byte for byte; a CSS comment,
+    a ``content:`` string (shown on screen), a script, a ``style`` attribute or a ``<meta>``
+    carrying a ``<k`` cell's value verified with exit 0 before 2026-12-07."""
+    out, src = built
+    n = _hidden_cell(out)
+    root = tmp_path / "copy"
+    shutil.copytree(out, root)
+    path = root / "release" / "report.html"
+    body = path.read_text(encoding="utf-8")
+    assert old in body
+    path.write_text(body.replace(old, new.format(n=n), 1), encoding="utf-8")
+    refresh_manifest(root)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    holes = next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
+    assert "report.html: 1 " in holes

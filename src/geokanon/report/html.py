@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from geokanon.published import BAND_EDGES, share_band_labels
+from geokanon.published import BAND_EDGES, REPORT_SCRIPT, REPORT_STYLE, share_band_labels
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -1124,62 +1124,9 @@ def _unit_outlines(audit: Mapping[str, Any], crs: str | None) -> tuple[Any, str 
 # The page
 # --------------------------------------------------------------------------------------
 
-_CSS = """
-:root { --ok: #007a57; --bad: #b3261e; --ink: #1d1d1f; --mute: #5f6368; --line: #dadce0; }
-* { box-sizing: border-box; }
-body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink);
-       margin: 0; background: #f7f7f8; }
-main { max-width: 1180px; margin: 0 auto; padding: 20px 28px 40px; }
-h1 { font-size: 1.5em; margin: 0 0 2px; }
-h2 { font-size: 1.15em; margin: 28px 0 8px; border-bottom: 1px solid var(--line);
-     padding-bottom: 4px; }
-p { margin: 6px 0; } .mute { color: var(--mute); font-size: 0.9em; }
-.verdict { display: flex; gap: 18px; align-items: center; padding: 14px 18px; border-radius: 8px;
-           color: white; margin: 10px 0 12px; }
-.verdict.ok { background: var(--ok); } .verdict.bad { background: var(--bad); }
-.verdict .big { font-size: 1.6em; font-weight: 700; letter-spacing: 0.02em; }
-.verdict p { margin: 2px 0; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: 10px; }
-.card { background: white; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
-.card .n { font-size: 1.3em; font-weight: 650; } .card .t { color: var(--mute); font-size: 0.85em; }
-table { border-collapse: collapse; background: white; font-size: 0.9em; }
-th, td { border: 1px solid var(--line); padding: 4px 9px; text-align: right;
-         vertical-align: top; }
-th { background: #eef0f2; font-weight: 600; }
-td.l, th.l { text-align: left; }
-table.checks td.r { font-weight: 700; white-space: nowrap; }
-td.pass { color: var(--ok); } td.fail { color: var(--bad); }
-table.sortable th { cursor: pointer; user-select: none; }
-table.sortable th::after { content: " \\2195"; color: #999; font-size: 0.8em; }
-.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 14px; }
-.panel { background: white; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
-.panel h3 { font-size: 0.95em; margin: 2px 0 4px; }
-img.plot, img.map { width: 100%; height: auto; display: block; }
-#plot-units-over img { max-width: 760px; }
-.scroll { max-height: 520px; overflow: auto; display: inline-block; }
-code { font-size: 0.9em; }
-table.params td.hash code { font-size: 0.78em; word-break: break-all; }
-table.params { width: 100%; } table.params td.hash { max-width: 30em; } .sig { font-weight: 600; }
-ul { margin: 4px 0; padding-left: 22px; }
-"""
+_CSS = REPORT_STYLE
 
-_JS = """
-document.querySelectorAll('table.sortable').forEach(function (t) {
-  t.querySelectorAll('th').forEach(function (th, i) {
-    th.addEventListener('click', function () {
-      var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-      var dir = th.dataset.dir === 'desc' ? 1 : -1; th.dataset.dir = dir === 1 ? 'asc' : 'desc';
-      rows.sort(function (a, b) {
-        var x = a.cells[i].dataset.v, y = b.cells[i].dataset.v;
-        var nx = parseFloat(x), ny = parseFloat(y);
-        if (!isNaN(nx) && !isNaN(ny)) { return dir * (nx - ny); }
-        return dir * String(x).localeCompare(String(y));
-      });
-      rows.forEach(function (r) { body.appendChild(r); });
-    });
-  });
-});
-"""
+_JS = REPORT_SCRIPT
 
 _CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "

@@ -18,7 +18,9 @@ The rule, exactly as implemented
     number of prose counts, and 1 and k-1 are values of every release. The
     page's comments and shown attributes (``title``, ``alt``, ...) are prose; a
     table cell's sort key (``data-v``) must be the one its text gives, and no
-    other ``data-*`` attribute is allowed. Every
+    other ``data-*`` attribute is allowed; every ``<style>`` and ``<script>`` block
+    is the format's (:data:`geokanon.published.REPORT_STYLE`, ``REPORT_SCRIPT``) and
+    no element has a ``style`` or ``on...`` attribute. Every
     hidden cell (``<k``, ``withheld``) is bounded with
     :func:`scipy.optimize.linprog` (min and max). See
     :func:`hidden_ranges` for the variables and identities.
