@@ -418,14 +418,6 @@ NEAR_LEAK_HINT = (
     "then compared exactly"
 )
 
-#: What a refused release adds when ``holes`` failed with ``--allow-synthetic``.
-SYNTHESIS_HINT = (
-    "with --allow-synthetic the number of stand-ins is public (the published records minus "
-    "the real ones the counts give), and each stands for one suppressed person of its unit: "
-    "where few units have stand-ins, their number narrows those units' '<k' figures (three "
-    "units with one stand-in each are each pinned to 1). Release without --allow-synthetic"
-)
-
 
 def _carried(table: Any, options: Any) -> bool:
     """Whether the release's own ``no_leak`` matches published pairs within a tolerance:
@@ -573,7 +565,10 @@ def cmd_release(args: argparse.Namespace) -> int:
         if exc.results.get("no_leak") is False and _carried(table, options):
             raise VerificationFailed(f"{exc}; {NEAR_LEAK_HINT}", exc.results) from None
         if exc.results.get("holes") is False and policy.allow_synthetic:
-            raise VerificationFailed(f"{exc}; {SYNTHESIS_HINT}", exc.results) from None
+            from geokanon.release import SYNTHESIS_PUBLIC
+
+            hint = f"with --allow-synthetic {SYNTHESIS_PUBLIC}"
+            raise VerificationFailed(f"{exc}; {hint}", exc.results) from None
         raise
     _end_progress(args)  # the bars end above the results
     m = result.manifest

@@ -272,6 +272,16 @@ def mask_small(value: int, k: int) -> int | str:
     return int(value) if value == 0 or value >= k else LT_K
 
 
+#: Why synthesis can narrow hidden figures, and what to do (the writer's refusal and the
+#: command line's hint when ``holes`` fails with synthesis say it alike).
+SYNTHESIS_PUBLIC = (
+    "the stand-ins' number is public (the published records minus the real ones the counts "
+    "give), and each stands for one suppressed person of its unit, so where few units have "
+    "stand-ins it narrows those units' '<k' figures (three units of one stand-in each are "
+    "each pinned to 1). Release without --allow-synthetic"
+)
+
+
 def _hidden_cells_safe(published_total: int, shown: Sequence[int | str], k: int) -> bool:
     """Whether publishing ``published_total`` narrows none of the ``<k`` cells.
 
@@ -1449,10 +1459,8 @@ def build_release_files(
         # ones the counts give. Each stand-in is one suppressed subject of its unit.
         raise ReleaseRefused(
             f"synthesis would give hidden figures away: {syn_hidden} "
-            f"{'unit has' if syn_hidden == 1 else 'units have'} 1..{k - 1} stand-ins each, "
-            "and their number is public (the published records minus the real ones the "
-            "counts give), so it narrows those units' '<k' suppressed figures. "
-            "Release without --allow-synthetic (allow_synthetic=False)"
+            f"{'unit has' if syn_hidden == 1 else 'units have'} 1..{k - 1} stand-ins each; "
+            f"{SYNTHESIS_PUBLIC} (allow_synthetic=False)"
         )
     if policy.allow_synthetic:
         units["synthetic"] = syn_shown

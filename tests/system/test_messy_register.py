@@ -158,6 +158,31 @@ def _hidden_cell(root: Path) -> int:
     return int(gone["subject"].nunique())
 
 
+def _holes_finding(
+    built: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    change: Callable[[str, int], str],
+) -> str:
+    """A copy of the release whose ``name`` is changed by ``change(text, n)``, ``n`` a hidden
+    cell's own value (checksums refreshed): it must exit 4; its ``holes`` finding."""
+    out, src = built
+    n = _hidden_cell(out)
+    assert 1 <= n <= 4
+    root = tmp_path / "copy"
+    shutil.copytree(out, root)
+    path = root / "release" / name
+    body = path.read_text(encoding="utf-8")
+    tampered = change(body, n)
+    assert tampered != body
+    path.write_text(tampered, encoding="utf-8")
+    refresh_manifest(root)
+    code, text = _verify(root, src, capsys)
+    assert code == 4, text
+    return next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
+
+
 @pytest.mark.parametrize(
     ("name", "sentence"),
     [
@@ -183,22 +208,14 @@ def test_a_hidden_figure_paraphrased_into_the_prose_is_refused(
 ):
     """A ``<k`` cell's own value written into the prose by hand: ``holes`` cannot tell what a
     number of prose counts, so any number 1..k-1 outside the writer's phrases fails."""
-    out, src = built
-    n = _hidden_cell(out)
-    assert 1 <= n <= 4
-    root = tmp_path / "copy"
-    shutil.copytree(out, root)
-    path = root / "release" / name
-    body = path.read_text(encoding="utf-8")
-    text = sentence.format(n=n)
-    if name.endswith(".html"):
-        path.write_text(body.replace("</body>", f"<p>{text}</p></body>"), encoding="utf-8")
-    else:
-        path.write_text(body + f"\n{text}\n", encoding="utf-8")
-    refresh_manifest(root)
-    code, text = _verify(root, src, capsys)
-    assert code == 4, text
-    holes = next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
+
+    def add(body: str, n: int) -> str:
+        text = sentence.format(n=n)
+        if name.endswith(".html"):
+            return body.replace("</body>", f"<p>{text}</p></body>")
+        return body + f"\n{text}\n"
+
+    holes = _holes_finding(built, tmp_path, capsys, name, add)
     assert f"{name}: " in holes and "numbers of 1..k-1 outside the release's own phrases" in holes
 
 
@@ -266,19 +283,7 @@ def test_a_hidden_figure_in_the_page_s_sort_keys_is_refused(built, tmp_path, cap
     """The units table's cells carry sort keys (``data-v``): a browser orders the rows by
     them and the page's source shows them. A ``<k`` cell's key set to its true value
     verified with exit 0 before 2026-12-07; every key must now be the one its text gives."""
-    out, src = built
-    n = _hidden_cell(out)
-    root = tmp_path / "copy"
-    shutil.copytree(out, root)
-    path = root / "release" / "report.html"
-    body = path.read_text(encoding="utf-8")
-    tampered = change(body, n)
-    assert tampered != body
-    path.write_text(tampered, encoding="utf-8")
-    refresh_manifest(root)
-    code, text = _verify(root, src, capsys)
-    assert code == 4, text
-    holes = next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
+    holes = _holes_finding(built, tmp_path, capsys, "report.html", change)
     assert "report.html: 1 sort keys (data-*) other than their cells' own values" in holes
 
 
@@ -298,16 +303,10 @@ def test_a_hidden_figure_in_the_page_s_machinery_is_refused(built, tmp_path, cap
     """The page's style sheet and script are the format's, byte for byte; a CSS comment,
     a ``content:`` string (shown on screen), a script, a ``style`` attribute or a ``<meta>``
     carrying a ``<k`` cell's value verified with exit 0 before 2026-12-07."""
-    out, src = built
-    n = _hidden_cell(out)
-    root = tmp_path / "copy"
-    shutil.copytree(out, root)
-    path = root / "release" / "report.html"
-    body = path.read_text(encoding="utf-8")
-    assert old in body
-    path.write_text(body.replace(old, new.format(n=n), 1), encoding="utf-8")
-    refresh_manifest(root)
-    code, text = _verify(root, src, capsys)
-    assert code == 4, text
-    holes = next(ln for ln in text.splitlines() if ln.startswith("FAIL holes"))
+    assert old in (built[0] / "release" / "report.html").read_text(encoding="utf-8")
+
+    def plant(body: str, n: int) -> str:
+        return body.replace(old, new.format(n=n), 1)
+
+    holes = _holes_finding(built, tmp_path, capsys, "report.html", plant)
     assert "report.html: 1 " in holes

@@ -809,12 +809,8 @@ def _choropleth(
     _map_axes(ax, *_extent(np.zeros(0), np.zeros(0), outlines))
     handles = [Patch(facecolor=ZERO_COLOUR, edgecolor="#555555", label="0 suppressed")]
     handles.append(Patch(facecolor=LTK_COLOUR, edgecolor="#555555", label="<k suppressed"))
-    low = 0.0
-    for edge, col in zip(BAND_EDGES, BAND_COLOURS, strict=True):
-        handles.append(
-            Patch(facecolor=col, edgecolor="#555555", label=f"{_pct_g(low)}–{_pct_g(edge * cap)} %")
-        )
-        low = edge * cap
+    for label, col in zip(share_band_labels(cap)[: len(BAND_EDGES)], BAND_COLOURS, strict=True):
+        handles.append(Patch(facecolor=col, edgecolor="#555555", label=label))
     handles.append(Patch(facecolor="white", edgecolor="#555555", label="no records"))
     ax.legend(
         handles=handles,
@@ -829,11 +825,7 @@ def _choropleth(
 
 
 def _band_chart(bands: Mapping[str, tuple[int, str]], cap: float) -> str:
-    names = ["0", "<k"]
-    low = 0.0
-    for edge in BAND_EDGES:
-        names.append(f"{_pct_g(low)}–{_pct_g(edge * cap)} %")
-        low = edge * cap
+    names = ["0", "<k", *share_band_labels(cap)[: len(BAND_EDGES)]]
     counts = np.zeros(len(names), dtype=int)
     for rank, _ in bands.values():
         counts[min(rank, len(names) - 1)] += 1
@@ -1124,9 +1116,6 @@ def _unit_outlines(audit: Mapping[str, Any], crs: str | None) -> tuple[Any, str 
 # The page
 # --------------------------------------------------------------------------------------
 
-_CSS = REPORT_STYLE
-
-_JS = REPORT_SCRIPT
 
 _CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
@@ -1141,12 +1130,12 @@ def _page(title: str, body: list[str], script: bool = False) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title>",
-        f"<style>{_CSS}</style></head><body><main>",
+        f"<style>{REPORT_STYLE}</style></head><body><main>",
         *body,
         "</main>",
     ]
     if script:
-        parts.append(f"<script>{_JS}</script>")
+        parts.append(f"<script>{REPORT_SCRIPT}</script>")
     parts += ["</body></html>", ""]
     return "\n".join(parts)
 
