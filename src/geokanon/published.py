@@ -23,6 +23,10 @@ number fails ``holes``. A number 1..k-1 of prose fails unless it sits in one of 
 writer's phrases (:data:`SMALL_PHRASES`), whatever value it equals: a hidden figure is
 such a number, and it equals some published value more often than not.
 
+``release.gpkg``'s ``layer_styles`` rows are the format's too (:func:`layer_styles`,
+from the unit cap and the layers written): a style document is text a GIS shows (rule
+labels, a legend), so ``holes`` holds every row to these, column for column.
+
 This module imports no other geokanon module (the verifier must not import the
 writer or an algorithm).
 """
@@ -33,6 +37,7 @@ import html
 import html.parser
 import math
 import re
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +48,7 @@ __all__ = [
     "Published",
     "collect",
     "identities",
+    "layer_styles",
     "rounded_interval",
 ]
 
@@ -161,6 +167,11 @@ GPKG_LAYERS: dict[str, str] = {
 #: manifest's ``gpkg_layers`` lists those written); the others are always there.
 GPKG_SIZED_LAYERS = ("records", "groups", "group_extents")
 GPKG_STYLES = "layer_styles"
+#: The date GDAL writes into ``gpkg_contents.last_change`` and the style rows'
+#: ``update_time``: fixed, so that the same release gives the same bytes.
+GPKG_DATE = "2000-01-01T00:00:00.000Z"
+#: The GeoPackage's geometry column (the GDAL default).
+GPKG_GEOMETRY = "geom"
 #: Columns of a layer besides its file's that hold no figure: the GeoPackage's own.
 GPKG_OWN_COLUMNS = frozenset({"fid", "geom"})
 #: Columns of ``layer_styles`` (the QGIS convention).
@@ -1395,3 +1406,206 @@ def collect(
         )
     out.figures = [f for f in out.figures if f.terms]
     return out
+
+
+# --------------------------------------------------------------------------------------
+# release.gpkg's QGIS styles (the layer_styles convention): the format's, row for row
+# --------------------------------------------------------------------------------------
+
+
+def _option(parent: ET.Element, name: str | None, value: Any, kind: str = "QString") -> ET.Element:
+    attrs = {"type": kind, "value": str(value)}
+    if name is not None:
+        attrs = {"name": name, **attrs}
+    return ET.SubElement(parent, "Option", attrs)
+
+
+def _symbol_layer(
+    symbol: ET.Element, cls: str, props: Mapping[str, Any], defined: Mapping[str, str] = {}
+) -> None:
+    layer = ET.SubElement(
+        symbol, "layer", {"class": cls, "enabled": "1", "pass": "0", "locked": "0"}
+    )
+    opts = ET.SubElement(layer, "Option", {"type": "Map"})
+    for k, v in props.items():
+        _option(opts, k, v)
+    ddp = ET.SubElement(layer, "data_defined_properties")
+    coll = ET.SubElement(ddp, "Option", {"type": "Map"})
+    _option(coll, "name", "")
+    props_map = ET.SubElement(coll, "Option", {"name": "properties", "type": "Map"})
+    for prop, expression in defined.items():
+        p = ET.SubElement(props_map, "Option", {"name": prop, "type": "Map"})
+        _option(p, "active", "true", "bool")
+        _option(p, "expression", expression)
+        _option(p, "type", 3, "int")
+    _option(coll, "type", "collection")
+
+
+def _symbol(parent: ET.Element, kind: str, name: str) -> ET.Element:
+    return ET.SubElement(
+        parent, "symbol",
+        {"type": kind, "name": name, "alpha": "1", "clip_to_extent": "1", "force_rhr": "0"},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Rule:
+    label: str
+    filter: str
+    fill: str  # r,g,b,a
+    style: str = "solid"  # SimpleFill brush: solid, b_diagonal, ...
+
+
+def _qml(renderer: ET.Element, geometry: str) -> str:
+    root = ET.Element("qgis", {"version": "3.28.0", "styleCategories": "Symbology"})
+    root.append(renderer)
+    ET.SubElement(root, "layerGeometryType").text = {"point": "0", "polygon": "2"}[geometry]
+    body = ET.tostring(root, encoding="unicode")
+    return "<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n" + body + "\n"
+
+
+def _marker_qml(color: str, size: float, size_expression: str | None = None) -> str:
+    r = ET.Element(
+        "renderer-v2",
+        {"type": "singleSymbol", "symbollevels": "0", "enableorderby": "0", "forceraster": "0"},
+    )
+    sym = _symbol(ET.SubElement(r, "symbols"), "marker", "0")
+    _symbol_layer(
+        sym, "SimpleMarker",
+        {"name": "circle", "color": color, "outline_color": "255,255,255,255",
+         "outline_width": "0.2", "size": f"{size:g}", "size_unit": "MM"},
+        {"size": size_expression} if size_expression else {},
+    )  # fmt: skip
+    return _qml(r, "point")
+
+
+def _fill_qml(rules: Sequence[_Rule]) -> str:
+    r = ET.Element(
+        "renderer-v2",
+        {"type": "RuleRenderer", "symbollevels": "0", "enableorderby": "0", "forceraster": "0"},
+    )
+    root_rule = ET.SubElement(r, "rules", {"key": "root"})
+    symbols = ET.SubElement(r, "symbols")
+    for i, rule in enumerate(rules):
+        ET.SubElement(
+            root_rule, "rule",
+            {"key": f"rule{i}", "symbol": str(i), "label": rule.label, "filter": rule.filter},
+        )  # fmt: skip
+        sym = _symbol(symbols, "fill", str(i))
+        _symbol_layer(
+            sym, "SimpleFill",
+            {"color": rule.fill, "style": rule.style, "outline_color": "80,80,80,255",
+             "outline_width": "0.26", "outline_style": "solid"},
+        )  # fmt: skip
+    return _qml(r, "polygon")
+
+
+def _sld(layer: str, geometry: str, fill: str) -> str:
+    """A plain SLD of the layer (one symbol; the QML carries the full style)."""
+    ns = "http://www.opengis.net/sld"
+    ET.register_namespace("se", "http://www.opengis.net/se")
+    ET.register_namespace("", ns)
+    root = ET.Element(f"{{{ns}}}StyledLayerDescriptor", {"version": "1.1.0"})
+    named = ET.SubElement(root, f"{{{ns}}}NamedLayer")
+    se = "http://www.opengis.net/se"
+    ET.SubElement(named, f"{{{se}}}Name").text = layer
+    style = ET.SubElement(named, f"{{{ns}}}UserStyle")
+    fts = ET.SubElement(style, f"{{{se}}}FeatureTypeStyle")
+    rule = ET.SubElement(fts, f"{{{se}}}Rule")
+    r, g, b, _ = (int(v) for v in fill.split(","))
+    hexcol = f"#{r:02x}{g:02x}{b:02x}"
+    if geometry == "point":
+        sym = ET.SubElement(rule, f"{{{se}}}PointSymbolizer")
+        graphic = ET.SubElement(sym, f"{{{se}}}Graphic")
+        mark = ET.SubElement(graphic, f"{{{se}}}Mark")
+        ET.SubElement(mark, f"{{{se}}}WellKnownName").text = "circle"
+        f = ET.SubElement(mark, f"{{{se}}}Fill")
+        ET.SubElement(f, f"{{{se}}}SvgParameter", {"name": "fill"}).text = hexcol
+    else:
+        sym = ET.SubElement(rule, f"{{{se}}}PolygonSymbolizer")
+        f = ET.SubElement(sym, f"{{{se}}}Fill")
+        ET.SubElement(f, f"{{{se}}}SvgParameter", {"name": "fill"}).text = hexcol
+        ET.SubElement(f, f"{{{se}}}SvgParameter", {"name": "fill-opacity"}).text = "0.5"
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def layer_styles(unit_cap: float, layers: Iterable[str]) -> list[dict[str, Any]]:
+    """One default QGIS style per layer: the rows of ``layer_styles``.
+
+    - ``records``: small dots; ``groups``: dots sized by ``n_records``
+      (``scale_linear`` between the layer's smallest and largest group);
+    - ``group_extents``: outlined discs, lightly filled;
+    - ``units``: shaded by the suppressed share against the unit cap, estimated from the
+      published figures as ``suppressed / (released + suppressed)`` (the exact share rests
+      on subject totals the release does not publish), ``<k`` hatched, units with no
+      suppression light;
+    - ``classes``: lightly filled outlines.
+    """
+    cap = float(unit_cap)
+    share = 'to_real("suppressed") / ("released" + to_real("suppressed"))'
+    number = "regexp_match(\"suppressed\", '^[0-9]+$')"
+    unit_rules = [
+        _Rule("suppressed <k (hatched)", "\"suppressed\" = '<k'", "120,120,120,255", "b_diagonal"),
+        _Rule("withheld", "\"suppressed\" = 'withheld'", "200,200,200,255", "dense6"),
+        _Rule("none suppressed", "\"suppressed\" = '0'", "237,248,233,255"),
+        _Rule(
+            "suppressed share up to half the unit cap",
+            f"{number} AND \"suppressed\" <> '0' AND {share} <= {cap / 2!r}",
+            "253,204,138,255",
+        ),
+        _Rule(
+            "suppressed share up to the unit cap",
+            f"{number} AND {share} > {cap / 2!r} AND {share} <= {cap!r}",
+            "252,141,89,255",
+        ),
+        _Rule(
+            "suppressed share above the unit cap",
+            f"{number} AND {share} > {cap!r}",
+            "215,48,31,255",
+        ),
+    ]
+    qml = {
+        "records": (_marker_qml("31,120,180,255", 1.2), "point", "31,120,180,255"),
+        "groups": (
+            _marker_qml(
+                "227,26,28,255",
+                2.0,
+                'scale_linear("n_records", minimum("n_records"), maximum("n_records"), 1.5, 8)',
+            ),
+            "point",
+            "227,26,28,255",
+        ),
+        "group_extents": (
+            _fill_qml([_Rule("group extent (r_max disc)", "ELSE", "227,26,28,40")]),
+            "polygon",
+            "227,26,28,255",
+        ),
+        "units": (_fill_qml(unit_rules), "polygon", "252,141,89,255"),
+        "classes": (
+            _fill_qml([_Rule("generalised class", "ELSE", "106,61,154,60")]),
+            "polygon",
+            "106,61,154,255",
+        ),
+    }
+    rows = []
+    for name in layers:
+        if name not in qml:
+            continue
+        text, kind, fill = qml[name]
+        rows.append(
+            {
+                "f_table_catalog": "",
+                "f_table_schema": "",
+                "f_table_name": name,
+                "f_geometry_column": GPKG_GEOMETRY,
+                "styleName": f"geokanon {name}",
+                "styleQML": text,
+                "styleSLD": _sld(name, kind, fill),
+                "useAsDefault": True,
+                "description": f"geokanon default style of the {name} layer",
+                "owner": "",
+                "ui": "",
+                "update_time": GPKG_DATE,
+            }
+        )
+    return rows

@@ -60,7 +60,6 @@ from geokanon.io.gis import (
     disc_rings,
     geo_table,
     geoparquet_metadata,
-    layer_styles,
     point_bbox,
     ring_wkb,
     unit_geometries,
@@ -71,6 +70,7 @@ from geokanon.io.read import PointTable
 from geokanon.neighbours import count_distinct, stable_argsort
 from geokanon.policy import Disposal, Label, OutlierPolicy
 from geokanon.projection import scale_factor_range
+from geokanon.published import layer_styles
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

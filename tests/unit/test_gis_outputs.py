@@ -502,15 +502,59 @@ def test_source_coordinate_added_to_gpkg_fails_no_leak(
     refresh_manifest(out)
     code, text = _verify(out, made[1], capsys)
     assert code == 4
-    assert _failed(text) == {"no_leak"}, text
+    # found by no_leak; holes fails it too (a style other than the format's)
+    assert _failed(text) == {"no_leak", "holes"}, text
     assert "release.gpkg" in text
     # a group's point moved onto a source record: no_leak (and counts: not groups.parquet's)
     _set_point(gpkg, "groups", 1, (float(first["x"]), float(first["y"])))
-    _gpkg_sql(gpkg, "UPDATE layer_styles SET description = '' WHERE f_table_name = 'groups'")
+    _gpkg_sql(
+        gpkg,
+        "UPDATE layer_styles SET description = 'geokanon default style of the groups layer' "
+        "WHERE f_table_name = 'groups'",
+    )
     refresh_manifest(out)
     code, text = _verify(out, made[1], capsys)
     assert code == 4
     assert _failed(text) == {"no_leak", "counts"}, text
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # a legend label that states a hidden figure (the unit's <k is 1 household)
+        "UPDATE layer_styles SET styleQML = replace(styleQML, 'suppressed &lt;k (hatched)', "
+        "'suppressed &lt;k (hatched; 1 household)') WHERE f_table_name = 'units'",
+        # a rule that draws the units with 1 suppressed as if none were
+        "UPDATE layer_styles SET styleQML = replace(styleQML, "
+        "'&quot;suppressed&quot; = ''0''', '&quot;suppressed&quot; = ''1''') "
+        "WHERE f_table_name = 'units'",
+        "UPDATE layer_styles SET styleSLD = replace(styleSLD, '0.5', '0.1') "
+        "WHERE f_table_name = 'units'",
+        "UPDATE layer_styles SET ui = '1' WHERE f_table_name = 'classes'",
+        "UPDATE layer_styles SET update_time = '2000-01-02T00:00:00.000Z' WHERE id = 1",
+        "DELETE FROM layer_styles WHERE f_table_name = 'classes'",
+        "INSERT INTO layer_styles (f_table_name, styleName, styleQML, useAsDefault) "
+        "VALUES ('units', 'second', '<qgis/>', 0)",
+        "UPDATE layer_styles SET id = 9 WHERE id = 1",
+    ],
+    ids=["label", "rule", "sld", "ui", "time", "deleted", "added", "id"],
+)
+def test_style_other_than_the_formats_fails_holes(
+    made: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], sql: str
+) -> None:
+    """release.gpkg's styles are the format's (geokanon.published.layer_styles), row for
+    row: a label, a rule, a row more or less is text a GIS shows that no check derives."""
+    out = _copy(made, tmp_path)
+    gpkg = out / "release" / "release.gpkg"
+    before = sqlite3.connect(gpkg).execute("SELECT * FROM layer_styles").fetchall()
+    _gpkg_sql(gpkg, sql)
+    assert sqlite3.connect(gpkg).execute("SELECT * FROM layer_styles").fetchall() != before
+    refresh_manifest(out)
+    code, text = _verify(out, made[1], capsys)
+    assert code == 4
+    assert "holes" in _failed(text), text
+    assert "layer_styles: " in text and "rows other than the release format's styles" in text
+    assert "household" not in text  # a style's text is not quoted
 
 
 def test_extent_vertex_moved_fails_counts(

@@ -3,8 +3,9 @@
 It repeats release files as map layers (:data:`geokanon.published.GPKG_LAYERS`) and is read
 here with pyogrio (never through the writer): ``counts`` checks that every layer is
 identical to its file and that each extent is its group's disc, ``no_leak`` scans every
-layer as a table, ``holes`` that no layer carries a figure its file does not,
-``report_safety`` that the units layer shows no 1..k-1 figure.
+layer as a table, ``holes`` that no layer carries a figure its file does not and that
+``layer_styles`` holds the format's styles row for row, ``report_safety`` that the units
+layer shows no 1..k-1 figure.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from geokanon.published import (
     GPKG_LAYERS,
     GPKG_OWN_COLUMNS,
     GPKG_SIZED_LAYERS,
+    GPKG_STYLE_COLUMNS,
     GPKG_STYLES,
+    layer_styles,
 )
 from geokanon.verify._arrays import is_text_type
 from geokanon.verify._reader import ReleaseReader, same_crs
@@ -597,13 +600,59 @@ def _chain_first(first: _T, rest: Iterator[_T]) -> Iterator[_T]:
     yield from rest
 
 
+def _gpkg_style_problems(rel: ReleaseReader, path: Path, layers: Iterable[str]) -> list[str]:
+    """``layer_styles`` holds :func:`geokanon.published.layer_styles` of the manifest's unit
+    cap and the layers present, row for row and column for column (ids 1..n in order).
+
+    A style is text a GIS shows (rule labels in the legend, a description) and rules it
+    runs, so a figure could be written into one; the styles depend on nothing but the unit
+    cap and the layers, so nothing else is accepted. Values are not quoted.
+    """
+    import datetime as dt
+
+    import pyogrio
+
+    cap = rel.manifest.get("unit_cap")
+    if not isinstance(cap, int | float) or isinstance(cap, bool):
+        return [f"{path.name} {GPKG_STYLES}: no unit cap in the manifest to check the styles by"]
+    want = layer_styles(float(cap), [name for name in GPKG_LAYERS if name in layers])
+    try:
+        _, table = pyogrio.read_arrow(path, layer=GPKG_STYLES, return_fids=True)
+    except Exception as exc:
+        raise Unreadable(
+            f"{path.name} layer {GPKG_STYLES!r} is unreadable ({type(exc).__name__})"
+        ) from None
+    names = [n for n in table.column_names if n != "id"]
+    if names != list(GPKG_STYLE_COLUMNS):
+        return [
+            f"{path.name} {GPKG_STYLES}: columns other than the release format's "
+            f"{list(GPKG_STYLE_COLUMNS)}"
+        ]
+    got = table.to_pylist()
+    ids = [row.pop("id", None) for row in got]
+    bad = abs(len(got) - len(want)) + (ids != list(range(1, len(got) + 1)))
+    for have, row in zip(got, want, strict=False):
+        expected = dict(row)
+        expected["update_time"] = dt.datetime.fromisoformat(str(row["update_time"]))
+        expected["useAsDefault"] = bool(row["useAsDefault"])
+        bad += have != expected
+    if bad:
+        return [
+            f"{path.name} {GPKG_STYLES}: {bad} rows other than the release format's styles "
+            "(geokanon.published.layer_styles of the unit cap and the layers written); a "
+            "style's labels and rules are text a GIS shows"
+        ]
+    return []
+
+
 def gpkg_holes_problems(rel: ReleaseReader) -> list[str]:
-    """Every layer's columns are its file's (no figure of its own); units cells as units.csv."""
+    """Every layer's columns are its file's (no figure of its own); units cells as units.csv;
+    the styles are the format's."""
     path = gpkg_path(rel)
     if path is None:
         return []
-    problems = []
     layers = _gpkg_layer_names(path, rel)
+    problems = _gpkg_style_problems(rel, path, layers) if GPKG_STYLES in layers else []
     for name, source in GPKG_LAYERS.items():
         if name not in layers:
             continue
