@@ -282,6 +282,8 @@ SMALL_PHRASES = (
     r"standardised difference [-+\d.]+",
     r"Cramer's V [\d.]+",
     r"takes 1 value only",
+    # "single ... out", a verb: the notes' caveat on kept attributes, the mask's risk sentence
+    r"\b(?:can single a person|could single those) out\b",
     r"initial-scale=1\b",  # the page's viewport
     r"small units merged \(--merge-small-units [\d,]+\): a unit with fewer than [\d,]+ people",
     # parameters by name: the notes' policy line, the report's policy sentence
@@ -303,6 +305,29 @@ _UNIT_LISTS = (
     r"(?::| \|) (?P<u>.+)$",
 )
 _NUMBER = re.compile(r"(?<![\w.,/])([+-]?\d[\d,]*(?:\.\d+)?)(?![\w])")
+#: Words that state a small count without a digit or a number word: "a single household",
+#: "both dwellings", "a couple of records". :func:`small_numbers` counts them as the numbers
+#: they state (Roman numerals, ordinals and "a household" are not read: see the README's
+#: limitations).
+COUNT_WORDS: dict[str, int] = {
+    "single": 1, "sole": 1, "lone": 1, "solitary": 1, "both": 2,
+    "a couple of": 2, "a pair of": 2,
+}  # fmt: skip
+_COUNT_WORD = re.compile(
+    r"(?<![\w-])("
+    + "|".join(w.replace(" ", r"\s+") for w in sorted(COUNT_WORDS, key=len, reverse=True))
+    + r")(?![\w-])",
+    re.IGNORECASE,
+)
+#: Where a bias finding names a kept column or one of its categories (``{name}``,
+#: ``{category}``): names, not counts, for :data:`COUNT_WORDS`.
+_NAMED_SPANS = (
+    r"Suppressed records(?: in \S+)? differ in .+?: .+? makes up",
+    r"Suppressed records(?: in \S+)? have (?:higher|lower) .+? than retained ones",
+    r"No significant difference in .+? \((?:rank test|chi-square)",
+    r"^.+? takes (?:1|one) value only",
+    r"^.+?: too few suppressed records to compare",
+)
 _ROUNDING = re.compile(r"nearest multiple of k=(\d+)")
 
 
@@ -1217,7 +1242,8 @@ def small_numbers(
     (:data:`FILTER_PHRASES`, :data:`RATIO_PHRASES`), :data:`SMALL_PHRASES` and a
     parameter of ``parameters`` given as a JSON member (``"merge_ratio": 2.0``) are taken
     out, and so is a name of ``units`` where a bias finding or the list of units merged
-    names a unit; every integer 1..k-1 left counts.
+    names a unit; every integer 1..k-1 left counts, and so does a word of
+    :data:`COUNT_WORDS` that states one ("a single household", "both homes").
 
     Examples
     --------
@@ -1253,6 +1279,23 @@ def small_numbers(
         except ValueError:
             continue
         n += v.is_integer() and 1 <= v <= k - 1
+    return n + _count_words(t, k, names_of)
+
+
+def _count_words(text: str, k: int, units: frozenset[str]) -> int:
+    """How many words of :data:`COUNT_WORDS` in ``text`` (the writer's phrases taken out)
+    state a number 1..k-1; a unit's name, or a kept column's name or category where a bias
+    finding names it, is no count."""
+    t = text
+    for name in sorted(units, key=len, reverse=True):
+        if name and _COUNT_WORD.search(name):
+            t = t.replace(name, " ")
+    for pattern in _NAMED_SPANS:
+        t = re.sub(pattern, " ", t, flags=re.IGNORECASE)
+    n = 0
+    for m in _COUNT_WORD.finditer(t):
+        v = COUNT_WORDS[re.sub(r"\s+", " ", m.group(1).lower())]
+        n += 1 <= v <= k - 1
     return n
 
 

@@ -194,6 +194,8 @@ def _holes_finding(
         # text of the page a browser shows as a tooltip, or keeps in its source
         ("report.html", '<span title="{n} homes of the smallest unit are missing">.</span>'),
         ("report.html", "<!-- {n} homes of the smallest unit are missing -->"),
+        # the count without a digit or a number word ("a single", "both")
+        ("RELEASE_NOTES.md", "{word} household(s) of the smallest unit left out."),
     ],
     ids=[
         "left-out-in-brackets",
@@ -201,6 +203,7 @@ def _holes_finding(
         "missing-from-the-map",
         "tooltip",
         "comment",
+        "a-single",
     ],
 )
 def test_a_hidden_figure_paraphrased_into_the_prose_is_refused(
@@ -210,7 +213,7 @@ def test_a_hidden_figure_paraphrased_into_the_prose_is_refused(
     number of prose counts, so any number 1..k-1 outside the writer's phrases fails."""
 
     def add(body: str, n: int) -> str:
-        text = sentence.format(n=n)
+        text = sentence.format(n=n, word={1: "A single", 2: "Both"}.get(n, str(n)))
         if name.endswith(".html"):
             return body.replace("</body>", f"<p>{text}</p></body>")
         return body + f"\n{text}\n"

@@ -358,6 +358,18 @@ def test_report_isolation_histogram_counts_published_records_only(tmp_path, monk
         ("consumption in 3: too few suppressed records to compare (<k).", (), 1),
         ("units merged (--merge-small-units 8) | 2 -> 7, 3 -> 7", ("2", "3", "7"), 0),
         ("units merged (--merge-small-units 8) | 2 -> 7, 3 -> 7", ("7",), 2),
+        # a small count stated without a digit or a number word
+        ("A single household in the smallest unit was left out.", (), 1),
+        ("Both dwellings of GM0203 are missing; a couple of farms in GM0267 too.", (), 2),
+        ("The sole  farm of the valley and a pair of homes were suppressed.", (), 2),
+        # ... but a unit's or a kept category's name is no count
+        ("Lone Pine: too few suppressed records to compare (<k).", ("Lone Pine",), 0),
+        (
+            "Suppressed records differ in status: single makes up 40% of them vs 20% of "
+            "retained records (chi-square p=0.01, Cramer's V 0.20).",
+            (),
+            0,
+        ),
     ],
 )
 def test_small_numbers_of_prose_stand_in_the_writer_s_phrases(text, units, small) -> None:
@@ -365,6 +377,13 @@ def test_small_numbers_of_prose_stand_in_the_writer_s_phrases(text, units, small
 
     parameters = ("k", "merge_ratio", "seed")
     assert small_numbers(text, 5, parameters, units) == small
+
+
+def test_both_is_no_count_below_k_at_k_2() -> None:
+    from geokanon.published import small_numbers
+
+    assert small_numbers("Both dwellings are missing.", 3) == 1
+    assert small_numbers("Both dwellings are missing.", 2) == 0  # 2 is no figure below k
 
 
 def test_a_count_below_k_in_the_notes_fails_holes_whatever_it_equals(tmp_path: Path) -> None:
