@@ -243,6 +243,8 @@ def test_suppressed_figure_in_words_fails_report_safety(short_ids, tmp_path, cap
         ("report.html", "1 dwelling was removed from the smallest town."),
         ("report.html", "We dropped 2 dwellings in Baarn."),
         ("RELEASE_NOTES.md", "Left out of the map: 3"),
+        # the article as the count (before 2026-12-07: exit 0 whatever the figure)
+        ("report.html", "A household in the smallest town was left out."),
     ],
     ids=[
         "count-then-suppressed",
@@ -253,6 +255,7 @@ def test_suppressed_figure_in_words_fails_report_safety(short_ids, tmp_path, cap
         "was-removed",
         "dropped",
         "left-out-colon",
+        "a-household-was-left-out",
     ],
 )
 def test_a_hidden_figure_in_prose_fails_report_safety(short_ids, tmp_path, capsys, name, phrase):
@@ -445,6 +448,12 @@ def test_a_declared_report_sample_verifies_and_any_other_figure_fails(short_ids,
         ("2 people were not published.", 1),
         ("Held back: 2 records of Baarn.", 1),
         ("We deleted only 4 rows.", 1),
+        # the article as the count 1, where a past loss or suppression follows
+        ("A household in GM0267 was left out.", 1),
+        ("An address in Baarn has been suppressed.", 1),
+        ("A single farm went missing, a dwelling got removed.", 1),
+        ("A record is suppressed when its isolation ratio is above 4.", 0),  # a rule
+        ("A unit with fewer than 8 people was merged with its neighbour.", 0),
     ],
 )
 def test_phrases_read_a_count_below_k(text, found):

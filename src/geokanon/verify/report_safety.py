@@ -20,7 +20,8 @@ The rule, exactly as implemented
     left out, records clipped; counts of input rows, not of people hidden) are taken
     out. Numbers written as words count as numbers, in cells and phrases alike ("two
     dwellings were suppressed" reads as 2: :func:`geokanon.published.words_as_digits`,
-    also used by ``holes``).
+    also used by ``holes``), and so does the article before a past loss or suppression
+    ("a household was left out", "an address has been suppressed": 1).
     ``units.csv``'s ``suppressed`` and ``generalised_up`` must not be integers
     1..k-1, a ``source_total`` must read ``<k`` for a unit of 1..k-1 subjects
     (and only then), and the manifest's ``counts.suppressed`` and ``suppressed_share``
@@ -82,6 +83,19 @@ _LOSS_PHRASES = (
         rf"\b{_LOSS}\s+(?:(?:of|only|just|a\s+further|another)\s+)?(\d[\d,]*)(?!\s*[\d.,%])",
         re.IGNORECASE,
     ),
+)
+#: "A household was left out", "an address in the smallest town has been suppressed": the
+#: article as the count 1 where a past loss or suppression follows in the same clause (up
+#: to five words, none of them starting a clause of its own, then "was", "has been", "had
+#: been", "got" or "went"). A rule stated in the present ("a record is suppressed when
+#: ...") is no count; nor is "a missing dot that their record was suppressed" (the
+#: notes' caveat on membership).
+_ARTICLE_AS_ONE = re.compile(
+    r"(?<![\w'-])an?\s+"
+    r"(?:(?!(?:that|which|who|whom|whose|where|when|if|because|and|or|but)\b)"
+    r"[^\W\d][\w'-]*\s+){1,5}?"
+    rf"(?:was|has\s+been|had\s+been|got|went)\s+(?:{_LOSS}\b|suppress)",
+    re.IGNORECASE,
 )
 #: The release's own sentences whose numbers are no hidden figure: counts of input rows
 #: removed on reading, and the synthetic records' one-to-one ratio.
@@ -168,7 +182,7 @@ def _phrase_problems(text: str, k: int, prose: str | None = None) -> int:
         for pat in pats
         for m in pat.finditer(t)
         if small_int(m.group(1), k)
-    )
+    ) + (k > 1) * sum(1 for _ in _ARTICLE_AS_ONE.finditer(plain))
 
 
 def _markdown_prose(text: str) -> str:
