@@ -451,7 +451,9 @@ def test_a_declared_report_sample_verifies_and_any_other_figure_fails(short_ids,
         # the article as the count 1, where a past loss or suppression follows
         ("A household in GM0267 was left out.", 1),
         ("An address in Baarn has been suppressed.", 1),
-        ("A single farm went missing, a dwelling got removed.", 1),
+        ("A single farm went missing, a dwelling got removed.", 2),
+        ("Two homes in Baarn are missing from the map.", 1),
+        ("The notes' caveat: from a missing dot, nothing; 0 records are missing.", 0),
         ("A record is suppressed when its isolation ratio is above 4.", 0),  # a rule
         ("A unit with fewer than 8 people was merged with its neighbour.", 0),
     ],

@@ -15,7 +15,7 @@ The rule, exactly as implemented
     styles and scripts), for the verbs of loss: "GM0203 lost 1 record", "one record was
     withheld", "2 dwellings were removed", "dropped 3", "left out: 2" (lost, withheld,
     removed, dropped, deleted, omitted, excluded, left out, taken out, kept out, held
-    back, not published, not released, not shown), once the release's own input-filter
+    back, not published, not released, not shown, missing), once the release's own input-filter
     sentences (:data:`geokanon.published.FILTER_PHRASES`: exact copies removed, units
     left out, records clipped; counts of input rows, not of people hidden) are taken
     out. Numbers written as words count as numbers, in cells and phrases alike ("two
@@ -66,7 +66,7 @@ _LOSS = (
     r"(?:lost|los(?:e|es|ing)|withh(?:eld|old|olds|olding)|remov(?:ed|es|ing|e)"
     r"|dropp(?:ed|ing)|drops?|delet(?:ed|es|ing|e)|omit(?:ted|ting|s)?|exclud(?:ed|es|ing|e)"
     r"|(?:left|leaves?|leaving|taken|takes?|taking|kept|keeps?|keeping)\s+out"
-    r"|held\s+back|holds?\s+back|not\s+(?:published|released|shown))"
+    r"|held\s+back|holds?\s+back|not\s+(?:published|released|shown)|missing)"
 )
 _AUX = r"(?:were|was|are|is|have\s+been|has\s+been|had\s+been|been|got|get|be|went|go)"
 _LOSS_PHRASES = (
