@@ -33,6 +33,7 @@ writer or an algorithm).
 
 from __future__ import annotations
 
+import functools
 import html
 import html.parser
 import math
@@ -296,8 +297,8 @@ SMALL_PHRASES = (
 #: as a name, not as a count: :func:`small_numbers`): the bias findings (``... in {unit}
 #: have ...``), and the lists of units left out, merged or left small.
 _UNIT_LISTS = (
-    r"\bin (?P<u>[^\s:()]+)"
-    r"(?= have | differ in |: too few | \((?:rank test|chi-square) p=| takes 1 value)",
+    r"\bin (?P<u>[^:()]+?)"
+    r"(?= have | differ in |: too few | \((?:rank test|chi-square) p=| takes (?:1|one) value)",
     r"units left out \(--exclude-units\)(?:: | \| )(?P<u>[^;:|]+)",
     r"every figure is for the merged unit: (?P<u>.+)$",
     r"^units merged \(--merge-small-units [\d,]+\) \| (?P<u>.+)$",
@@ -1232,6 +1233,40 @@ def prose_numbers(text: str) -> list[tuple[str, float]]:
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
+    """One pattern matching any of ``names`` as a whole (longest first)."""
+    listed = sorted((n for n in names if n.strip()), key=len, reverse=True)
+    if not listed:
+        return None
+    return re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, listed)) + r")(?![\w-])")
+
+
+def units_out(text: str, units: Iterable[str]) -> str:
+    """``text`` (whitespace runs as one space) with the names of ``units`` taken out where
+    the writer names units (:data:`_UNIT_LISTS`: the bias findings, the lists of units left
+    out, merged or left small): a unit called ``3`` or "Three Rivers" is no number.
+
+    Examples
+    --------
+    >>> units_out("consumption in Three Rivers: too few suppressed records to compare "
+    ...           "(<k).", ["Three Rivers"])
+    'consumption in  : too few suppressed records to compare (<k).'
+    """
+    alt = _names_pattern(frozenset(units))
+    if alt is None:
+        return text
+
+    def unnamed(m: re.Match[str]) -> str:
+        a, b = m.start("u") - m.start(), m.end("u") - m.start()
+        whole = m.group(0)
+        return whole[:a] + alt.sub(" ", m.group("u")) + whole[b:]
+
+    for pattern in _UNIT_LISTS:
+        text = re.sub(pattern, unnamed, text, flags=re.IGNORECASE)
+    return text
+
+
 def small_numbers(
     text: str, k: int, parameters: Iterable[str] = (), units: Iterable[str] = ()
 ) -> int:
@@ -1255,18 +1290,10 @@ def small_numbers(
     """
     if k <= 1:
         return 0
-    t = re.sub(r"\s+", " ", words_as_digits(html.unescape(text))).strip()
-    # units named in the writer's lists and findings: their names are no count
     names_of = frozenset(units)
-    if names_of:
-
-        def unnamed(m: re.Match[str]) -> str:
-            listed = re.split(r"(\s*(?:,|;|->|=|\+|\s)\s*)", m.group("u"))
-            kept = "".join(" " if part.strip() in names_of else part for part in listed)
-            return m.group(0)[: m.start("u") - m.start()] + kept
-
-        for pattern in _UNIT_LISTS:
-            t = re.sub(pattern, unnamed, t, flags=re.IGNORECASE)
+    # units named in the writer's lists and findings: their names are no count (taken
+    # out before number words are read: "Three Rivers" is a name, not 3)
+    t = words_as_digits(units_out(re.sub(r"\s+", " ", html.unescape(text)).strip(), names_of))
     for phrase in (*TEXT_PHRASES, *FILTER_PHRASES, *RATIO_PHRASES, *SMALL_PHRASES):
         t = re.sub(phrase, " ", t, flags=re.IGNORECASE)
     names = "|".join(re.escape(p) for p in parameters)
@@ -1310,9 +1337,12 @@ def _free_numbers(
     """Every number left in the text must be a value the system holds; one of 1..k-1 must
     also sit in a phrase of the writer (:func:`small_numbers`)."""
     texts = list(texts)
+    params, unit_names = list(parameters), frozenset(units)
     bad: list[str] = []
     for text in texts:
-        for raw, v in prose_numbers(text):
+        # a unit's name where the writer names units is no number ("Three Rivers")
+        named = units_out(re.sub(r"\s+", " ", html.unescape(text)).strip(), unit_names)
+        for raw, v in prose_numbers(named):
             if not any(math.isclose(v, w, rel_tol=1e-9, abs_tol=1e-9) for w in out.known):
                 bad.append(raw)
     if bad:  # not quoted: such a number may be anything, a coordinate too
@@ -1320,7 +1350,6 @@ def _free_numbers(
             f"{name}: {len(bad)} numbers that are no published figure of the release; "
             "every number shown must be part of the holes system"
         )
-    params, unit_names = list(parameters), list(units)
     small = sum(small_numbers(text, k, params, unit_names) for text in texts)
     if small:  # not quoted either: it may be the hidden figure itself
         out.problems.append(

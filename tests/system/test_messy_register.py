@@ -313,3 +313,34 @@ def test_a_hidden_figure_in_the_page_s_machinery_is_refused(built, tmp_path, cap
 
     holes = _holes_finding(built, tmp_path, capsys, "report.html", plant)
     assert "report.html: 1 " in holes
+
+
+#: Unit names that read as numbers (number words, a count word, a bare number), for the
+#: register's seven municipalities.
+NAMED_BY_NUMBERS = {
+    "GM0307": "Three Rivers", "GM0327": "Two Bridges", "GM0267": "One Tree Hill",
+    "GM0342": "3", "GM0308": "Seven Oaks", "GM0313": "Four Marks", "GM0203": "Lone Pine",
+}  # fmt: skip
+
+
+def test_units_named_by_numbers_release_and_verify(built, tmp_path, capsys):
+    """A unit called "Three Rivers" or "3" is named in the notes' and the page's lists of
+    units merged and in the bias findings: a name, not a count. Before 2026-12-07 the
+    number words of such names were read as numbers and this release was refused by its
+    own verification ("holes: RELEASE_NOTES.md: 2 numbers that are no published figure
+    ...; 4 numbers of 1..k-1 outside the release's own phrases")."""
+    _, src = built
+    frame = pd.read_csv(src, dtype={"owner": str})
+    assert set(frame["gm_code"]) == set(NAMED_BY_NUMBERS)
+    frame["gm_code"] = frame["gm_code"].map(NAMED_BY_NUMBERS)
+    named = tmp_path / "named.csv"
+    frame.to_csv(named, index=False)
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = main(["--quiet", "release", str(named), *ARGS, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    notes = (out / "release" / "RELEASE_NOTES.md").read_text()
+    assert "Seven Oaks" in notes and "Four Marks" in notes  # merged: listed by name
+    code, text = _verify(out, named, capsys)
+    assert code == 0, text
