@@ -313,6 +313,8 @@ _NUMBER = re.compile(r"(?<![\w.,/])([+-]?\d[\d,]*(?:\.\d+)?)(?![\w])")
 COUNT_WORDS: dict[str, int] = {
     "single": 1, "sole": 1, "lone": 1, "solitary": 1, "both": 2,
     "a couple of": 2, "a pair of": 2,
+    # Dutch and German: "beide woningen", "der einzige Haushalt"
+    "beide": 2, "beiden": 2, "einzige": 1, "einzigen": 1, "einziger": 1, "einziges": 1,
 }  # fmt: skip
 _COUNT_WORD = re.compile(
     r"(?<![\w-])("
@@ -1151,9 +1153,23 @@ _TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SCALE_WORDS = {
     "dozen": 12, "hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 10**9
 }  # fmt: skip
+#: Dutch and German number words 1..19 (notes written in a register's own language: "twee
+#: woningen", "zwei Haushalte"). The articles "een", "ein", "eine" are left out (a count
+#: only where the sentence says so, as "a" in English); "vier", "acht" and "elf" are both
+#: languages' (and "elf" an English word: rare in a release's prose).
+_DUTCH_GERMAN_WORDS = {
+    "één": 1, "eén": 1, "twee": 2, "drie": 3, "vier": 4, "vijf": 5, "zes": 6, "zeven": 7,
+    "acht": 8, "negen": 9, "tien": 10, "elf": 11, "twaalf": 12, "dertien": 13,
+    "veertien": 14, "vijftien": 15, "zestien": 16, "zeventien": 17, "achttien": 18,
+    "negentien": 19,
+    "eins": 1, "zwei": 2, "drei": 3, "fünf": 5, "sechs": 6, "sieben": 7, "neun": 9,
+    "zehn": 10, "zwölf": 12, "dreizehn": 13, "vierzehn": 14, "fünfzehn": 15,
+    "sechzehn": 16, "siebzehn": 17, "achtzehn": 18, "neunzehn": 19,
+}  # fmt: skip
 NUMBER_WORDS: dict[str, int] = {
     **{w: i for i, w in enumerate(_UNITS_WORDS)},
     **{w: 20 + 10 * i for i, w in enumerate(_TENS_WORDS)},
+    **_DUTCH_GERMAN_WORDS,
 }
 _WORD = r"(?:" + "|".join(sorted([*NUMBER_WORDS, *_SCALE_WORDS], key=len, reverse=True)) + r")"
 #: A run of number words ("two", "twenty-three", "two hundred and five", "a dozen").
@@ -1193,7 +1209,8 @@ def _words_value(words: str) -> int | None:
 
 def words_as_digits(text: str) -> str:
     """``text`` with every number written in words put in digits ("two dwellings" ->
-    "2 dwellings", "Twenty-three" -> "23", "a dozen" -> "12").
+    "2 dwellings", "Twenty-three" -> "23", "a dozen" -> "12"; Dutch and German 1..19 too:
+    "twee woningen" -> "2 woningen").
 
     Prose counts as numbers however it spells them: the ``holes`` check reads every
     number of the notes and the report this way, and ``report_safety`` judges the

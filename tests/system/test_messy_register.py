@@ -196,6 +196,8 @@ def _holes_finding(
         ("report.html", "<!-- {n} homes of the smallest unit are missing -->"),
         # the count without a digit or a number word ("a single", "both")
         ("RELEASE_NOTES.md", "{word} household(s) of the smallest unit left out."),
+        # in the register's own language
+        ("RELEASE_NOTES.md", "{dutch} huishouden(s) van de kleinste gemeente weggelaten."),
     ],
     ids=[
         "left-out-in-brackets",
@@ -204,6 +206,7 @@ def _holes_finding(
         "tooltip",
         "comment",
         "a-single",
+        "in-dutch",
     ],
 )
 def test_a_hidden_figure_paraphrased_into_the_prose_is_refused(
@@ -213,7 +216,11 @@ def test_a_hidden_figure_paraphrased_into_the_prose_is_refused(
     number of prose counts, so any number 1..k-1 outside the writer's phrases fails."""
 
     def add(body: str, n: int) -> str:
-        text = sentence.format(n=n, word={1: "A single", 2: "Both"}.get(n, str(n)))
+        text = sentence.format(
+            n=n,
+            word={1: "A single", 2: "Both"}.get(n, str(n)),
+            dutch={1: "Eén", 2: "Twee", 3: "Drie", 4: "Vier"}.get(n, str(n)),
+        )
         if name.endswith(".html"):
             return body.replace("</body>", f"<p>{text}</p></body>")
         return body + f"\n{text}\n"

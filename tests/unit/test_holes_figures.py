@@ -362,6 +362,11 @@ def test_report_isolation_histogram_counts_published_records_only(tmp_path, monk
         ("A single household in the smallest unit was left out.", (), 1),
         ("Both dwellings of GM0203 are missing; a couple of farms in GM0267 too.", (), 2),
         ("The sole  farm of the valley and a pair of homes were suppressed.", (), 2),
+        # in the register's own language (Dutch, German); the articles are no count
+        ("Twee woningen in de kleinste gemeente zijn weggelaten.", (), 1),
+        ("Één huishouden ontbreekt; beide boerderijen ook.", (), 2),
+        ("Zwei Haushalte fehlen, der einzige Hof auch.", (), 2),
+        ("Een woning ontbreekt; ein Haus fehlt.", (), 0),
         # ... but a unit's or a kept category's name is no count
         ("Lone Pine: too few suppressed records to compare (<k).", ("Lone Pine",), 0),
         (
