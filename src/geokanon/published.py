@@ -297,7 +297,7 @@ SMALL_PHRASES = (
 #: as a name, not as a count: :func:`small_numbers`): the bias findings (``... in {unit}
 #: have ...``), and the lists of units left out, merged or left small.
 _UNIT_LISTS = (
-    r"\bin (?P<u>[^:()]+?)"
+    r"\bin (?P<u>.{1,200}?)"
     r"(?= have | differ in |: too few | \((?:rank test|chi-square) p=| takes (?:1|one) value)",
     r"units left out \(--exclude-units\)(?:: | \| )(?P<u>[^;:|]+)",
     r"every figure is for the merged unit: (?P<u>.+)$",

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geokanon import OutlierPolicy
 from geokanon.io import table_from_frame
@@ -400,3 +402,41 @@ def test_a_count_below_k_in_the_notes_fails_holes_whatever_it_equals(tmp_path: P
         report = verify_release(w.root, checks=["holes"])
         assert not report.passed, format_report(report)
         assert "numbers of 1..k-1 outside the release's own phrases" in report.checks[0].detail
+
+
+# ---- a unit's name is no number, whatever it reads as ---------------------------------
+
+_NAME_WORDS = st.sampled_from(
+    ["Three", "Rivers", "One", "Tree", "Hill", "3", "2", "Ward", "Lone", "Pine", "single",
+     "both", "Twee", "Bruggen", "Zwei", "(North)", "St.", "Mary's", "Upper-Dunning", "12"]
+)  # fmt: skip
+_NAMES = st.lists(st.lists(_NAME_WORDS, min_size=1, max_size=3).map(" ".join), min_size=2,
+                  max_size=4, unique=True)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=_NAMES)
+def test_unit_names_in_the_writer_s_sentences_are_no_count(names: list[str]) -> None:
+    """Whatever the units are called (number words, digits, count words, brackets), the
+    writer's sentences that name them hold no number 1..k-1 of their own."""
+    from geokanon.published import small_numbers
+
+    a, b, *rest = names
+    sentences = [
+        f"consumption in {a}: too few suppressed records to compare (<k).",
+        f"Suppressed records in {a} have higher consumption than retained ones: median 310 "
+        "vs 250 (rank test p=0.0031, standardised difference +0.42).",
+        f"Suppressed records in {b} differ in tenure: rented makes up 61% of them vs 38% of "
+        "retained records (chi-square p=0.012, Cramer's V 0.21).",
+        f"No significant difference in consumption in {b} (rank test p=0.41).",
+        f"consumption in {a} takes one value only; nothing to compare.",
+        "- small units merged (--merge-small-units 8): a unit with fewer than 8 people "
+        f"joined its neighbour, and every figure is for the merged unit: {a} = "
+        + " + ".join(sorted([b, *rest])),
+        f"units merged (--merge-small-units 8) | {a} = {' + '.join([b, *rest])}",
+        "- units still below the merge threshold, with no neighbour to join: " + ", ".join(names),
+        "- units left out (--exclude-units): " + ", ".join(names) + "; their 12 records were "
+        "dropped before anything else and are in no figure here",
+    ]
+    for sentence in sentences:
+        assert small_numbers(sentence, 20, ("k",), names) == 0, sentence
