@@ -1323,17 +1323,14 @@ def small_numbers(
         except ValueError:
             continue
         n += v.is_integer() and 1 <= v <= k - 1
-    return n + _count_words(t, k, names_of)
+    return n + _count_words(t, k)
 
 
-def _count_words(text: str, k: int, units: frozenset[str]) -> int:
-    """How many words of :data:`COUNT_WORDS` in ``text`` (the writer's phrases taken out)
-    state a number 1..k-1; a unit's name, or a kept column's name or category where a bias
-    finding names it, is no count."""
+def _count_words(text: str, k: int) -> int:
+    """How many words of :data:`COUNT_WORDS` in ``text`` (the writer's phrases and the
+    units' names, :func:`units_out`, taken out) state a number 1..k-1; a kept column's name
+    or category where a bias finding names it is no count."""
     t = text
-    for name in sorted(units, key=len, reverse=True):
-        if name and _COUNT_WORD.search(name):
-            t = t.replace(name, " ")
     for pattern in _NAMED_SPANS:
         t = re.sub(pattern, " ", t, flags=re.IGNORECASE)
     n = 0

@@ -50,7 +50,7 @@ from geokanon.encoding import (
     row_group_sizes,
     settle_sqlite,
 )
-from geokanon.published import GPKG_LAYERS, GPKG_STYLES
+from geokanon.published import GPKG_DATE, GPKG_LAYERS, GPKG_STYLES
 
 __all__ = [
     "encoding_problems",
@@ -524,8 +524,6 @@ def sqlite_layout_problems(path: Path) -> list[str]:
     ]
 
 
-#: ``gpkg_contents.last_change`` as the format fixes it (docs/release-format.md).
-GPKG_DATE = "2000-01-01T00:00:00.000Z"
 #: The reference systems GDAL writes on its own (srs_id: name, organization, organization's
 #: id, definition, description): three in every GeoPackage, and its undefined one for
 #: layers without a CRS; EPSG:4326's definition is PROJ's WKT1 (GDAL flavour).
