@@ -59,9 +59,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from geokanon.neighbours import (
+    CROWDED_PAIRS,
+    CROWDED_RUN,
     cell_values,
     cells_around,
+    in_runs_above,
     pack_key,
+    run_pairs_above,
     sorted_unique,
     stable_argsort,
 )
@@ -3698,7 +3702,223 @@ def _near_atoms(
     order = stable_argsort(key)
     skey = _gather(key, order)  # the keys in cell order; the others go before the scan
     del key
-    return _near_atoms_sorted(ax, ay, atom_group, side, q, reach, skey, wy, order)
+    listed = np.ones(0, np.bool_)  # every atom may be listed
+    done = np.ones(0, np.bool_)  # and every atom is answered by the scan
+    answers = np.empty((0, q), np.int32)
+    if run_pairs_above(skey, CROWDED_RUN) > CROWDED_PAIRS:
+        crowded = in_runs_above(skey, CROWDED_RUN)
+        listed = _listed_by_place(ax, ay, atom_group, q, order, crowded)
+        done, answers = _near_in_crowds(
+            ax, ay, atom_group, side, q, reach, order, skey, wy, crowded, listed
+        )
+    out = _near_atoms_sorted(ax, ay, atom_group, side, q, reach, skey, wy, order, listed, done)
+    if answers.size:
+        out[order[done]] = answers
+    return out
+
+
+#: Neighbours beyond the q an atom lists that :func:`_near_in_crowds` asks for (room for
+#: its own group's atoms among the nearest; an atom whose group holds more of them is
+#: answered by the scan).
+_OWN_ROOM = 12
+#: ... and this many when it asks again for those it could not answer.
+_OWN_ROOM_MAX = 64
+#: Atoms :func:`_near_in_crowds` answers at a time (its arrays are (atoms, q + room)).
+_CROWD_CHUNK = 1 << 17
+
+
+def _near_in_crowds(
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    atom_group: NDArray[np.int64],
+    side: float,
+    q: int,
+    reach: NDArray[np.float64],
+    order: NDArray[np.int64],
+    skey: NDArray[np.int64],
+    wy: int,
+    crowded: NDArray[np.bool_],
+    listed: NDArray[np.bool_],
+) -> tuple[NDArray[np.bool_], NDArray[np.int32]]:
+    """The atoms near crowded cells (``crowded``, in cell order) answered by a k-d tree:
+    per cell position, whether it is answered here, and the answers of those (in cell
+    order).
+
+    Every atom that may read a crowded cell (its cell within 4 cells of one) asks a
+    k-d tree of the listed atoms of a group within 8 cells of a crowded cell for its
+    ``q +`` :data:`_OWN_ROOM` nearest. Its ``q`` nearest of other groups (exact squared
+    distances, ties to the smaller index, as :func:`_near_atoms_sorted` orders them) are
+    its answer when the q-th is nearer than the outside of the cells its reach reads
+    (its cell's edge plus its rings): every atom those cells hold, and no other, lies
+    nearer, so the scan's answer is the same. The answer is taken only when every atom
+    as near as the q-th is among those returned. The others (with many atoms of their own
+    group about, or with their neighbours far) are left to the scan. A dense spot of
+    distinct places (phones at a stadium, GPS fixes with centimetres of jitter) would
+    otherwise cost each of its atoms and each atom around it the whole crowd.
+    """
+    from scipy.spatial import cKDTree
+
+    done = np.zeros(order.size, np.bool_)
+    cells = np.unique(skey[crowded])
+
+    def within(rings: int) -> NDArray[np.bool_]:
+        # the cells at most ``rings`` columns and rows from a crowded cell (a key past the
+        # grid's margin may stand for a cell of the next column: a few atoms more)
+        step = np.arange(-rings, rings + 1)
+        near = ((cells // wy)[:, None, None] + step[None, :, None]) * wy
+        near = near + (cells % wy)[:, None, None] + step[None, None, :]
+        return np.isin(skey, np.unique(near))
+
+    asking = within(4)
+    pos = np.flatnonzero(asking)
+    atoms = order[pos]
+    grp = atom_group[atoms]
+    pos, atoms, grp = pos[grp >= 0], atoms[grp >= 0], grp[grp >= 0]
+    near = within(8)
+    if listed.size:
+        near &= listed
+    cand = order[near]
+    cand = np.sort(cand[atom_group[cand] >= 0])
+    kq = min(cand.size, q + _OWN_ROOM)
+    if kq < q or pos.size == 0:
+        return done, np.empty((0, q), np.int32)
+    tree = cKDTree(np.column_stack((ax[cand], ay[cand])))
+    ox, oy = float(ax.min()), float(ay.min())
+    margin = 1e-9 * (abs(ox) + abs(oy) + side + float(np.abs(ax).max() + np.abs(ay).max()))
+    # how far each asking atom's reach reads: its cell's edge, then its rings of cells
+    px, py = ax[atoms], ay[atoms]
+    left = ox + np.floor((px - ox) / side) * side
+    below = oy + np.floor((py - oy) / side) * side
+    read = np.minimum(
+        np.minimum(px - left, left + side - px), np.minimum(py - below, below + side - py)
+    )
+    read += np.clip(np.ceil(reach[grp] / side), 1, 4) * side - margin
+    del px, py, left, below
+    answers = np.empty((pos.size, q), np.int32)
+    ok = np.zeros(pos.size, np.bool_)
+
+    def ask(which: NDArray[np.int64], kq: int) -> None:
+        chunk = max(1, _CROWD_CHUNK * 24 // kq)  # about the memory of the first round
+        for a in range(0, which.size, chunk):
+            part = which[a : a + chunk]
+            took = np.empty((part.size, q), np.int32)
+            ok[part] = _tree_answers(tree, cand, atoms[part], grp[part], read[part], kq, q, ax,
+                                     ay, atom_group, took)  # fmt: skip
+            answers[part] = took
+
+    ask(np.arange(pos.size), kq)
+    # those with more atoms of their own group about than the room, or more atoms as near
+    # as their q-th (places on a grid of centimetres): asked again for more
+    more = min(cand.size, q + _OWN_ROOM_MAX)
+    again = np.flatnonzero(~ok)
+    if again.size and more > kq:
+        ask(again, more)
+    done[pos[ok]] = True
+    return done, answers[ok]
+
+
+def _tree_answers(
+    tree: Any,
+    cand: NDArray[np.int64],
+    at: NDArray[np.int64],
+    grp: NDArray[np.int64],
+    read: NDArray[np.float64],
+    kq: int,
+    q: int,
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    atom_group: NDArray[np.int64],
+    out: NDArray[np.int32],
+) -> NDArray[np.bool_]:
+    """For the atoms ``at`` (of groups ``grp``), their ``q`` nearest atoms of other groups
+    among the tree's (``cand``, ascending), asked for ``kq``, written to ``out``; whether
+    each answer holds: the q-th is nearer than ``read`` and every atom as near as it was
+    returned (see :func:`_near_in_crowds`)."""
+    px, py = ax[at], ay[at]
+    dist, idx = tree.query(np.column_stack((px, py)), k=kq)
+    dist, idx = dist.reshape(at.size, kq), idx.reshape(at.size, kq)
+    j = cand[np.minimum(idx, cand.size - 1)]
+    d2 = (ax[j] - px[:, None]) ** 2 + (ay[j] - py[:, None]) ** 2
+    other = (idx < cand.size) & (atom_group[j] != grp[:, None])
+    d2[~other] = np.inf
+    j[~other] = np.iinfo(np.int64).max
+    by = np.argsort(j, axis=1, kind="stable")  # by index, then stably by distance
+    d2, j = np.take_along_axis(d2, by, 1), np.take_along_axis(j, by, 1)
+    by = np.argsort(d2, axis=1, kind="stable")
+    d2, j = np.take_along_axis(d2, by, 1), np.take_along_axis(j, by, 1)
+    qth = np.sqrt(d2[:, q - 1])
+    # every atom as near as the q-th was returned: the farthest returned is farther
+    every = (dist[:, -1] > qth * (1.0 + 1e-9)) | (kq == cand.size)
+    ok = np.isfinite(qth) & every & (qth < read)
+    out[ok] = j[ok, :q]
+    return ok
+
+
+def _listed_by_place(
+    ax: NDArray[np.float64],
+    ay: NDArray[np.float64],
+    atom_group: NDArray[np.int64],
+    q: int,
+    order: NDArray[np.int64],
+    crowded: NDArray[np.bool_],
+) -> NDArray[np.bool_]:
+    """Per atom in cell order, whether :func:`_near_atoms_sorted` lists it as a neighbour:
+    in crowded cells (``crowded``, in cell order) only the first atoms of a place (equal
+    coordinates), in index order, until for every group they hold ``q`` atoms of other
+    groups (:func:`_first_at_places`); elsewhere every atom.
+
+    The atoms of one place lie at one distance from any atom, and ties go to the smaller
+    index, so an atom lists at most the ``q`` first atoms of other groups of a place, and
+    those are listed still: the answers are the same. Without this, many atoms at one
+    place (a care home's residents, records at a postcode's centroid) cost the square of
+    their number."""
+    listed = np.ones(order.size, np.bool_)
+    pos = np.flatnonzero(crowded)
+    atoms = order[pos]
+    by_place = np.lexsort((atoms, ay[atoms], ax[atoms]))
+    pos = pos[by_place]
+    atoms = atoms[by_place]
+    listed[pos] = _first_at_places(ax[atoms], ay[atoms], atom_group[atoms], q)
+    return listed
+
+
+@nb.njit(cache=True)
+def _first_at_places(
+    px: NDArray[np.float64], py: NDArray[np.float64], pg: NDArray[np.int64], q: int
+) -> NDArray[np.bool_]:  # pragma: no cover - compiled
+    """Atoms sorted by place, then index: per place, its atoms of a group (``pg >= 0``) from
+    the first until, for every group, ``q`` of them are of other groups."""
+    n = px.size
+    out = np.zeros(n, np.bool_)
+    grp = np.empty(n, np.int64)  # the groups a place's kept atoms are of, and how many
+    cnt = np.empty(n, np.int64)
+    i = 0
+    while i < n:
+        j = i
+        while j < n and px[j] == px[i] and py[j] == py[i]:
+            j += 1
+        kept = 0
+        top = 0  # the most kept atoms of one group
+        ng = 0
+        for t in range(i, j):
+            if kept - top >= q:
+                break
+            g = pg[t]
+            if g < 0:
+                continue
+            out[t] = True
+            kept += 1
+            u = 0
+            while u < ng and grp[u] != g:
+                u += 1
+            if u == ng:
+                grp[ng] = g
+                cnt[ng] = 0
+                ng += 1
+            cnt[u] += 1
+            top = max(top, cnt[u])
+        i = j
+    return out
 
 
 @nb.njit(cache=True, parallel=True)
@@ -3732,9 +3952,13 @@ def _near_atoms_sorted(
     skey: NDArray[np.int64],
     wy: int,
     order: NDArray[np.int64],
+    listed: NDArray[np.bool_],
+    done: NDArray[np.bool_],
 ) -> NDArray[np.int32]:  # pragma: no cover - compiled
     """:func:`_near_atoms` given the atoms' order by cell key, then index, and their keys in
-    that order (``skey``).
+    that order (``skey``); ``listed`` (in that order; empty: all) the atoms that may be
+    listed (:func:`_listed_by_place`), ``done`` (likewise; empty: none) the atoms answered
+    already (:func:`_near_in_crowds`: their rows are left unset).
 
     Per cell, the atoms of the cells around it are copied once, nearest ring first,
     into one run (position, group, index); each of the cell's atoms then works out its
@@ -3742,6 +3966,8 @@ def _near_atoms_sorted(
     or of none, at ``inf``: refused, as it is never listed) and keeps the q nearest
     (distance, then index) in a second."""
     n = ax.size
+    every = listed.size == 0
+    none_done = done.size == 0
     out = np.empty((n, q), np.int32)  # every row is written below
     # the scanned data in cell order (groups as int32: fewer than 2**31 atoms)
     px = np.empty(n)
@@ -3796,6 +4022,8 @@ def _near_atoms_sorted(
                 if g < 0:
                     out[order[t], :] = -1  # an atom without a group has no neighbours
                     continue
+                if not none_done and done[t]:
+                    continue  # answered already: reads nothing
                 span = reach[g] / side
                 rings = int(span)
                 if rings < span:
@@ -3838,15 +4066,16 @@ def _near_atoms_sorted(
                     if tmp_ring[e] == ring:
                         cc = tmp_cell[e]
                         for s in range(ustart[cc], ustart[cc + 1]):
-                            rx[nr] = px[s]
-                            ry[nr] = py[s]
-                            rg[nr] = pg[s]
-                            rj[nr] = order[s]
-                            nr += 1
+                            if every or listed[s]:
+                                rx[nr] = px[s]
+                                ry[nr] = py[s]
+                                rg[nr] = pg[s]
+                                rj[nr] = order[s]
+                                nr += 1
                 ring_end[ring] = nr
             for t in range(ustart[c], ustart[c + 1]):
                 g = pg[t]
-                if g < 0:
+                if g < 0 or (not none_done and done[t]):
                     continue
                 a = order[t]
                 xa = px[t]

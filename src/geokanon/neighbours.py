@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 import numba as nb
@@ -1177,8 +1178,23 @@ def _search(
     count: int,
     max_distance: float,
     last_only: bool,
+    at_places: bool = True,
+    depth: int = 0,
+    queries: NDArray[np.int64] | None = None,
 ) -> NDArray[np.float64]:
-    """The level-by-level search (inputs validated, ``n >= 1``)."""
+    """The level-by-level search (inputs validated, ``n >= 1``).
+
+    Where level-0 cells hold so many points that scanning them would cost more than
+    :data:`CROWDED_PAIRS` pairs (the cells are sized for the median record's density, so
+    a dense spot shares one), their points are first reduced by place
+    (:func:`_search_by_place`, with ``at_places``): many records at one coordinate (a
+    care home, a postcode's centroid) would otherwise cost the square of their number.
+    Then, if the cells are still crowded (many distinct places close together), the
+    crowded cells' points are searched among themselves on a grid of their own
+    (:func:`_search_crowded`, ``depth`` such searches deep at most).
+
+    ``queries``: the rows to answer (the others' rows of the result are left unset);
+    ``None``: every row."""
     n = xa.size
     out = np.empty((n, 1 if last_only else count), dtype=np.float64)
     x0, x1 = float(xa.min()), float(xa.max())
@@ -1200,13 +1216,36 @@ def _search(
     order = stable_argsort(keys)  # compiled radix sort: 0.2-0.25 s at 1e7
     skeys, start = _sorted_starts(keys, order, 2 * table_level, 4 ** (bits - table_level))
     del keys
+    if queries is None and run_pairs_above(skeys, CROWDED_RUN) > CROWDED_PAIRS:
+        crowded = order[in_runs_above(skeys, CROWDED_RUN)]
+        if at_places:
+            del skeys, start, order
+
+            def among(rows: NDArray[np.int64]) -> NDArray[np.float64]:
+                return _search(
+                    xa[rows], ya[rows], None if subj is None else subj[rows], count,
+                    max_distance, last_only, at_places=False, depth=depth,
+                )  # fmt: skip
+
+            return _search_by_place((xa, ya), subj, count, crowded, among)
+        if depth < _CROWDED_DEPTH and crowded.size < n:
+            del skeys, start, order
+            return _search_crowded(
+                xa, ya, subj, count, max_distance, last_only, crowded, (x0, y0, c0), depth
+            )
     with_subjects = subj is not None
     xs, ys, ss = _gather(
         order, xa, ya, subj if subj is not None else np.empty(0, np.int64), with_subjects
     )
     # Rounding of coordinates and distances is far below this margin.
     margin = 1e-9 * (max(abs(x0), abs(x1)) + max(abs(y0), abs(y1))) + 1e-9
-    qpos = np.arange(n, dtype=np.int64)
+    if queries is None:
+        qpos = np.arange(n, dtype=np.int64)
+    else:  # the queries' sorted positions, in order
+        where = np.empty(n, dtype=np.int64)
+        where[order] = np.arange(n, dtype=np.int64)
+        qpos = np.sort(where[queries])
+        del where
     level = 0
     while qpos.size:
         if level > bits:  # pragma: no cover - the top level holds every point
@@ -1221,6 +1260,152 @@ def _search(
             )  # fmt: skip
         qpos = qpos[~resolved]
         level += 1
+    return out
+
+
+#: Level-0 cells of more points than this are candidates for :func:`_search_by_place`
+#: and :func:`_search_crowded`.
+CROWDED_RUN = 256
+#: ... and they are reduced by place when the squares of their point counts sum to more
+#: than this (the pairs a scan of them would cost: about a tenth of a second).
+CROWDED_PAIRS = 50_000_000
+
+
+@nb.njit(cache=True)
+def run_pairs_above(skeys: NDArray[np.int64], least: int) -> int:
+    """The sum of the squared lengths of the runs of equal ``skeys`` longer than ``least``."""
+    n = skeys.size
+    work = 0
+    a = 0
+    for i in range(1, n + 1):
+        if i == n or skeys[i] != skeys[a]:
+            if i - a > least:
+                work += (i - a) * (i - a)
+            a = i
+    return work
+
+
+@nb.njit(cache=True)
+def in_runs_above(skeys: NDArray[np.int64], least: int) -> NDArray[np.bool_]:
+    """Per sorted position, whether its run of equal ``skeys`` is longer than ``least``."""
+    n = skeys.size
+    out = np.zeros(n, np.bool_)
+    a = 0
+    for i in range(1, n + 1):
+        if i == n or skeys[i] != skeys[a]:
+            if i - a > least:
+                out[a:i] = True
+            a = i
+    return out
+
+
+#: Grids within grids :func:`_search_crowded` may lay at most (a spot within a spot ...).
+_CROWDED_DEPTH = 4
+
+
+def _search_crowded(
+    xa: NDArray[np.float64],
+    ya: NDArray[np.float64],
+    subj: NDArray[np.int64] | None,
+    count: int,
+    max_distance: float,
+    last_only: bool,
+    crowd: NDArray[np.int64],
+    grid: tuple[float, float, float],
+    depth: int,
+) -> NDArray[np.float64]:
+    """:func:`_search` where the rows ``crowd`` fill crowded level-0 cells of ``grid``
+    (origin x, origin y, side).
+
+    They are searched among themselves first, on the finer grid their own density gives.
+    A row whose answer (its ``count``-th distance, or ``max_distance``) is closer than
+    the outside of its own cell has its answer: every other record lies outside, farther.
+    The others, and every row outside the crowded cells, are then searched among all
+    records. A dense spot of distinct places (the phones at a stadium, fixes with
+    centimetres of jitter) would otherwise cost the square of its records.
+    """
+    n = xa.size
+    crowd = np.sort(crowd)
+    inner = _search(
+        xa[crowd], ya[crowd], None if subj is None else subj[crowd], count, max_distance,
+        last_only, at_places=False, depth=depth + 1,
+    )  # fmt: skip
+    x0, y0, c0 = grid
+    cx, cy = xa[crowd], ya[crowd]
+    left = x0 + np.floor((cx - x0) / c0) * c0
+    below = y0 + np.floor((cy - y0) / c0) * c0
+    inside = np.minimum(
+        np.minimum(cx - left, left + c0 - cx), np.minimum(cy - below, below + c0 - cy)
+    )
+    del left, below
+    # rounding of coordinates and of the cell's edges is far below this margin
+    margin = 1e-9 * (abs(x0) + abs(y0) + c0 + float(np.abs(cx).max()) + float(np.abs(cy).max()))
+    done = np.minimum(inner[:, -1], max_distance) < inside - margin
+    out = np.empty((n, inner.shape[1]), dtype=np.float64)
+    out[crowd[done]] = inner[done]
+    rest = np.ones(n, dtype=np.bool_)
+    rest[crowd[done]] = False
+    todo = np.flatnonzero(rest)
+    if todo.size:
+        found = _search(xa, ya, subj, count, max_distance, last_only, at_places=False,
+                        depth=_CROWDED_DEPTH, queries=todo)  # fmt: skip
+        out[todo] = found[todo]
+    return out
+
+
+def _search_by_place(
+    coords: tuple[NDArray[np.float64], ...],
+    subj: NDArray[np.int64] | None,
+    count: int,
+    heavy: NDArray[np.int64],
+    search: Callable[[NDArray[np.int64]], NDArray[np.float64]],
+) -> NDArray[np.float64]:
+    """A search (``search(rows)``: the answers of those rows among themselves) with the
+    records ``heavy`` (those of crowded cells) reduced by place: equal ``coords`` (x, y,
+    and the time where time counts).
+
+    Every record at one place of one subject has the same answer, so one of them is
+    searched for all. A place with ``count + 1`` distinct subjects or more answers 0 for
+    each of its records (``count`` other subjects lie at distance 0), and only
+    ``count + 1`` of its subjects (one record each) stay as neighbours of the others.
+    That leaves every answer as it was: within any distance that reaches a reduced place,
+    ``count`` other subjects are still found at it, and within any other nothing was
+    taken away. Without subjects every record is a subject of its own. The search then
+    costs the places' subjects, not the square of their records.
+    """
+    n = coords[0].size
+    hs = heavy if subj is None else subj[heavy]
+    at = [c[heavy] for c in coords]
+    o = np.lexsort((heavy, hs, *reversed(at)))
+    rows, hs = heavy[o], hs[o]
+    at = [c[o] for c in at]
+    new_place = np.zeros(rows.size, dtype=np.bool_)
+    new_place[:1] = True
+    for c in at:
+        new_place[1:] |= c[1:] != c[:-1]
+    new_pair = new_place.copy()
+    new_pair[1:] |= hs[1:] != hs[:-1]
+    place = np.cumsum(new_place) - 1
+    pair = np.cumsum(new_pair) - 1
+    # each pair's rank among its place's subjects, and each place's number of subjects
+    rank = pair - pair[new_place][place]
+    subjects_at = np.bincount(place, weights=new_pair).astype(np.int64)
+    full = subjects_at[place] >= count + 1
+    kept = new_pair & (rank < count + 1)
+    light = np.ones(n, dtype=np.bool_)
+    light[heavy] = False
+    searched = np.concatenate([np.flatnonzero(light), rows[kept]])
+    found = search(searched)
+    out = np.empty((n, found.shape[1]), dtype=np.float64)
+    n_light = searched.size - int(kept.sum())
+    out[searched[:n_light]] = found[:n_light]
+    # every heavy record: its pair's searched record (the pair's first), or 0 at a full place
+    at_pair = np.empty(int(pair[-1]) + 1 if pair.size else 0, dtype=np.int64)
+    at_pair[pair[kept]] = np.arange(n_light, searched.size)
+    answer = np.zeros((rows.size, found.shape[1]), dtype=np.float64)
+    open_ = ~full
+    answer[open_] = found[at_pair[pair[open_]]]
+    out[rows] = answer
     return out
 
 
@@ -1528,12 +1713,19 @@ def _spacetime_search(
     max_d: float,
     max_g: float,
     last_only: bool,
+    at_places: bool = True,
 ) -> NDArray[np.float64]:
     """The level-by-level space-time search (inputs validated, ``n >= 1``).
 
     Level ``j`` has cells of side ``h * 2**j`` in units of ``(r, tmax)``; each
     level sorts the points by cell once and the unresolved records scan the
     3 x 3 x 3 block of cells around their own.
+
+    ``at_places``: where the first level's cells hold so many records that scanning them
+    would cost more than :data:`CROWDED_PAIRS` pairs, those records are first reduced by
+    place and time (:func:`_search_by_place`): many records at one place and time (a
+    register that dates its records by the day) would otherwise cost the square of
+    their number.
     """
     n = xa.size
     out = np.empty((n, 1 if last_only else count), dtype=np.float64)
@@ -1579,6 +1771,20 @@ def _spacetime_search(
         cell_keys = np.ascontiguousarray(skeys[starts])
         cell_start = np.r_[starts, n].astype(np.int64)
         del skeys
+        if at_places:  # the first level searched: crowded cells are reduced by place
+            at_places = False
+            runs = np.diff(cell_start)
+            crowd = runs[runs > CROWDED_RUN]
+            if int(np.dot(crowd, crowd)) > CROWDED_PAIRS:
+                inside = np.repeat(runs > CROWDED_RUN, runs)
+
+                def among(rows: NDArray[np.int64]) -> NDArray[np.float64]:
+                    return _spacetime_search(
+                        xa[rows], ya[rows], ta[rows], subj[rows], count, r, tmax, period,
+                        max_d, max_g, last_only, at_places=False,
+                    )  # fmt: skip
+
+                return _search_by_place((xa, ya, t), subj, count, order[inside], among)
         # Queries in cell order: neighbouring queries scan the same cells.
         q_sorted = np.ascontiguousarray(order[pending[order]])
         resolved = np.empty(q_sorted.size, dtype=np.bool_)

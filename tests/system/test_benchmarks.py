@@ -29,6 +29,7 @@ CASES = {
         "ratio this tree / src",
     ),
     "write_report": (["bench_write_report.py", "--quick", "--repeat", "1"], "report s"),
+    "crowded": (["bench_crowded.py", "--sizes", "3000"], "after s per 1e5"),
 }
 
 
