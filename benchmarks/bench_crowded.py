@@ -169,16 +169,10 @@ def main(argv: list[str] | None = None) -> None:
         ]
         for name, n, b, f in rows
     ]
-    if a.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("| " + " | ".join("---" for _ in head) + " |")
-        for r in lines:
-            print("| " + " | ".join(r) + " |")
-    else:
-        w = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)]
-        print("  ".join(h.rjust(w[i]) for i, h in enumerate(head)))
-        for r in lines:
-            print("  ".join(v.rjust(w[i]) for i, v in enumerate(r)))
+    sys.path.insert(0, str(HERE.parent))
+    from benchmarks.bench_few_subjects import print_table
+
+    print_table(head, lines, a.markdown)
 
 
 if __name__ == "__main__":

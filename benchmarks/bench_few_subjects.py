@@ -93,6 +93,20 @@ def run(n: int, subjects: int, seed: int, src: Path, timeout: float) -> dict | N
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def print_table(head: list[str], lines: list[list[str]], markdown: bool) -> None:
+    """Print rows under a header, as a Markdown table or in right-aligned columns."""
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("| " + " | ".join("---" for _ in head) + " |")
+        for r in lines:
+            print("| " + " | ".join(r) + " |")
+    else:
+        w = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)]
+        print("  ".join(h.rjust(w[i]) for i, h in enumerate(head)))
+        for r in lines:
+            print("  ".join(v.rjust(w[i]) for i, v in enumerate(r)))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", type=float, default=[2e4, 1e5, 3e5, 1e6])
@@ -132,16 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         ]
         for n, b, f in rows
     ]
-    if a.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("| " + " | ".join("---" for _ in head) + " |")
-        for r in lines:
-            print("| " + " | ".join(r) + " |")
-    else:
-        w = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)]
-        print("  ".join(h.rjust(w[i]) for i, h in enumerate(head)))
-        for r in lines:
-            print("  ".join(v.rjust(w[i]) for i, v in enumerate(r)))
+    print_table(head, lines, a.markdown)
 
 
 if __name__ == "__main__":
