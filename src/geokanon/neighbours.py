@@ -1701,6 +1701,77 @@ def _spacetime_cell(
     return min(max(side, _ST_CELL_MIN), _ST_CELL_MAX)
 
 
+def _spacetime_crowded(
+    xa: NDArray[np.float64],
+    ya: NDArray[np.float64],
+    ta: NDArray[np.float64],
+    subj: NDArray[np.int64],
+    count: int,
+    r: float,
+    tmax: float,
+    period: float | None,
+    max_d: float,
+    max_g: float,
+    last_only: bool,
+    crowd: NDArray[np.int64],
+    grid: tuple[float, float, float, float, float, int],
+    depth: int,
+) -> NDArray[np.float64]:
+    """:func:`_spacetime_search` where the rows ``crowd`` fill crowded cells of the first
+    level searched (``grid``: its origin x, y, t, cell side, time slot, slots).
+
+    As :func:`_search_crowded`, in space and time: the crowd is searched among itself
+    first, on the finer grid its own density gives. A record outside a row's cell lies
+    beyond the cell's nearest face, in space (its distance over ``r``) or in time (its
+    gap over ``tmax``; around the clock with ``period``), so a row whose ratio is below
+    that has its answer; so has a row with fewer than ``count`` subjects in reach whose
+    faces all lie beyond ``max_d`` and ``max_g``. The others, and every row outside the
+    crowd, are then searched among all records.
+    """
+    n = xa.size
+    crowd = np.sort(crowd)
+    inner = _spacetime_search(
+        xa[crowd], ya[crowd], ta[crowd], subj[crowd], count, r, tmax, period, max_d, max_g,
+        last_only, at_places=False, depth=depth + 1,
+    )  # fmt: skip
+    x0, y0, t0, cj, ctj, nt = grid
+    cx, cy = xa[crowd], ya[crowd]
+    ct = ta[crowd] if period is None else np.mod(ta[crowd], period)
+    if period is not None:
+        ct[ct >= period] = 0.0  # as the search takes a time just below 0
+
+    def face(v: NDArray[np.float64], v0: float, side: float) -> NDArray[np.float64]:
+        low = v0 + np.floor((v - v0) / side) * side
+        return np.minimum(v - low, low + side - v)
+
+    dx = np.minimum(face(cx, x0, cj), face(cy, y0, cj))
+    if period is not None:
+        slot = np.minimum(np.floor(ct / ctj), nt - 1)
+        low = slot * ctj
+        high = np.where(slot == nt - 1, period, low + ctj)
+        dt = np.minimum(ct - low, high - ct) if nt > 1 else np.full(ct.size, np.inf)
+    else:
+        dt = face(ct, t0, ctj)
+    # rounding of coordinates, times and the cells' faces is far below these margins
+    m_d = 1e-9 * (float(np.abs(cx).max() + np.abs(cy).max()) + cj) + 1e-9
+    m_t = 1e-9 * (float(np.abs(ct).max()) + ctj) + 1e-9
+    ratio = inner[:, -1]
+    beyond = np.minimum((dx - m_d) / r, (dt - m_t) / tmax)
+    done = np.where(np.isfinite(ratio), ratio < beyond, (dx - m_d > max_d) & (dt - m_t > max_g))
+    out = np.empty((n, inner.shape[1]), dtype=np.float64)
+    out[crowd[done]] = inner[done]
+    rest = np.ones(n, dtype=np.bool_)
+    rest[crowd[done]] = False
+    todo = np.flatnonzero(rest)
+    if todo.size:
+        found = _spacetime_search(
+            xa, ya, ta, subj, count, r, tmax, period, max_d, max_g, last_only, at_places=False,
+            depth=_CROWDED_DEPTH, rows=todo,
+        )  # fmt: skip
+        out[todo] = found[todo]
+    return out
+
+
 def _spacetime_search(
     xa: NDArray[np.float64],
     ya: NDArray[np.float64],
@@ -1714,6 +1785,8 @@ def _spacetime_search(
     max_g: float,
     last_only: bool,
     at_places: bool = True,
+    depth: int = 0,
+    rows: NDArray[np.int64] | None = None,
 ) -> NDArray[np.float64]:
     """The level-by-level space-time search (inputs validated, ``n >= 1``).
 
@@ -1725,7 +1798,12 @@ def _spacetime_search(
     would cost more than :data:`CROWDED_PAIRS` pairs, those records are first reduced by
     place and time (:func:`_search_by_place`): many records at one place and time (a
     register that dates its records by the day) would otherwise cost the square of
-    their number.
+    their number. Then, if the cells are still crowded, the crowded cells' records are
+    searched among themselves on a grid of their own (:func:`_spacetime_crowded`,
+    ``depth`` such searches deep at most).
+
+    ``rows``: the rows to answer (the others' rows of the result are left unset);
+    ``None``: every row.
     """
     n = xa.size
     out = np.empty((n, 1 if last_only else count), dtype=np.float64)
@@ -1744,8 +1822,14 @@ def _spacetime_search(
     margin_m = 1e-9 * (max(abs(x0), abs(x1)) + max(abs(y0), abs(y1))) + 1e-9
     margin_t = 1e-9 * max(abs(t0), abs(t1)) + 1e-9
     h = _spacetime_cell(xa, ya, t, r, tmax, count)
-    queries = np.arange(n, dtype=np.int64)
-    pending = np.ones(n, dtype=bool)
+    crowd_check = rows is None
+    if rows is None:
+        queries = np.arange(n, dtype=np.int64)
+        pending = np.ones(n, dtype=bool)
+    else:
+        queries = np.sort(rows)
+        pending = np.zeros(n, dtype=bool)
+        pending[queries] = True
     level = 0
     while queries.size:
         if level > 2000:  # pragma: no cover - a level of three cells a side resolves all
@@ -1771,20 +1855,26 @@ def _spacetime_search(
         cell_keys = np.ascontiguousarray(skeys[starts])
         cell_start = np.r_[starts, n].astype(np.int64)
         del skeys
-        if at_places:  # the first level searched: crowded cells are reduced by place
-            at_places = False
+        if crowd_check:  # the first level searched: are its cells crowded?
+            crowd_check = False
             runs = np.diff(cell_start)
             crowd = runs[runs > CROWDED_RUN]
             if int(np.dot(crowd, crowd)) > CROWDED_PAIRS:
-                inside = np.repeat(runs > CROWDED_RUN, runs)
+                crowded = order[np.repeat(runs > CROWDED_RUN, runs)]
+                if at_places:
 
-                def among(rows: NDArray[np.int64]) -> NDArray[np.float64]:
-                    return _spacetime_search(
-                        xa[rows], ya[rows], ta[rows], subj[rows], count, r, tmax, period,
-                        max_d, max_g, last_only, at_places=False,
+                    def among(some: NDArray[np.int64]) -> NDArray[np.float64]:
+                        return _spacetime_search(
+                            xa[some], ya[some], ta[some], subj[some], count, r, tmax, period,
+                            max_d, max_g, last_only, at_places=False, depth=depth,
+                        )  # fmt: skip
+
+                    return _search_by_place((xa, ya, t), subj, count, crowded, among)
+                if depth < _CROWDED_DEPTH and crowded.size < n:
+                    return _spacetime_crowded(
+                        xa, ya, ta, subj, count, r, tmax, period, max_d, max_g, last_only,
+                        crowded, (x0, y0, t0, cj, ctj, nt), depth,
                     )  # fmt: skip
-
-                return _search_by_place((xa, ya, t), subj, count, order[inside], among)
         # Queries in cell order: neighbouring queries scan the same cells.
         q_sorted = np.ascontiguousarray(order[pending[order]])
         resolved = np.empty(q_sorted.size, dtype=np.bool_)

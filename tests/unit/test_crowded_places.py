@@ -306,3 +306,69 @@ def test_records_at_one_place_and_day_search_their_places(
     d = subject_spacetime_ratios(x, y, t, subj, count=4, r_max_m=100.0, t_max_s=3_600.0)
     assert (d == 0.0).all()
     assert searched == [n, 2 * 3 * 5]  # then 5 subjects at each place and day
+
+
+@given(
+    dense_spots(),
+    st.integers(2, 24),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([None, 86_400.0]),
+    st.sampled_from([np.inf, 3.0]),
+)
+@settings(max_examples=120, deadline=None)
+def test_spacetime_dense_spot_on_its_own_grid_equals_brute_force(
+    case: tuple[np.ndarray, np.ndarray, np.ndarray | None, int],
+    crowd: int,
+    seed: int,
+    period: float | None,
+    limit: float,
+) -> None:
+    # the spot's records within minutes of one time of day, the others over three days
+    x, y, subj, count = case
+    rng = np.random.default_rng(seed)
+    spot = np.hypot(x - np.median(x), y - np.median(y)) < 10.0
+    t = np.where(
+        spot, 40_000.0 + rng.normal(0.0, 300.0, x.size), rng.uniform(0, 3 * 86_400, x.size)
+    )
+    t = np.round(t, int(rng.integers(-1, 2)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(neighbours, "CROWDED_RUN", crowd)
+        mp.setattr(neighbours, "CROWDED_PAIRS", 0)
+        got = subject_spacetime_ratios(
+            x, y, t, subj, count=count, r_max_m=5.0, t_max_s=1_800.0, period=period,
+            max_distance=limit * 5.0, max_gap=limit * 1_800.0,
+        )  # fmt: skip
+    ids = np.arange(x.size) if subj is None else subj
+    want = oracle_spacetime(x, y, t, ids, count, 5.0, 1_800.0, period, limit * 5.0,
+                            limit * 1_800.0)  # fmt: skip
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_dense_spot_in_space_and_time_is_searched_on_its_own_grid() -> None:
+    # 20,000 GPS fixes within a few metres and minutes, among 60,000 over 20 km and a month
+    rng = np.random.default_rng(12)
+    spot, rest = 20_000, 60_000
+    x = np.r_[rng.normal(0.0, 3.0, spot), rng.uniform(-1e4, 1e4, rest)].round(2)
+    y = np.r_[rng.normal(0.0, 3.0, spot), rng.uniform(-1e4, 1e4, rest)].round(2)
+    t = np.r_[rng.normal(4e4, 300.0, spot), rng.uniform(0.0, 30 * 86_400.0, rest)].round()
+    subj = rng.integers(0, 70_000, x.size)
+    asked: list[int] = []
+    inner = neighbours._spacetime_crowded
+
+    def spy(*args: object, **kwargs: object) -> np.ndarray:
+        asked.append(int(np.asarray(args[11]).size))  # the crowd
+        return inner(*args, **kwargs)  # type: ignore[arg-type]
+
+    kw = {"count": 4, "r_max_m": 300.0, "t_max_s": 3_600.0, "last_only": True}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(neighbours, "_spacetime_crowded", spy)
+        got = subject_spacetime_ratios(x, y, t, subj, **kw)  # type: ignore[arg-type]
+    assert asked and asked[0] >= spot // 2
+    for i in rng.choice(x.size, 40, replace=False):  # against the brute force, row by row
+        d = np.sqrt((x - x[i]) ** 2 + (y - y[i]) ** 2)
+        ratio = np.maximum(d / 300.0, np.abs(t - t[i]) / 3_600.0)
+        other = subj != subj[i]
+        best: dict[int, float] = {}
+        for s_, v in zip(subj[other], ratio[other], strict=True):
+            best[s_] = min(best.get(s_, np.inf), v)
+        assert got[i, 0] == sorted(best.values())[3]
