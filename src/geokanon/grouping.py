@@ -63,6 +63,7 @@ from geokanon.neighbours import (
     CROWDED_RUN,
     cell_values,
     cells_around,
+    face_distance,
     in_runs_above,
     pack_key,
     run_pairs_above,
@@ -3786,14 +3787,8 @@ def _near_in_crowds(
     ox, oy = float(ax.min()), float(ay.min())
     margin = 1e-9 * (abs(ox) + abs(oy) + side + float(np.abs(ax).max() + np.abs(ay).max()))
     # how far each asking atom's reach reads: its cell's edge, then its rings of cells
-    px, py = ax[atoms], ay[atoms]
-    left = ox + np.floor((px - ox) / side) * side
-    below = oy + np.floor((py - oy) / side) * side
-    read = np.minimum(
-        np.minimum(px - left, left + side - px), np.minimum(py - below, below + side - py)
-    )
+    read = np.minimum(face_distance(ax[atoms], ox, side), face_distance(ay[atoms], oy, side))
     read += np.clip(np.ceil(reach[grp] / side), 1, 4) * side - margin
-    del px, py, left, below
     answers = np.empty((pos.size, q), np.int32)
     ok = np.zeros(pos.size, np.bool_)
 

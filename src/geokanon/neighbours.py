@@ -1332,24 +1332,42 @@ def _search_crowded(
     )  # fmt: skip
     x0, y0, c0 = grid
     cx, cy = xa[crowd], ya[crowd]
-    left = x0 + np.floor((cx - x0) / c0) * c0
-    below = y0 + np.floor((cy - y0) / c0) * c0
-    inside = np.minimum(
-        np.minimum(cx - left, left + c0 - cx), np.minimum(cy - below, below + c0 - cy)
-    )
-    del left, below
+    inside = np.minimum(face_distance(cx, x0, c0), face_distance(cy, y0, c0))
     # rounding of coordinates and of the cell's edges is far below this margin
     margin = 1e-9 * (abs(x0) + abs(y0) + c0 + float(np.abs(cx).max()) + float(np.abs(cy).max()))
     done = np.minimum(inner[:, -1], max_distance) < inside - margin
+
+    def rest(todo: NDArray[np.int64]) -> NDArray[np.float64]:
+        return _search(xa, ya, subj, count, max_distance, last_only, at_places=False,
+                       depth=_CROWDED_DEPTH, queries=todo)  # fmt: skip
+
+    return _kept_then_rest(n, crowd, done, inner, rest)
+
+
+def face_distance(v: NDArray[np.float64], origin: float, side: float) -> NDArray[np.float64]:
+    """Per value, its distance to the nearer face of its cell on a grid of ``side`` from
+    ``origin`` (cell ``floor((v - origin) / side)``, as the searches' grids cut them)."""
+    low = origin + np.floor((v - origin) / side) * side
+    return np.minimum(v - low, low + side - v)
+
+
+def _kept_then_rest(
+    n: int,
+    crowd: NDArray[np.int64],
+    done: NDArray[np.bool_],
+    inner: NDArray[np.float64],
+    rest: Callable[[NDArray[np.int64]], NDArray[np.float64]],
+) -> NDArray[np.float64]:
+    """The answers of :func:`_search_crowded` and :func:`_spacetime_crowded`: the crowd's
+    rows ``done`` keep their answers among the crowd (``inner``); every other row of the
+    ``n`` is answered by ``rest(rows)`` (a search among all records of those rows)."""
     out = np.empty((n, inner.shape[1]), dtype=np.float64)
     out[crowd[done]] = inner[done]
-    rest = np.ones(n, dtype=np.bool_)
-    rest[crowd[done]] = False
-    todo = np.flatnonzero(rest)
+    left = np.ones(n, dtype=np.bool_)
+    left[crowd[done]] = False
+    todo = np.flatnonzero(left)
     if todo.size:
-        found = _search(xa, ya, subj, count, max_distance, last_only, at_places=False,
-                        depth=_CROWDED_DEPTH, queries=todo)  # fmt: skip
-        out[todo] = found[todo]
+        out[todo] = rest(todo)[todo]
     return out
 
 
@@ -1740,36 +1758,28 @@ def _spacetime_crowded(
     if period is not None:
         ct[ct >= period] = 0.0  # as the search takes a time just below 0
 
-    def face(v: NDArray[np.float64], v0: float, side: float) -> NDArray[np.float64]:
-        low = v0 + np.floor((v - v0) / side) * side
-        return np.minimum(v - low, low + side - v)
-
-    dx = np.minimum(face(cx, x0, cj), face(cy, y0, cj))
+    dx = np.minimum(face_distance(cx, x0, cj), face_distance(cy, y0, cj))
     if period is not None:
         slot = np.minimum(np.floor(ct / ctj), nt - 1)
         low = slot * ctj
         high = np.where(slot == nt - 1, period, low + ctj)
         dt = np.minimum(ct - low, high - ct) if nt > 1 else np.full(ct.size, np.inf)
     else:
-        dt = face(ct, t0, ctj)
+        dt = face_distance(ct, t0, ctj)
     # rounding of coordinates, times and the cells' faces is far below these margins
     m_d = 1e-9 * (float(np.abs(cx).max() + np.abs(cy).max()) + cj) + 1e-9
     m_t = 1e-9 * (float(np.abs(ct).max()) + ctj) + 1e-9
     ratio = inner[:, -1]
     beyond = np.minimum((dx - m_d) / r, (dt - m_t) / tmax)
     done = np.where(np.isfinite(ratio), ratio < beyond, (dx - m_d > max_d) & (dt - m_t > max_g))
-    out = np.empty((n, inner.shape[1]), dtype=np.float64)
-    out[crowd[done]] = inner[done]
-    rest = np.ones(n, dtype=np.bool_)
-    rest[crowd[done]] = False
-    todo = np.flatnonzero(rest)
-    if todo.size:
-        found = _spacetime_search(
+
+    def rest(todo: NDArray[np.int64]) -> NDArray[np.float64]:
+        return _spacetime_search(
             xa, ya, ta, subj, count, r, tmax, period, max_d, max_g, last_only, at_places=False,
             depth=_CROWDED_DEPTH, rows=todo,
         )  # fmt: skip
-        out[todo] = found[todo]
-    return out
+
+    return _kept_then_rest(n, crowd, done, inner, rest)
 
 
 def _spacetime_search(
